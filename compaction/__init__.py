@@ -1,0 +1,1 @@
+"""Key-based log compaction with tombstones, as a Spark job."""

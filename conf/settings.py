@@ -1,0 +1,163 @@
+"""Process settings: ``conf/defaults.toml``, then ``SPARKLOG_*`` environment
+variables, then explicit overrides (CLI flags), loaded once into frozen
+dataclasses.
+
+Keys are dotted and lower case (``gateway.linger.ms``); the environment
+variable of a key is ``SPARKLOG_`` + the key upper-cased with dots as
+underscores (``SPARKLOG_GATEWAY_LINGER_MS``). A value that does not parse, or
+a ``SPARKLOG_<SECTION>_*`` variable that names no key, stops start-up with a
+:class:`~conf.errors.ConfigError` naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from conf.errors import ConfigError
+from conf.topic import TOPIC_KEYS, TopicConfig
+
+DEFAULTS_FILE = Path(__file__).with_name("defaults.toml")
+ENV_PREFIX = "SPARKLOG_"
+#: the folder holding pyproject.toml: relative cache paths resolve against it
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreSettings:
+    url: str
+    fsync: bool
+    s3_endpoint_url: str
+    manifest_versions_retained: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GatewaySettings:
+    host: str
+    port: int
+    linger_ms: int
+    batch_size: int
+    flush_messages: int
+    buffer_memory: int
+    max_request_size: int
+    auto_create_topics_enable: bool
+    session_timeout_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkSettings:
+    master: str
+    app_name: str
+    delta_package: str
+    jars_ivy: str
+    ui_enabled: bool
+    shuffle_partitions: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MaintenanceSettings:
+    interval_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    store: StoreSettings
+    gateway: GatewaySettings
+    topic: TopicConfig
+    spark: SparkSettings
+    maintenance: MaintenanceSettings
+
+
+_SECTIONS: dict[str, type] = {
+    "store": StoreSettings,
+    "gateway": GatewaySettings,
+    "spark": SparkSettings,
+    "maintenance": MaintenanceSettings,
+}
+
+
+def _coerce(key: str, raw: Any, kind: type) -> Any:
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(key, raw, "expected true or false")
+    if kind is int:
+        try:
+            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else int(str(raw))
+        except ValueError:
+            raise ConfigError(key, raw, "expected an integer") from None
+        if value < 0:
+            raise ConfigError(key, raw, "must not be negative")
+        return value
+    return str(raw)
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """``SPARKLOG_*`` variables of known sections as dotted keys."""
+    known = {f"{section}.{k}" for section, v in _defaults().items() for k in v}
+    out: dict[str, str] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        section = rest.split("_", 1)[0]
+        if section not in _defaults():
+            continue  # SPARKLOG_HOME and friends are not settings
+        key = rest.replace("_", ".")
+        if key not in known:
+            raise ConfigError(name, value, "names no sparklog setting")
+        out[key] = value
+    return out
+
+
+def _defaults() -> dict[str, dict[str, Any]]:
+    with DEFAULTS_FILE.open("rb") as f:
+        return tomllib.load(f)
+
+
+def load(overrides: Mapping[str, Any] | None = None, *,
+         environ: Mapping[str, str] | None = None) -> Settings:
+    """Load settings: defaults, then environment, then ``overrides``.
+
+    ``overrides`` maps dotted keys (``"gateway.port"``) to values; ``None``
+    values are ignored so CLI flags that were not given can be passed as is.
+    Raises ConfigError naming the key and the value of the first bad setting.
+    """
+    tree = _defaults()
+    merged: dict[str, Any] = {f"{s}.{k}": v for s, kv in tree.items() for k, v in kv.items()}
+    merged.update(env_overrides(os.environ if environ is None else environ))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in merged:
+            raise ConfigError(key, value, "names no sparklog setting")
+        merged[key] = value
+
+    sections: dict[str, Any] = {}
+    for section, cls in _SECTIONS.items():
+        kwargs = {}
+        for field in dataclasses.fields(cls):
+            key = f"{section}.{field.name.replace('_', '.')}"
+            kwargs[field.name] = _coerce(key, merged[key], _FIELD_TYPES[field.type])
+        sections[section] = cls(**kwargs)
+    topic = TopicConfig.from_kafka({k[len("topic."):]: v for k, v in merged.items()
+                                    if k.startswith("topic.")})
+    settings = Settings(topic=topic, **sections)
+    if settings.gateway.port > 65535:
+        raise ConfigError("gateway.port", settings.gateway.port, "must be at most 65535")
+    return settings
+
+
+# dataclass field types are strings under `from __future__ import annotations`
+_FIELD_TYPES = {"int": int, "bool": bool, "str": str}
+
+assert set(TOPIC_KEYS) == set(_defaults()["topic"]), "defaults.toml [topic] out of sync"

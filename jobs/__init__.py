@@ -1,0 +1,1 @@
+"""Entry points: the ``sparklog`` CLI, spark-submit scripts and scheduled maintenance."""

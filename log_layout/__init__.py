@@ -1,0 +1,29 @@
+"""THE on-disk format of sparklog: paths, segments, manifests, the commit protocol.
+
+Nothing outside this package builds a storage path or opens a segment. Start
+with :func:`open_log`::
+
+    log = open_log("file:///var/lib/sparklog")          # or s3://bucket/prefix, memory://x
+    log.create_topic("clicks", {"partitions": 4, "retention.ms": 3_600_000})
+    writer = log.partition("clicks", 0).claim("gateway-1")
+    writer.append(pa.table({"key": [b"k"], "value": [b"v"]}))
+    for batch in log.partition("clicks", 0).read(0): ...
+
+The format itself is specified in the docstrings of ``paths`` (layout),
+``segment`` (record files), ``manifest`` (partition snapshots) and
+``partition`` (the commit protocol and crash recovery).
+"""
+
+from log_layout.errors import *  # noqa: F401,F403  (the typed errors are part of the API)
+from log_layout.errors import __all__ as _errors
+from log_layout.manifest import Manifest, ProducerBatch, SegmentInfo, check_sequence
+from log_layout.partition import (AppendResult, PartitionLog, PartitionWriter, UnreferencedFile,
+                                  VacuumReport, wall_clock_ms)
+from log_layout.segment import SCHEMA as SEGMENT_SCHEMA
+from log_layout.store import FileInfo, Store, open_store
+from log_layout.topics import Log, TopicInfo, open_log
+
+__all__ = [*_errors, "Manifest", "ProducerBatch", "SegmentInfo", "check_sequence",
+           "AppendResult", "PartitionLog", "PartitionWriter", "UnreferencedFile",
+           "VacuumReport", "wall_clock_ms", "SEGMENT_SCHEMA", "FileInfo", "Store", "open_store",
+           "Log", "TopicInfo", "open_log"]

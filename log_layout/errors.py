@@ -1,0 +1,149 @@
+"""Typed errors of the log. Each carries its facts as attributes and reads as a
+sentence with the numbers in it; ``code`` is the machine-readable name the
+gateway puts in its error responses."""
+
+from __future__ import annotations
+
+from conf.errors import ConfigError, SparklogError
+from conf.topic import InvalidTopicName
+
+__all__ = [
+    "SparklogError", "ConfigError", "InvalidTopicName", "StoreError", "UnknownTopic",
+    "TopicExists", "UnknownPartition", "OffsetOutOfRange", "Fenced", "CorruptSegment",
+    "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidRecords",
+    "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
+]
+
+
+class StoreError(SparklogError):
+    """The store URL is unusable (unknown scheme, missing filesystem package)."""
+
+    code = "store_error"
+
+    def __init__(self, url: str, reason: str):
+        self.url, self.reason = url, reason
+        super().__init__(f"store {url!r}: {reason}")
+
+
+class UnknownTopic(SparklogError, LookupError):
+    code = "unknown_topic"
+
+    def __init__(self, topic: str):
+        self.topic = topic
+        super().__init__(f"topic {topic!r} does not exist")
+
+
+class TopicExists(SparklogError):
+    code = "topic_exists"
+
+    def __init__(self, topic: str):
+        self.topic = topic
+        super().__init__(f"topic {topic!r} already exists")
+
+
+class UnknownPartition(SparklogError, LookupError):
+    code = "unknown_partition"
+
+    def __init__(self, topic: str, partition: object, partitions: int):
+        self.topic, self.partition, self.partitions = topic, partition, partitions
+        super().__init__(f"topic {topic!r} has partitions 0..{partitions - 1}, "
+                         f"not {partition!r}")
+
+
+class OffsetOutOfRange(SparklogError, IndexError):
+    """An offset outside ``[log_start, log_end]`` of a partition."""
+
+    code = "offset_out_of_range"
+
+    def __init__(self, topic: str, partition: int, offset: int, log_start: int, log_end: int):
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.log_start, self.log_end = log_start, log_end
+        super().__init__(f"offset {offset} is out of range for {topic}-{partition}: "
+                         f"the log holds offsets {log_start} to {log_end} "
+                         f"(log start offset {log_start}, high watermark {log_end})")
+
+
+class Fenced(SparklogError):
+    """A writer lost its partition to a writer with a higher leader epoch."""
+
+    code = "fenced_leader_epoch"
+
+    def __init__(self, topic: str, partition: int, epoch: int, current_epoch: int):
+        self.topic, self.partition = topic, partition
+        self.epoch, self.current_epoch = epoch, current_epoch
+        super().__init__(f"writer of {topic}-{partition} with leader epoch {epoch} is fenced: "
+                         f"the partition's leader epoch is now {current_epoch}")
+
+
+class CorruptSegment(SparklogError):
+    code = "corrupt_segment"
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"segment {path} is corrupt: {reason}")
+
+
+class MissingSegment(CorruptSegment):
+    """A manifest names a segment file the store does not have."""
+
+    code = "missing_segment"
+
+    def __init__(self, path: str, version: int):
+        self.version = version
+        super().__init__(path, f"manifest version {version} names it but the file is missing")
+
+
+class CorruptManifest(SparklogError):
+    code = "corrupt_manifest"
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"manifest {path} is corrupt: {reason}")
+
+
+class MaintenanceConflict(SparklogError):
+    """A maintenance commit gave up: another job already changed its segments."""
+
+    code = "maintenance_conflict"
+
+    def __init__(self, topic: str, partition: int, reason: str):
+        self.topic, self.partition, self.reason = topic, partition, reason
+        super().__init__(f"maintenance of {topic}-{partition} gave up: {reason}")
+
+
+class InvalidRecords(SparklogError, ValueError):
+    """Records handed to ``append`` do not fit the segment schema."""
+
+    code = "invalid_records"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"invalid records: {reason}")
+
+
+class RecordTooLarge(SparklogError, ValueError):
+    code = "record_too_large"
+
+    def __init__(self, topic: str, size: int, limit: int):
+        self.topic, self.size, self.limit = topic, size, limit
+        super().__init__(f"a record of {size} bytes exceeds max.message.bytes={limit} "
+                         f"of topic {topic!r}")
+
+
+class InvalidProducerEpoch(SparklogError):
+    code = "invalid_producer_epoch"
+
+    def __init__(self, producer_id: int, epoch: int, current_epoch: int):
+        self.producer_id, self.epoch, self.current_epoch = producer_id, epoch, current_epoch
+        super().__init__(f"producer {producer_id} with epoch {epoch} is stale: "
+                         f"the current epoch is {current_epoch}")
+
+
+class OutOfOrderSequence(SparklogError):
+    code = "out_of_order_sequence"
+
+    def __init__(self, producer_id: int, partition: int, expected: int, got: int):
+        self.producer_id, self.partition = producer_id, partition
+        self.expected, self.got = expected, got
+        super().__init__(f"producer {producer_id} sent sequence {got} to partition "
+                         f"{partition}, expected {expected}")

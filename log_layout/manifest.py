@@ -1,0 +1,218 @@
+"""Partition manifests: the commit log of one partition's segment set.
+
+A manifest version is a **full snapshot** stored as
+``<topic>/<partition>/_log/<version:020d>.json``::
+
+    {"format": 1, "version": 7, "leader_epoch": 2, "leader": "gateway-1",
+     "log_start_offset": 0, "next_offset": 4000,          # next_offset = high watermark
+     "segments": {"file": [...], "base_offset": [...], "last_offset": [...],
+                  "count": [...], "bytes": [...], "min_ts": [...], "max_ts": [...],
+                  "crc32": [...]},                         # columnar: cheap to encode
+     "removed": {"file": [...], "at_ms": [...]},          # superseded, not yet deleted
+     "producers": {"<producer_id>": {"epoch": 0,
+                   "batches": [[first_seq, last_seq, base_offset, last_offset], ...]}},
+     "committer": "append", "committed_ms": 1763700000000}
+
+Segments are sorted by offset and do not overlap; ``base_offset`` is the first
+offset a segment covers and may lie before its first record after compaction
+(gaps are expected there). Version N+1 is created *exclusively* (see
+``store.put_exclusive``): exactly one writer wins each version; the loser
+re-reads and is fenced (higher ``leader_epoch``) or rebases (maintenance only).
+
+``removed`` lists files that a commit stopped naming, with the time it did, so
+the retention job deletes them only after ``file.delete.delay.ms`` and a reader
+holding an older snapshot never meets a missing file. ``producers`` keeps the
+last five batches of each idempotent producer, so a retried batch is answered
+with its original offsets even after a gateway restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from log_layout.errors import CorruptManifest, InvalidProducerEpoch, OutOfOrderSequence
+
+FORMAT = 1
+PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
+_SEGMENT_FIELDS = ("file", "base_offset", "last_offset", "count", "bytes", "min_ts", "max_ts",
+                   "crc32")
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentInfo:
+    """One segment file as a manifest names it (picklable: Spark tasks carry it)."""
+
+    file: str
+    base_offset: int
+    last_offset: int
+    count: int
+    bytes: int
+    min_ts: int
+    max_ts: int
+    crc32: int
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last offset this segment covers."""
+        return self.last_offset + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ProducerBatch:
+    """An idempotent producer's batch: ``count`` records from ``first_sequence``."""
+
+    producer_id: int
+    producer_epoch: int
+    first_sequence: int
+    count: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.first_sequence + self.count - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ProducerEntry:
+    epoch: int
+    #: (first_seq, last_seq, base_offset, last_offset), oldest first
+    batches: tuple[tuple[int, int, int, int], ...]
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1][1] if self.batches else -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """An immutable snapshot of one partition."""
+
+    topic: str
+    partition: int
+    version: int
+    leader_epoch: int = 0
+    leader: str | None = None
+    log_start_offset: int = 0
+    next_offset: int = 0
+    segments: tuple[SegmentInfo, ...] = ()
+    removed: tuple[tuple[str, int], ...] = ()
+    producers: dict[int, ProducerEntry] = dataclasses.field(default_factory=dict)
+    committer: str = "create"
+    committed_ms: int = 0
+
+    # -- queries ---------------------------------------------------------
+    @property
+    def high_watermark(self) -> int:
+        return self.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.bytes for s in self.segments)
+
+    @property
+    def record_count(self) -> int:
+        return sum(s.count for s in self.segments)
+
+    def segments_between(self, start: int, end: int) -> list[SegmentInfo]:
+        """Segments holding any offset in ``[start, end)``, in offset order."""
+        return [s for s in self.segments if s.last_offset >= start and s.base_offset < end]
+
+    def check_producer(self, batch: ProducerBatch) -> tuple[int, int] | None:
+        """Validate an idempotent batch against the committed producer state.
+
+        Returns the original ``(base_offset, last_offset)`` if this exact batch
+        was committed before (a retry), or None if it is the next batch.
+        Raises InvalidProducerEpoch for a stale epoch and OutOfOrderSequence
+        for a gap or an overlap.
+        """
+        return check_sequence(self.producers.get(batch.producer_id), batch, self.partition)
+
+    # -- changes (each returns a new snapshot for version + 1) -----------
+    def next(self, **changes: Any) -> "Manifest":
+        return dataclasses.replace(self, version=self.version + 1, **changes)
+
+    def with_producers(self, batches: Sequence[tuple[ProducerBatch, int]]) -> dict[int, ProducerEntry]:
+        """Producer state after appending ``(batch, base_offset)`` pairs."""
+        producers = dict(self.producers)
+        for batch, base in batches:
+            entry = producers.get(batch.producer_id)
+            kept = entry.batches if entry is not None and entry.epoch == batch.producer_epoch else ()
+            record = (batch.first_sequence, batch.last_sequence, base, base + batch.count - 1)
+            producers[batch.producer_id] = ProducerEntry(
+                batch.producer_epoch, (kept + (record,))[-PRODUCER_BATCHES_KEPT:])
+        return producers
+
+    # -- encoding ----------------------------------------------------------
+    def to_json(self) -> bytes:
+        segs = self.segments
+        doc = {
+            "format": FORMAT, "topic": self.topic, "partition": self.partition,
+            "version": self.version, "leader_epoch": self.leader_epoch, "leader": self.leader,
+            "log_start_offset": self.log_start_offset, "next_offset": self.next_offset,
+            "segments": {f: [getattr(s, f) for s in segs] for f in _SEGMENT_FIELDS},
+            "removed": {"file": [r[0] for r in self.removed], "at_ms": [r[1] for r in self.removed]},
+            "producers": {str(pid): {"epoch": e.epoch, "batches": [list(b) for b in e.batches]}
+                          for pid, e in self.producers.items()},
+            "committer": self.committer, "committed_ms": self.committed_ms,
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, *, path: str) -> "Manifest":
+        """Parse a manifest; raises CorruptManifest naming the path and the problem."""
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != FORMAT:
+                raise CorruptManifest(path, f"unknown format {doc.get('format')!r}")
+            cols = doc["segments"]
+            n = len(cols["file"])
+            if any(len(cols[f]) != n for f in _SEGMENT_FIELDS):
+                raise CorruptManifest(path, "segment columns differ in length")
+            segments = tuple(SegmentInfo(*row) for row in zip(*(cols[f] for f in _SEGMENT_FIELDS)))
+            removed = tuple(zip(doc["removed"]["file"], doc["removed"]["at_ms"]))
+            producers = {int(pid): ProducerEntry(int(e["epoch"]),
+                                                 tuple(tuple(b) for b in e["batches"]))
+                         for pid, e in doc["producers"].items()}
+            return cls(topic=doc["topic"], partition=int(doc["partition"]),
+                       version=int(doc["version"]), leader_epoch=int(doc["leader_epoch"]),
+                       leader=doc.get("leader"), log_start_offset=int(doc["log_start_offset"]),
+                       next_offset=int(doc["next_offset"]), segments=segments, removed=removed,
+                       producers=producers, committer=doc.get("committer", ""),
+                       committed_ms=int(doc.get("committed_ms", 0)))
+        except CorruptManifest:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
+
+
+def check_sequence(entry: ProducerEntry | None, batch: ProducerBatch,
+                   partition: int) -> tuple[int, int] | None:
+    """Kafka's idempotence rules for one batch against a producer's state.
+
+    Returns the original offsets of a duplicate, None for the expected next
+    batch; raises InvalidProducerEpoch or OutOfOrderSequence otherwise.
+    """
+    if entry is None or batch.producer_epoch > entry.epoch:
+        # A new producer (or a bumped epoch) starts its sequence at 0.
+        if batch.first_sequence != 0:
+            raise OutOfOrderSequence(batch.producer_id, partition, 0, batch.first_sequence)
+        return None
+    if batch.producer_epoch < entry.epoch:
+        raise InvalidProducerEpoch(batch.producer_id, batch.producer_epoch, entry.epoch)
+    for first, last, base, last_off in entry.batches:
+        if first == batch.first_sequence and last == batch.last_sequence:
+            return base, last_off
+    expected = entry.last_sequence + 1
+    if batch.first_sequence != expected:
+        raise OutOfOrderSequence(batch.producer_id, partition, expected, batch.first_sequence)
+    return None
+
+
+def segments_after_replace(segments: Iterable[SegmentInfo], remove: Iterable[SegmentInfo],
+                           add: Iterable[SegmentInfo]) -> tuple[SegmentInfo, ...]:
+    """``segments`` minus ``remove`` plus ``add``, in offset order."""
+    gone = {s.file for s in remove}
+    kept = [s for s in segments if s.file not in gone]
+    return tuple(sorted(kept + list(add), key=lambda s: s.base_offset))

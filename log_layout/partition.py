@@ -1,0 +1,442 @@
+"""One partition: snapshots, reads by offset and time, appends, maintenance.
+
+The commit protocol (see manifest.py for the manifest format):
+
+1. A writer builds its segment with offsets from the snapshot's
+   ``next_offset`` and stores it under a fresh unique name. The file is
+   invisible: readers only open files a manifest names.
+2. It creates manifest version N+1 exclusively. If it wins, the records are
+   committed (the high watermark moves) and the append is acknowledged.
+3. If it loses, it re-reads the newest version. A higher ``leader_epoch``
+   means another writer claimed the partition: the writer deletes its
+   unnamed segment, raises :class:`Fenced` and never writes again. The same
+   epoch means a maintenance job (or another writer of the same epoch)
+   committed: the writer rebases (renumbering its segment if the offsets
+   moved) and tries N+2.
+
+Maintenance (:meth:`PartitionLog.replace_segments`) swaps a set of segments
+for new ones with the same offsets; if a producer appended meanwhile it
+rebases, if another job already replaced any of its segments it gives up with
+:class:`MaintenanceConflict`. A crash at any step leaves at most unnamed files
+(segments, ``.tmp-*``), which :meth:`PartitionLog.orphans` reports and
+:meth:`PartitionLog.vacuum` deletes after ``file.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from log_layout import paths, segment
+from log_layout.errors import (CorruptManifest, Fenced, InvalidRecords, MaintenanceConflict,
+                               MissingSegment, OffsetOutOfRange, OutOfOrderSequence)
+from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, segments_after_replace)
+from log_layout.store import TMP_PREFIX, Store
+
+if TYPE_CHECKING:
+    from log_layout.topics import Log
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult:
+    """Where an append landed: offsets ``base_offset..last_offset`` inclusive."""
+
+    base_offset: int
+    last_offset: int
+    version: int
+    #: for each producer batch, its (base_offset, last_offset)
+    batch_offsets: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def count(self) -> int:
+        return self.last_offset - self.base_offset + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreferencedFile:
+    """A file in a partition folder that the newest manifest does not name."""
+
+    name: str
+    size: int
+    age_ms: int
+    reason: str  # "superseded" | "orphan" | "temp" | "manifest"
+
+
+@dataclasses.dataclass(frozen=True)
+class VacuumReport:
+    deleted: tuple[UnreferencedFile, ...]
+    kept: tuple[UnreferencedFile, ...]
+
+    @property
+    def deleted_bytes(self) -> int:
+        return sum(f.size for f in self.deleted)
+
+
+class PartitionLog:
+    """Reads and commits of one partition. Thread-safe; cheap to keep around."""
+
+    def __init__(self, log: "Log", topic: str, partition: int):
+        self.log, self.store = log, log.store
+        self.topic, self.partition = topic, partition
+        self.folder = paths.partition_folder(topic, partition)
+        self.manifest_folder = paths.manifest_folder(topic, partition)
+        self._latest: Manifest | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition} @ {self.store.url})"
+
+    # -- snapshots ---------------------------------------------------------
+    def _manifest_path(self, version: int) -> str:
+        return f"{self.manifest_folder}/{paths.manifest_name(version)}"
+
+    def _load(self, version: int) -> Manifest:
+        path = self._manifest_path(version)
+        return Manifest.from_json(self.store.read(path), path=path)
+
+    def _latest_version(self) -> int:
+        versions = [v for f in self.store.list(self.manifest_folder)
+                    if (v := paths.manifest_version(f.name)) is not None]
+        if not versions:
+            raise CorruptManifest(self.manifest_folder, "the partition has no manifest")
+        return max(versions)
+
+    def snapshot(self, *, refresh: bool = True) -> Manifest:
+        """The newest committed manifest. ``refresh=False`` may return a cached one."""
+        with self._lock:
+            cached = self._latest
+        if cached is not None and not refresh:
+            return cached
+        if cached is not None and not self.store.exists(self._manifest_path(cached.version + 1)) \
+                and self.store.exists(self._manifest_path(cached.version)):
+            # Old versions are deleted oldest first, so if ours is still there and the
+            # next is not, ours is the newest.
+            return cached
+        while True:
+            version = self._latest_version()
+            try:
+                latest = self._load(version)
+                break
+            except FileNotFoundError:  # deleted by vacuum between list and read
+                continue
+        self._remember(latest)
+        return latest
+
+    def _remember(self, manifest: Manifest) -> None:
+        with self._lock:
+            if self._latest is None or manifest.version > self._latest.version:
+                self._latest = manifest
+
+    def high_watermark(self) -> int:
+        return self.snapshot().next_offset
+
+    def log_start_offset(self) -> int:
+        return self.snapshot().log_start_offset
+
+    def version(self, version: int) -> Manifest:
+        """A specific manifest version (FileNotFoundError once vacuumed)."""
+        return self._load(version)
+
+    # -- reads -------------------------------------------------------------
+    def _check_range(self, m: Manifest, start: int, end: int) -> None:
+        for offset in (start, end):
+            if offset < m.log_start_offset or offset > m.next_offset:
+                raise OffsetOutOfRange(self.topic, self.partition, offset, m.log_start_offset,
+                                       m.next_offset)
+        if end < start:
+            raise OffsetOutOfRange(self.topic, self.partition, end, start, m.next_offset)
+
+    def read_segment(self, info: SegmentInfo, start: int | None = None,
+                     end: int | None = None, *, version: int = -1) -> pa.Table:
+        """The records of one segment with offsets in ``[start, end)``.
+
+        Raises MissingSegment if the file is gone and CorruptSegment if its
+        bytes do not match the manifest's checksum.
+        """
+        path = f"{self.folder}/{info.file}"
+        try:
+            data = self.store.read(path)
+        except FileNotFoundError:
+            raise MissingSegment(path, version) from None
+        table = segment.decode(data, path=path, crc32=info.crc32)
+        lo = start is not None and start > info.base_offset
+        hi = end is not None and end <= info.last_offset
+        if lo or hi:
+            offsets = table.column("offset").to_numpy()
+            i = int(np.searchsorted(offsets, start, "left")) if lo else 0
+            j = int(np.searchsorted(offsets, end, "left")) if hi else len(offsets)
+            table = table.slice(i, j - i)
+        return table
+
+    def read(self, start: int, end: int | None = None, *,
+             manifest: Manifest | None = None) -> Iterator[pa.RecordBatch]:
+        """Record batches with offsets in ``[start, end)`` (``end`` = high watermark).
+
+        Raises OffsetOutOfRange if ``start`` or ``end`` lies outside
+        ``[log_start_offset, high_watermark]``. If vacuum removed a segment of
+        an old snapshot meanwhile, continues from the newest one.
+        """
+        m = manifest or self.snapshot()
+        end = m.next_offset if end is None else end
+        self._check_range(m, start, end)
+        position = start
+        while position < end:
+            for info in m.segments_between(position, end):
+                try:
+                    table = self.read_segment(info, position, end, version=m.version)
+                except MissingSegment:
+                    latest = self.snapshot()
+                    if any(s.file == info.file for s in latest.segments):
+                        raise
+                    m = latest  # superseded and vacuumed: re-plan on the newest snapshot
+                    self._check_range(m, position, end)
+                    break
+                yield from table.to_batches()
+                position = info.end_offset
+            else:
+                return
+
+    def read_table(self, start: int, end: int | None = None, *,
+                   manifest: Manifest | None = None) -> pa.Table:
+        return pa.Table.from_batches(list(self.read(start, end, manifest=manifest)),
+                                     schema=segment.SCHEMA)
+
+    def offset_for_timestamp(self, timestamp_ms: int, *,
+                             manifest: Manifest | None = None) -> int | None:
+        """The first offset whose timestamp is at or after ``timestamp_ms``.
+
+        None if no record is that new (Kafka's ``offsetsForTimes`` answers null).
+        """
+        m = manifest or self.snapshot()
+        for info in m.segments:
+            if info.max_ts < timestamp_ms:
+                continue
+            table = self.read_segment(info, version=m.version)
+            ts = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
+            hits = np.flatnonzero(ts >= timestamp_ms)
+            if len(hits):
+                return max(int(table.column("offset")[int(hits[0])].as_py()), m.log_start_offset)
+        return None
+
+    # -- writes ------------------------------------------------------------
+    def claim(self, leader: str) -> "PartitionWriter":
+        """Become the partition's writer: bump the leader epoch, fencing the last one."""
+        while True:
+            m = self.snapshot()
+            new = m.next(leader_epoch=m.leader_epoch + 1, leader=leader, committer="claim",
+                         committed_ms=wall_clock_ms())
+            if self._commit(new):
+                return PartitionWriter(self, new)
+
+    def writer(self) -> "PartitionWriter":
+        """A writer at the current leader epoch, without claiming (fenced by any claim)."""
+        return PartitionWriter(self, self.snapshot())
+
+    def _commit(self, new: Manifest) -> bool:
+        won = self.store.put_exclusive(self._manifest_path(new.version), new.to_json())
+        if won:
+            self._remember(new)
+        return won
+
+    def _write_segment(self, table: pa.Table) -> SegmentInfo:
+        buf, crc = segment.encode(table, compression=self.log.compression(self.topic))
+        name = paths.new_segment_name(table.column("offset")[0].as_py())
+        self.store.put_exclusive(f"{self.folder}/{name}", buf)  # unique name: never exists
+        return SegmentInfo(file=name, bytes=buf.size, crc32=crc, **segment.stats(table))
+
+    def replace_segments(self, remove: Sequence[SegmentInfo], add: Sequence[pa.Table], *,
+                         committer: str, now_ms: int, log_start_offset: int | None = None,
+                         ) -> Manifest:
+        """Maintenance commit: swap ``remove`` for segments made of ``add``.
+
+        ``remove`` must be consecutive segments of the newest manifest; ``add``
+        are tables of the segment schema whose offsets lie inside the removed
+        range, in order (compaction output, a roll-up, or nothing for
+        retention). The new segments tile the removed offset range, so
+        compacted-away offsets become gaps. ``log_start_offset`` may only move
+        forward. Rebases over appends; raises MaintenanceConflict if another
+        job changed any of ``remove`` first.
+        """
+        if not remove:
+            raise ValueError("replace_segments needs at least one segment to remove")
+        lo, hi = remove[0].base_offset, remove[-1].last_offset
+        tables = [t for t in add if t.num_rows]
+        for t in tables:
+            first, last = t.column("offset")[0].as_py(), t.column("offset")[-1].as_py()
+            if first < lo or last > hi:
+                raise InvalidRecords(f"maintenance output offsets {first}..{last} lie outside "
+                                     f"the replaced range {lo}..{hi}")
+        infos: list[SegmentInfo] = []
+        committing = False
+        try:
+            for i, t in enumerate(tables):
+                info = self._write_segment(t)
+                base = lo if i == 0 else infos[-1].last_offset + 1
+                last = hi if i == len(tables) - 1 else info.last_offset
+                infos.append(dataclasses.replace(info, base_offset=base, last_offset=last))
+            names = {s.file for s in remove}
+            while True:
+                m = self.snapshot()
+                present = [s for s in m.segments if s.file in names]
+                if len(present) != len(remove):
+                    raise MaintenanceConflict(self.topic, self.partition,
+                                              "another job replaced some of its segments first")
+                start = m.log_start_offset if log_start_offset is None \
+                    else max(m.log_start_offset, log_start_offset)
+                new = m.next(segments=segments_after_replace(m.segments, remove, infos),
+                             removed=m.removed + tuple((s.file, now_ms) for s in remove),
+                             log_start_offset=min(start, m.next_offset),
+                             committer=committer, committed_ms=now_ms)
+                committing = True
+                won = self._commit(new)
+                committing = False
+                if won:
+                    return new
+        except BaseException:
+            if not committing:
+                self.store.delete(f"{self.folder}/{i.file}" for i in infos)
+            raise
+
+    # -- garbage -------------------------------------------------------------
+    def unreferenced(self, now: int) -> list[UnreferencedFile]:
+        """Files of this partition no current manifest names, with their age.
+
+        ``superseded`` files were named until a commit removed them (age counts
+        from that commit); ``orphan`` segments and ``temp`` files were left by a
+        writer that crashed or lost a race; ``manifest`` versions are older than
+        the retained window.
+        """
+        listed = self.store.list(self.folder)
+        m = self.snapshot()  # after listing: a file committed meanwhile is named here
+        named = {s.file for s in m.segments}
+        removed_at = dict(m.removed)
+        out = []
+        for f in listed:
+            if f.name in named:
+                continue
+            if f.name in removed_at:
+                out.append(UnreferencedFile(f.name, f.size, now - removed_at[f.name], "superseded"))
+            elif f.name.startswith(TMP_PREFIX):
+                out.append(UnreferencedFile(f.name, f.size, now - f.mtime_ms, "temp"))
+            elif paths.is_segment_name(f.name):
+                out.append(UnreferencedFile(f.name, f.size, now - f.mtime_ms, "orphan"))
+        keep_from = m.version - self.log.manifest_versions_retained
+        for f in self.store.list(self.manifest_folder):
+            v = paths.manifest_version(f.name)
+            if v is not None and v < keep_from:
+                out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
+                                            now - f.mtime_ms, "manifest"))
+            elif f.name.startswith(TMP_PREFIX):
+                out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
+                                            now - f.mtime_ms, "temp"))
+        return out
+
+    def orphans(self, now: int | None = None) -> list[UnreferencedFile]:
+        """Files left by crashed writers (unnamed segments and temp files)."""
+        now = wall_clock_ms() if now is None else now
+        return [f for f in self.unreferenced(now) if f.reason in ("orphan", "temp")]
+
+    def vacuum(self, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> VacuumReport:
+        """Delete unreferenced files older than ``delay_ms``; old manifests go oldest first.
+
+        Superseded files are then dropped from the manifest's ``removed`` list.
+        ``dry_run`` reports without deleting.
+        """
+        files = self.unreferenced(now_ms)
+        due = [f for f in files if f.age_ms >= delay_ms or f.reason == "manifest"]
+        kept = [f for f in files if f not in due]
+        if dry_run or not due:
+            return VacuumReport(tuple(due), tuple(kept))
+        due.sort(key=lambda f: (f.reason != "manifest", f.name))  # manifests ascending
+        self.store.delete(f"{self.folder}/{f.name}" for f in due)
+        gone = {f.name for f in due if f.reason == "superseded"}
+        while gone:
+            m = self.snapshot()
+            if not any(name in gone for name, _ in m.removed):
+                break
+            new = m.next(removed=tuple(r for r in m.removed if r[0] not in gone),
+                         committer="vacuum", committed_ms=now_ms)
+            if self._commit(new):
+                break
+        return VacuumReport(tuple(due), tuple(kept))
+
+
+class PartitionWriter:
+    """Appends to one partition at one leader epoch until fenced."""
+
+    def __init__(self, partition: PartitionLog, manifest: Manifest):
+        self.partition = partition
+        self.epoch = manifest.leader_epoch
+        self.fenced: Fenced | None = None
+
+    def __repr__(self) -> str:
+        return f"PartitionWriter({self.partition.topic}-{self.partition.partition}, epoch {self.epoch})"
+
+    def _check_epoch(self, m: Manifest) -> None:
+        if m.leader_epoch != self.epoch:
+            self.fenced = Fenced(m.topic, m.partition, self.epoch, m.leader_epoch)
+        if self.fenced is not None:
+            raise self.fenced
+
+    def append(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
+               producer_batches: Sequence[tuple[ProducerBatch, int]] = ()) -> AppendResult:
+        """Commit ``records`` as one new segment; return their offsets.
+
+        ``producer_batches`` lists idempotent batches in the records as
+        ``(batch, first_row)``; their sequences are checked against the
+        committed state at commit time. Raises Fenced (this writer is done),
+        InvalidRecords, InvalidProducerEpoch or OutOfOrderSequence (a duplicate
+        here means the caller skipped its own duplicate check).
+        """
+        p = self.partition
+        ts = wall_clock_ms() if now_ms is None else now_ms
+        table = segment.normalize(records, default_ts_ms=ts,
+                                  log_append_time=p.log.log_append_time(p.topic))
+        if table.num_rows == 0:
+            raise InvalidRecords("nothing to append: no records")
+        m = p.snapshot(refresh=False)
+        info: SegmentInfo | None = None
+        committing = False
+        try:
+            while True:
+                self._check_epoch(m)
+                for batch, _row in producer_batches:
+                    if m.check_producer(batch) is not None:
+                        raise OutOfOrderSequence(batch.producer_id, p.partition,
+                                                 m.producers[batch.producer_id].last_sequence + 1,
+                                                 batch.first_sequence)
+                base = m.next_offset
+                if info is None or info.base_offset != base:
+                    if info is not None:  # rebased past someone else's records: renumber
+                        p.store.delete([f"{p.folder}/{info.file}"])
+                        info = None
+                    info = p._write_segment(segment.with_offsets(table, base))
+                new = m.next(next_offset=base + table.num_rows, segments=m.segments + (info,),
+                             producers=m.with_producers([(b, base + row) for b, row
+                                                         in producer_batches]),
+                             committer="append", committed_ms=ts)
+                committing = True  # if the commit call itself fails, the outcome is unknown
+                won = p._commit(new)
+                committing = False
+                if won:
+                    return AppendResult(base, base + table.num_rows - 1, new.version,
+                                        tuple((base + r, base + r + b.count - 1)
+                                              for b, r in producer_batches))
+                m = p.snapshot()
+        except BaseException:
+            # A segment no manifest names is deleted at once; after a commit call that
+            # failed we cannot know, so the file stays for vacuum to judge.
+            if info is not None and not committing:
+                p.store.delete([f"{p.folder}/{info.file}"])
+            raise

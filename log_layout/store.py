@@ -1,0 +1,306 @@
+"""Storage behind one interface: the few primitives the log needs, each atomic.
+
+A :class:`Store` is opened from an fsspec URL by :func:`open_store`:
+
+* a plain path or ``file://`` -> :class:`LocalStore` (``os`` calls, fsync);
+* ``s3://bucket/prefix``, ``memory://``, ``hdfs://`` ... -> :class:`FsspecStore`.
+
+The primitives and their atomicity:
+
+``put_exclusive(path, data)``
+    Create ``path`` only if it does not exist; ``False`` when it does. Readers
+    see nothing or the whole file. Local: write a temp file beside it, fsync,
+    then ``os.link`` it to the final name (link fails if the name exists, so it
+    never replaces) and unlink the temp. fsspec's ``pipe_file(mode="create")``
+    is *not* atomic on local disks (open with O_EXCL, then write), which is why
+    local storage does not use it. S3: a conditional PUT ``If-None-Match: *``
+    (``pipe_file(mode="create")``; a plain ``open(..., "xb")`` would create an
+    *empty* object unconditionally). memory: a check-and-set under a lock.
+``put_replace(path, data)``
+    Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
+``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
+
+Temp files are named ``.tmp-*``: a crashed writer leaves only such files, which
+no reader opens and the retention job removes after ``file.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from log_layout.errors import StoreError
+
+TMP_PREFIX = ".tmp-"
+
+
+@dataclasses.dataclass(frozen=True)
+class FileInfo:
+    name: str
+    size: int
+    mtime_ms: int
+
+
+class Store:
+    """Abstract store rooted at ``url``. Paths are relative, ``/``-separated."""
+
+    url: str
+
+    def read(self, path: str) -> bytes:  # FileNotFoundError if absent
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def put_exclusive(self, path: str, data: bytes) -> bool:
+        raise NotImplementedError
+
+    def put_replace(self, path: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def list(self, folder: str) -> list[FileInfo]:
+        """Files (not folders) directly in ``folder``; [] if it does not exist."""
+        raise NotImplementedError
+
+    def list_folders(self, folder: str) -> list[str]:
+        raise NotImplementedError
+
+    def delete(self, paths: Iterable[str]) -> None:
+        """Delete files; a file already gone is not an error."""
+        raise NotImplementedError
+
+    def delete_tree(self, folder: str) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """What a Spark executor needs to reopen this store: ``open_store(**d)``."""
+        return {"url": self.url}
+
+
+class LocalStore(Store):
+    """A folder on a local (or NFS) filesystem."""
+
+    def __init__(self, root: str, *, fsync: bool = True):
+        self.root = os.path.abspath(root)
+        self.url = "file://" + self.root
+        self.fsync = fsync
+        os.makedirs(self.root, exist_ok=True)
+
+    def _abs(self, path: str) -> str:
+        return os.path.join(self.root, path)
+
+    def read(self, path: str) -> bytes:
+        with open(self._abs(path), "rb") as f:
+            return f.read()
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._abs(path))
+
+    def _write_temp(self, final: str, data: bytes) -> str:
+        folder = os.path.dirname(final)
+        tmp = os.path.join(folder, f"{TMP_PREFIX}{uuid.uuid4().hex}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
+        return tmp
+
+    def _sync_folder(self, folder: str) -> None:
+        if self.fsync:
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def put_exclusive(self, path: str, data: bytes) -> bool:
+        final = self._abs(path)
+        tmp = self._write_temp(final, data)
+        try:
+            os.link(tmp, final)  # atomic, and never replaces an existing name
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        self._sync_folder(os.path.dirname(final))
+        return True
+
+    def put_replace(self, path: str, data: bytes) -> None:
+        final = self._abs(path)
+        tmp = self._write_temp(final, data)
+        os.replace(tmp, final)
+        self._sync_folder(os.path.dirname(final))
+
+    def list(self, folder: str) -> list[FileInfo]:
+        try:
+            with os.scandir(self._abs(folder)) as it:
+                out = []
+                for entry in it:
+                    if entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        out.append(FileInfo(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
+                return out
+        except FileNotFoundError:
+            return []
+
+    def list_folders(self, folder: str) -> list[str]:
+        try:
+            with os.scandir(self._abs(folder)) as it:
+                return [e.name for e in it if e.is_dir(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+
+    def delete(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            try:
+                os.unlink(self._abs(path))
+            except FileNotFoundError:
+                pass
+
+    def delete_tree(self, folder: str) -> None:
+        import shutil
+
+        shutil.rmtree(self._abs(folder), ignore_errors=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"url": self.url, "fsync": self.fsync}
+
+
+_memory_lock = threading.Lock()
+
+
+class FsspecStore(Store):
+    """Any fsspec filesystem: S3 (s3fs), memory, HDFS (pyarrow), ..."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        scheme = urlsplit(url).scheme
+        try:
+            self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        except (ImportError, ValueError) as e:
+            raise StoreError(url, f"cannot open a {scheme}:// filesystem: {e}") from e
+        self.scheme = scheme
+        self.root = root.rstrip("/")
+        # s3fs caches listings; the log must always see other writers' files.
+        self._is_s3 = scheme in ("s3", "s3a")
+        if scheme == "memory":
+            self.fs.makedirs(self.root, exist_ok=True)
+
+    def _abs(self, path: str) -> str:
+        return f"{self.root}/{path}" if path else self.root
+
+    def read(self, path: str) -> bytes:
+        return self.fs.cat_file(self._abs(path))
+
+    def exists(self, path: str) -> bool:
+        if self._is_s3:
+            self.fs.invalidate_cache(self._abs(path))
+        return self.fs.exists(self._abs(path))
+
+    def put_exclusive(self, path: str, data: bytes) -> bool:
+        full = self._abs(path)
+        if self.scheme == "memory":
+            with _memory_lock:
+                if self.fs.exists(full):
+                    return False
+                self.fs.pipe_file(full, bytes(data))
+            return True
+        if self._is_s3:
+            try:
+                self.fs.pipe_file(full, bytes(data), mode="create")
+            except FileExistsError:
+                return False
+            except OSError as e:  # 412 Precondition Failed, as s3fs may surface it
+                if "412" in str(e) or "PreconditionFailed" in str(e):
+                    return False
+                raise
+            return True
+        # Other filesystems (HDFS): create-without-overwrite.
+        try:
+            with self.fs.open(full, "xb") as f:
+                f.write(data)
+        except FileExistsError:
+            return False
+        return True
+
+    def put_replace(self, path: str, data: bytes) -> None:
+        self.fs.pipe_file(self._abs(path), bytes(data))
+
+    def _ls(self, folder: str) -> list[dict]:
+        full = self._abs(folder)
+        try:
+            return self.fs.ls(full, detail=True, refresh=True) if self._is_s3 \
+                else self.fs.ls(full, detail=True)
+        except FileNotFoundError:
+            return []
+
+    def list(self, folder: str) -> list[FileInfo]:
+        out = []
+        for e in self._ls(folder):
+            if e.get("type") != "file":
+                continue
+            mtime = e.get("LastModified") or e.get("mtime") or e.get("created")
+            if hasattr(mtime, "timestamp"):
+                mtime_ms = int(mtime.timestamp() * 1000)
+            else:
+                mtime_ms = int(float(mtime or 0) * 1000)
+            out.append(FileInfo(e["name"].rstrip("/").rsplit("/", 1)[-1], int(e.get("size") or 0),
+                                mtime_ms))
+        return out
+
+    def list_folders(self, folder: str) -> list[str]:
+        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self._ls(folder)
+                if e.get("type") == "directory"]
+
+    def delete(self, paths: Iterable[str]) -> None:
+        full = [self._abs(p) for p in paths]
+        if not full:
+            return
+        for p in full:
+            try:
+                self.fs.rm_file(p)
+            except FileNotFoundError:
+                pass
+
+    def delete_tree(self, folder: str) -> None:
+        try:
+            self.fs.rm(self._abs(folder), recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"url": self.url, "storage_options": self.storage_options}
+
+
+def open_store(url: str, *, storage_options: Mapping[str, Any] | None = None,
+               fsync: bool = True) -> Store:
+    """Open the store at ``url`` (a path, ``file://``, ``s3://``, ``memory://``...).
+
+    Raises StoreError for an empty URL or a scheme no installed package serves.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise StoreError(str(url), "the store URL is empty")
+    parts = urlsplit(url)
+    if parts.scheme in ("", "file", "local") or (len(parts.scheme) == 1 and os.name == "nt"):
+        return LocalStore(parts.path if parts.scheme in ("file", "local") else url, fsync=fsync)
+    return FsspecStore(url, storage_options)

@@ -1,0 +1,219 @@
+"""The log: topics, their metadata and their partitions, on one store.
+
+``_topic.json`` holds a topic's name, creation time and configuration under
+Kafka's key names. It is written last on create (after every partition's empty
+manifest version 0), so a topic is visible only once complete; on delete it is
+removed first, so a topic is never half visible.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import dataclasses
+
+from conf.topic import TopicConfig, validate_topic_name
+from log_layout import paths
+from log_layout.errors import CorruptManifest, TopicExists, UnknownPartition, UnknownTopic
+from log_layout.manifest import Manifest
+from log_layout.partition import PartitionLog, wall_clock_ms
+from log_layout.store import Store, open_store
+
+CLUSTER_META = "_cluster.json"
+HISTORY_FOLDER = "_maintenance/history"
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    config: TopicConfig
+    created_ms: int
+
+    @property
+    def partitions(self) -> int:
+        return self.config.partitions
+
+
+class Log:
+    """Entry point to a store's topics. Thread-safe; one per process is plenty.
+
+    ``topic_cache_ms`` bounds how stale a cached topic config may be (the
+    gateway reads configs on every request).
+    """
+
+    def __init__(self, store: Store, *, manifest_versions_retained: int = 100,
+                 topic_cache_ms: int = 1000):
+        self.store = store
+        self.manifest_versions_retained = manifest_versions_retained
+        self._topic_cache_ms = topic_cache_ms
+        self._topics: dict[str, tuple[float, TopicInfo]] = {}
+        self._partitions: dict[tuple[str, int], PartitionLog] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    def __repr__(self) -> str:
+        return f"Log({self.store.url})"
+
+    # -- cluster -----------------------------------------------------------
+    def cluster_id(self) -> str:
+        """A stable id of this store, created on first use."""
+        doc = json.dumps({"cluster_id": uuid.uuid4().hex[:22]}).encode()
+        self.store.put_exclusive(CLUSTER_META, doc)
+        return json.loads(self.store.read(CLUSTER_META))["cluster_id"]
+
+    # -- topics --------------------------------------------------------------
+    def create_topic(self, name: str, config: TopicConfig | Mapping[str, Any] | None = None,
+                     *, now_ms: int | None = None) -> TopicInfo:
+        """Create a topic; raises InvalidTopicName, ConfigError or TopicExists."""
+        validate_topic_name(name)
+        if not isinstance(config, TopicConfig):
+            config = TopicConfig.from_kafka(config)
+        if self.store.exists(paths.topic_meta(name)):
+            raise TopicExists(name)
+        created = wall_clock_ms() if now_ms is None else now_ms
+        for p in range(config.partitions):
+            self._create_partition(name, p, created)
+        info = TopicInfo(name, config, created)
+        if not self.store.put_exclusive(paths.topic_meta(name), _encode_topic(info)):
+            raise TopicExists(name)
+        return info
+
+    def _create_partition(self, topic: str, partition: int, now: int) -> None:
+        m = Manifest(topic=topic, partition=partition, version=0, committed_ms=now)
+        # Version 0 is empty; an existing one (a crashed create) is just as good.
+        self.store.put_exclusive(f"{paths.manifest_folder(topic, partition)}/"
+                                 f"{paths.manifest_name(0)}", m.to_json())
+
+    def topics(self) -> list[str]:
+        """Names of all topics, sorted."""
+        return sorted(name for name in self.store.list_folders("")
+                      if not name.startswith("_") and name not in (".", "..")
+                      and self._has_meta(name))
+
+    def _has_meta(self, name: str) -> bool:
+        try:
+            validate_topic_name(name)
+        except ValueError:
+            return False
+        return self.store.exists(paths.topic_meta(name))
+
+    def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
+        """A topic's metadata; raises InvalidTopicName or UnknownTopic."""
+        path = paths.topic_meta(name)
+        hit = self._topics.get(name)
+        if hit is not None and not refresh and time.monotonic() - hit[0] < self._topic_cache_ms / 1e3:
+            return hit[1]
+        try:
+            raw = self.store.read(path)
+        except FileNotFoundError:
+            self._topics.pop(name, None)
+            raise UnknownTopic(name) from None
+        try:
+            doc = json.loads(raw)
+            info = TopicInfo(doc["name"], TopicConfig.from_kafka(doc["configs"]),
+                             int(doc["created_ms"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
+        self._topics[name] = (time.monotonic(), info)
+        return info
+
+    def alter_topic(self, name: str, configs: Mapping[str, Any]) -> TopicInfo:
+        """Change configs (Kafka names); partitions may grow, never shrink."""
+        info = self.topic(name, refresh=True)
+        config = TopicConfig.from_kafka(configs, base=info.config)
+        if config.partitions < info.config.partitions:
+            from conf.errors import ConfigError
+
+            raise ConfigError("partitions", config.partitions,
+                              f"partitions can only grow (topic {name!r} has "
+                              f"{info.config.partitions})")
+        for p in range(info.config.partitions, config.partitions):
+            self._create_partition(name, p, wall_clock_ms())
+        new = TopicInfo(name, config, info.created_ms)
+        self.store.put_replace(paths.topic_meta(name), _encode_topic(new))
+        self._topics[name] = (time.monotonic(), new)
+        return new
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its data; raises UnknownTopic."""
+        self.topic(name, refresh=True)
+        self.store.delete([paths.topic_meta(name)])
+        self._topics.pop(name, None)
+        with self._lock:
+            for key in [k for k in self._partitions if k[0] == name]:
+                del self._partitions[key]
+        self.store.delete_tree(validate_topic_name(name))
+
+    # -- partitions ------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        """A partition of an existing topic; raises UnknownTopic or UnknownPartition."""
+        key = (topic, partition)
+        with self._lock:
+            hit = self._partitions.get(key)
+        if hit is not None:
+            return hit
+        info = self.topic(topic)
+        if isinstance(partition, bool) or not isinstance(partition, int) \
+                or not 0 <= partition < info.partitions:
+            info = self.topic(topic, refresh=True)  # it may have grown
+            if isinstance(partition, bool) or not isinstance(partition, int) \
+                    or not 0 <= partition < info.partitions:
+                raise UnknownPartition(topic, partition, info.partitions)
+        with self._lock:
+            return self._partitions.setdefault(key, PartitionLog(self, topic, partition))
+
+    def partitions(self, topic: str) -> list[PartitionLog]:
+        return [self.partition(topic, p) for p in range(self.topic(topic).partitions)]
+
+    def compression(self, topic: str) -> str | None:
+        return self.topic(topic).config.compression
+
+    def log_append_time(self, topic: str) -> bool:
+        return self.topic(topic).config.message_timestamp_type == "LogAppendTime"
+
+    # -- small documents other layers keep in the store -----------------------
+    def read_group_offsets(self, group: str) -> dict[str, Any] | None:
+        """A consumer group's committed-offsets document, or None."""
+        try:
+            return json.loads(self.store.read(paths.group_offsets(group)))
+        except FileNotFoundError:
+            return None
+
+    def write_group_offsets(self, group: str, doc: Mapping[str, Any]) -> None:
+        self.store.put_replace(paths.group_offsets(group), json.dumps(doc).encode())
+
+    def groups(self) -> list[str]:
+        return sorted(f.name[:-5] for f in self.store.list(paths.GROUPS_FOLDER)
+                      if f.name.endswith(".json"))
+
+    def append_history(self, record: Mapping[str, Any]) -> None:
+        """Add one maintenance run's metrics (one file per run: object stores cannot append)."""
+        name = f"{HISTORY_FOLDER}/{wall_clock_ms():020d}-{uuid.uuid4().hex[:8]}.json"
+        self.store.put_exclusive(name, json.dumps(dict(record)).encode())
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Maintenance runs, oldest first (the newest ``limit`` if given)."""
+        names = sorted(f.name for f in self.store.list(HISTORY_FOLDER) if f.name.endswith(".json"))
+        if limit is not None:
+            names = names[-limit:]
+        return [json.loads(self.store.read(f"{HISTORY_FOLDER}/{n}")) for n in names]
+
+
+def _encode_topic(info: TopicInfo) -> bytes:
+    return json.dumps({"name": info.name, "created_ms": info.created_ms,
+                       "configs": info.config.to_kafka()}, indent=1).encode()
+
+
+def open_log(url: str, *, storage_options: Mapping[str, Any] | None = None,
+             fsync: bool = True, manifest_versions_retained: int = 100) -> Log:
+    """Open the log stored at ``url`` (see ``store.open_store``)."""
+    return Log(open_store(url, storage_options=storage_options, fsync=fsync),
+               manifest_versions_retained=manifest_versions_retained)

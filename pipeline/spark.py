@@ -1,0 +1,78 @@
+"""The SparkSession sparklog's Spark side runs in.
+
+:func:`session` builds (or returns the active) SparkSession with Delta Lake
+configured, the ``sparklog`` data source registered, and the Python workers
+pointed at the running interpreter (executors need pyarrow and sparklog).
+Delta's jars come from Maven Central on first start and are cached in the
+project folder (``spark.jars.ivy``, default ``<project>/.ivy2``), so later
+starts work offline.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import conf
+
+_registered: set[int] = set()
+
+
+def _ivy_dir(settings: conf.SparkSettings) -> str:
+    path = Path(settings.jars_ivy)
+    if not path.is_absolute():
+        path = conf.PROJECT_ROOT / path
+    return str(path)
+
+
+def session(*, master: str | None = None, app_name: str | None = None,
+            settings: conf.Settings | None = None, extra: dict[str, Any] | None = None):
+    """A SparkSession with Delta Lake and the ``sparklog`` source registered.
+
+    ``master`` defaults to ``spark.master`` of the settings (``local[*]``);
+    ``extra`` adds Spark configs. Returns the active session if one exists.
+    """
+    from pyspark.sql import SparkSession
+
+    settings = settings or conf.load()
+    spark_settings = settings.spark
+    # Executors (Python workers) must run this interpreter: it has pyarrow and sparklog.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    root = str(conf.PROJECT_ROOT)
+    if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    builder = (
+        SparkSession.builder.master(master or spark_settings.master)
+        .appName(app_name or spark_settings.app_name)
+        .config("spark.jars.packages", spark_settings.delta_package)
+        .config("spark.jars.ivy", _ivy_dir(spark_settings))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.ui.enabled", str(spark_settings.ui_enabled).lower())
+        .config("spark.sql.shuffle.partitions", str(spark_settings.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def register(spark) -> None:
+    """Register the ``sparklog`` data source with ``spark`` (once per session)."""
+    if id(spark) in _registered:
+        return
+    try:
+        from pipeline.source import SparklogDataSource
+    except ImportError:  # the data source module is not there yet
+        return
+    spark.dataSource.register(SparklogDataSource)
+    _registered.add(id(spark))

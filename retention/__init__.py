@@ -1,0 +1,1 @@
+"""Time and size retention and deletion of unreferenced files, as a Spark job."""

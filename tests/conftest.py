@@ -1,0 +1,73 @@
+"""Shared fixtures: the store backends, the SeaweedFS S3 server, one SparkSession.
+
+``log`` runs a test once per backend: a local folder, fsspec's memory
+filesystem and a real S3 server (SeaweedFS on 127.0.0.1, started once per
+session). ``spark`` is one local SparkSession for the whole run (a cold start
+costs seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from log_layout import open_log  # noqa: E402
+
+BACKENDS = ["file", "memory", "s3"]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    from tests.s3server import SeaweedS3
+
+    with SeaweedS3() as server:
+        yield server
+
+
+def make_log_url(backend: str, request, tmp_path) -> tuple[str, dict | None]:
+    """A fresh, empty store URL (and storage options) on ``backend``."""
+    if backend == "file":
+        return str(tmp_path / "store"), None
+    if backend == "memory":
+        return f"memory://sparklog-{uuid.uuid4().hex}", None
+    server = request.getfixturevalue("s3_server")
+    return f"s3://{server.bucket}/{uuid.uuid4().hex}", server.storage_options()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param == "s3":
+        request.applymarker(pytest.mark.s3)
+    return request.param
+
+
+@pytest.fixture
+def store(backend, request, tmp_path):
+    """(url, storage_options) of an empty store on each backend."""
+    return make_log_url(backend, request, tmp_path)
+
+
+@pytest.fixture
+def log(store):
+    url, options = store
+    return open_log(url, storage_options=options)
+
+
+@pytest.fixture
+def local_log(tmp_path):
+    return open_log(str(tmp_path / "store"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pipeline.spark import session
+
+    spark = session(master="local[2]", extra={"spark.sql.shuffle.partitions": "4",
+                                              "spark.default.parallelism": "4"})
+    yield spark
+    spark.stop()
