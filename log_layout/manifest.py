@@ -11,7 +11,13 @@ A manifest version is a **full snapshot** stored as
      "removed": {"file": [...], "at_ms": [...]},          # superseded, not yet deleted
      "producers": {"<producer_id>": {"epoch": 0,
                    "batches": [[first_seq, last_seq, base_offset, last_offset], ...]}},
-     "committer": "append", "committed_ms": 1763700000000}
+     "committer": "append", "committed_ms": 1763700000000,
+     "cleaned_offset": 0}                                 # optional, default 0
+
+``cleaned_offset`` is the log cleaner's checkpoint (Kafka's
+``cleaner-offset-checkpoint``): offsets below it have been compacted, so the
+compaction job can tell the clean head of the log from its dirty tail.
+Appends carry it over unchanged; only a maintenance commit moves it forward.
 
 Segments are sorted by offset and do not overlap; ``base_offset`` is the first
 offset a segment covers and may lie before its first record after compaction
@@ -101,6 +107,8 @@ class Manifest:
     producers: dict[int, ProducerEntry] = dataclasses.field(default_factory=dict)
     committer: str = "create"
     committed_ms: int = 0
+    #: the log cleaner's checkpoint: offsets below it are compacted (0 = never cleaned)
+    cleaned_offset: int = 0
 
     # -- queries ---------------------------------------------------------
     @property
@@ -157,6 +165,8 @@ class Manifest:
                           for pid, e in self.producers.items()},
             "committer": self.committer, "committed_ms": self.committed_ms,
         }
+        if self.cleaned_offset:  # absent = 0, so older manifests read the same
+            doc["cleaned_offset"] = self.cleaned_offset
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -180,7 +190,8 @@ class Manifest:
                        leader=doc.get("leader"), log_start_offset=int(doc["log_start_offset"]),
                        next_offset=int(doc["next_offset"]), segments=segments, removed=removed,
                        producers=producers, committer=doc.get("committer", ""),
-                       committed_ms=int(doc.get("committed_ms", 0)))
+                       committed_ms=int(doc.get("committed_ms", 0)),
+                       cleaned_offset=int(doc.get("cleaned_offset", 0)))
         except CorruptManifest:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as e:

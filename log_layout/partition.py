@@ -257,7 +257,7 @@ class PartitionLog:
 
     def replace_segments(self, remove: Sequence[SegmentInfo], add: Sequence[pa.Table], *,
                          committer: str, now_ms: int, log_start_offset: int | None = None,
-                         ) -> Manifest:
+                         cleaned_offset: int | None = None) -> Manifest:
         """Maintenance commit: swap ``remove`` for segments made of ``add``.
 
         ``remove`` must be consecutive segments of the newest manifest; ``add``
@@ -265,7 +265,8 @@ class PartitionLog:
         range, in order (compaction output, a roll-up, or nothing for
         retention). The new segments tile the removed offset range, so
         compacted-away offsets become gaps. ``log_start_offset`` may only move
-        forward. Rebases over appends; raises MaintenanceConflict if another
+        forward, and so may ``cleaned_offset`` (the compaction checkpoint, see
+        manifest.py). Rebases over appends; raises MaintenanceConflict if another
         job changed any of ``remove`` first.
         """
         if not remove:
@@ -297,6 +298,8 @@ class PartitionLog:
                 new = m.next(segments=segments_after_replace(m.segments, remove, infos),
                              removed=m.removed + tuple((s.file, now_ms) for s in remove),
                              log_start_offset=min(start, m.next_offset),
+                             cleaned_offset=m.cleaned_offset if cleaned_offset is None
+                             else max(m.cleaned_offset, cleaned_offset),
                              committer=committer, committed_ms=now_ms)
                 committing = True
                 won = self._commit(new)
