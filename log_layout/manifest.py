@@ -39,6 +39,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from log_layout import paths
 from log_layout.errors import CorruptManifest, InvalidProducerEpoch, OutOfOrderSequence
 
 FORMAT = 1
@@ -180,10 +181,17 @@ class Manifest:
             n = len(cols["file"])
             if any(len(cols[f]) != n for f in _SEGMENT_FIELDS):
                 raise CorruptManifest(path, "segment columns differ in length")
-            segments = tuple(SegmentInfo(*row) for row in zip(*(cols[f] for f in _SEGMENT_FIELDS)))
-            removed = tuple(zip(doc["removed"]["file"], doc["removed"]["at_ms"]))
+            files = cols["file"]
+            bad = [f for f in (*files, *doc["removed"]["file"]) if not paths.is_segment_name(f)]
+            if bad:
+                raise CorruptManifest(path, f"names a file that is not a segment: {bad[0]!r}")
+            # int() on every number: a manifest with a string where a count belongs is
+            # refused here, not met later as a TypeError deep inside a read.
+            numbers = [list(map(_int, cols[f])) for f in _SEGMENT_FIELDS[1:]]
+            segments = tuple(SegmentInfo(*row) for row in zip(files, *numbers))
+            removed = tuple(zip(doc["removed"]["file"], map(_int, doc["removed"]["at_ms"])))
             producers = {int(pid): ProducerEntry(int(e["epoch"]),
-                                                 tuple(tuple(b) for b in e["batches"]))
+                                                 tuple(tuple(map(_int, b)) for b in e["batches"]))
                          for pid, e in doc["producers"].items()}
             return cls(topic=doc["topic"], partition=int(doc["partition"]),
                        version=int(doc["version"]), leader_epoch=int(doc["leader_epoch"]),
@@ -196,6 +204,13 @@ class Manifest:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
+
+
+def _int(value: Any) -> int:
+    """An integer from JSON; anything else (str, float, bool, None) is corrupt."""
+    if type(value) is not int:
+        raise ValueError(f"expected an integer, found {value!r}")
+    return value
 
 
 def check_sequence(entry: ProducerEntry | None, batch: ProducerBatch,

@@ -37,7 +37,8 @@ import pyarrow.compute as pc
 from log_layout import paths, segment
 from log_layout.errors import (CorruptManifest, Fenced, InvalidRecords, MaintenanceConflict,
                                MissingSegment, OffsetOutOfRange, OutOfOrderSequence)
-from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, segments_after_replace)
+from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
+                                  segments_after_replace)
 from log_layout.store import TMP_PREFIX, Store
 
 if TYPE_CHECKING:
@@ -103,7 +104,11 @@ class PartitionLog:
 
     def _load(self, version: int) -> Manifest:
         path = self._manifest_path(version)
-        return Manifest.from_json(self.store.read(path), path=path)
+        m = Manifest.from_json(self.store.read(path), path=path)
+        if (m.version, m.topic, m.partition) != (version, self.topic, self.partition):
+            raise CorruptManifest(path, f"it says it is version {m.version} of "
+                                  f"{m.topic}-{m.partition}")
+        return m
 
     def _latest_version(self) -> int:
         versions = [v for f in self.store.list(self.manifest_folder)
@@ -189,7 +194,11 @@ class PartitionLog:
         """
         m = manifest or self.snapshot()
         end = m.next_offset if end is None else end
+        # Checked here, not in the generator, so a bad range raises at the call.
         self._check_range(m, start, end)
+        return self._read(m, start, end)
+
+    def _read(self, m: Manifest, start: int, end: int) -> Iterator[pa.RecordBatch]:
         position = start
         while position < end:
             for info in m.segments_between(position, end):
@@ -414,20 +423,23 @@ class PartitionWriter:
         try:
             while True:
                 self._check_epoch(m)
-                for batch, _row in producer_batches:
-                    if m.check_producer(batch) is not None:
-                        raise OutOfOrderSequence(batch.producer_id, p.partition,
-                                                 m.producers[batch.producer_id].last_sequence + 1,
-                                                 batch.first_sequence)
                 base = m.next_offset
+                # Checked one after the other: a flush may hold several batches of one producer.
+                producers = m.producers
+                for batch, row in producer_batches:
+                    entry = producers.get(batch.producer_id)
+                    if check_sequence(entry, batch, p.partition) is not None:
+                        raise OutOfOrderSequence(batch.producer_id, p.partition,
+                                                 entry.last_sequence + 1, batch.first_sequence)
+                    producers = dataclasses.replace(m, producers=producers).with_producers(
+                        [(batch, base + row)])
                 if info is None or info.base_offset != base:
                     if info is not None:  # rebased past someone else's records: renumber
                         p.store.delete([f"{p.folder}/{info.file}"])
                         info = None
                     info = p._write_segment(segment.with_offsets(table, base))
                 new = m.next(next_offset=base + table.num_rows, segments=m.segments + (info,),
-                             producers=m.with_producers([(b, base + row) for b, row
-                                                         in producer_batches]),
+                             producers=producers,
                              committer="append", committed_ms=ts)
                 committing = True  # if the commit call itself fails, the outcome is unknown
                 won = p._commit(new)

@@ -19,6 +19,7 @@ once named by a manifest never changes.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from conf.topic import validate_topic_name
@@ -57,8 +58,12 @@ def new_segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}-{uuid.uuid4().hex[:16]}{SEGMENT_SUFFIX}"
 
 
-def is_segment_name(name: str) -> bool:
-    return name.endswith(SEGMENT_SUFFIX) and name[:20].isdigit() and name[20:21] == "-"
+_SEGMENT_NAME = re.compile(r"[0-9]{20}-[A-Za-z0-9_-]{1,64}\.arrow")
+
+
+def is_segment_name(name: object) -> bool:
+    """True for a segment file name: no folders, no path tricks."""
+    return isinstance(name, str) and _SEGMENT_NAME.fullmatch(name) is not None
 
 
 def group_offsets(group: str) -> str:

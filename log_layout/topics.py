@@ -25,6 +25,8 @@ from log_layout.partition import PartitionLog, wall_clock_ms
 from log_layout.store import Store, open_store
 
 CLUSTER_META = "_cluster.json"
+_history_lock = threading.Lock()
+_last_history_ns = 0
 HISTORY_FOLDER = "_maintenance/history"
 
 
@@ -196,7 +198,11 @@ class Log:
 
     def append_history(self, record: Mapping[str, Any]) -> None:
         """Add one maintenance run's metrics (one file per run: object stores cannot append)."""
-        name = f"{HISTORY_FOLDER}/{wall_clock_ms():020d}-{uuid.uuid4().hex[:8]}.json"
+        # Nanoseconds, never repeating within a process, so runs list in the order they ran.
+        global _last_history_ns
+        with _history_lock:
+            ns = _last_history_ns = max(time.time_ns(), _last_history_ns + 1)
+        name = f"{HISTORY_FOLDER}/{ns:020d}-{uuid.uuid4().hex[:8]}.json"
         self.store.put_exclusive(name, json.dumps(dict(record)).encode())
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:

@@ -1,0 +1,164 @@
+"""Topics on every backend: create, list, describe, alter, delete; bad names and configs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from conf import ConfigError, TopicConfig
+from log_layout import (InvalidTopicName, SparklogError, TopicExists, UnknownPartition,
+                        UnknownTopic, open_log)
+
+BAD_NAMES = ["", ".", "..", "a/b", "/", "../etc", "x" * 250, "white space", "ümlaut", "a\\b",
+             "tab\t", "nul\x00"]
+
+
+def test_create_list_describe(log):
+    assert log.topics() == []
+    info = log.create_topic("orders", {"partitions": 3, "retention.ms": "3600000",
+                                       "cleanup.policy": "compact"}, now_ms=1234)
+    assert info.partitions == 3 and info.created_ms == 1234
+    log.create_topic("a.b_c-1")
+    assert log.topics() == ["a.b_c-1", "orders"]
+    got = open_log(log.url, storage_options=getattr(log.store, "storage_options", None)) \
+        .topic("orders")  # a second Log sees the same metadata
+    assert got.config == TopicConfig.from_kafka({"partitions": 3, "retention.ms": 3600000,
+                                                 "cleanup.policy": "compact"})
+    assert got.config.to_kafka()["retention.ms"] == "3600000"
+    assert [p.partition for p in log.partitions("orders")] == [0, 1, 2]
+    for p in log.partitions("orders"):
+        assert p.high_watermark() == 0 and p.log_start_offset() == 0
+    assert len("x" * 249) == 249
+    log.create_topic("x" * 249)  # the longest legal name
+
+
+def test_create_twice_and_unknown(log):
+    log.create_topic("t")
+    with pytest.raises(TopicExists, match="'t' already exists"):
+        log.create_topic("t", {"partitions": 2})
+    with pytest.raises(UnknownTopic, match="'nope' does not exist"):
+        log.topic("nope")
+    with pytest.raises(UnknownTopic):
+        log.partition("nope", 0)
+    with pytest.raises(UnknownTopic):
+        log.delete_topic("nope")
+    with pytest.raises(UnknownTopic):
+        log.alter_topic("nope", {"retention.ms": 1})
+    for bad in (1, -1, "0", None, True):
+        with pytest.raises(UnknownPartition) as e:
+            log.partition("t", bad)
+        assert e.value.partitions == 1
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=lambda n: repr(n[:12]))
+def test_invalid_topic_names(log, name):
+    for call in (lambda: log.create_topic(name), lambda: log.topic(name),
+                 lambda: log.partition(name, 0), lambda: log.delete_topic(name),
+                 lambda: log.alter_topic(name, {})):
+        with pytest.raises(InvalidTopicName) as e:
+            call()
+        assert e.value.key == "topic" and e.value.value == name
+        assert isinstance(e.value, SparklogError)
+    assert log.topics() == []
+
+
+def test_invalid_topic_name_messages():
+    for name, words in [("", "empty"), ("x" * 250, "250"), ("..", "'..'"), ("a/b", "only contain"),
+                        (7, "string")]:
+        with pytest.raises(InvalidTopicName, match=words):
+            open_log("memory://names").create_topic(name)
+
+
+def test_bad_configs_name_key_and_value(log):
+    with pytest.raises(ConfigError) as e:
+        log.create_topic("t", {"retention.ms": "soon"})
+    assert (e.value.key, e.value.value) == ("retention.ms", "soon")
+    assert "retention.ms" in str(e.value) and "'soon'" in str(e.value)
+    with pytest.raises(ConfigError, match="unknown topic config"):
+        log.create_topic("t", {"retention.hours": 1})
+    for key, value in [("partitions", 0), ("cleanup.policy", "shred"), ("compression.type", "gzip"),
+                       ("min.cleanable.dirty.ratio", 2), ("partitions", 10_001)]:
+        with pytest.raises(ConfigError) as e:
+            log.create_topic("t", {key: value})
+        assert e.value.key == key
+    assert log.topics() == []  # nothing half created is visible
+
+
+def test_alter_topic(log):
+    log.create_topic("t", {"partitions": 2})
+    info = log.alter_topic("t", {"retention.ms": 5000, "partitions": 4})
+    assert info.partitions == 4 and info.config.retention_ms == 5000
+    assert log.topic("t", refresh=True).config.retention_ms == 5000
+    assert [p.high_watermark() for p in log.partitions("t")] == [0, 0, 0, 0]
+    log.partition("t", 3).claim("w").append(pa_table(1))
+    with pytest.raises(ConfigError, match="only grow"):
+        log.alter_topic("t", {"partitions": 3})
+    with pytest.raises(ConfigError):
+        log.alter_topic("t", {"retention.ms": "x"})
+    assert log.topic("t", refresh=True).config.retention_ms == 5000
+
+
+def test_partition_cache_sees_growth_from_another_log(log):
+    log.create_topic("t")
+    other = open_log(log.url, storage_options=getattr(log.store, "storage_options", None))
+    other.topic("t")
+    log.alter_topic("t", {"partitions": 2})
+    assert other.partition("t", 1).high_watermark() == 0
+
+
+def test_delete_topic(log):
+    log.create_topic("t", {"partitions": 2})
+    log.partition("t", 1).claim("w").append(pa_table(3))
+    log.delete_topic("t")
+    assert log.topics() == []
+    with pytest.raises(UnknownTopic):
+        log.partition("t", 1)
+    log.create_topic("t")  # the name is free again, and the topic starts empty
+    assert log.partition("t", 0).high_watermark() == 0
+    with pytest.raises(UnknownPartition):
+        log.partition("t", 1)
+
+
+def test_create_topic_racing_itself(log):
+    """Eight threads create the same topic: exactly one wins, the rest get TopicExists."""
+    results: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def create(i):
+        barrier.wait()
+        try:
+            results.append(log.create_topic("raced", {"partitions": 1 + i % 3}))
+        except TopicExists as e:
+            results.append(e)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [r for r in results if not isinstance(r, TopicExists)]
+    assert len(results) == 8 and len(winners) == 1
+    n = winners[0].partitions
+    assert log.topic("raced", refresh=True).partitions == n
+    for p in log.partitions("raced"):
+        assert p.claim("w").append(pa_table(2)).base_offset == 0
+
+
+def test_group_offsets_and_history(log):
+    assert log.read_group_offsets("g1") is None and log.groups() == []
+    log.write_group_offsets("g1", {"t": {"0": 5}})
+    log.write_group_offsets("g1", {"t": {"0": 7}})
+    assert log.read_group_offsets("g1") == {"t": {"0": 7}} and log.groups() == ["g1"]
+    with pytest.raises(InvalidTopicName):
+        log.write_group_offsets("../x", {})
+    log.append_history({"job": "retention", "n": 1})
+    log.append_history({"job": "compaction", "n": 2})
+    assert [h["n"] for h in log.history()] == [1, 2]
+    assert log.cluster_id() == log.cluster_id()
+
+
+def pa_table(n: int):
+    import pyarrow as pa
+
+    return pa.table({"value": [b"x"] * n})
