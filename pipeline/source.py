@@ -1,0 +1,290 @@
+"""The ``sparklog`` Spark data source (Python Data Source API, pyspark 4.2).
+
+Reads topics straight from the store through ``log_layout`` (the gateway is
+not on the read path) with the schema and options of Spark's Kafka source::
+
+    spark.read.format("sparklog").option("subscribe", "clicks").load()
+    spark.readStream.format("sparklog").option("subscribe", "clicks") \\
+        .option("maxOffsetsPerTrigger", 100000).load()
+
+Schema: ``key binary, value binary, topic string, partition int, offset long,
+timestamp timestamp, timestampType int`` (0 CreateTime, 1 LogAppendTime, from
+the topic's ``message.timestamp.type``), plus ``headers
+array<struct<key string, value binary>>`` with ``includeHeaders=true``.
+Options: see :mod:`pipeline.options`.
+
+Batch: the driver plans from the partition manifests (:mod:`pipeline.planning`):
+one input partition per segment or offset slice. Tasks reopen the store from
+its picklable description and yield ``pyarrow.RecordBatch`` es already in
+Spark's types (a tuple-yielding reader is about 5 times slower).
+
+Streaming: offsets are ``{topic: {"partition": next_offset}}``.
+``latestOffset`` reads the manifests' high watermarks, capped by admission
+control (``maxOffsetsPerTrigger`` -> ``ReadMaxRows``; ``minOffsetsPerTrigger``
+with ``maxTriggerDelay``); ``Trigger.AvailableNow`` reads up to the high
+watermarks seen when the query started. Partitions that appear later (a
+topic grew, a new topic matches the pattern) are read from their earliest
+offset, as Kafka does. Retention passing a needed offset is data loss
+(:class:`~pipeline.errors.DataLoss`, or skip with a warning when
+``failOnDataLoss=false``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+                                    InputPartition)
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              ReadMinRows, SupportsTriggerAvailableNow)
+from pyspark.sql.types import StructType
+
+from log_layout import MissingSegment
+from pipeline import planning
+from pipeline.errors import PartitionsRemoved
+from pipeline.options import SourceOptions, parse
+from pipeline.planning import TP, Slice
+
+SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
+              "timestamp timestamp, timestampType int")
+HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
+
+_HEADER_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
+                                                       pa.field("value", pa.binary())])))
+_TS = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", _TS),
+    ("timestampType", pa.int32()),
+])
+ARROW_SCHEMA_HEADERS = ARROW_SCHEMA.append(pa.field("headers", _HEADER_TYPE))
+
+
+class SparklogDataSource(DataSource):
+    """``format("sparklog")``: topics of a sparklog store, as Spark's Kafka source shows them."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        # Parse now so a bad option fails at load(), naming the option.
+        self.parsed: SourceOptions = parse(dict(options))
+
+    @classmethod
+    def name(cls) -> str:
+        return "sparklog"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL + (", " + HEADERS_DDL if self.parsed.include_headers else "")
+
+    def reader(self, schema: StructType) -> "BatchReader":
+        self.parsed.check_batch()
+        return BatchReader(self.parsed)
+
+    def streamReader(self, schema: StructType) -> "StreamReader":
+        self.parsed.check_stream()
+        return StreamReader(self.parsed)
+
+
+# -- the executor side ------------------------------------------------------------
+def _constant_strings(text: str, n: int) -> pa.Array:
+    """``n`` copies of ``text`` as a Spark string column, without a Python loop."""
+    raw = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+
+
+def to_spark(batch: pa.RecordBatch, s: Slice, *, include_headers: bool) -> pa.RecordBatch:
+    """A segment record batch in the data source's Arrow schema (Spark's exact types)."""
+    n = batch.num_rows
+    columns = [
+        batch.column("key"), batch.column("value"), _constant_strings(s.topic, n),
+        pa.array(np.full(n, s.partition, dtype=np.int32)), batch.column("offset"),
+        batch.column("timestamp"), pa.array(np.full(n, s.timestamp_type, dtype=np.int32)),
+    ]
+    if include_headers:
+        columns.append(batch.column("headers").cast(_HEADER_TYPE))
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA_HEADERS)
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
+    """The records of one slice as Spark batches (runs in a Python worker).
+
+    If the planned segment was superseded (compaction) and deleted since, the
+    range is re-read through the newest manifest; if retention deleted it,
+    that is data loss.
+    """
+    log = planning.open_cached(opts.store_description)
+    part = log.partition(s.topic, s.partition)
+    try:
+        batches = part.read_segment(s.segment, s.start, s.end).to_batches()
+    except MissingSegment:
+        m = part.snapshot()
+        start = planning.clamp_start((s.topic, s.partition), s.start, m.log_start_offset,
+                                     fail_on_data_loss=opts.fail_on_data_loss)
+        batches = part.read(start, s.end, manifest=m) if start < s.end else iter(())
+    for batch in batches:
+        if batch.num_rows:
+            yield to_spark(batch, s, include_headers=opts.include_headers)
+
+
+# -- batch ----------------------------------------------------------------------------
+class BatchReader(DataSourceReader):
+    """A batch query: offsets resolved once on the driver, one task per slice."""
+
+    def __init__(self, opts: SourceOptions):
+        self.opts = opts
+
+    def partitions(self) -> list[Slice]:
+        log = planning.open_cached(self.opts.store_description)
+        tps = planning.topic_partitions(log, self.opts)
+        starts = planning.resolve_starts(log, self.opts, tps, default="earliest")
+        ends = planning.resolve_ends(log, self.opts, tps)
+        slices = planning.plan(log, {tp: (starts[tp], ends[tp]) for tp in tps}, self.opts)
+        return [SliceInput(s) for s in slices]
+
+    def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
+        return read_slice(self.opts, partition.slice)
+
+
+class SliceInput(InputPartition):
+    """One Spark input partition: its ``value`` is a :class:`~pipeline.planning.Slice`."""
+
+    def __init__(self, s: Slice):
+        super().__init__(s)
+
+    @property
+    def slice(self) -> Slice:
+        return self.value
+
+    def __repr__(self) -> str:
+        s = self.value
+        return f"SliceInput({s.topic}-{s.partition} [{s.start}, {s.end}) of {s.segment.file})"
+
+
+# -- streaming -------------------------------------------------------------------------
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A Structured Streaming query by offset watermark (runs in a long-lived driver worker).
+
+    ``clock`` returns milliseconds; it decides ``maxTriggerDelay`` and is a
+    parameter so tests need not wait.
+    """
+
+    def __init__(self, opts: SourceOptions, clock=_now_ms):
+        self.opts = opts
+        self.clock = clock
+        self._target: dict[TP, int] | None = None  # Trigger.AvailableNow stops here
+        self._last_trigger_ms: int | None = None
+
+    @property
+    def log(self):
+        return planning.open_cached(self.opts.store_description)
+
+    def initialOffset(self) -> dict:
+        tps = planning.topic_partitions(self.log, self.opts)
+        starts = planning.resolve_starts(self.log, self.opts, tps, default="latest")
+        return planning.to_json_offsets(starts)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = planning.topic_partitions(self.log, self.opts)
+        self._target = planning.high_watermarks(self.log, tps)
+
+    def _begin(self, start: dict) -> dict[TP, int]:
+        """The start offsets, plus partitions that appeared since (from their earliest)."""
+        begin = planning.from_json_offsets(start)
+        log = self.log
+        for tp in planning.topic_partitions(log, self.opts):
+            if tp not in begin:
+                begin[tp] = log.partition(*tp).log_start_offset()
+        return begin
+
+    def _available(self, begin: dict[TP, int]) -> dict[TP, int]:
+        """The newest offsets the query may read: high watermarks, or the AvailableNow target.
+
+        A partition that no longer exists fails the query (PartitionsRemoved) or,
+        with ``failOnDataLoss=false``, is dropped.
+        """
+        log = self.log
+        if self._target is not None:
+            latest = {tp: o for tp, o in self._target.items() if tp in begin}
+        else:
+            latest = planning.high_watermarks(log, planning.topic_partitions(log, self.opts))
+        gone = [tp for tp in begin if tp not in latest and not planning.exists(log, tp)]
+        if gone and self.opts.fail_on_data_loss:
+            raise PartitionsRemoved([f"{t}-{p}" for t, p in gone])
+        for tp, offset in begin.items():
+            if tp in latest or tp not in gone:
+                # never behind the start (a start past the AvailableNow target is done)
+                latest[tp] = max(latest.get(tp, offset), offset)
+        return latest
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = self._begin(start)
+        latest = self._available(begin)
+        backlog = {tp: end - begin.get(tp, end) for tp, end in latest.items()}
+        total = sum(backlog.values())
+        if not isinstance(limit, ReadAllAvailable) and self._target is None:
+            minimum = self.opts.min_offsets_per_trigger
+            if isinstance(limit, ReadMinRows):
+                minimum = limit.min_rows
+            now = self.clock()
+            if self._last_trigger_ms is None:
+                self._last_trigger_ms = now
+            if minimum and total < minimum \
+                    and now - self._last_trigger_ms < self.opts.max_trigger_delay_ms:
+                return start  # not enough yet: wait for more, or for maxTriggerDelay
+        maximum = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if maximum is None and self._target is not None:
+            maximum = self.opts.max_offsets_per_trigger
+        if maximum is not None and total > maximum:
+            latest = _rate_limit(begin, backlog, maximum)
+        if total:
+            self._last_trigger_ms = self.clock()
+        return planning.to_json_offsets(latest)
+
+    def reportLatestOffset(self) -> dict | None:
+        log = self.log
+        return planning.to_json_offsets(
+            planning.high_watermarks(log, planning.topic_partitions(log, self.opts)))
+
+    def partitions(self, start: dict, end: dict) -> list[SliceInput]:
+        begin, finish = planning.from_json_offsets(start), planning.from_json_offsets(end)
+        log = self.log
+        ranges = {}
+        for tp, stop in finish.items():
+            # a partition missing from start appeared after it was taken: from its earliest
+            first = begin[tp] if tp in begin else log.partition(*tp).log_start_offset()
+            if stop > first:
+                ranges[tp] = (first, stop)
+        return [SliceInput(s) for s in planning.plan(log, ranges, self.opts)]
+
+    def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
+        return read_slice(self.opts, partition.slice)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the store keeps no per-consumer state (Spark's checkpoint does)."""
+
+
+def _rate_limit(begin: dict[TP, int], backlog: dict[TP, int], maximum: int) -> dict[TP, int]:
+    """End offsets admitting ``maximum`` offsets, shared in proportion to each backlog
+    (largest remainders get the leftovers), as Kafka's ``maxOffsetsPerTrigger`` does."""
+    total = sum(backlog.values())
+    shares = {tp: b * maximum / total for tp, b in backlog.items()}
+    take = {tp: int(v) for tp, v in shares.items()}
+    left = maximum - sum(take.values())
+    for tp in sorted(shares, key=lambda t: (take[t] - shares[t], t))[:left]:
+        take[tp] += 1
+    return {tp: begin[tp] + min(take[tp], backlog[tp]) for tp in backlog}
