@@ -1,0 +1,205 @@
+"""Kafka's log cleaner for one partition: plan from the manifest, dedup with Arrow, commit.
+
+The rules (Kafka's ``LogCleaner``/``Cleaner``, with sparklog's manifest as the log):
+
+* **Cleanable range** ``[log start, first uncleanable offset)``: every segment
+  but the newest (the *active* segment, never cleaned), up to the first segment
+  holding a record newer than ``min.compaction.lag.ms`` (its ``max_ts >
+  now_ms - min.compaction.lag.ms``); that segment and all after it stay dirty.
+* **Checkpoint**: ``Manifest.cleaned_offset`` (Kafka's cleaner-offset-checkpoint).
+  Segments below it are the *clean* head, segments from it to the first
+  uncleanable offset the *dirty* part. A pass moves it to the first uncleanable
+  offset.
+* **Dirty ratio** ``dirty bytes / (clean + dirty bytes)`` of the cleanable
+  range; a partition is cleaned when it has dirty bytes and the ratio reaches
+  ``min.cleanable.dirty.ratio``.
+* **Survivors**: for each key only the record with the highest offset in the
+  cleanable range survives, with its offset, timestamp and headers unchanged
+  and in offset order (dropped offsets become gaps). Records with a null key
+  (refused at produce time for compacted topics; written only by hand) are
+  kept as they are: they have no key to be superseded by.
+* **Tombstones** (null value) remove earlier values of their key at once, like
+  any newer record. A surviving tombstone is itself removed by a pass when
+  (a) it already lay in the clean head before that pass -- so a previous pass
+  kept it and consumers that keep up have had the chance to see it, as Kafka
+  keeps a tombstone through the pass that first cleans it -- and (b) its
+  timestamp is at least ``delete.retention.ms`` before ``now_ms``.
+* **Output** segments hold the survivors in offset order, cut so that each is
+  at most ``segment.bytes`` (estimated from the Arrow payload), and tile the
+  replaced offset range (see ``PartitionLog.replace_segments``).
+
+Every function takes ``now_ms``; none reads the clock. The commit rebases over
+concurrent appends; if another maintenance job replaced one of the segments
+first, :func:`compact_partition` reports a conflict and leaves the work for
+the next run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from compaction.result import StepResult
+from conf.topic import TopicConfig
+from log_layout import Manifest, PartitionLog, SegmentInfo
+from log_layout.errors import MaintenanceConflict, MissingSegment
+
+#: Arrow payload per record besides key and value: offset, timestamp, two
+#: variable-length offsets and validity bits (used to size output segments).
+ROW_OVERHEAD_BYTES = 8 + 8 + 4 + 4 + 4
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanPlan:
+    """The cleanable range of a partition and whether it is due."""
+
+    segments: tuple[SegmentInfo, ...]  # [log start, first uncleanable): all replaced
+    first_dirty_offset: int  # the checkpoint, clamped to the log start
+    first_uncleanable_offset: int  # the new checkpoint after the pass
+    clean_bytes: int
+    dirty_bytes: int
+    min_ratio: float
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+    @property
+    def due(self) -> bool:
+        return self.dirty_bytes > 0 and self.dirty_ratio >= self.min_ratio
+
+
+def plan_clean(m: Manifest, config: TopicConfig, now_ms: int) -> CleanPlan | None:
+    """The cleanable range of ``m`` at ``now_ms``, or None if there is none.
+
+    None also for topics whose ``cleanup.policy`` does not include compact.
+    """
+    if not config.compacted or len(m.segments) < 2:
+        return None
+    horizon = now_ms - config.min_compaction_lag_ms
+    cleanable: list[SegmentInfo] = []
+    for info in m.segments[:-1]:  # the newest segment is the active one
+        if config.min_compaction_lag_ms > 0 and info.max_ts > horizon:
+            break
+        cleanable.append(info)
+    if not cleanable:
+        return None
+    first_dirty = max(m.cleaned_offset, m.log_start_offset)
+    clean = sum(s.bytes for s in cleanable if s.end_offset <= first_dirty)
+    dirty = sum(s.bytes for s in cleanable if s.end_offset > first_dirty)
+    return CleanPlan(tuple(cleanable), first_dirty, cleanable[-1].end_offset, clean, dirty,
+                     config.min_cleanable_dirty_ratio)
+
+
+def survivors(table: pa.Table, *, cleaned_before: int, now_ms: int,
+              delete_retention_ms: int) -> pa.Table:
+    """The records of ``table`` (one partition's cleanable range) that survive a pass.
+
+    ``cleaned_before`` is the checkpoint before the pass (tombstones below it
+    may expire). Vectorised: a hash group-by finds each key's highest offset.
+    """
+    if table.num_rows == 0:
+        return table
+    keys = table.column("key")
+    offsets = table.column("offset")
+    has_key = pc.is_valid(keys)
+    keyed = table.select(["key", "offset"]).filter(has_key)
+    latest = keyed.group_by("key", use_threads=True).aggregate([("offset", "max")])
+    keep = pc.or_(pc.is_in(offsets, value_set=latest.column("offset_max").combine_chunks()),
+                  pc.invert(has_key))
+    ts_ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000)
+    expired = pc.and_(pc.and_(pc.is_null(table.column("value")),
+                              pc.less(offsets, cleaned_before)),
+                      pc.less_equal(ts_ms, now_ms - delete_retention_ms))
+    keep = pc.and_(keep, pc.invert(expired))
+    return table.filter(keep)
+
+
+def record_sizes(table: pa.Table) -> np.ndarray:
+    """Approximate Arrow payload bytes of each record (for cutting segments)."""
+    size = np.full(table.num_rows, ROW_OVERHEAD_BYTES, dtype=np.int64)
+    for name in ("key", "value"):
+        lengths = pc.fill_null(pc.binary_length(table.column(name)), 0)
+        size += lengths.to_numpy().astype(np.int64, copy=False)
+    return size
+
+
+def split_by_bytes(table: pa.Table, limit: int) -> list[pa.Table]:
+    """Cut ``table`` into consecutive slices of at most ``limit`` estimated bytes each.
+
+    A single record larger than ``limit`` gets a slice of its own.
+    """
+    if table.num_rows == 0:
+        return []
+    cumulative = np.cumsum(record_sizes(table))
+    out, start, base = [], 0, 0
+    while start < table.num_rows:
+        end = int(np.searchsorted(cumulative, base + limit, "right"))
+        end = max(end, start + 1)
+        out.append(table.slice(start, end - start))
+        base = int(cumulative[end - 1])
+        start = end
+    return out
+
+
+def read_range(plog: PartitionLog, m: Manifest, segments: tuple[SegmentInfo, ...]) -> pa.Table:
+    """The live records of ``segments`` (those at or above the log start)."""
+    tables = [plog.read_segment(info, m.log_start_offset, version=m.version)
+              for info in segments if info.last_offset >= m.log_start_offset]
+    if not tables:
+        return plog.read_segment(segments[0], version=m.version).slice(0, 0)
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def compact_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
+                      dry_run: bool = False, force: bool = False) -> StepResult:
+    """Clean one partition if its dirty ratio is due (or ``force``); report what changed.
+
+    ``force`` ignores ``min.cleanable.dirty.ratio`` (still needs a cleanable
+    range). A conflicting concurrent maintenance commit or a segment vacuumed
+    under the pass yields a result with a ``conflict`` note and no change.
+    """
+    topic, partition = plog.topic, plog.partition
+    m = plog.snapshot()
+    plan = plan_clean(m, config, now_ms)
+    if plan is None:
+        note = "not a compacted topic" if not config.compacted else "nothing cleanable"
+        return StepResult.unchanged("compact", topic, partition, note, dry_run=dry_run,
+                                    log_start_offset=m.log_start_offset)
+    if not (plan.due or (force and plan.segments)):
+        return StepResult.unchanged("compact", topic, partition,
+                                    f"dirty ratio {plan.dirty_ratio:.2f} below "
+                                    f"{plan.min_ratio:.2f}", dry_run=dry_run,
+                                    log_start_offset=m.log_start_offset)
+    try:
+        table = read_range(plog, m, plan.segments)
+    except MissingSegment as e:
+        return StepResult.unchanged("compact", topic, partition, f"conflict: {e}",
+                                    dry_run=dry_run, log_start_offset=m.log_start_offset)
+    kept = survivors(table, cleaned_before=plan.first_dirty_offset, now_ms=now_ms,
+                     delete_retention_ms=config.delete_retention_ms)
+    chunks = split_by_bytes(kept, config.segment_bytes)
+    bytes_before = sum(s.bytes for s in plan.segments)
+    base = dict(action="compact", topic=topic, partition=partition, changed=True,
+                dry_run=dry_run, segments_before=len(plan.segments),
+                records_before=sum(s.count for s in plan.segments), records_after=kept.num_rows,
+                bytes_before=bytes_before, note=f"dirty ratio {plan.dirty_ratio:.2f}")
+    if dry_run:
+        estimate = record_sizes(table).sum()
+        after = int(bytes_before * record_sizes(kept).sum() / estimate) if estimate else 0
+        return StepResult(segments_after=len(chunks), bytes_after=after,
+                          log_start_offset=m.log_start_offset, **base)
+    try:
+        new = plog.replace_segments(plan.segments, chunks, committer="compaction", now_ms=now_ms,
+                                    cleaned_offset=plan.first_uncleanable_offset)
+    except MaintenanceConflict as e:
+        return StepResult.unchanged("compact", topic, partition, f"conflict: {e}",
+                                    log_start_offset=m.log_start_offset)
+    lo, hi = plan.segments[0].base_offset, plan.segments[-1].last_offset
+    written = [s for s in new.segments if s.base_offset >= lo and s.last_offset <= hi]
+    return StepResult(segments_after=len(written), bytes_after=sum(s.bytes for s in written),
+                      log_start_offset=new.log_start_offset, **base)

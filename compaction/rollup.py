@@ -1,0 +1,91 @@
+"""Roll-up: merge runs of small consecutive segments into segments of about ``segment.bytes``.
+
+The gateway writes one segment per flush, so a busy partition collects many
+small files. Roll-up walks the manifest oldest first and groups consecutive
+segments greedily while a group stays within ``segment.bytes`` (file bytes)
+and spans at most ``segment.ms`` of record time (newest ``max_ts`` minus
+oldest ``min_ts``); every group of two or more segments becomes one segment
+with exactly the same records and offsets. A group never straddles the
+compaction checkpoint (``Manifest.cleaned_offset``), so the cleaner's
+clean/dirty byte accounting stays exact. The newest segment may be merged
+too: unlike Kafka's active segment it is a closed file, and merging it is what
+makes the tail of the log look like Kafka's rolled segments.
+
+Commits go through ``PartitionLog.replace_segments`` (rebases over appends;
+a concurrent maintenance commit on the same segments is reported as a
+conflict and retried by the next run).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from compaction.cleaner import read_range
+from compaction.result import StepResult
+from conf.topic import TopicConfig
+from log_layout import Manifest, PartitionLog, SegmentInfo
+from log_layout.errors import MaintenanceConflict, MissingSegment
+
+
+def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...]]:
+    """Groups of 2+ consecutive segments of ``m`` to merge, oldest first."""
+    groups: list[tuple[SegmentInfo, ...]] = []
+    run: list[SegmentInfo] = []
+    size = 0
+
+    def close() -> None:
+        if len(run) >= 2:
+            groups.append(tuple(run))
+
+    for info in m.segments:
+        fits = run and size + info.bytes <= config.segment_bytes \
+            and max(info.max_ts, *(s.max_ts for s in run)) - min(info.min_ts, run[0].min_ts) \
+            <= config.segment_ms \
+            and not run[-1].end_offset <= m.cleaned_offset < info.end_offset
+        if fits:
+            run.append(info)
+            size += info.bytes
+        else:
+            close()
+            run, size = [info], info.bytes
+    close()
+    return groups
+
+
+def rollup_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
+                     dry_run: bool = False) -> StepResult:
+    """Merge every planned group of one partition; report segments and bytes before/after."""
+    topic, partition = plog.topic, plog.partition
+    m = plog.snapshot()
+    groups = plan_rollup(m, config)
+    if not groups:
+        return StepResult.unchanged("rollup", topic, partition, "no small segments to merge",
+                                    dry_run=dry_run, log_start_offset=m.log_start_offset)
+    seg_before = sum(len(g) for g in groups)
+    bytes_before = sum(s.bytes for g in groups for s in g)
+    records = sum(s.count for g in groups for s in g)
+    if dry_run:
+        return StepResult("rollup", topic, partition, True, True, seg_before, len(groups),
+                          records, records, bytes_before, bytes_before,
+                          log_start_offset=m.log_start_offset)
+    done_before = done_after = done_segments = done_records = merged = 0
+    notes = []
+    for group in groups:
+        try:
+            table: pa.Table = read_range(plog, m, group)
+            new = plog.replace_segments(group, [table], committer="rollup", now_ms=now_ms)
+        except (MaintenanceConflict, MissingSegment) as e:
+            notes.append(f"conflict: {e}")
+            continue
+        m = new
+        lo, hi = group[0].base_offset, group[-1].last_offset
+        written = [s for s in new.segments if s.base_offset >= lo and s.last_offset <= hi]
+        merged += 1
+        done_segments += len(group)
+        done_records += table.num_rows
+        done_before += sum(s.bytes for s in group)
+        done_after += sum(s.bytes for s in written)
+    # a roll-up keeps every record: before and after are the records it rewrote
+    return StepResult("rollup", topic, partition, merged > 0, False, done_segments, merged,
+                      done_records, done_records, done_before, done_after,
+                      note="; ".join(notes), log_start_offset=m.log_start_offset)

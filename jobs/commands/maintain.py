@@ -1,0 +1,186 @@
+"""``sparklog compact | retention | maintain | maintenance-history``.
+
+``compact`` cleans compacted topics, ``retention`` drops expired segments and
+deletes unreferenced files, ``maintain`` does both plus roll-up of small
+segments; each runs as a Spark job (``--master``, default ``spark.master``) or
+in this process (``--no-spark``, for small stores), prints a progress bar and
+a summary table, and appends the run to the maintenance history.
+``maintain --every 5m`` repeats until interrupted (for a loop instead of cron).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``"5m"`` -> 300000; units ms, s, m, h, d (no unit = seconds)."""
+    match = _DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration like 30s, 5m or 1h, "
+                                         f"got {text!r}")
+    return int(float(match.group(1)) * _UNIT_MS[match.group(2) or "s"])
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    helps = {
+        "compact": "compact topics whose cleanup.policy includes compact",
+        "retention": "drop expired segments (retention.ms/bytes), delete unreferenced files",
+        "maintain": "retention, compaction, roll-up of small segments and file deletion",
+    }
+    for name, text in helps.items():
+        p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        p.add_argument("--topic", action="append", metavar="NAME",
+                       help="only this topic (repeatable; glob patterns like 'orders*' work)")
+        p.add_argument("--dry-run", action="store_true",
+                       help="report the segments, records and bytes that would change; "
+                            "write nothing")
+        p.add_argument("--master", help="Spark master (default: spark.master)")
+        p.add_argument("--no-spark", action="store_true",
+                       help="run in this process instead of as a Spark job")
+        if name == "compact" or name == "maintain":
+            p.add_argument("--force", action="store_true",
+                           help="clean even below min.cleanable.dirty.ratio")
+        if name == "maintain":
+            p.add_argument("--every", type=parse_duration_ms, metavar="DURATION", nargs="?",
+                           const=-1, help="repeat every DURATION (e.g. 5m; default "
+                                          "maintenance.interval.ms) until interrupted")
+            p.add_argument("--runs", type=int, metavar="N",
+                           help="with --every: stop after N runs")
+        p.set_defaults(handler=run_command, command_name=name)
+
+    h = sub.add_parser("maintenance-history", help="show past maintenance runs",
+                       description="Show the maintenance runs recorded in the store.")
+    h.add_argument("--limit", type=int, default=20, help="newest N runs (default 20)")
+    h.add_argument("--json", action="store_true", help="print the raw JSON lines")
+    h.set_defaults(handler=show_history)
+
+
+def _spark(args, settings):
+    if args.no_spark:
+        return None
+    from pipeline.spark import session
+
+    return session(master=args.master, settings=settings,
+                   extra={"spark.executorEnv.PYTHONPATH": str(_project_root()),
+                          "spark.ui.showConsoleProgress": "false"})
+
+
+def _project_root():
+    import conf
+
+    return conf.PROJECT_ROOT
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from jobs.cli import open_log_from, settings_from
+    from log_layout import wall_clock_ms
+
+    console = Console()
+    settings = settings_from(args)
+    log = open_log_from(settings)
+    options = log.store.describe().get("storage_options") if hasattr(log.store, "describe") \
+        else None
+    every = getattr(args, "every", None)
+    if every == -1:
+        every = settings.maintenance.interval_ms
+    runs = getattr(args, "runs", None)
+    spark = _spark(args, settings)
+    done = 0
+    while True:
+        summary = _one_run(console, log, args, spark, wall_clock_ms(), options)
+        done += 1
+        if every is None or (runs is not None and done >= runs):
+            return 1 if summary.errors else 0
+        console.print(f"next run in {every / 1000:g} s (Ctrl-C stops)")
+        time.sleep(every / 1000)  # the CLI's schedule, not logic: logic takes now_ms
+
+
+def _one_run(console, log, args, spark, now_ms: int, options):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jobs.maintain import run
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(f"{args.command_name}{' (dry run)' if args.dry_run else ''}",
+                            total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        summary = run(log, command=args.command_name, topics=args.topic, now_ms=now_ms,
+                      dry_run=args.dry_run, force=getattr(args, "force", False), spark=spark,
+                      storage_options=options, progress=progress)
+    print_summary(console, summary)
+    return summary
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def print_summary(console, summary) -> None:
+    from rich.table import Table
+
+    title = (f"{summary.command}{' (dry run: nothing written)' if summary.dry_run else ''} - "
+             f"{len(summary.topics)} topics, {summary.duration_ms / 1000:.1f} s")
+    table = Table(title=title)
+    for col in ("step", "partitions", "changed", "segments", "records", "bytes", "files deleted",
+                "conflicts"):
+        table.add_column(col, justify="left" if col == "step" else "right")
+    for action, a in summary.by_action().items():
+        table.add_row(action, str(a["partitions"]), str(a["changed"]),
+                      f"{a['segments_before']:,} -> {a['segments_after']:,}",
+                      f"{a['records_before']:,} -> {a['records_after']:,}",
+                      f"{_size(a['bytes_before'])} -> {_size(a['bytes_after'])}",
+                      str(a["files_deleted"]), str(a["conflicts"]))
+    if not summary.results:
+        table.add_row("(no partition had work)", "0", "0", "", "", "", "", "")
+    console.print(table)
+    for error in summary.errors:
+        console.print(f"[red]error[/red] {error}")
+
+
+def show_history(args: argparse.Namespace) -> int:
+    import datetime
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from jobs.cli import open_log_from, settings_from
+
+    log = open_log_from(settings_from(args))
+    runs = log.history(limit=args.limit)
+    console = Console()
+    if args.json:
+        for r in runs:
+            console.print_json(json.dumps(r)) if console.is_terminal else print(json.dumps(r))
+        return 0
+    table = Table(title=f"maintenance history of {log.url} (newest {args.limit})")
+    for col in ("when (UTC)", "command", "partitions", "cleaned", "records removed",
+                "bytes before", "bytes after", "files deleted", "duration", "errors"):
+        table.add_column(col, justify="left" if col in ("when (UTC)", "command") else "right")
+    for r in runs:
+        when = datetime.datetime.fromtimestamp(r.get("now_ms", 0) / 1000, datetime.UTC)
+        table.add_row(when.strftime("%Y-%m-%d %H:%M:%S"), r.get("command", "?"),
+                      str(r.get("partitions", 0)), str(r.get("partitions_cleaned", 0)),
+                      f"{r.get('records_removed', 0):,}", _size(r.get("bytes_before", 0)),
+                      _size(r.get("bytes_after", 0)), str(r.get("files_deleted", 0)),
+                      f"{r.get('duration_ms', 0) / 1000:.1f} s", str(len(r.get("errors", []))))
+    if not runs:
+        table.add_row("(no runs recorded)", "", "", "", "", "", "", "", "", "")
+    console.print(table)
+    return 0
