@@ -419,6 +419,7 @@ class PartitionWriter:
             raise InvalidRecords("nothing to append: no records")
         m = p.snapshot(refresh=False)
         info: SegmentInfo | None = None
+        written_ms = 0
         committing = False
         try:
             while True:
@@ -433,10 +434,16 @@ class PartitionWriter:
                                                  entry.last_sequence + 1, batch.first_sequence)
                     producers = dataclasses.replace(m, producers=producers).with_producers(
                         [(batch, base + row)])
-                if info is None or info.base_offset != base:
-                    if info is not None:  # rebased past someone else's records: renumber
+                # Rewrite when rebased past someone else's records (renumber), and when the
+                # file has waited so long that vacuum may judge it an orphan (retries under
+                # heavy contention): vacuum deletes unnamed files older than
+                # file.delete.delay.ms, so never commit one older than half of it.
+                if info is None or info.base_offset != base \
+                        or wall_clock_ms() - written_ms > p.log.file_delete_delay_ms(p.topic) // 2:
+                    if info is not None:
                         p.store.delete([f"{p.folder}/{info.file}"])
                         info = None
+                    written_ms = wall_clock_ms()
                     info = p._write_segment(segment.with_offsets(table, base))
                 new = m.next(next_offset=base + table.num_rows, segments=m.segments + (info,),
                              producers=producers,

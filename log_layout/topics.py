@@ -178,6 +178,9 @@ class Log:
     def compression(self, topic: str) -> str | None:
         return self.topic(topic).config.compression
 
+    def file_delete_delay_ms(self, topic: str) -> int:
+        return self.topic(topic).config.file_delete_delay_ms
+
     def log_append_time(self, topic: str) -> bool:
         return self.topic(topic).config.message_timestamp_type == "LogAppendTime"
 
