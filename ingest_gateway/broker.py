@@ -1,0 +1,488 @@
+"""Per-partition batching, flushing, acks and idempotence of one gateway.
+
+Lifecycle of a record: a produce request is parsed into one Arrow table per
+partition (``codec``); :meth:`Broker.produce` checks it (size, keys, producer
+sequence, buffer room) for *every* partition before it adds anything, so a
+refused request leaves nothing behind. The tables join the partition's open
+:class:`Batch`. A batch is flushed when it is ``linger.ms`` old, holds
+``batch.size`` bytes or ``flush.messages`` records, or at shutdown. A flush is
+ONE ``PartitionWriter.append`` of the concatenated tables: one segment file and
+one manifest commit, done on a worker thread (store I/O never runs on the event
+loop) with at most one flush in flight per partition, so partition order holds
+and a slow flush of P never delays produce to Q. While a flush is in flight the
+next batch fills. Each batch has ONE asyncio future, resolved when its flush
+ends; requests keep (batch, part) references into it and compute their offsets
+from the batch's base offset, never one future per record.
+
+Acks: ``0`` answers at once with no offsets; ``1`` answers once the records are
+in the batch, with the offsets they will get (predicted from the partition's
+high watermark plus what is pending; if that flush then fails they are lost, as
+with Kafka's acks=1); ``all`` answers after the manifest commit.
+
+Idempotence: a request may carry (producer_id, producer_epoch) and per
+partition a first sequence. The committed state lives in the manifest
+(``Manifest.producers``, last five batches per producer), so it survives a
+restart; batches that are accepted but not yet committed are checked here, so a
+retry arriving before the flush is answered with the pending batch's offsets and
+not written twice.
+
+Every partition this gateway writes is claimed first (``PartitionLog.claim``,
+which bumps the leader epoch and fences the previous writer). A writer that is
+fenced in turn stops writing that partition and answers ``NotLeader``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from conf.settings import GatewaySettings
+from conf.topic import TopicConfig
+from ingest_gateway.codec import Parsed, check_records
+from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
+from ingest_gateway.metrics import GatewayMetrics
+from ingest_gateway.partitioner import StickyPartitioner
+from log_layout import (AppendResult, Fenced, InvalidProducerEpoch, Log, OutOfOrderSequence,
+                        PartitionLog, PartitionWriter, ProducerBatch, TopicInfo, UnknownTopic,
+                        check_sequence)
+from log_layout.manifest import PRODUCER_BATCHES_KEPT, ProducerEntry
+
+log = logging.getLogger("sparklog.gateway")
+
+ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+CommitListener = Callable[[str, int, int], None]
+
+
+def parse_acks(raw: str | None) -> int:
+    """``0``, ``1`` or ``all``/``-1`` (default) -> 0, 1, -1; raises BadRequest."""
+    if raw is None:
+        return -1
+    try:
+        return ACKS[raw.strip().lower()]
+    except KeyError:
+        raise BadRequest(f"acks must be 0, 1 or all, not {raw!r}") from None
+
+
+class Batch:
+    """One partition's records between two flushes, resolved once by its flush."""
+
+    __slots__ = ("parts", "producers", "rows", "nbytes", "future", "starts", "dropped",
+                 "result", "error")
+
+    def __init__(self, future: asyncio.Future):
+        self.parts: list[pa.Table] = []
+        #: (ProducerBatch, index of its part)
+        self.producers: list[tuple[ProducerBatch, int]] = []
+        self.rows = 0
+        self.nbytes = 0
+        self.future = future
+        #: after the flush: the first offset's row of each part within the segment
+        self.starts: list[int] = []
+        #: after the flush: part index -> why it was not written (or its duplicate offsets)
+        self.dropped: dict[int, Exception | tuple[int, int]] = {}
+        self.result: AppendResult | None = None
+        self.error: Exception | None = None
+
+    def add(self, table: pa.Table) -> int:
+        self.parts.append(table)
+        self.rows += table.num_rows
+        self.nbytes += table.nbytes
+        return len(self.parts) - 1
+
+
+class PartitionState:
+    """What the gateway holds for one partition it writes."""
+
+    def __init__(self, plog: PartitionLog, writer: PartitionWriter, created_ms: int):
+        self.plog, self.writer = plog, writer
+        self.topic, self.partition = plog.topic, plog.partition
+        self.created_ms = created_ms
+        self.current: Batch | None = None
+        self.flushing: Batch | None = None
+        self.flush_again = False
+        self.timer: asyncio.TimerHandle | None = None
+        #: producer id -> [(batch descriptor, Batch, part index)] accepted, not committed
+        self.pending: dict[int, list[tuple[ProducerBatch, Batch, int]]] = {}
+        #: the offset the next accepted record will get, if every flush succeeds
+        self.assigned = writer.partition.snapshot(refresh=False).next_offset
+        self.stopped: NotLeader | None = None
+
+
+@dataclasses.dataclass
+class PartResult:
+    """Where one partition's share of a request went."""
+
+    partition: int
+    count: int
+    base_offset: int | None = None
+    error: Exception | None = None
+
+
+@dataclasses.dataclass
+class _Ticket:
+    """A request's claim on a batch (or a committed duplicate's original offsets)."""
+
+    partition: int
+    count: int
+    batch: Batch | None = None
+    part: int = -1
+    predicted: int | None = None
+    committed: tuple[int, int] | None = None
+
+
+class Broker:
+    """The write side of one gateway: create on the event loop, ``await close()`` to stop."""
+
+    def __init__(self, log_: Log, settings: GatewaySettings, *, topic_defaults: TopicConfig,
+                 metrics: GatewayMetrics, gateway_id: str | None = None,
+                 flush_threads: int | None = None, topic_cache_ms: int = 1000):
+        self.log = log_
+        self.settings = settings
+        self.topic_defaults = topic_defaults
+        self.metrics = metrics
+        self.id = gateway_id or f"gateway-{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=flush_threads or min(16, (os.cpu_count() or 2) * 4),
+            thread_name_prefix="sparklog-flush")
+        self.sticky = StickyPartitioner()
+        self.buffered = 0
+        self.closing = False
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._claims: dict[tuple[str, int], asyncio.Future] = {}
+        self._topics: dict[str, tuple[float, TopicInfo]] = {}
+        self._topic_cache_s = topic_cache_ms / 1000
+        self._listeners: list[CommitListener] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- hooks -----------------------------------------------------------------
+    def add_commit_listener(self, callback: CommitListener) -> None:
+        """Call ``callback(topic, partition, high_watermark)`` on the event loop after
+        each committed flush (long-poll fetch waits on it)."""
+        self._listeners.append(callback)
+
+    def leaders(self) -> dict[tuple[str, int], str]:
+        """Partitions this gateway currently writes, with its id."""
+        return {k: self.id for k, s in self._states.items() if s.stopped is None}
+
+    # -- blocking work off the loop ----------------------------------------------
+    async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run store I/O on the flush pool (admin handlers use it too)."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def topic_info(self, topic: str) -> TopicInfo:
+        """The topic's metadata (cached ``topic_cache_ms``); auto-creates if enabled.
+
+        Raises InvalidTopicName or UnknownTopic.
+        """
+        hit = self._topics.get(topic)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < self._topic_cache_s:
+            return hit[1]
+        try:
+            info = await self.run_blocking(lambda: self.log.topic(topic, refresh=True))
+        except UnknownTopic:
+            if not self.settings.auto_create_topics_enable:
+                raise
+            info = await self.run_blocking(self._auto_create, topic)
+        self._topics[topic] = (now, info)
+        return info
+
+    def _auto_create(self, topic: str) -> TopicInfo:
+        from log_layout import TopicExists
+
+        try:
+            return self.log.create_topic(topic, self.topic_defaults)
+        except TopicExists:
+            return self.log.topic(topic, refresh=True)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop cached state of a deleted or altered topic."""
+        self._topics.pop(topic, None)
+        for key in [k for k in self._states if k[0] == topic]:
+            state = self._states[key]
+            if state.current is None and state.flushing is None:
+                del self._states[key]
+
+    async def _state(self, info: TopicInfo, partition: int) -> PartitionState:
+        key = (info.name, partition)
+        state = self._states.get(key)
+        if state is not None and state.created_ms == info.created_ms:
+            if state.stopped is not None:
+                raise state.stopped
+            return state
+        claim = self._claims.get(key)
+        if claim is None:
+            claim = asyncio.ensure_future(self.run_blocking(self._claim, info.name, partition))
+            self._claims[key] = claim
+            claim.add_done_callback(lambda _f: self._claims.pop(key, None))
+        plog, writer = await asyncio.shield(claim)
+        state = self._states.get(key)
+        if state is None or state.created_ms != info.created_ms:
+            state = self._states[key] = PartitionState(plog, writer, info.created_ms)
+        return state
+
+    def _claim(self, topic: str, partition: int) -> tuple[PartitionLog, PartitionWriter]:
+        plog = self.log.partition(topic, partition)
+        return plog, plog.claim(self.id)
+
+    # -- produce ------------------------------------------------------------------
+    async def produce(self, topic: str, parsed: Parsed, *, acks: int = -1,
+                      producer: tuple[int, int] | None = None,
+                      sequences: dict[int, int] | None = None) -> list[PartResult]:
+        """Accept a parsed request; per partition, its base offset (None at acks=0).
+
+        All checks run before anything is added, so an error leaves nothing
+        behind. Raises ShuttingDown, UnknownTopic, UnknownPartition,
+        RecordTooLarge, MissingKey, BufferFull, BadRequest (sequences),
+        InvalidProducerEpoch, OutOfOrderSequence, NotLeader. With acks=all, a
+        failed flush is reported per partition in ``PartResult.error``.
+        """
+        if self.closing:
+            raise ShuttingDown()
+        info = await self.topic_info(topic)
+        for p, table in parsed.parts.items():
+            check_records(topic, info.config, table)
+        incoming = parsed.nbytes
+        if self.buffered + incoming > self.settings.buffer_memory and self.buffered:
+            self.metrics.rejected(BufferFull.code)
+            raise BufferFull(self.buffered, incoming, self.settings.buffer_memory)
+        states = {p: await self._state(info, p) for p in parsed.parts}
+        if self.closing:
+            raise ShuttingDown()
+
+        batches: dict[int, ProducerBatch] = {}
+        if producer is not None:
+            pid, epoch = producer
+            for p, table in parsed.parts.items():
+                if sequences is None or p not in sequences:
+                    raise BadRequest(f"an idempotent request needs a sequence for partition {p}")
+                batches[p] = ProducerBatch(pid, epoch, sequences[p], table.num_rows)
+        # Validate every partition first: nothing is added unless all pass.
+        tickets: dict[int, _Ticket] = {}
+        for p, table in parsed.parts.items():
+            ticket = _Ticket(p, table.num_rows)
+            if p in batches:
+                dup = self._check_sequence(states[p], batches[p])
+                if isinstance(dup, tuple) and isinstance(dup[0], Batch):
+                    ticket.batch, ticket.part = dup
+                elif dup is not None:
+                    ticket.committed = dup
+            tickets[p] = ticket
+        for p, table in parsed.parts.items():
+            ticket = tickets[p]
+            if ticket.batch is None and ticket.committed is None:
+                self._add(states[p], table, batches.get(p), ticket)
+        self.metrics.accepted(topic, parsed.count, incoming)
+
+        results = []
+        for p, ticket in tickets.items():
+            results.append(await self._answer(ticket, acks))
+        return results
+
+    def _check_sequence(self, state: PartitionState, pb: ProducerBatch):
+        """None for the next batch; a committed duplicate's (base, last) offsets; or
+        (Batch, part) of a pending duplicate. Raises the idempotence errors."""
+        committed = state.plog.snapshot(refresh=False).producers.get(pb.producer_id)
+        if committed is not None and committed.epoch == pb.producer_epoch:
+            for first, last, base, last_off in committed.batches:
+                if first == pb.first_sequence and last == pb.last_sequence:
+                    return base, last_off
+        pending = state.pending.get(pb.producer_id)
+        if not pending:
+            return check_sequence(committed, pb, state.partition)
+        for q, batch, part in pending:
+            if q.producer_epoch == pb.producer_epoch and q.first_sequence == pb.first_sequence \
+                    and q.count == pb.count:
+                return batch, part
+        last = pending[-1][0]
+        if pb.producer_epoch < last.producer_epoch:
+            raise InvalidProducerEpoch(pb.producer_id, pb.producer_epoch, last.producer_epoch)
+        expected = last.last_sequence + 1 if pb.producer_epoch == last.producer_epoch else 0
+        if pb.first_sequence != expected:
+            raise OutOfOrderSequence(pb.producer_id, state.partition, expected, pb.first_sequence)
+        return None
+
+    def _add(self, state: PartitionState, table: pa.Table, pb: ProducerBatch | None,
+             ticket: _Ticket) -> None:
+        batch = state.current
+        if batch is None:
+            loop = asyncio.get_running_loop()
+            batch = state.current = Batch(loop.create_future())
+            if self.settings.linger_ms > 0:
+                state.timer = loop.call_later(self.settings.linger_ms / 1000,
+                                              self._linger_expired, state, batch)
+            else:
+                loop.call_soon(self._linger_expired, state, batch)
+        part = batch.add(table)
+        self.buffered += table.nbytes
+        self._idle.clear()
+        if pb is not None:
+            batch.producers.append((pb, part))
+            state.pending.setdefault(pb.producer_id, []).append((pb, batch, part))
+        ticket.batch, ticket.part = batch, part
+        ticket.predicted = state.assigned
+        state.assigned += table.num_rows
+        if batch.nbytes >= self.settings.batch_size or batch.rows >= self.settings.flush_messages:
+            self._flush(state)
+
+    async def _answer(self, ticket: _Ticket, acks: int) -> PartResult:
+        if ticket.committed is not None:
+            return PartResult(ticket.partition, ticket.count, ticket.committed[0])
+        batch = ticket.batch
+        assert batch is not None
+        if acks == 0:
+            return PartResult(ticket.partition, ticket.count)
+        if acks == 1 and batch.result is None and batch.error is None:
+            return PartResult(ticket.partition, ticket.count, ticket.predicted)
+        await asyncio.shield(batch.future)
+        if batch.error is not None:
+            return PartResult(ticket.partition, ticket.count, error=batch.error)
+        dropped = batch.dropped.get(ticket.part)
+        if isinstance(dropped, Exception):
+            return PartResult(ticket.partition, ticket.count, error=dropped)
+        if dropped is not None:
+            return PartResult(ticket.partition, ticket.count, dropped[0])
+        assert batch.result is not None
+        return PartResult(ticket.partition, ticket.count,
+                          batch.result.base_offset + batch.starts[ticket.part])
+
+    # -- flush -------------------------------------------------------------------------
+    def _linger_expired(self, state: PartitionState, batch: Batch) -> None:
+        if state.current is batch:
+            self._flush(state)
+
+    def _flush(self, state: PartitionState) -> None:
+        """Start flushing the open batch, or mark it due if a flush is in flight."""
+        if state.current is None:
+            return
+        if state.flushing is not None:
+            state.flush_again = True
+            return
+        batch, state.current, state.flush_again = state.current, None, False
+        if state.timer is not None:
+            state.timer.cancel()
+            state.timer = None
+        state.flushing = batch
+        started = time.perf_counter()
+        fut = asyncio.get_running_loop().run_in_executor(self.executor, self._write, state, batch)
+        fut.add_done_callback(lambda f: self._flushed(state, batch, f, started))
+
+    def _write(self, state: PartitionState, batch: Batch) -> AppendResult:
+        """On a flush thread: drop parts whose sequence no longer fits, append the rest."""
+        m = state.plog.snapshot(refresh=False)
+        sim: dict[int, ProducerEntry] = dict(m.producers)
+        accepted: list[tuple[ProducerBatch, int]] = []
+        for pb, part in batch.producers:
+            try:
+                dup = check_sequence(sim.get(pb.producer_id), pb, state.partition)
+            except (OutOfOrderSequence, InvalidProducerEpoch) as e:
+                batch.dropped[part] = e  # an earlier batch of this producer failed
+                continue
+            if dup is not None:
+                batch.dropped[part] = dup
+                continue
+            entry = sim.get(pb.producer_id)
+            kept = entry.batches if entry is not None and entry.epoch == pb.producer_epoch else ()
+            sim[pb.producer_id] = ProducerEntry(pb.producer_epoch, (kept + (
+                (pb.first_sequence, pb.last_sequence, -1, -1),))[-PRODUCER_BATCHES_KEPT:])
+            accepted.append((pb, part))
+        row = 0
+        tables = []
+        starts = []
+        for i, t in enumerate(batch.parts):
+            starts.append(row)
+            if i not in batch.dropped:
+                tables.append(t)
+                row += t.num_rows
+        batch.starts = starts
+        if not tables:
+            raise _NothingToWrite()
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        return state.writer.append(table, producer_batches=[(pb, starts[part])
+                                                            for pb, part in accepted])
+
+    def _flushed(self, state: PartitionState, batch: Batch, fut: concurrent.futures.Future,
+                 started: float) -> None:
+        """On the loop: resolve the batch's one future, notify listeners, flush what is due."""
+        state.flushing = None
+        self.buffered -= batch.nbytes
+        for pb, _part in batch.producers:
+            pending = state.pending.get(pb.producer_id)
+            if pending:
+                pending[:] = [e for e in pending if e[1] is not batch]
+                if not pending:
+                    del state.pending[pb.producer_id]
+        exc = fut.exception()
+        if isinstance(exc, _NothingToWrite):
+            exc = None
+        elif exc is None:
+            batch.result = fut.result()
+            self.metrics.flushed(time.perf_counter() - started, batch.result.count)
+        if exc is not None:
+            if isinstance(exc, Fenced):
+                state.stopped = NotLeader(state.topic, state.partition, str(exc))
+                batch.error = state.stopped
+            else:
+                log.warning("flush of %s-%d failed: %r", state.topic, state.partition, exc)
+                batch.error = exc if isinstance(exc, FlushFailed) else \
+                    FlushFailed(state.topic, state.partition, f"{type(exc).__name__}: {exc}")
+            self.metrics.rejected(batch.error.code)
+            # Offsets predicted for acks=1 are void: re-base on what is committed.
+            pending_rows = state.current.rows if state.current is not None else 0
+            state.assigned = state.plog.snapshot(refresh=False).next_offset + pending_rows
+        elif batch.dropped:
+            pending_rows = state.current.rows if state.current is not None else 0
+            state.assigned = state.plog.snapshot(refresh=False).next_offset + pending_rows
+        batch.future.set_result(None)
+        if batch.result is not None:
+            hw = batch.result.last_offset + 1
+            for listener in self._listeners:
+                try:
+                    listener(state.topic, state.partition, hw)
+                except Exception:  # a listener must never break produce
+                    log.exception("commit listener failed")
+        if state.stopped is not None and state.current is not None:
+            # Fenced: what is still open can never be written by this gateway.
+            orphan, state.current = state.current, None
+            if state.timer is not None:
+                state.timer.cancel()
+            self.buffered -= orphan.nbytes
+            orphan.error = state.stopped
+            orphan.future.set_result(None)
+        if state.current is not None and (state.flush_again or self.closing):
+            self._flush(state)
+        if self.buffered == 0 and all(s.flushing is None and s.current is None
+                                      for s in self._states.values()):
+            self._idle.set()
+
+    # -- shutdown -----------------------------------------------------------------------
+    async def flush_all(self) -> None:
+        """Flush every open batch and wait until nothing is pending."""
+        for state in list(self._states.values()):
+            self._flush(state)
+        while not self._idle.is_set():
+            await self._idle.wait()
+            # a batch may have opened meanwhile (acks<all request racing shutdown)
+            for state in list(self._states.values()):
+                self._flush(state)
+
+    async def close(self) -> None:
+        """Stop accepting, flush everything accepted, release the flush threads."""
+        self.closing = True
+        await self.flush_all()
+        self.executor.shutdown(wait=True)
+
+
+class _NothingToWrite(Exception):
+    """Every part of a batch was dropped (stale sequences): no segment to write."""

@@ -1,0 +1,105 @@
+"""Typed errors of the gateway's HTTP edge (the log's own live in ``log_layout.errors``).
+
+Each carries its facts as attributes and reads as a sentence; ``code`` is the
+machine-readable name the gateway puts beside the numeric REST-Proxy-style
+``error_code`` (see ``ingest_gateway.app.ERRORS``).
+"""
+
+from __future__ import annotations
+
+from conf.errors import SparklogError
+
+
+class BadRequest(SparklogError, ValueError):
+    """The request body or a parameter is malformed (JSON, base64, Arrow, a field)."""
+
+    code = "malformed_request"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+class InvalidKey(BadRequest):
+    code = "invalid_key"
+
+
+class InvalidValue(BadRequest):
+    code = "invalid_value"
+
+
+class UnsupportedContentType(SparklogError):
+    code = "unsupported_content_type"
+
+    def __init__(self, content_type: str, supported: tuple[str, ...]):
+        self.content_type, self.supported = content_type, supported
+        super().__init__(f"content type {content_type!r} is not supported here; use one of "
+                         + ", ".join(supported))
+
+
+class RequestTooLarge(SparklogError):
+    code = "request_too_large"
+
+    def __init__(self, size: int, limit: int):
+        self.size, self.limit = size, limit
+        super().__init__(f"the request body has at least {size} bytes, more than "
+                         f"max.request.size={limit}")
+
+
+class MissingKey(SparklogError, ValueError):
+    """A record without a key sent to a compacted topic (Kafka refuses these too)."""
+
+    code = "missing_key"
+
+    def __init__(self, topic: str, row: int):
+        self.topic, self.row = topic, row
+        super().__init__(f"topic {topic!r} has cleanup.policy=compact, so every record needs a "
+                         f"key; record {row} of the request has none")
+
+
+class BufferFull(SparklogError):
+    """Back-pressure: accepted-but-unflushed bytes would exceed ``buffer.memory``."""
+
+    code = "buffer_full"
+
+    def __init__(self, buffered: int, incoming: int, limit: int, retry_after_s: int = 1):
+        self.buffered, self.incoming, self.limit = buffered, incoming, limit
+        self.retry_after_s = retry_after_s
+        super().__init__(f"the gateway holds {buffered} unflushed bytes; {incoming} more would "
+                         f"exceed buffer.memory={limit}: retry after {retry_after_s} s")
+
+
+class ShuttingDown(SparklogError):
+    code = "shutting_down"
+
+    def __init__(self) -> None:
+        super().__init__("the gateway is shutting down and accepts no more records")
+
+
+class NotLeader(SparklogError):
+    """This gateway no longer writes the partition (another gateway claimed it)."""
+
+    code = "not_leader"
+
+    def __init__(self, topic: str, partition: int, reason: str):
+        self.topic, self.partition, self.reason = topic, partition, reason
+        super().__init__(f"this gateway does not lead {topic}-{partition}: {reason}")
+
+
+class FlushFailed(SparklogError):
+    """Writing a batch to the store failed; nothing of it is visible (retriable)."""
+
+    code = "flush_failed"
+
+    def __init__(self, topic: str, partition: int, reason: str):
+        self.topic, self.partition, self.reason = topic, partition, reason
+        super().__init__(f"flushing {topic}-{partition} to the store failed: {reason}; "
+                         "none of the batch's records were committed, retry")
+
+
+class UnknownCluster(SparklogError, LookupError):
+    code = "unknown_cluster"
+
+    def __init__(self, cluster_id: str, known: str):
+        self.cluster_id, self.known = cluster_id, known
+        super().__init__(f"cluster {cluster_id!r} is not this one ({known!r})")

@@ -1,0 +1,46 @@
+"""Run the gateway on uvicorn (httptools + uvloop).
+
+SIGTERM and SIGINT start a graceful shutdown: uvicorn stops accepting
+connections and lets open requests finish, then the app's lifespan closes the
+broker, which flushes every accepted record before the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import conf
+from log_layout import open_log
+
+
+def storage_options_for(settings: conf.Settings,
+                        explicit: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Storage options: ``explicit`` if given, else the S3 endpoint from the settings
+    (credentials then come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)."""
+    if explicit:
+        return dict(explicit)
+    if settings.store.s3_endpoint_url:
+        return {"client_kwargs": {"endpoint_url": settings.store.s3_endpoint_url}}
+    return None
+
+
+def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None = None,
+          extra_routes: Sequence[Any] = (), log_level: str = "warning") -> None:
+    """Serve until SIGTERM/SIGINT on ``gateway.host``:``gateway.port`` (blocking)."""
+    import uvicorn
+
+    from ingest_gateway.app import create_app
+
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_ = open_log(settings.store.url, storage_options=storage_options_for(settings, storage_options),
+                    fsync=settings.store.fsync,
+                    manifest_versions_retained=settings.store.manifest_versions_retained)
+    app = create_app(settings, log_, extra_routes=extra_routes)
+    config = uvicorn.Config(app, host=settings.gateway.host, port=settings.gateway.port,
+                            loop="uvloop", http="httptools", lifespan="on",
+                            log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
+                            backlog=1024)
+    uvicorn.Server(config).run()

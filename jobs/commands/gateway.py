@@ -1,0 +1,39 @@
+"""``sparklog gateway``: run the ingest gateway (HTTP produce + topic admin)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gateway", help="run the ingest gateway (HTTP produce and topic admin)",
+                       description="Serve the ingest gateway on uvicorn until SIGTERM/SIGINT; "
+                                   "shutdown flushes every accepted record.")
+    p.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
+                   help="the log's store (default: store.url)")
+    p.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to bind (default: gateway.port, 8082)")
+    p.add_argument("--storage-options", metavar="JSON",
+                   help="fsspec storage options as JSON, e.g. for an S3 endpoint and keys")
+    p.add_argument("--log-level", default="warning",
+                   choices=["debug", "info", "warning", "error"])
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from conf.errors import ConfigError
+    from ingest_gateway.server import serve
+    from jobs.cli import settings_from
+
+    settings = settings_from(args, **{"gateway.host": args.host, "gateway.port": args.port})
+    options = None
+    if args.storage_options:
+        try:
+            options = json.loads(args.storage_options)
+        except ValueError as e:
+            raise ConfigError("--storage-options", args.storage_options, f"not JSON: {e}") from None
+        if not isinstance(options, dict):
+            raise ConfigError("--storage-options", args.storage_options, "expected a JSON object")
+    serve(settings, storage_options=options, log_level=args.log_level)
+    return 0
