@@ -150,15 +150,21 @@ class LocalStore(Store):
 
     def list(self, folder: str) -> list[FileInfo]:
         try:
-            with os.scandir(self._abs(folder)) as it:
-                out = []
-                for entry in it:
+            it = os.scandir(self._abs(folder))
+        except FileNotFoundError:
+            return []
+        out = []
+        with it:
+            for entry in it:
+                try:
                     if entry.is_file(follow_symlinks=False):
                         st = entry.stat(follow_symlinks=False)
                         out.append(FileInfo(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
-                return out
-        except FileNotFoundError:
-            return []
+                except FileNotFoundError:
+                    # A temp file unlinked between readdir and stat: it is simply gone. (This
+                    # once emptied the whole listing, so a busy partition "had no manifest".)
+                    continue
+        return out
 
     def list_folders(self, folder: str) -> list[str]:
         try:

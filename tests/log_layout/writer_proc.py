@@ -1,0 +1,51 @@
+"""A writer process for the race and crash tests.
+
+``python -m tests.log_layout.writer_proc URL TOPIC NAME MODE COUNT ROWS [OPTIONS_JSON]``
+appends ``COUNT`` batches of ``ROWS`` records to partition 0 of ``TOPIC`` and
+prints one JSON line per acknowledged append (``{"base": .., "last": .., "tag": ..}``),
+flushed at once, so a parent that kills it knows exactly what was acknowledged.
+``MODE`` is ``claim`` (claim the partition first; stop quietly when fenced) or
+``writer`` (a same-epoch writer that rebases). Values are ``<NAME>-<batch>-<row>``.
+Prints ``ready`` and waits for a line on stdin before the first append, so that
+racing processes start together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import pyarrow as pa  # noqa: E402
+
+from log_layout import Fenced, open_log  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    url, topic, name, mode, count, rows = argv[:6]
+    options = json.loads(argv[6]) if len(argv) > 6 else None
+    part = open_log(url, storage_options=options).partition(topic, 0)
+    part.snapshot()
+    print("ready", flush=True)
+    sys.stdin.readline()  # the start signal
+    w = part.claim(name) if mode == "claim" else part.writer()
+    out = sys.stdout
+    for b in range(int(count)):
+        tag = f"{name}-{b}"
+        values = [f"{tag}-{r}".encode() for r in range(int(rows))]
+        try:
+            r = w.append(pa.table({"value": values}))
+        except Fenced:
+            out.write(json.dumps({"fenced": w.epoch}) + "\n")
+            out.flush()
+            return 0
+        out.write(json.dumps({"base": r.base_offset, "last": r.last_offset, "tag": tag,
+                              "version": r.version, "epoch": w.epoch}) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
