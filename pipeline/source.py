@@ -109,13 +109,16 @@ def to_spark(batch: pa.RecordBatch, s: Slice, *, include_headers: bool) -> pa.Re
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
+def read_slice(opts: SourceOptions, s: Slice | None) -> Iterator[pa.RecordBatch]:
     """The records of one slice as Spark batches (runs in a Python worker).
 
-    If the planned segment was superseded (compaction) and deleted since, the
+    ``None`` reads nothing: Spark plans one ``InputPartition(None)`` when the
+    reader planned none. If the planned segment was superseded (compaction) and deleted since, the
     range is re-read through the newest manifest; if retention deleted it,
     that is data loss.
     """
+    if s is None:
+        return
     log = planning.open_cached(opts.store_description)
     part = log.partition(s.topic, s.partition)
     try:
@@ -146,7 +149,7 @@ class BatchReader(DataSourceReader):
         return [SliceInput(s) for s in slices]
 
     def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
-        return read_slice(self.opts, partition.slice)
+        return read_slice(self.opts, partition.value)
 
 
 class SliceInput(InputPartition):
@@ -154,10 +157,6 @@ class SliceInput(InputPartition):
 
     def __init__(self, s: Slice):
         super().__init__(s)
-
-    @property
-    def slice(self) -> Slice:
-        return self.value
 
     def __repr__(self) -> str:
         s = self.value
@@ -272,7 +271,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [SliceInput(s) for s in planning.plan(log, ranges, self.opts)]
 
     def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
-        return read_slice(self.opts, partition.slice)
+        return read_slice(self.opts, partition.value)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the store keeps no per-consumer state (Spark's checkpoint does)."""

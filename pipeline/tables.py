@@ -1,0 +1,240 @@
+"""Topics as tables: Structured Streaming from a topic into a Delta table.
+
+:func:`materialize` runs a query from the ``sparklog`` source into the Delta
+table ``<warehouse>/<table>``, continuously or once (``Trigger.AvailableNow``),
+exactly once across restarts:
+
+* an **event topic** (``cleanup.policy=delete``) is appended through Delta's
+  streaming sink, which records each micro-batch as a transaction
+  (``txnAppId`` = query id, ``txnVersion`` = batch id) so a batch replayed
+  after a crash is skipped;
+* a **compacted topic** (``cleanup.policy`` contains ``compact``) becomes a
+  latest-value-per-key table: each micro-batch keeps the record with the
+  highest offset per key and MERGEs it, a tombstone (null value) deleting the
+  row. Replaying the last micro-batch after a crash applies the same values
+  again, which leaves the table as it was (MERGE of the newest value per key is
+  idempotent), so the checkpoint alone makes it exactly once.
+
+``value_format`` decodes values: ``raw`` (binary), ``string`` (UTF-8 key and
+value), ``json`` (the value's fields become columns; ``schema`` as a DDL
+string, or inferred from the records there are now).
+
+Where tables live: ``warehouse`` (default: ``<store>/_tables`` for a local
+store, ``./sparklog-warehouse`` otherwise); checkpoints under
+``<warehouse>/_checkpoints/<table>``. Tables are registered in the session's
+catalog by path, and :func:`register_tables` registers every table of a
+warehouse in a new session, so no metastore is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from log_layout import Log, open_log
+from pipeline.errors import TableError
+
+VALUE_FORMATS = ("raw", "string", "json")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_META = ("topic", "partition", "offset", "timestamp", "timestampType")
+CHECKPOINTS = "_checkpoints"
+
+
+def default_warehouse(log: Log) -> str:
+    """``<store>/_tables`` for a local store; ``./sparklog-warehouse`` for others."""
+    parts = urlsplit(log.url)
+    if parts.scheme in ("", "file"):
+        return os.path.join(parts.path if parts.scheme else log.url, "_tables")
+    return os.path.abspath("sparklog-warehouse")
+
+
+def table_path(warehouse: str, table: str) -> str:
+    return os.path.join(warehouse, table)
+
+
+def check_table_name(table: str) -> str:
+    if not isinstance(table, str) or not _NAME.match(table):
+        raise TableError(str(table), "a table name is letters, digits and underscores, "
+                         "not starting with a digit")
+    return table
+
+
+def source_options(log: Log, topic: str, *, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Options of the ``sparklog`` source reading ``topic`` of ``log``'s store."""
+    description = log.store.describe()
+    opts = {"store": description["url"], "subscribe": topic}
+    if description.get("storage_options"):
+        opts["storageOptions"] = json.dumps(description["storage_options"])
+    opts.update(extra or {})
+    return opts
+
+
+def decode(df, value_format: str, value_schema):
+    """Columns of the table from the source's columns: key and value decoded as asked."""
+    from pyspark.sql import functions as F
+
+    if value_format == "raw":
+        return df.select("key", "value", *_META)
+    key = F.col("key").cast("string").alias("key")
+    if value_format == "string":
+        return df.select(key, F.col("value").cast("string").alias("value"), *_META)
+    parsed = F.from_json(F.col("value").cast("string"), value_schema)
+    fields = [F.col("_v").getField(f.name).alias(f.name) for f in value_schema.fields
+              if f.name not in ("key", *_META)]
+    return df.select(key, parsed.alias("_v"), F.col("value").isNull().alias("_tombstone"),
+                     *_META).select("key", *fields, "_tombstone", *_META)
+
+
+def infer_json_schema(spark, log: Log, topic: str, *, sample: int = 10_000):
+    """The schema of the JSON values of ``topic`` (the latest ``sample`` records)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    rows = (spark.read.format("sparklog").options(**source_options(log, topic)).load()
+            .where(F.col("value").isNotNull()).orderBy(F.col("offset").desc()).limit(sample)
+            .select(F.col("value").cast("string").alias("value")))
+    schema = spark.read.json(rows).schema
+    if not isinstance(schema, StructType) or not schema.fields \
+            or "_corrupt_record" in schema.fieldNames():
+        raise TableError(topic, "cannot infer a JSON schema: the topic has no values, or some "
+                         "are not JSON objects; give the schema explicitly")
+    return schema
+
+
+def _value_schema(spark, log: Log, topic: str, table: str, value_format: str, schema):
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    if value_format not in VALUE_FORMATS:
+        raise TableError(table, f"value_format must be one of {', '.join(VALUE_FORMATS)}, "
+                         f"not {value_format!r}")
+    if value_format != "json":
+        if schema is not None:
+            raise TableError(table, "a schema is only used with value_format='json'")
+        return None
+    if schema is None:
+        return infer_json_schema(spark, log, topic)
+    if isinstance(schema, str):
+        try:
+            schema = _parse_datatype_string(schema)
+        except Exception as e:  # pyspark raises several parse error types
+            raise TableError(table, f"schema {schema!r} is not a valid DDL string: {e}") from None
+    if not isinstance(schema, StructType):
+        raise TableError(table, "a JSON schema must be a struct (DDL like 'id INT, name STRING')")
+    return schema
+
+
+def materialize(spark, topic: str, table: str, *, store: str | None = None,
+                storage_options: Mapping[str, Any] | None = None, log: Log | None = None,
+                once: bool = True, value_format: str = "raw", schema=None,
+                warehouse: str | None = None, checkpoint: str | None = None,
+                options: Mapping[str, str] | None = None, processing_time: str | None = None):
+    """Materialise ``topic`` into the Delta table ``table``; returns the StreamingQuery.
+
+    ``once=True`` runs ``Trigger.AvailableNow`` and waits for it to finish;
+    otherwise the query keeps running (``processing_time`` like ``"10 seconds"``)
+    and the caller stops it. ``options`` are more ``sparklog`` source options
+    (``maxOffsetsPerTrigger``, ``startingOffsets`` for a new table...).
+    Raises TableError for a bad name, format or schema, UnknownTopic for a
+    missing topic.
+    """
+    from pyspark.sql import functions as F
+
+    check_table_name(table)
+    if log is None:
+        if store is None:
+            import conf
+
+            store = conf.load().store.url
+        log = open_log(store, storage_options=storage_options)
+    info = log.topic(topic, refresh=True)
+    value_schema = _value_schema(spark, log, topic, table, value_format, schema)
+    warehouse = warehouse or default_warehouse(log)
+    path = table_path(warehouse, table)
+    checkpoint = checkpoint or os.path.join(warehouse, CHECKPOINTS, table)
+
+    src = {"startingOffsets": "earliest", **(options or {})}
+    stream = (spark.readStream.format("sparklog")
+              .options(**source_options(log, topic, extra=src)).load())
+    rows = decode(stream, value_format, value_schema)
+    compacted = info.config.compacted
+    if not compacted and "_tombstone" in rows.columns:
+        rows = rows.drop("_tombstone")
+    if compacted:
+        rows = rows.where(F.col("key").isNotNull())  # Kafka refuses null keys in compacted topics
+    columns = [c for c in rows.columns if c != "_tombstone"]
+    empty = spark.createDataFrame([], rows.select(*columns).schema)
+    empty.write.format("delta").mode("ignore").save(path)
+    register(spark, table, path)
+
+    writer = rows.writeStream.option("checkpointLocation", checkpoint).queryName(
+        f"materialize_{table}")
+    if compacted:
+        writer = writer.foreachBatch(_merge_batch(path, columns, value_format))
+    else:
+        writer = writer.format("delta").outputMode("append").option("path", path)
+    if once:
+        writer = writer.trigger(availableNow=True)
+    elif processing_time:
+        writer = writer.trigger(processingTime=processing_time)
+    query = writer.start()
+    if once:
+        query.awaitTermination()
+    return query
+
+
+def _merge_batch(path: str, columns: list[str], value_format: str):
+    """foreachBatch function: newest record per key, MERGE with tombstone = delete."""
+
+    def merge(batch, batch_id: int) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        tomb = F.col("_tombstone") if "_tombstone" in batch.columns else F.col("value").isNull()
+        newest = (batch.withColumn("_tombstone", tomb)
+                  .withColumn("_rank", F.row_number().over(
+                      Window.partitionBy("key").orderBy(F.col("offset").desc())))
+                  .where("_rank = 1").drop("_rank"))
+        target = DeltaTable.forPath(batch.sparkSession, path)
+        (target.alias("t").merge(newest.alias("s"), "t.key = s.key")
+         .whenMatchedDelete(condition="s._tombstone")
+         .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
+         .whenNotMatchedInsert(condition="NOT s._tombstone",
+                               values={c: f"s.`{c}`" for c in columns})
+         .execute())
+
+    return merge
+
+
+def register(spark, table: str, path: str) -> None:
+    """Make ``table`` name the Delta table at ``path`` in this session's catalog."""
+    check_table_name(table)
+    location = path.replace("'", "\\'")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS `{table}` USING DELTA LOCATION '{location}'")
+
+
+def register_tables(spark, warehouse: str) -> list[str]:
+    """Register every Delta table of ``warehouse`` (folders holding ``_delta_log``)."""
+    names = []
+    if not os.path.isdir(warehouse):
+        return names
+    for name in sorted(os.listdir(warehouse)):
+        path = table_path(warehouse, name)
+        if _NAME.match(name) and os.path.isdir(os.path.join(path, "_delta_log")):
+            register(spark, name, path)
+            names.append(name)
+    return names
+
+
+def register_topics(spark, log: Log, *, include_headers: bool = False) -> list[str]:
+    """Every topic of ``log`` as a temporary view of its raw records (Kafka-source columns)."""
+    topics = log.topics()
+    for topic in topics:
+        extra = {"includeHeaders": "true"} if include_headers else None
+        (spark.read.format("sparklog").options(**source_options(log, topic, extra=extra)).load()
+         .createOrReplaceTempView(topic))
+    return topics
