@@ -232,15 +232,20 @@ class FsspecStore(Store):
                 self.fs.pipe_file(full, bytes(data))
             return True
         if self._is_s3:
-            try:
-                self.fs.pipe_file(full, bytes(data), mode="create")
-            except FileExistsError:
-                return False
-            except OSError as e:  # 412 Precondition Failed, as s3fs may surface it
-                if "412" in str(e) or "PreconditionFailed" in str(e):
+            data = bytes(data)
+            for attempt in range(10):
+                try:
+                    self.fs.pipe_file(full, data, mode="create")
+                except FileExistsError:
                     return False
-                raise
-            return True
+                except OSError as e:
+                    code = _s3_error_code(e)
+                    if code in ("PreconditionFailed", "412"):  # somebody else created it
+                        return False
+                    if code in ("ConditionalRequestConflict", "409") and attempt < 9:
+                        continue  # a concurrent conditional PUT is in flight: ask again
+                    raise
+                return True
         # Other filesystems (HDFS): create-without-overwrite.
         try:
             with self.fs.open(full, "xb") as f:
@@ -296,6 +301,23 @@ class FsspecStore(Store):
 
     def describe(self) -> dict[str, Any]:
         return {"url": self.url, "storage_options": self.storage_options}
+
+
+def _s3_error_code(error: BaseException) -> str | None:
+    """The S3 error code behind an exception s3fs raised (it wraps botocore's as OSError)."""
+    seen = 0
+    while error is not None and seen < 5:
+        response = getattr(error, "response", None)
+        if isinstance(response, dict):
+            err = response.get("Error") or {}
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            return str(err.get("Code") or status or "")
+        text = str(error)
+        if "PreconditionFailed" in text or "pre-conditions you specified did not hold" in text:
+            return "PreconditionFailed"
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
 
 
 def open_store(url: str, *, storage_options: Mapping[str, Any] | None = None,
