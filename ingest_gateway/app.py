@@ -105,7 +105,10 @@ def status_of(exc: BaseException) -> tuple[int, int]:
 def error_body(exc: BaseException) -> dict[str, Any]:
     status, code = status_of(exc)
     name = getattr(exc, "code", "internal_error")
-    return {"error_code": code, "message": str(exc), "error": name}
+    body: dict[str, Any] = {"error_code": code, "message": str(exc), "error": name}
+    if isinstance(exc, OutOfOrderSequence):  # lets a client tell "retry" from "give up"
+        body["expected_sequence"], body["sequence"] = exc.expected, exc.got
+    return body
 
 
 async def _sparklog_error(request: Request, exc: Exception) -> Response:

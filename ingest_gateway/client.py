@@ -1,0 +1,451 @@
+"""The Python producer client: batches like Kafka's producer, posts Arrow to the gateway.
+
+::
+
+    with Producer("http://127.0.0.1:8082", linger_ms=5) as producer:
+        handle = producer.send("clicks", b"value", key=b"user-1")
+        producer.flush()
+        print(handle.result())          # RecordMetadata(topic, partition, offset)
+
+``send`` appends to the open batch of the record's partition (explicit, else
+Kafka's murmur2 of the key, else a sticky partition that moves on when its
+batch is sent) and returns a :class:`SendHandle`: two slots pointing into the
+batch, which owns the ONE real ``concurrent.futures.Future`` resolved when the
+gateway answers (Kafka's Java client does the same with ``FutureRecordMetadata``
+over ``ProduceRequestResult``). A sender thread closes a batch after
+``linger_ms`` or at ``batch_size`` bytes, builds its Arrow columns once, and
+posts it as an Arrow IPC stream to ``/topics/{topic}/partitions/{p}`` over a
+keep-alive urllib3 pool, with at most ``max_in_flight`` requests outstanding.
+:meth:`Producer.send_batch` takes whole Arrow columns for bulk producers (no
+per-record Python work at all).
+
+Idempotence (on by default): the producer draws a random 63-bit producer id
+(the gateway's ``POST /v3/producers`` does the same; no coordination is needed
+at that size) and numbers each partition's records with consecutive sequences
+assigned when a batch is closed. Retriable failures (connection errors, 429,
+503, and an out-of-order answer while an earlier batch is being retried) are
+retried with the *same* sequence until ``delivery_timeout_ms``, so a batch the
+gateway already committed is answered with its original offsets, not written
+twice. Other errors fail the batch's handles with :class:`ProduceError`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import secrets
+import threading
+import time
+from collections import deque
+from typing import Any, NamedTuple
+from urllib.parse import quote, urlsplit
+
+import pyarrow as pa
+import urllib3
+
+from conf.errors import SparklogError
+from ingest_gateway.partitioner import partition_for_key
+from log_layout.segment import HEADER_TYPE
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+_RETRIABLE_STATUS = {429, 500, 502, 503, 504}
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int | None  # None with acks=0
+
+
+class BatchMetadata(NamedTuple):
+    topic: str
+    partition: int
+    base_offset: int | None
+    count: int
+
+
+class ProduceError(SparklogError):
+    """The gateway refused a batch (or the delivery timeout passed)."""
+
+    code = "produce_failed"
+
+    def __init__(self, topic: str, partition: int, status: int | None, error: str, message: str):
+        self.topic, self.partition, self.status = topic, partition, status
+        self.error, self.message = error, message
+        super().__init__(f"producing to {topic}-{partition} failed"
+                         f"{'' if status is None else f' with HTTP {status}'}: {message}")
+
+
+class _Batch:
+    __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "nbytes",
+                 "created", "future", "sequence", "table", "count", "has_keys")
+
+    def __init__(self, topic: str, partition: int, now: float):
+        self.topic, self.partition = topic, partition
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self.headers: list[Any] | None = None
+        self.timestamps: list[Any] | None = None
+        self.nbytes = 0
+        self.created = now
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.sequence = -1
+        self.table: pa.Table | None = None
+        self.count = 0
+        self.has_keys = False
+
+    def to_table(self) -> pa.Table:
+        if self.table is not None:
+            return self.table
+        cols = {"value": pa.array(self.values, pa.binary())}
+        if self.has_keys:
+            cols["key"] = pa.array(self.keys, pa.binary())
+        if self.timestamps is not None:
+            self.timestamps += [None] * (len(self.values) - len(self.timestamps))
+            cols["timestamp"] = pa.array(self.timestamps, pa.int64())
+        if self.headers is not None:
+            self.headers += [None] * (len(self.values) - len(self.headers))
+            cols["headers"] = pa.array(self.headers, HEADER_TYPE)
+        return pa.table(cols)
+
+
+class SendHandle:
+    """What ``send`` returns: a light future-like reference to one record of a batch."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: _Batch, index: int):
+        self._batch, self._index = batch, index
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """(topic, partition, offset) once acknowledged; raises ProduceError."""
+        meta: BatchMetadata = self._batch.future.result(timeout)
+        offset = None if meta.base_offset is None else meta.base_offset + self._index
+        return RecordMetadata(meta.topic, meta.partition, offset)
+
+    get = result
+
+    def done(self) -> bool:
+        return self._batch.future.done()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self._batch.future.exception(timeout)
+
+    def add_done_callback(self, fn) -> None:
+        self._batch.future.add_done_callback(lambda _f: fn(self))
+
+
+class BatchHandle:
+    """What ``send_batch`` returns: the batch's (topic, partition, base_offset, count)."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: _Batch):
+        self._batch = batch
+
+    def result(self, timeout: float | None = None) -> BatchMetadata:
+        return self._batch.future.result(timeout)
+
+    def done(self) -> bool:
+        return self._batch.future.done()
+
+
+class Producer:
+    """Batches records per partition and posts them to a gateway (thread-safe).
+
+    Kafka-named options: ``acks`` (0, 1, "all"), ``linger_ms``, ``batch_size``
+    (bytes of keys and values per batch), ``max_in_flight`` (requests
+    outstanding), ``enable_idempotence``, ``delivery_timeout_ms``,
+    ``retry_backoff_ms``, ``request_timeout_ms``.
+    """
+
+    def __init__(self, bootstrap_servers: str = "http://127.0.0.1:8082", *,
+                 acks: int | str = "all", linger_ms: float = 5, batch_size: int = 1 << 20,
+                 max_in_flight: int = 5, enable_idempotence: bool = True,
+                 delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 50,
+                 request_timeout_ms: int = 30_000):
+        acks = str(acks).lower()
+        if acks not in ("0", "1", "all", "-1"):
+            raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
+        if linger_ms < 0 or batch_size < 1 or max_in_flight < 1:
+            raise ValueError("linger_ms must be >= 0, batch_size and max_in_flight >= 1")
+        url = urlsplit(bootstrap_servers if "://" in bootstrap_servers
+                       else f"http://{bootstrap_servers}")
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"bootstrap_servers must be an http(s) URL, not {bootstrap_servers!r}")
+        self.acks = "all" if acks == "-1" else acks
+        self.linger_s = linger_ms / 1000
+        self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.producer_id = secrets.randbits(63) if enable_idempotence else None
+        self.producer_epoch = 0
+        self._pool = urllib3.HTTPConnectionPool(
+            url.hostname, url.port or 80, maxsize=max_in_flight + 1, block=True, retries=False,
+            timeout=urllib3.Timeout(connect=min(5.0, request_timeout_ms / 1000),
+                                    read=request_timeout_ms / 1000)) \
+            if url.scheme == "http" else urllib3.HTTPSConnectionPool(
+            url.hostname, url.port or 443, maxsize=max_in_flight + 1, block=True, retries=False)
+        # send() takes the bare mutex (a C-level context manager); the sender waits
+        # on a condition over the same mutex.
+        self._mutex = threading.Lock()
+        self._lock = threading.Condition(self._mutex)
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._ready: deque[_Batch] = deque()
+        self._sticky: dict[str, int] = {}
+        self._partitions: dict[str, int] = {}
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._outstanding = 0  # batches closed but not answered
+        self._flush_now = False
+        self._closed = False
+        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._workers = concurrent.futures.ThreadPoolExecutor(max_in_flight,
+                                                              thread_name_prefix="sparklog-send")
+        self._sender = threading.Thread(target=self._run, name="sparklog-sender", daemon=True)
+        self._sender.start()
+
+    # -- metadata --------------------------------------------------------------------
+    def partitions_for(self, topic: str) -> int:
+        """The topic's partition count (asked from the gateway once, then cached)."""
+        n = self._partitions.get(topic)
+        if n is None:
+            r = self._pool.request("GET", f"/topics/{quote(topic, safe='')}")
+            doc = json.loads(r.data or b"null")
+            if r.status != 200:
+                raise ProduceError(topic, -1, r.status, (doc or {}).get("error", ""),
+                                   (doc or {}).get("message", r.data.decode(errors="replace")))
+            n = self._partitions[topic] = len(doc["partitions"])
+        return n
+
+    def _sticky_partition(self, topic: str) -> int:
+        p = self._sticky.get(topic)
+        if p is None:
+            p = self._sticky[topic] = secrets.randbelow(self.partitions_for(topic))
+        return p
+
+    # -- sending -------------------------------------------------------------------------
+    def send(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+             partition: int | None = None, headers: Any = None,
+             timestamp: int | None = None) -> SendHandle:
+        """Queue one record; returns a handle whose ``result()`` is its RecordMetadata.
+
+        ``headers`` is a list of ``(key, value)`` pairs or a dict; ``timestamp``
+        is milliseconds since the epoch (default: the gateway's flush time).
+        """
+        if value is not None and value.__class__ is not bytes:
+            value = _to_bytes("value", value)
+        if key is not None and key.__class__ is not bytes:
+            key = _to_bytes("key", key)
+        if partition is None:
+            partition = partition_for_key(key, self.partitions_for(topic)) if key is not None \
+                else self._sticky_partition(topic)
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        with self._mutex:
+            if self._closed:
+                raise RuntimeError("the producer is closed")
+            batch = self._open.get((topic, partition))
+            if batch is None:
+                batch = self._open[(topic, partition)] = _Batch(topic, partition, time.monotonic())
+                self._lock.notify()
+            index = len(batch.values)
+            batch.values.append(value)
+            batch.keys.append(key)
+            if key is not None:
+                batch.has_keys = True
+            if headers is not None:
+                if batch.headers is None:
+                    batch.headers = [None] * index
+                batch.headers.append(_headers(headers))
+            elif batch.headers is not None:
+                batch.headers.append(None)
+            if timestamp is not None:
+                if batch.timestamps is None:
+                    batch.timestamps = [None] * index
+                batch.timestamps.append(timestamp)
+            elif batch.timestamps is not None:
+                batch.timestamps.append(None)
+            batch.nbytes += size
+            if batch.nbytes >= self.batch_size:
+                self._close_batch(batch)
+                self._lock.notify()
+        return SendHandle(batch, index)
+
+    def send_batch(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+                   timestamp: Any = None, headers: Any = None) -> BatchHandle:
+        """Queue whole Arrow columns (or sequences) as one batch of one partition.
+
+        Without ``partition`` the batch goes to the topic's sticky partition
+        (keys are not hashed here: give ``partition`` for keyed data).
+        """
+        cols: dict[str, Any] = {"value": value}
+        for name, col in (("key", key), ("timestamp", timestamp), ("headers", headers)):
+            if col is not None:
+                cols[name] = col
+        table = value if isinstance(value, pa.Table) else pa.table(cols)
+        if table.num_rows == 0:
+            raise ValueError("send_batch needs at least one record")
+        if partition is None:
+            partition = self._sticky_partition(topic)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the producer is closed")
+            batch = _Batch(topic, partition, time.monotonic())
+            batch.table = table
+            self._close_batch(batch)
+            self._lock.notify()
+        return BatchHandle(batch)
+
+    def _close_batch(self, batch: _Batch) -> None:
+        """Under the lock: assign sequences, queue for sending (keeps partition order)."""
+        key = (batch.topic, batch.partition)
+        if self._open.get(key) is batch:
+            del self._open[key]
+            if self._sticky.get(batch.topic) == batch.partition:
+                n = self._partitions.get(batch.topic, 1)
+                self._sticky[batch.topic] = (batch.partition + 1) % n
+        batch.count = batch.table.num_rows if batch.table is not None else len(batch.values)
+        batch.sequence = self._sequences.get(key, 0)
+        self._sequences[key] = batch.sequence + batch.count
+        self._outstanding += 1
+        self._ready.append(batch)
+
+    def _run(self) -> None:
+        # Like Kafka's sender: a batch is only drained when a request slot is free, so
+        # while all slots are busy the open batches keep growing (up to batch_size).
+        while True:
+            self._slots.acquire()
+            with self._lock:
+                while True:
+                    if not self._ready:
+                        now = time.monotonic()
+                        wait = None
+                        for batch in list(self._open.values()):
+                            due = batch.created + self.linger_s
+                            if due <= now or self._flush_now or self._closed:
+                                self._close_batch(batch)
+                            else:
+                                wait = due - now if wait is None else min(wait, due - now)
+                        if not self._open:
+                            self._flush_now = False
+                    if self._ready or (self._closed and not self._open):
+                        break
+                    self._lock.wait(wait)
+                batch = self._ready.popleft() if self._ready else None
+            if batch is None:
+                self._slots.release()
+                return
+            self._workers.submit(self._deliver, batch)
+
+    def _deliver(self, batch: _Batch) -> None:
+        try:
+            meta = self._post(batch)
+        except BaseException as e:  # noqa: BLE001 - every failure goes to the handles
+            err = e if isinstance(e, ProduceError) else ProduceError(
+                batch.topic, batch.partition, None, type(e).__name__, str(e))
+            batch.future.set_exception(err)
+        else:
+            batch.future.set_result(meta)
+        finally:
+            self._slots.release()
+            with self._lock:
+                self._outstanding -= 1
+                self._lock.notify_all()
+
+    def _body(self, batch: _Batch) -> bytes:
+        table = batch.to_table()
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        batch.values = batch.keys = []  # type: ignore[assignment]  (free them early)
+        return sink.getvalue()
+
+    def _post(self, batch: _Batch) -> BatchMetadata:
+        body = memoryview(self._body(batch))
+        path = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}?acks={self.acks}"
+        if self.producer_id is not None:
+            path += (f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
+                     f"&sequence={batch.sequence}")
+        deadline = time.monotonic() + self.delivery_timeout_s
+        backoff = self.retry_backoff_s
+        while True:
+            status, doc, retry_after = None, None, None
+            try:
+                r = self._pool.urlopen("POST", path, body=body,
+                                       headers={"Content-Type": ARROW_STREAM}, retries=False)
+                status = r.status
+                doc = json.loads(r.data) if r.data else {}
+                retry_after = r.headers.get("Retry-After")
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+                doc = {"error": "connection", "message": f"{type(e).__name__}: {e}"}
+            if status == 200:
+                part = doc["offsets"][0]
+                if part.get("error_code") is None:
+                    return BatchMetadata(batch.topic, part["partition"], part["base_offset"],
+                                         part["count"])
+                doc = {"error": "partition_error", "message": part.get("error")}
+            retriable = status is None or status in _RETRIABLE_STATUS or (
+                status == 409 and doc.get("error") == "out_of_order_sequence"
+                and doc.get("sequence", 0) > doc.get("expected_sequence", 0))
+            if not retriable or self.producer_id is None and status is None:
+                # Without idempotence a blind retry after a lost answer could duplicate.
+                raise ProduceError(batch.topic, batch.partition, status, doc.get("error", ""),
+                                   doc.get("message", ""))
+            if time.monotonic() + backoff > deadline:
+                raise ProduceError(batch.topic, batch.partition, status, "delivery_timeout",
+                                   f"gave up after delivery_timeout_ms: {doc.get('message')}")
+            delay = backoff
+            if retry_after and retry_after.isdigit():
+                delay = max(delay, min(float(retry_after), 5.0))
+            time.sleep(delay)
+            backoff = min(backoff * 2, 1.0)
+
+    # -- flushing and closing ----------------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every open batch now and wait until all are answered."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._flush_now = True
+            self._lock.notify_all()
+            while self._outstanding or self._open:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"flush: {self._outstanding} batches still unanswered")
+                if self._open:
+                    self._flush_now = True
+                    self._lock.notify_all()
+                self._lock.wait(left if left is not None else 0.5)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the sender and release the connections."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            with self._lock:
+                self._closed = True
+                self._lock.notify_all()
+            self._sender.join(timeout)
+            self._workers.shutdown(wait=True)
+            self._pool.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _to_bytes(field: str, x: Any) -> bytes:
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"{field} must be bytes or str, not {type(x).__name__}")
+
+
+def _headers(headers: Any) -> list[dict[str, Any]]:
+    items = headers.items() if isinstance(headers, dict) else headers
+    return [{"key": k, "value": None if v is None else _to_bytes("header value", v)}
+            for k, v in items]

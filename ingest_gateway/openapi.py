@@ -1,0 +1,222 @@
+"""The OpenAPI 3 document of the gateway, served at ``/openapi.json``.
+
+It describes the real request and response shapes (schemathesis fuzzes a live
+gateway against it in the tests), so a change of a handler's shape belongs here
+too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest_gateway import codec
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+def _resp(description: str, schema: dict[str, Any] | None = None,
+          media: str = "application/json") -> dict[str, Any]:
+    out: dict[str, Any] = {"description": description}
+    if schema is not None:
+        out["content"] = {media: {"schema": schema}}
+    return out
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    names = {400: "malformed request", 404: "unknown topic, partition or cluster",
+             409: "idempotence conflict", 413: "record or request too large",
+             415: "unsupported content type", 422: "invalid records", 429: "buffer full",
+             503: "not leader, flush failed or shutting down"}
+    return {str(c): _resp(names[c], _ERROR) for c in codes}
+
+
+def _param(name: str, where: str, schema: dict[str, Any], description: str,
+           required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required or where == "path",
+            "schema": schema, "description": description}
+
+
+TOPIC = _param("topic", "path", {"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$"},
+               "topic name")
+CLUSTER = _param("cluster_id", "path", {"type": "string"}, "the cluster id (GET /v3/clusters)")
+PRODUCE_PARAMS = [
+    _param("acks", "query", {"type": "string", "enum": ["0", "1", "all", "-1"]},
+           "0: no offsets; 1: once batched; all (default): after the manifest commit"),
+    _param("producer_id", "query", {"type": "integer", "minimum": 0,
+                                    "maximum": 9223372036854775807},
+           "idempotent producer id (with sequence)"),
+    _param("producer_epoch", "query", {"type": "integer", "minimum": 0, "maximum": 32767},
+           "idempotent producer epoch (default 0)"),
+    _param("sequence", "query", {"type": "string", "pattern": r"^\d+(:\d+)?(,\d+:\d+)*$"},
+           "first sequence of the request's records: N, or P:N,P:N across partitions"),
+]
+
+
+def _record(binary: bool) -> dict[str, Any]:
+    data = {"type": "string", "format": "byte", "nullable": True} if binary else {}
+    header_value = {"type": "string", "nullable": True}
+    return {
+        "type": "object",
+        "properties": {
+            "key": data, "value": data,
+            "partition": {"type": "integer", "minimum": 0, "nullable": True},
+            "timestamp": {"type": "integer", "minimum": 0, "nullable": True,
+                          "description": "milliseconds since the epoch"},
+            "headers": {"type": "array", "nullable": True, "items": {
+                "type": "object", "required": ["key"],
+                "properties": {"key": {"type": "string"}, "value": header_value}}},
+        },
+    }
+
+
+def _records_body(binary: bool) -> dict[str, Any]:
+    return {"type": "object", "required": ["records"],
+            "properties": {"records": {"type": "array", "minItems": 1,
+                                       "items": _record(binary)}}}
+
+
+def document() -> dict[str, Any]:
+    produce_body = {"required": True, "content": {
+        codec.JSON_V2: {"schema": _records_body(False)},
+        codec.PLAIN_JSON: {"schema": _records_body(False)},
+        codec.BINARY_V2: {"schema": _records_body(True)},
+        codec.ARROW_STREAM: {"schema": {"type": "string", "format": "binary",
+                                        "description": "Arrow IPC stream: value, key, partition, "
+                                                       "timestamp, headers columns"}},
+    }}
+    produce_ok = {"description": "offsets per record (JSON) or per partition (Arrow)",
+                  "content": {
+                      codec.V2_RESPONSE_TYPE: {"schema": {"$ref": "#/components/schemas/ProduceResponse"}},
+                      "application/json": {"schema": {"$ref": "#/components/schemas/ArrowProduceResponse"}},
+                  }}
+    produce_errors = _errors(400, 404, 409, 413, 415, 422, 429, 503)
+    topic_v3 = {"$ref": "#/components/schemas/TopicV3"}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "sparklog ingest gateway", "version": "1",
+                 "description": "Kafka REST Proxy v2 produce, an Arrow fast path, v3 topic admin."},
+        "paths": {
+            "/topics": {"get": {"summary": "topic names", "responses": {
+                "200": _resp("names", {"type": "array", "items": {"type": "string"}},
+                             codec.V2_RESPONSE_TYPE)}}},
+            "/topics/{topic}": {
+                "parameters": [TOPIC],
+                "get": {"summary": "describe a topic", "responses": {
+                    "200": _resp("the topic", {"$ref": "#/components/schemas/TopicV2"},
+                                 codec.V2_RESPONSE_TYPE), **_errors(400, 404)}},
+                "post": {"summary": "produce records", "parameters": PRODUCE_PARAMS,
+                         "requestBody": produce_body,
+                         "responses": {"200": produce_ok, **produce_errors}}},
+            "/topics/{topic}/partitions": {
+                "parameters": [TOPIC],
+                "get": {"summary": "partitions of a topic", "responses": {
+                    "200": _resp("partitions", {"type": "array", "items": {
+                        "$ref": "#/components/schemas/Partition"}}, codec.V2_RESPONSE_TYPE),
+                    **_errors(400, 404)}}},
+            "/topics/{topic}/partitions/{partition}": {
+                "parameters": [TOPIC, _param("partition", "path", {"type": "integer", "minimum": 0},
+                                             "partition number")],
+                "post": {"summary": "produce records to one partition", "parameters": PRODUCE_PARAMS,
+                         "requestBody": produce_body,
+                         "responses": {"200": produce_ok, **produce_errors}}},
+            "/v3/clusters": {"get": {"summary": "the cluster", "responses": {
+                "200": _resp("one cluster", {"type": "object", "required": ["data"], "properties": {
+                    "data": {"type": "array", "items": {"$ref": "#/components/schemas/Cluster"}}}})}}},
+            "/v3/clusters/{cluster_id}": {
+                "parameters": [CLUSTER],
+                "get": {"summary": "the cluster", "responses": {
+                    "200": _resp("the cluster", {"$ref": "#/components/schemas/Cluster"}),
+                    **_errors(404)}}},
+            "/v3/clusters/{cluster_id}/topics": {
+                "parameters": [CLUSTER],
+                "get": {"summary": "topics", "responses": {
+                    "200": _resp("topics", {"type": "object", "properties": {
+                        "data": {"type": "array", "items": topic_v3}}}), **_errors(404)}},
+                "post": {"summary": "create a topic", "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/CreateTopic"}}}},
+                    "responses": {"201": _resp("created", topic_v3), **_errors(400, 404, 413)}}},
+            "/v3/clusters/{cluster_id}/topics/{topic}": {
+                "parameters": [CLUSTER, TOPIC],
+                "get": {"summary": "describe a topic", "responses": {
+                    "200": _resp("the topic", topic_v3), **_errors(400, 404)}},
+                "delete": {"summary": "delete a topic and its data", "responses": {
+                    "204": _resp("deleted"), **_errors(400, 404)}}},
+            "/v3/clusters/{cluster_id}/topics/{topic}/configs": {
+                "parameters": [CLUSTER, TOPIC],
+                "get": {"summary": "a topic's configs", "responses": {
+                    "200": _resp("configs", {"type": "object", "properties": {"data": {
+                        "type": "array", "items": {"$ref": "#/components/schemas/Config"}}}}),
+                    **_errors(400, 404)}}},
+            "/v3/clusters/{cluster_id}/topics/{topic}/configs:alter": {
+                "parameters": [CLUSTER, TOPIC],
+                "post": {"summary": "change configs", "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/AlterConfigs"}}}},
+                    "responses": {"204": _resp("changed"), **_errors(400, 404, 413)}}},
+            "/v3/clusters/{cluster_id}/topics/{topic}/partitions": {
+                "parameters": [CLUSTER, TOPIC],
+                "get": {"summary": "partitions with offsets and sizes", "responses": {
+                    "200": _resp("partitions", {"type": "object", "properties": {"data": {
+                        "type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}}),
+                    **_errors(400, 404)}}},
+            "/v3/producers": {"post": {"summary": "a fresh idempotent producer id", "responses": {
+                "200": _resp("id and epoch", {"type": "object", "required": ["producer_id"],
+                                              "properties": {"producer_id": {"type": "integer"},
+                                                             "producer_epoch": {"type": "integer"}}})}}},
+            "/healthz": {"get": {"summary": "liveness", "responses": {"200": _resp("alive", {
+                "type": "object"})}}},
+            "/readyz": {"get": {"summary": "readiness", "responses": {
+                "200": _resp("ready", {"type": "object"}), **_errors(503)}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
+                "200": _resp("text exposition", {"type": "string"}, "text/plain")}}},
+        },
+        "components": {"schemas": _schemas()},
+    }
+
+
+def _schemas() -> dict[str, Any]:
+    nullable_int = {"type": "integer", "nullable": True}
+    nullable_str = {"type": "string", "nullable": True}
+    return {
+        "Error": {"type": "object", "required": ["error_code", "message", "error"], "properties": {
+            "error_code": {"type": "integer"}, "message": {"type": "string"},
+            "error": {"type": "string"}}},
+        "ProduceResponse": {"type": "object", "required": ["offsets"], "properties": {
+            "key_schema_id": nullable_int, "value_schema_id": nullable_int,
+            "offsets": {"type": "array", "items": {"type": "object", "properties": {
+                "partition": {"type": "integer"}, "offset": nullable_int,
+                "error_code": nullable_int, "error": nullable_str}}}}},
+        "ArrowProduceResponse": {"type": "object", "required": ["offsets"], "properties": {
+            "offsets": {"type": "array", "items": {"type": "object", "properties": {
+                "partition": {"type": "integer"}, "base_offset": nullable_int,
+                "count": {"type": "integer"}, "error_code": nullable_int,
+                "error": nullable_str}}}}},
+        "Partition": {"type": "object", "properties": {
+            "partition_id": {"type": "integer"}, "leader": nullable_str,
+            "leader_epoch": {"type": "integer"}, "log_start_offset": {"type": "integer"},
+            "high_watermark": {"type": "integer"}, "bytes": {"type": "integer"},
+            "segments": {"type": "integer"}}},
+        "TopicV2": {"type": "object", "required": ["name", "partitions"], "properties": {
+            "name": {"type": "string"}, "configs": {"type": "object"},
+            "partitions": {"type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}},
+        "TopicV3": {"type": "object", "required": ["topic_name", "partitions_count"], "properties": {
+            "kind": {"type": "string"}, "cluster_id": {"type": "string"},
+            "topic_name": {"type": "string"}, "partitions_count": {"type": "integer"},
+            "replication_factor": {"type": "integer"}, "configs": {"type": "object"},
+            "partitions": {"type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}},
+        "Cluster": {"type": "object", "required": ["cluster_id"], "properties": {
+            "kind": {"type": "string"}, "cluster_id": {"type": "string"},
+            "gateways": {"type": "array", "items": {"type": "object"}}}},
+        "Config": {"type": "object", "properties": {
+            "name": {"type": "string"}, "value": nullable_str, "is_default": {"type": "boolean"}}},
+        "CreateTopic": {"type": "object", "required": ["topic_name"], "properties": {
+            "topic_name": {"type": "string"},
+            "partitions_count": {"type": "integer", "minimum": 1, "maximum": 10000},
+            "replication_factor": {"type": "integer"},
+            "configs": {"type": "array", "items": {"type": "object", "required": ["name", "value"],
+                                                   "properties": {"name": {"type": "string"},
+                                                                  "value": {"type": "string"}}}}}},
+        "AlterConfigs": {"type": "object", "required": ["data"], "properties": {
+            "data": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"}, "value": nullable_str,
+                "operation": {"type": "string", "enum": ["SET", "DELETE"]}}}}}},
+    }
