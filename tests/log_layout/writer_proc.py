@@ -6,6 +6,10 @@ prints one JSON line per acknowledged append (``{"base": .., "last": .., "tag": 
 flushed at once, so a parent that kills it knows exactly what was acknowledged.
 ``MODE`` is ``claim`` (claim the partition first; stop quietly when fenced) or
 ``writer`` (a same-epoch writer that rebases). Values are ``<NAME>-<batch>-<row>``.
+With ``WRITER_PROC_CRASH_AT=N`` in the environment (local stores only) the
+process kills itself with SIGKILL inside its N-th manifest commit, after the
+segment and the manifest's temp file are written and before the link: a crash
+at the worst moment, on purpose.
 Prints ``ready`` and waits for a line on stdin before the first append, so that
 racing processes start together.
 """
@@ -28,6 +32,9 @@ def main(argv: list[str]) -> int:
     options = json.loads(argv[6]) if len(argv) > 6 else None
     part = open_log(url, storage_options=options).partition(topic, 0)
     part.snapshot()
+    crash_at = int(os.environ.get("WRITER_PROC_CRASH_AT", "0"))
+    if crash_at:
+        _crash_inside_commit(part.store, crash_at)
     print("ready", flush=True)
     sys.stdin.readline()  # the start signal
     w = part.claim(name) if mode == "claim" else part.writer()
@@ -45,6 +52,22 @@ def main(argv: list[str]) -> int:
                               "version": r.version, "epoch": w.epoch}) + "\n")
         out.flush()
     return 0
+
+
+def _crash_inside_commit(store, n: int) -> None:
+    import signal
+
+    write_temp, commits = store._write_temp, []
+
+    def crashing_write_temp(final, data):
+        tmp = write_temp(final, data)
+        if "/_log/" in final:
+            commits.append(final)
+            if len(commits) == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return tmp
+
+    store._write_temp = crashing_write_temp
 
 
 if __name__ == "__main__":
