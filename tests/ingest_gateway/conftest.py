@@ -1,0 +1,43 @@
+"""Fixtures of the gateway tests: a live gateway subprocess per backend (local, S3)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from log_layout import open_log
+from tests.conftest import make_log_url
+from tests.ingest_gateway.gateway_proc import GatewayProcess
+
+# The memory backend lives inside one process, so a gateway subprocess cannot share it.
+GATEWAY_BACKENDS = ["file", "s3"]
+
+
+@pytest.fixture(scope="module", params=GATEWAY_BACKENDS)
+def gateway_store(request, tmp_path_factory):
+    """(url, storage_options) of a fresh store per backend, shared by a module."""
+    if request.param == "s3":
+        request.applymarker(pytest.mark.s3)
+    return make_log_url(request.param, request, tmp_path_factory.mktemp("gw"))
+
+
+@pytest.fixture(scope="module")
+def gateway(gateway_store):
+    url, options = gateway_store
+    with GatewayProcess(url, options, settings={"gateway.linger.ms": 2}) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def gateway_log(gateway_store):
+    url, options = gateway_store
+    return open_log(url, storage_options=options)
+
+
+@pytest.fixture
+def topic(gateway_log):
+    """A fresh 3-partition topic on the gateway's store."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    gateway_log.create_topic(name, {"partitions": 3})
+    return name

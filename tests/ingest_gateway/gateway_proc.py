@@ -1,0 +1,119 @@
+"""A real gateway in a subprocess (``python -m jobs.cli gateway``) on a free loopback port.
+
+Used by the HTTP tests, the crash test and the benchmark: a subprocess is the
+only way to SIGKILL a gateway, and it keeps the gateway's event loop off the
+test's GIL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import urllib3
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class GatewayProcess:
+    """``with GatewayProcess(url, options) as gw: gw.url ...``; ``restart()``, ``kill()``."""
+
+    def __init__(self, store_url: str, storage_options: Mapping[str, Any] | None = None, *,
+                 settings: Mapping[str, Any] | None = None, port: int | None = None,
+                 log_path: str | None = None):
+        self.store_url, self.storage_options = store_url, storage_options
+        self.settings = {"store.fsync": "false", **(settings or {})}
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.http = urllib3.PoolManager(retries=False, timeout=30)
+
+    def start(self) -> "GatewayProcess":
+        cmd = [sys.executable, "-m", "jobs.cli", "--store", self.store_url]
+        for k, v in self.settings.items():
+            cmd += ["--set", f"{k}={v}"]
+        cmd += ["gateway", "--port", str(self.port)]
+        if self.storage_options:
+            cmd += ["--storage-options", json.dumps(self.storage_options)]
+        env = {**os.environ, "PYTHONPATH": ROOT}
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        wait_for(self._healthy, timeout=30, what=f"gateway on port {self.port}")
+        return self
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"gateway exited with {self.proc.returncode}")
+        try:
+            return self.http.request("GET", f"{self.url}/healthz", timeout=1).status == 200
+        except urllib3.exceptions.HTTPError:
+            return False
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (graceful: flushes everything accepted) and wait."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self) -> "GatewayProcess":
+        self.kill()
+        return self.start()
+
+    # -- small HTTP helpers ---------------------------------------------------------
+    def request(self, method: str, path: str, *, body: Any = None, content_type: str | None = None,
+                headers: Mapping[str, str] | None = None) -> tuple[int, Any, Mapping[str, str]]:
+        """(status, parsed JSON or raw bytes, headers)."""
+        hdrs = dict(headers or {})
+        if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
+            body = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", content_type or "application/json")
+        elif content_type:
+            hdrs["Content-Type"] = content_type
+        r = self.http.request(method, f"{self.url}{path}", body=body, headers=hdrs)
+        data: Any = r.data
+        if data and (r.headers.get("content-type") or "").split(";")[0].endswith("json"):
+            data = json.loads(data)
+        return r.status, data, r.headers
+
+    def __enter__(self) -> "GatewayProcess":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()
+            self.http.clear()
