@@ -435,8 +435,7 @@ class GroupCoordinator:
 
         A member that rejoined and waits for the others gets ``assigned=False``
         until the generation completes. Raises UnknownMemberId (the member was
-        removed: join again) or IllegalGeneration (a generation older than the
-        member's last one).
+        removed: join again) or IllegalGeneration (a generation the group never had).
         """
         with self._lock:
             g = self._group(group)
@@ -444,7 +443,10 @@ class GroupCoordinator:
             self._tick(g, now)
             m = self._member(g, member_id)
             m.last_heartbeat_ms = now
-            if generation not in (g.generation, m.joined_generation) and generation != -1:
+            # Every member still here rejoined for the current generation (the others
+            # were removed), so an older generation only means it has not heard of
+            # the newest yet: answer with it. A generation from the future is a bug.
+            if generation > max(g.generation, m.joined_generation):
                 raise IllegalGeneration(group, member_id, generation, g.generation)
             return self._state(g, m)
 
@@ -697,3 +699,42 @@ def describe_from_store(log: Log, group: str) -> GroupDescription:
     offsets = {(t, p): v["offset"] for t, parts in g.offsets.items() for p, v in parts.items()}
     return GroupDescription(group, "Unknown", g.generation, g.strategy, (),
                             tuple(partition_lags(log, g.offsets, offsets)))
+
+
+def commit_to_store(log: Log, group: str, offsets: Mapping[TopicPartition, int], *,
+                    now_ms: int | None = None, metadata: str = "") -> None:
+    """Commit offsets of a member-less consumer (``assign()`` in direct mode) straight
+    to the store: read the group document, merge, write it back.
+
+    Without a coordinator in between this is last-writer-wins: two processes
+    committing to the same group at the same moment may lose one's update, and
+    a live gateway coordinating the group overwrites it with its own copy. Use
+    it only for groups no gateway coordinates (why Kafka routes commits through
+    one coordinator). Raises InvalidGroupId, UnknownTopic, UnknownPartition or
+    InvalidCommitOffset.
+    """
+    validate_group_id(group)
+    now = wall_clock_ms() if now_ms is None else now_ms
+    checked = {}
+    for (topic, partition), offset in offsets.items():
+        plog = log.partition(topic, partition)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidCommitOffset(group, topic, partition, offset,
+                                      "expected a non-negative integer")
+        hw = plog.high_watermark()
+        if offset > hw:
+            raise InvalidCommitOffset(group, topic, partition, offset,
+                                      f"the high watermark is {hw}")
+        checked[(topic, partition)] = offset
+    g = _Group(group, log.read_group_offsets(group))
+    for (topic, partition), offset in checked.items():
+        g.offsets.setdefault(topic, {})[partition] = {"offset": offset, "metadata": metadata,
+                                                      "commit_ms": now}
+    log.write_group_offsets(group, g.doc())
+
+
+def committed_from_store(log: Log, group: str) -> dict[TopicPartition, int]:
+    """A group's committed offsets as the store has them; raises InvalidGroupId."""
+    validate_group_id(group)
+    g = _Group(group, log.read_group_offsets(group))
+    return {(t, p): v["offset"] for t, parts in g.offsets.items() for p, v in parts.items()}

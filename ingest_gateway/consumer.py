@@ -1,0 +1,810 @@
+"""The Python consumer: subscribe or assign, poll, iterate forever, seek, commit.
+
+::
+
+    from ingest_gateway.consumer import Consumer
+
+    with Consumer(gateway="http://127.0.0.1:8082", group_id="billing",
+                  auto_offset_reset="earliest") as c:
+        c.subscribe(["clicks"])
+        for record in c:                      # blocks for new records, never ends
+            handle(record.key, record.value)   # auto-commit every 5 s, and on close
+
+    # assign() mode, reading segments straight from the store (no gateway):
+    c = Consumer(store="s3://bucket/log", storage_options={...})
+    c.assign([("clicks", 0)]); c.seek(("clicks", 0), 1000)
+    for batch in c.batches(): ...            # (topic, partition, pyarrow.RecordBatch)
+
+**Transports.** Records are read either
+
+* *directly* from the store (``store=`` URL or ``log=``) through ``log_layout``:
+  the consumer opens the segments the partition manifests name, no gateway on
+  the read path. The store cannot notify anyone, so an idle consumer watches the
+  manifests (one ``exists`` per partition per probe) with a backoff of 1 ms
+  doubling to ``fetch_backoff_max_ms``;
+* or *through a gateway* (``gateway=`` URL only): long-poll fetches that the
+  gateway answers as soon as a flush commits data.
+
+Group membership (``subscribe(..., group=)``) needs a coordinator: the
+gateway's (``gateway=`` URL, also in direct mode: membership and commits go to
+the gateway, records come from the store), or an in-process
+:class:`~ingest_gateway.groups.GroupCoordinator` (``coordinator=``; for
+embedding and tests). A direct consumer with neither can only ``assign()``;
+with a ``group_id`` it reads and commits that group's offsets in the store
+itself (last writer wins: see ``groups.commit_to_store``).
+
+**Records** come out as :class:`Record` tuples ``(topic, partition, offset,
+timestamp, key, value, headers)`` (timestamp in ms, key/value bytes or None,
+headers a list of ``(key, value)`` or None), built column-wise from Arrow
+without a Python call per record. For throughput use :meth:`Consumer.batches`
+/ :meth:`Consumer.poll_batches`, which hand out ``pyarrow.RecordBatch``es of
+the segment schema and no per-record objects at all.
+
+**Positions and commits** follow Kafka: ``position`` is the next offset to
+fetch; a record counts as consumed once handed out (returned by ``poll`` or
+yielded by the iterator); ``commit()`` stores the consumed positions (or the
+``offsets`` given) as the group's committed offsets, synchronously or, with
+``asynchronous=True``, on a background thread returning a Future. Auto-commit
+commits consumed positions every ``auto_commit_interval_ms`` at the next
+poll, before a rebalance revokes partitions, and on ``close``. Together with
+processing each record before asking for the next, that gives at-least-once:
+after a crash, only records after the last commit are read again.
+
+**Rebalances** (eager, see ``groups``): when the coordinator signals one, the
+consumer commits (auto-commit), calls ``on_revoke(partitions)``, rejoins, and
+once the new generation is assigned calls ``on_assign(partitions)``. If the
+membership was lost (session timeout) it calls ``on_lost`` (default:
+``on_revoke``) without committing — a zombie's commits would be refused anyway.
+Heartbeats run on a background thread every ``heartbeat_interval_ms``; rejoining
+happens inside ``poll``, so a consumer that stops polling for longer than
+``max_poll_interval_ms`` is removed from the group.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conf.errors import SparklogError
+from ingest_gateway import groups as _groups
+from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration, MemberState,
+                                   RebalanceInProgress, UnknownMemberId)
+from log_layout import Log, MissingSegment, OffsetOutOfRange, open_log
+
+TopicPartition = tuple[str, int]
+
+
+class Record(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] | None
+
+
+class Batch(NamedTuple):
+    """Consecutive records of one partition as Arrow (the segment schema)."""
+
+    topic: str
+    partition: int
+    records: pa.RecordBatch
+
+    @property
+    def next_offset(self) -> int:
+        return int(self.records.column(0)[-1].as_py()) + 1
+
+
+class NoOffsetForPartition(SparklogError, LookupError):
+    """``auto_offset_reset='none'`` and the partition has no committed offset."""
+
+    code = "no_offset_for_partition"
+
+    def __init__(self, topic: str, partition: int, group: str | None):
+        self.topic, self.partition, self.group = topic, partition, group
+        super().__init__(f"{topic}-{partition} has no committed offset in group {group!r} and "
+                         f"auto_offset_reset is 'none': seek() before polling")
+
+
+class IllegalState(SparklogError, RuntimeError):
+    code = "illegal_state"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+def records_of(topic: str, partition: int, batch: pa.RecordBatch) -> list[Record]:
+    """Records of a segment-schema batch, built column-wise (no Python call per record)."""
+    n = batch.num_rows
+    offsets = batch.column(0).to_numpy().tolist()
+    ts = batch.column(1)
+    ts = pc.divide(ts.cast(pa.int64()), 1000).to_numpy().tolist() if n else []
+    keys = batch.column(2).to_pylist()
+    values = batch.column(3).to_pylist()
+    hcol = batch.column(4)
+    if hcol.null_count == n:
+        headers: Iterable[Any] = itertools.repeat(None, n)
+    else:
+        headers = [None if h is None else [(kv["key"], kv["value"]) for kv in h]
+                   for h in hcol.to_pylist()]
+    rows = zip(itertools.repeat(topic, n), itertools.repeat(partition, n), offsets, ts, keys,
+               values, headers)
+    return list(map(Record._make, rows))
+
+
+def _tp(tp: Any) -> TopicPartition:
+    """Normalise a (topic, partition) pair given loosely; raises ValueError."""
+    try:
+        topic, partition = tp
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a (topic, partition) pair, got {tp!r}") from None
+    if not isinstance(topic, str) or isinstance(partition, bool) or not isinstance(partition, int):
+        raise ValueError(f"expected a (topic: str, partition: int) pair, got {tp!r}")
+    return topic, partition
+
+
+# -- record sources ------------------------------------------------------------------
+class DirectSource:
+    """Reads segments straight from the store; waits by watching manifests."""
+
+    def __init__(self, log: Log, *, backoff_max_ms: int = 10):
+        self.log = log
+        self.backoff_max_s = backoff_max_ms / 1000
+        # tp -> (segment file, table, offsets as numpy): a poll usually continues
+        # inside the segment the last one read, so it is decoded once, not per poll
+        self._segments: dict[TopicPartition, tuple[str, pa.Table, np.ndarray]] = {}
+        self._rotate = 0
+
+    def partitions(self, topic: str) -> int:
+        return self.log.topic(topic).partitions
+
+    def watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        m = self.log.partition(*tp).snapshot()
+        return m.log_start_offset, m.next_offset
+
+    def fetch(self, positions: Mapping[TopicPartition, int], max_records: int, wait_ms: int,
+              ) -> tuple[list[tuple[TopicPartition, pa.RecordBatch, int]],
+                         dict[TopicPartition, OffsetOutOfRange]]:
+        """Up to ``max_records`` from the partitions at ``positions``; waits up to
+        ``wait_ms`` for any. Returns (tp, batch, next position) triples and
+        per-partition OffsetOutOfRange errors."""
+        deadline = time.monotonic() + wait_ms / 1000
+        backoff = 0.001
+        while True:
+            out, errors = self._fetch_once(positions, max_records)
+            remaining = deadline - time.monotonic()
+            if out or errors or remaining <= 0:
+                return out, errors
+            time.sleep(min(backoff, remaining))
+            backoff = min(backoff * 2, self.backoff_max_s)
+
+    def _fetch_once(self, positions: Mapping[TopicPartition, int], max_records: int):
+        out: list[tuple[TopicPartition, pa.RecordBatch, int]] = []
+        errors: dict[TopicPartition, OffsetOutOfRange] = {}
+        tps = list(positions)
+        if not tps:
+            return out, errors
+        self._rotate = (self._rotate + 1) % len(tps)  # fairness when max_records cuts a poll
+        budget = max_records
+        for tp in tps[self._rotate:] + tps[:self._rotate]:
+            if budget <= 0:
+                break
+            try:
+                got = self._read(tp, positions[tp], budget)
+            except OffsetOutOfRange as e:
+                errors[tp] = e
+                continue
+            for batch, nxt in got:
+                out.append((tp, batch, nxt))
+                budget -= batch.num_rows
+        return out, errors
+
+    def _read(self, tp: TopicPartition, pos: int, budget: int, *, retry: bool = True,
+              ) -> list[tuple[pa.RecordBatch, int]]:
+        plog = self.log.partition(*tp)
+        m = plog.snapshot()
+        if pos == m.next_offset:
+            return []
+        if pos < m.log_start_offset or pos > m.next_offset:
+            raise OffsetOutOfRange(tp[0], tp[1], pos, m.log_start_offset, m.next_offset)
+        got: list[tuple[pa.RecordBatch, int]] = []
+        for info in m.segments_between(pos, m.next_offset):
+            if budget <= 0:
+                break
+            cached = self._segments.get(tp)
+            if cached is None or cached[0] != info.file:
+                try:
+                    table = plog.read_segment(info, version=m.version)
+                except MissingSegment:
+                    # Vacuumed after a compaction or retention replaced it: re-plan
+                    # once on the newest snapshot (it may also be out of range now).
+                    self._segments.pop(tp, None)
+                    if got:
+                        break
+                    if retry:
+                        return self._read(tp, pos, budget, retry=False)
+                    raise
+                cached = (info.file, table, table.column(0).to_numpy())
+                self._segments[tp] = cached
+            _, table, offs = cached
+            i = int(np.searchsorted(offs, pos, "left"))
+            j = min(len(offs), i + budget)
+            # past the segment's last record, a compaction gap may remain up to its end
+            nxt = int(offs[j - 1]) + 1 if j < len(offs) else info.end_offset
+            for b in table.slice(i, j - i).to_batches():
+                if b.num_rows:
+                    got.append((b, int(b.column(0)[-1].as_py()) + 1))
+            budget -= j - i
+            pos = nxt
+        if got and got[-1][1] < pos:  # the position skips a trailing compaction gap
+            got[-1] = (got[-1][0], pos)
+        return got
+
+    def close(self) -> None:
+        self._segments.clear()
+
+
+# -- group membership -----------------------------------------------------------------
+class LocalMembership:
+    """Membership and commits through an in-process GroupCoordinator."""
+
+    def __init__(self, coordinator: GroupCoordinator, group: str):
+        self.coordinator, self.group = coordinator, group
+
+    def join(self, topics: Sequence[str], member_id: str | None, **cfg: Any) -> MemberState:
+        return self.coordinator.join(self.group, topics, member_id=member_id, **cfg)
+
+    def heartbeat(self, member_id: str, generation: int) -> MemberState:
+        return self.coordinator.heartbeat(self.group, member_id, generation)
+
+    def leave(self, member_id: str) -> None:
+        self.coordinator.leave(self.group, member_id)
+
+    def commit(self, offsets: Mapping[TopicPartition, int], member_id: str | None,
+               generation: int) -> None:
+        self.coordinator.commit(self.group, offsets, member_id=member_id, generation=generation)
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.coordinator.committed(self.group, tps)
+
+    def close(self) -> None:
+        pass
+
+
+class StoreOffsets:
+    """No coordinator: committed offsets read and written in the store (assign() only)."""
+
+    def __init__(self, log: Log, group: str):
+        _groups.validate_group_id(group)
+        self.log, self.group = log, group
+
+    def join(self, *_: Any, **__: Any) -> MemberState:
+        raise IllegalState("subscribe() needs a coordinator: give the Consumer a gateway= URL "
+                           "(or coordinator=); a direct consumer without one can only assign()")
+
+    def commit(self, offsets: Mapping[TopicPartition, int], member_id: str | None,
+               generation: int) -> None:
+        _groups.commit_to_store(self.log, self.group, offsets)
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        allc = _groups.committed_from_store(self.log, self.group)
+        return {tp: allc[tp] for tp in tps if tp in allc}
+
+    def close(self) -> None:
+        pass
+
+
+# -- the consumer -------------------------------------------------------------------------
+class Consumer:
+    """A Kafka-style consumer (see the module docstring). Not thread-safe, like Kafka's:
+    use one per thread; only its heartbeats run on a thread of their own."""
+
+    def __init__(self, *, store: str | None = None, storage_options: Mapping[str, Any] | None = None,
+                 log: Log | None = None, gateway: str | None = None,
+                 coordinator: GroupCoordinator | None = None, group_id: str | None = None,
+                 client_id: str = "sparklog-consumer", auto_offset_reset: str = "latest",
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
+                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3000,
+                 max_poll_interval_ms: int = 300_000, max_poll_records: int = 500,
+                 fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
+                 fetch_max_bytes: int = 52_428_800, fetch_backoff_max_ms: int = 10,
+                 partition_assignment_strategy: Sequence[str] | str = ("range",),
+                 fetch_format: str = "arrow"):
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset must be earliest, latest or none, "
+                             f"not {auto_offset_reset!r}")
+        for name, v in (("auto_commit_interval_ms", auto_commit_interval_ms),
+                        ("session_timeout_ms", session_timeout_ms),
+                        ("heartbeat_interval_ms", heartbeat_interval_ms),
+                        ("max_poll_interval_ms", max_poll_interval_ms),
+                        ("max_poll_records", max_poll_records),
+                        ("fetch_max_bytes", fetch_max_bytes),
+                        ("fetch_backoff_max_ms", fetch_backoff_max_ms)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name} must be a positive integer, not {v!r}")
+        for name, v in (("fetch_max_wait_ms", fetch_max_wait_ms),
+                        ("fetch_min_bytes", fetch_min_bytes)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be a non-negative integer, not {v!r}")
+        if isinstance(partition_assignment_strategy, str):
+            partition_assignment_strategy = (partition_assignment_strategy,)
+        if store is not None and log is not None:
+            raise ValueError("give store= or log=, not both")
+        if store is not None:
+            log = open_log(store, storage_options=storage_options, fsync=False)
+        if log is None and gateway is None:
+            raise ValueError("a Consumer needs store= (or log=) to read segments directly, "
+                             "or gateway= to read through a gateway")
+        self.group_id = None if group_id is None else _groups.validate_group_id(group_id)
+        self.client_id = client_id
+        self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.max_poll_records = max_poll_records
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.strategies = tuple(partition_assignment_strategy)
+        self._log, self._gateway, self._coordinator = log, gateway, coordinator
+        if log is not None:
+            self._source: Any = DirectSource(log, backoff_max_ms=fetch_backoff_max_ms)
+        else:
+            from ingest_gateway.fetch import GatewaySource  # phase 2: through the gateway
+
+            self._source = GatewaySource(gateway, fetch_format=fetch_format,
+                                         min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes)
+        self._membership: Any = None
+        self._subscription: tuple[str, ...] = ()
+        self._assignment: list[TopicPartition] = []
+        self._manual = False
+        self._positions: dict[TopicPartition, int] = {}
+        self._consumed: dict[TopicPartition, int] = {}
+        self._paused: set[TopicPartition] = set()
+        self._iter_last: Record | None = None
+        self._seq = 0  # bumped by seek/assignment changes: a running iterator drops its chunk
+        self._on_assign: Callable[[list[TopicPartition]], Any] | None = None
+        self._on_revoke: Callable[[list[TopicPartition]], Any] | None = None
+        self._on_lost: Callable[[list[TopicPartition]], Any] | None = None
+        # group state, shared with the heartbeat thread under _lock
+        self._lock = threading.Lock()
+        self._member_id: str | None = None
+        self._generation = -1
+        self._state: MemberState | None = None
+        self._lost = False
+        self._hb_thread: threading.Thread | None = None
+        self._hb_stop = threading.Event()
+        self._last_commit = time.monotonic()
+        self._committer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- context manager ---------------------------------------------------------
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalState("the consumer is closed")
+
+    def _membership_for(self, group: str) -> Any:
+        if self._coordinator is not None:
+            return LocalMembership(self._coordinator, group)
+        if self._gateway is not None:
+            from ingest_gateway.fetch import HttpMembership  # phase 2
+
+            return HttpMembership(self._gateway, group)
+        return StoreOffsets(self._log, group)
+
+    # -- subscribe / assign -----------------------------------------------------------
+    def subscribe(self, topics: Iterable[str] | str, *, group: str | None = None,
+                  on_assign: Callable[[list[TopicPartition]], Any] | None = None,
+                  on_revoke: Callable[[list[TopicPartition]], Any] | None = None,
+                  on_lost: Callable[[list[TopicPartition]], Any] | None = None) -> None:
+        """Join ``group`` (or ``group_id``) for ``topics``; partitions come at the next poll.
+
+        Raises IllegalState after assign() or without a coordinator, ValueError
+        without a group.
+        """
+        self._check_open()
+        if self._manual:
+            raise IllegalState("subscribe() after assign(): use one or the other")
+        topics = (topics,) if isinstance(topics, str) else tuple(topics)
+        if not topics or not all(isinstance(t, str) for t in topics):
+            raise ValueError(f"subscribe() needs topic names, got {topics!r}")
+        group = group or self.group_id
+        if group is None:
+            raise ValueError("subscribe() needs a consumer group: pass group= or group_id=")
+        if self._membership is not None and group != self.group_id:
+            raise IllegalState(f"already in group {self.group_id!r}")
+        _groups.validate_group_id(group)
+        if self._membership is None:
+            membership = self._membership_for(group)
+            if isinstance(membership, StoreOffsets):
+                raise IllegalState("subscribe() needs a coordinator: give the Consumer a "
+                                   "gateway= URL (or coordinator=); a direct consumer without "
+                                   "one can only assign()")
+            self._membership = membership
+        self.group_id = group
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
+        self._subscription = topics
+        for t in topics:  # fail fast on a bad topic, as at the first poll
+            self._source.partitions(t)
+        st = self._join()
+        self._adopt(st)
+        self._start_heartbeats()
+
+    def assign(self, partitions: Iterable[Any]) -> None:
+        """Read exactly these (topic, partition) pairs, no group membership.
+
+        Raises IllegalState after subscribe(), ValueError for malformed pairs,
+        UnknownTopic/UnknownPartition for ones that do not exist.
+        """
+        self._check_open()
+        if self._subscription:
+            raise IllegalState("assign() after subscribe(): use one or the other")
+        tps = [_tp(tp) for tp in partitions]
+        for topic, partition in tps:
+            if not 0 <= partition < self._source.partitions(topic):
+                from log_layout import UnknownPartition
+
+                raise UnknownPartition(topic, partition, self._source.partitions(topic))
+        self._manual = True
+        if self.group_id is not None and self._membership is None:
+            self._membership = self._membership_for(self.group_id)
+        self._set_assignment(tps)
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._assignment)
+
+    def subscription(self) -> tuple[str, ...]:
+        return self._subscription
+
+    def _set_assignment(self, tps: list[TopicPartition]) -> None:
+        self._seq += 1
+        keep = set(tps)
+        self._assignment = list(tps)
+        for d in (self._positions, self._consumed):
+            for tp in list(d):
+                if tp not in keep:
+                    del d[tp]
+        self._paused &= keep
+
+    # -- positions -----------------------------------------------------------------
+    def _check_assigned(self, tp: Any) -> TopicPartition:
+        tp = _tp(tp)
+        if tp not in self._assignment:
+            raise IllegalState(f"{tp[0]}-{tp[1]} is not assigned to this consumer "
+                               f"(assigned: {self._assignment})")
+        return tp
+
+    def seek(self, tp: Any, offset: int) -> None:
+        """Fetch ``tp`` from ``offset`` at the next poll (out of range: auto_offset_reset)."""
+        tp = self._check_assigned(tp)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"seek offset must be a non-negative integer, not {offset!r}")
+        self._seq += 1
+        self._positions[tp] = self._consumed[tp] = offset
+
+    def seek_to_beginning(self, *tps: Any) -> None:
+        for tp in (tps or self._assignment):
+            tp = self._check_assigned(tp)
+            self.seek(tp, self._source.watermarks(tp)[0])
+
+    def seek_to_end(self, *tps: Any) -> None:
+        for tp in (tps or self._assignment):
+            tp = self._check_assigned(tp)
+            self.seek(tp, self._source.watermarks(tp)[1])
+
+    def position(self, tp: Any) -> int:
+        """The offset of the next record handed out for ``tp``."""
+        tp = self._check_assigned(tp)
+        self._init_positions([tp])
+        return self._consumed[tp]
+
+    def committed(self, tp: Any) -> int | None:
+        tp = _tp(tp)
+        if self._membership is None:
+            return None
+        return self._membership.committed([tp]).get(tp)
+
+    def watermarks(self, tp: Any) -> tuple[int, int]:
+        """(log start offset, high watermark) of a partition."""
+        return self._source.watermarks(_tp(tp))
+
+    def _init_positions(self, tps: Iterable[TopicPartition]) -> None:
+        missing = [tp for tp in tps if tp not in self._positions]
+        if not missing:
+            return
+        committed = self._membership.committed(missing) if self._membership is not None else {}
+        for tp in missing:
+            if tp in committed:
+                pos = committed[tp]
+            else:
+                pos = self._reset_position(tp)
+            self._positions[tp] = self._consumed[tp] = pos
+
+    def _reset_position(self, tp: TopicPartition, error: OffsetOutOfRange | None = None) -> int:
+        if self.auto_offset_reset == "none":
+            if error is not None:
+                raise error
+            raise NoOffsetForPartition(tp[0], tp[1], self.group_id)
+        start, end = self._source.watermarks(tp)
+        return start if self.auto_offset_reset == "earliest" else end
+
+    # -- pause -----------------------------------------------------------------------
+    def pause(self, *tps: Any) -> None:
+        """Stop fetching from these partitions until resume() (positions kept)."""
+        for tp in tps:
+            self._paused.add(self._check_assigned(tp))
+
+    def resume(self, *tps: Any) -> None:
+        for tp in tps:
+            self._paused.discard(self._check_assigned(tp))
+
+    def paused(self) -> list[TopicPartition]:
+        return sorted(self._paused)
+
+    # -- polling -----------------------------------------------------------------------
+    def poll_batches(self, timeout: float = 1.0, max_records: int | None = None) -> list[Batch]:
+        """Arrow batches of up to ``max_records`` records, waiting up to ``timeout`` s
+        for the first; [] if none came. Records handed out count as consumed."""
+        out = self._fetch(timeout, max_records or self.max_poll_records)
+        for b in out:
+            self._consumed[(b.topic, b.partition)] = b.next_offset
+        return out
+
+    def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[Record]:
+        """Records (in offset order per partition) as :class:`Record` tuples; see poll_batches."""
+        out: list[Record] = []
+        for b in self.poll_batches(timeout, max_records):
+            out.extend(records_of(b.topic, b.partition, b.records))
+        return out
+
+    def __iter__(self) -> Iterator[Record]:
+        """Every record, blocking for new ones: a never-ending iterator (until close())."""
+        while not self._closed:
+            seq = self._seq
+            for b in self._fetch(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records):
+                tp = (b.topic, b.partition)
+                for r in records_of(b.topic, b.partition, b.records):
+                    if self._seq != seq:  # seek/rebalance meanwhile: drop the rest
+                        break
+                    self._iter_last = r
+                    yield r
+                else:
+                    self._consumed[tp] = b.next_offset
+                    self._iter_last = None
+                    continue
+                break
+
+    def batches(self) -> Iterator[Batch]:
+        """Every record as Arrow batches, blocking for new ones (never ends until close())."""
+        while not self._closed:
+            seq = self._seq
+            for b in self._fetch(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records):
+                if self._seq != seq:
+                    break
+                self._consumed[(b.topic, b.partition)] = b.next_offset
+                yield b
+
+    def _fetch(self, timeout: float, max_records: int) -> list[Batch]:
+        self._check_open()
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records <= 0:
+            raise ValueError(f"max_records must be a positive integer, not {max_records!r}")
+        if not self._subscription and not self._manual:
+            raise IllegalState("nothing to poll: subscribe() or assign() first")
+        deadline = time.monotonic() + max(0.0, timeout)
+        self._mark_iterated()
+        while True:
+            self._maybe_auto_commit()
+            if self._subscription:
+                self._handle_group()
+            fetchable = [tp for tp in self._assignment if tp not in self._paused]
+            self._init_positions(fetchable)
+            remaining = deadline - time.monotonic()
+            wait = int(max(0.0, min(remaining, self.fetch_max_wait_ms / 1000)) * 1000)
+            if self._subscription and (self._state is None or not self._state.assigned
+                                       or self._state.rebalance):
+                wait = min(wait, 50)  # rejoining: check the group again soon
+            if fetchable:
+                got, errors = self._source.fetch({tp: self._positions[tp] for tp in fetchable},
+                                                 max_records, wait)
+            else:
+                got, errors = [], {}
+                if wait:
+                    self._hb_stop.wait(wait / 1000)
+            for tp, e in errors.items():
+                self._positions[tp] = self._consumed[tp] = self._reset_position(tp, e)
+            out = []
+            seq = self._seq
+            for tp, batch, nxt in got:
+                # A rebalance on the heartbeat thread cannot change the assignment
+                # (that happens in _handle_group), so every batch is still ours.
+                self._positions[tp] = nxt
+                out.append(Batch(tp[0], tp[1], batch))
+            if out and seq == self._seq:
+                return out
+            if time.monotonic() >= deadline:
+                return []
+
+    def _mark_iterated(self) -> None:
+        last = self._iter_last
+        if last is not None:
+            tp = (last.topic, last.partition)
+            self._consumed[tp] = max(self._consumed.get(tp, 0), last.offset + 1)
+
+    # -- group handling (on the polling thread) -----------------------------------------
+    def _join(self) -> MemberState:
+        return self._membership.join(self._subscription, self._member_id, client_id=self.client_id,
+                                     strategies=self.strategies,
+                                     session_timeout_ms=self.session_timeout_ms,
+                                     rebalance_timeout_ms=self.max_poll_interval_ms)
+
+    def _adopt(self, st: MemberState) -> None:
+        with self._lock:
+            self._member_id = st.member_id
+            self._state = st
+            self._lost = False
+
+    def _handle_group(self) -> None:
+        with self._lock:
+            st, lost = self._state, self._lost
+        if lost:
+            # Our session expired (or the coordinator restarted): the partitions are
+            # someone else's now, so do not commit; join as a new member.
+            owned = list(self._assignment)
+            self._set_assignment([])
+            self._generation = -1
+            if owned:
+                (self._on_lost or self._on_revoke or (lambda _: None))(owned)
+            try:  # IllegalGeneration keeps the member id; a removed member joins anew
+                st = self._join()
+            except UnknownMemberId:
+                with self._lock:
+                    self._member_id = None
+                st = self._join()
+            self._adopt(st)
+            return
+        if st is None:
+            return
+        if st.rebalance:
+            owned = list(self._assignment)
+            if owned and self.enable_auto_commit:
+                self._commit_quietly()
+            if owned and self._on_revoke is not None:
+                self._on_revoke(owned)
+            self._set_assignment([])
+            try:
+                self._adopt(self._join())
+            except UnknownMemberId:
+                with self._lock:
+                    self._lost = True
+            return
+        if st.assigned and st.generation != self._generation:
+            self._generation = st.generation
+            new = [tp for tp in st.assignment]
+            self._set_assignment(new)
+            self._init_positions(new)
+            if self._on_assign is not None:
+                self._on_assign(list(new))
+
+    def _start_heartbeats(self) -> None:
+        if self._hb_thread is not None:
+            return
+        self._hb_thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                           name=f"sparklog-heartbeat-{self.client_id}")
+        self._hb_thread.start()
+
+    def _heartbeat_loop(self) -> None:
+        while not self._hb_stop.is_set():
+            with self._lock:
+                member, st = self._member_id, self._state
+            interval = self.heartbeat_interval_ms / 1000
+            if st is not None and (st.rebalance or not st.assigned):
+                interval = min(interval, 0.02)  # waiting for others: learn the outcome soon
+            if member is not None and st is not None:
+                try:
+                    new = self._membership.heartbeat(member, st.generation)
+                    with self._lock:
+                        if self._member_id == member:
+                            self._state = new
+                except (UnknownMemberId, IllegalGeneration):
+                    with self._lock:
+                        if self._member_id == member:
+                            self._lost = True
+                except Exception:  # noqa: BLE001 - a failed heartbeat is retried at the next beat
+                    pass
+            self._hb_stop.wait(interval)
+
+    # -- commits ---------------------------------------------------------------------------
+    def _commit_offsets(self) -> dict[TopicPartition, int]:
+        self._mark_iterated()
+        return {tp: off for tp, off in self._consumed.items() if tp in self._assignment}
+
+    def commit(self, offsets: Mapping[Any, int] | None = None, *, asynchronous: bool = False,
+               ) -> concurrent.futures.Future | None:
+        """Commit consumed positions (or ``offsets``: next offsets to read).
+
+        Sync by default (raises the coordinator's typed error, e.g.
+        IllegalGeneration for a zombie); ``asynchronous=True`` returns a Future
+        resolved on a background thread (commits are sent in order).
+        """
+        self._check_open()
+        if self._membership is None:
+            raise IllegalState("commit() needs a group: set group_id= (or subscribe with group=)")
+        todo = ({_tp(tp): off for tp, off in offsets.items()} if offsets is not None
+                else self._commit_offsets())
+        member, generation = (self._member_id, self._generation) if self._subscription \
+            else (None, -1)
+        if not asynchronous:
+            self._send_commit(todo, member, generation)
+            return None
+        if self._committer is None:
+            self._committer = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="sparklog-commit")
+        return self._committer.submit(self._send_commit, todo, member, generation)
+
+    def _send_commit(self, offsets: Mapping[TopicPartition, int], member: str | None,
+                     generation: int) -> None:
+        if offsets:
+            self._membership.commit(dict(offsets), member, generation)
+        self._last_commit = time.monotonic()
+
+    def _commit_quietly(self) -> None:
+        try:
+            self.commit()
+        except (GroupError, OSError):
+            pass  # a refused auto-commit only means more records are read again
+
+    def _maybe_auto_commit(self) -> None:
+        if (self.enable_auto_commit and self._membership is not None and self._assignment
+                and (time.monotonic() - self._last_commit) * 1000 >= self.auto_commit_interval_ms):
+            self._commit_quietly()
+
+    # -- close ---------------------------------------------------------------------------
+    def close(self, *, commit: bool | None = None) -> None:
+        """Commit (auto-commit on), leave the group, stop background threads. Idempotent."""
+        if self._closed:
+            return
+        if (self.enable_auto_commit if commit is None else commit) and self._membership is not None \
+                and self._assignment and not self._lost:
+            self._commit_quietly()
+        self._closed = True
+        self._hb_stop.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join()
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+        if self._subscription and self._member_id is not None:
+            owned = list(self._assignment)
+            if owned and self._on_revoke is not None:
+                self._on_revoke(owned)
+            try:
+                self._membership.leave(self._member_id)
+            except (GroupError, OSError):
+                pass  # already gone: the group rebalances without us either way
+        if self._membership is not None:
+            self._membership.close()
+        self._source.close()
+
+    def _abandon(self) -> None:
+        """Stop heartbeating without leaving or committing: a crashed process, for tests."""
+        self._closed = True
+        self._hb_stop.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join()
