@@ -438,6 +438,8 @@ class Producer:
 
 
 def _to_bytes(field: str, x: Any) -> bytes:
+    if isinstance(x, bytes):
+        return x
     if isinstance(x, str):
         return x.encode()
     if isinstance(x, (bytearray, memoryview)):
