@@ -261,7 +261,7 @@ class PartitionLog:
     def _write_segment(self, table: pa.Table) -> SegmentInfo:
         buf, crc = segment.encode(table, compression=self.log.compression(self.topic))
         name = paths.new_segment_name(table.column("offset")[0].as_py())
-        self.store.put_exclusive(f"{self.folder}/{name}", buf)  # unique name: never exists
+        self.store.put_new(f"{self.folder}/{name}", buf)  # unique name: never exists
         return SegmentInfo(file=name, bytes=buf.size, crc32=crc, **segment.stats(table))
 
     def replace_segments(self, remove: Sequence[SegmentInfo], add: Sequence[pa.Table], *,

@@ -16,6 +16,12 @@ The primitives and their atomicity:
     local storage does not use it. S3: a conditional PUT ``If-None-Match: *``
     (``pipe_file(mode="create")``; a plain ``open(..., "xb")`` would create an
     *empty* object unconditionally). memory: a check-and-set under a lock.
+``put_new(path, data)``
+    Create a file under a name nobody else uses (a segment's unique name).
+    Not atomic: a crash may leave it partial, which is harmless because no
+    reader opens a segment before a manifest names it and an unnamed segment
+    is an orphan. Local: written in place and fsynced, no temp file and no
+    link (one journal commit fewer per append). S3: a plain PUT.
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
@@ -60,6 +66,11 @@ class Store:
     def put_exclusive(self, path: str, data: bytes) -> bool:
         raise NotImplementedError
 
+    def put_new(self, path: str, data: bytes) -> None:
+        """Create ``path``, a name no one else uses; may be left partial by a crash."""
+        if not self.put_exclusive(path, data):
+            raise FileExistsError(path)
+
     def put_replace(self, path: str, data: bytes) -> None:
         raise NotImplementedError
 
@@ -101,14 +112,13 @@ class LocalStore(Store):
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))
 
-    def _write_temp(self, final: str, data: bytes) -> str:
-        folder = os.path.dirname(final)
-        tmp = os.path.join(folder, f"{TMP_PREFIX}{uuid.uuid4().hex}")
+    def _write_file(self, target: str, data: bytes) -> None:
+        """Create ``target`` (O_EXCL), write ``data``, fsync; removed again on failure."""
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
             while view:
@@ -117,10 +127,21 @@ class LocalStore(Store):
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
-            os.unlink(tmp)
+            os.unlink(target)
             raise
         os.close(fd)
+
+    def _write_temp(self, final: str, data: bytes) -> str:
+        tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{uuid.uuid4().hex}")
+        self._write_file(tmp, data)
         return tmp
+
+    def put_new(self, path: str, data: bytes) -> None:
+        final = self._abs(path)
+        self._write_file(final, data)
+        # Cheap: the file's fsync already committed the journal holding its name (ext4),
+        # and elsewhere it is what makes the name durable before a manifest names it.
+        self._sync_folder(os.path.dirname(final))
 
     def _sync_folder(self, folder: str) -> None:
         if self.fsync:
@@ -253,6 +274,12 @@ class FsspecStore(Store):
         except FileExistsError:
             return False
         return True
+
+    def put_new(self, path: str, data: bytes) -> None:
+        if self.scheme == "memory":
+            self.put_exclusive(path, data)
+        else:  # a unique name: an unconditional PUT cannot replace anyone's file
+            self.fs.pipe_file(self._abs(path), bytes(data))
 
     def put_replace(self, path: str, data: bytes) -> None:
         self.fs.pipe_file(self._abs(path), bytes(data))
