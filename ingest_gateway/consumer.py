@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -74,10 +75,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.errors import SparklogError
+from conf.topic import validate_topic_name
 from ingest_gateway import groups as _groups
-from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration, MemberState,
-                                   RebalanceInProgress, UnknownMemberId)
-from log_layout import Log, MissingSegment, OffsetOutOfRange, open_log
+from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration,
+                                   InconsistentGroupProtocol, MemberState, RebalanceInProgress,
+                                   UnknownMemberId, validate_group_id)
+from log_layout import (Log, MissingSegment, OffsetOutOfRange, UnknownPartition, UnknownTopic,
+                        open_log)
 
 TopicPartition = tuple[str, int]
 
@@ -304,6 +308,173 @@ class StoreOffsets:
         pass
 
 
+# -- through a gateway: the group protocol and POST /fetch (routes in fetch.py) -------------------------------------------
+class GatewayError(SparklogError):
+    """An error answer of the gateway without a more specific local type."""
+
+    def __init__(self, status: int, code: str, message: str):
+        self.status, self.code, self.message = status, code, message
+        super().__init__(f"gateway answered {status} {code}: {message}")
+
+
+class _Http:
+    def __init__(self, base: str):
+        import urllib3
+
+        self.base = base.rstrip("/")
+        self.pool = urllib3.PoolManager(num_pools=4, maxsize=8, retries=False)
+
+    def call(self, method: str, path: str, body: Any = None, *, timeout: float = 30.0,
+             raw: bool = False, errors: Mapping[str, Any] | None = None) -> Any:
+        import urllib3
+
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        try:
+            r = self.pool.request(method, self.base + path, body=data, headers=headers,
+                                  timeout=urllib3.Timeout(connect=5.0, read=timeout))
+        except urllib3.exceptions.HTTPError as e:
+            raise OSError(f"gateway {self.base} unreachable: {e}") from None
+        if r.status >= 400:
+            try:
+                doc = json.loads(r.data)
+            except ValueError:
+                doc = {"error": "http_error", "message": r.data[:200].decode("utf-8", "replace")}
+            code = doc.get("error", "http_error")
+            make = (errors or {}).get(code)
+            if make is not None:
+                raise make(doc)
+            raise GatewayError(r.status, code, doc.get("message", ""))
+        if raw:
+            return r.data
+        if r.status == 204 or not r.data:
+            return None
+        return json.loads(r.data)
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+def _member_state(doc: Mapping[str, Any]) -> MemberState:
+    return MemberState(doc["group"], doc["member_id"], doc["generation"], doc["rebalance"],
+                       tuple((a["topic"], a["partition"]) for a in doc["assignment"]),
+                       doc["assigned"], doc.get("strategy"), doc["heartbeat_interval_ms"])
+
+
+class HttpMembership:
+    """Group membership and commits through a gateway's group protocol routes."""
+
+    def __init__(self, gateway: str, group: str):
+        self.http = _Http(gateway)
+        self.group = validate_group_id(group)
+
+    def _errors(self, member_id: Any = None, generation: int = -1) -> dict[str, Any]:
+        g = self.group
+        return {
+            "unknown_member_id": lambda d: UnknownMemberId(g, member_id),
+            "illegal_generation": lambda d: IllegalGeneration(g, member_id, generation, -1),
+            "rebalance_in_progress": lambda d: RebalanceInProgress(g, generation),
+            "partition_not_assigned": lambda d: GatewayError(409, "partition_not_assigned",
+                                                             d.get("message", "")),
+            "inconsistent_group_protocol": lambda d: InconsistentGroupProtocol(g, (), ()),
+        }
+
+    def join(self, topics: Sequence[str], member_id: str | None, *, client_id: str = "",
+             strategies: Sequence[str] = ("range",), session_timeout_ms: int | None = None,
+             rebalance_timeout_ms: int = 60_000) -> MemberState:
+        doc = self.http.call("POST", f"/groups/{self.group}/members",
+                             {"topics": list(topics), "member_id": member_id,
+                              "client_id": client_id, "strategies": list(strategies),
+                              "session_timeout_ms": session_timeout_ms,
+                              "rebalance_timeout_ms": rebalance_timeout_ms},
+                             errors=self._errors(member_id))
+        return _member_state(doc)
+
+    def heartbeat(self, member_id: str, generation: int) -> MemberState:
+        doc = self.http.call("POST", f"/groups/{self.group}/members/{member_id}/heartbeat",
+                             {"generation": generation}, timeout=10,
+                             errors=self._errors(member_id, generation))
+        return _member_state(doc)
+
+    def leave(self, member_id: str) -> None:
+        self.http.call("DELETE", f"/groups/{self.group}/members/{member_id}",
+                       errors=self._errors(member_id))
+
+    def commit(self, offsets: Mapping[tuple[str, int], int], member_id: str | None,
+               generation: int) -> None:
+        self.http.call("POST", f"/groups/{self.group}/offsets",
+                       {"member_id": member_id, "generation": generation,
+                        "offsets": [{"topic": t, "partition": p, "offset": o}
+                                    for (t, p), o in offsets.items()]},
+                       errors=self._errors(member_id, generation))
+
+    def committed(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        tps = list(tps)
+        if not tps:
+            return {}
+        q = ",".join(f"{t}:{p}" for t, p in tps)
+        doc = self.http.call("GET", f"/groups/{self.group}/offsets?partitions={q}")
+        return {(o["topic"], o["partition"]): o["offset"] for o in doc["offsets"]}
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class GatewaySource:
+    """The Consumer's record source through a gateway: ``POST /fetch`` long-polls."""
+
+    def __init__(self, gateway: str, *, fetch_format: str = "arrow", min_bytes: int = 1,
+                 max_bytes: int = 52_428_800):
+        if fetch_format != "arrow":
+            raise ValueError("the Consumer fetches Arrow from the gateway (fetch_format='arrow')")
+        self.http = _Http(gateway)
+        self.min_bytes, self.max_bytes = min_bytes, max_bytes
+        self._partitions: dict[str, tuple[float, int]] = {}
+
+    def partitions(self, topic: str) -> int:
+        hit = self._partitions.get(topic)
+        if hit is not None and time.monotonic() - hit[0] < 5:
+            return hit[1]
+        validate_topic_name(topic)
+        doc = self.http.call("GET", f"/topics/{topic}/partitions",
+                             errors={"unknown_topic": lambda d: UnknownTopic(topic)})
+        n = len(doc)
+        self._partitions[topic] = (time.monotonic(), n)
+        return n
+
+    def watermarks(self, tp: tuple[str, int]) -> tuple[int, int]:
+        doc = self.http.call("GET", f"/topics/{tp[0]}/partitions/{tp[1]}/offsets",
+                             errors={"unknown_topic": lambda d: UnknownTopic(tp[0]),
+                                     "unknown_partition": lambda d: UnknownPartition(
+                                         tp[0], tp[1], self.partitions(tp[0]))})
+        return doc["beginning_offset"], doc["end_offset"]
+
+    def fetch(self, positions: Mapping[tuple[str, int], int], max_records: int, wait_ms: int):
+        body = {"partitions": [{"topic": t, "partition": p, "offset": o}
+                               for (t, p), o in positions.items()],
+                "max_records": max_records, "max_bytes": self.max_bytes, "wait_ms": wait_ms,
+                "min_bytes": self.min_bytes}
+        data = self.http.call("POST", "/fetch", body, raw=True, timeout=wait_ms / 1000 + 30)
+        out, errors = [], {}
+        reader = pa.ipc.open_stream(data)
+        while True:
+            try:
+                batch, meta = reader.read_next_batch_with_custom_metadata()
+            except StopIteration:
+                break
+            m = {k.decode(): v.decode() for k, v in (meta or {}).items()}
+            tp = (m["topic"], int(m["partition"]))
+            if "error" in m:
+                errors[tp] = OffsetOutOfRange(tp[0], tp[1], int(m["offset"]),
+                                              int(m["log_start_offset"]), int(m["high_watermark"]))
+            elif batch.num_rows:
+                out.append((tp, batch, int(m["next_offset"])))
+        return out, errors
+
+    def close(self) -> None:
+        self.http.close()
+
+
 # -- the consumer -------------------------------------------------------------------------
 class Consumer:
     """A Kafka-style consumer (see the module docstring). Not thread-safe, like Kafka's:
@@ -362,8 +533,6 @@ class Consumer:
         if log is not None:
             self._source: Any = DirectSource(log, backoff_max_ms=fetch_backoff_max_ms)
         else:
-            from ingest_gateway.fetch import GatewaySource  # phase 2: through the gateway
-
             self._source = GatewaySource(gateway, fetch_format=fetch_format,
                                          min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes)
         self._membership: Any = None
@@ -405,8 +574,6 @@ class Consumer:
         if self._coordinator is not None:
             return LocalMembership(self._coordinator, group)
         if self._gateway is not None:
-            from ingest_gateway.fetch import HttpMembership  # phase 2
-
             return HttpMembership(self._gateway, group)
         return StoreOffsets(self._log, group)
 

@@ -35,5 +35,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--storage-options", args.storage_options, f"not JSON: {e}") from None
         if not isinstance(options, dict):
             raise ConfigError("--storage-options", args.storage_options, "expected a JSON object")
-    serve(settings, storage_options=options, log_level=args.log_level)
+    from ingest_gateway.fetch import routes as consumer_routes  # fetch + consumer groups
+
+    serve(settings, storage_options=options, log_level=args.log_level,
+          extra_routes=consumer_routes())
     return 0

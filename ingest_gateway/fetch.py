@@ -1,0 +1,743 @@
+"""Consumer endpoints of the gateway: long-poll fetch and consumer groups.
+
+Mounted with ``create_app(settings, log, extra_routes=fetch.routes())``. Routes::
+
+    GET    /topics/{topic}/partitions/{partition}/messages?offset=&count=&max_bytes=&wait_ms=&min_bytes=
+    GET    /topics/{topic}/partitions/{partition}/offsets          beginning_offset, end_offset
+    POST   /fetch                         many partitions at once (the Python Consumer's fetch)
+    GET    /fetch/waiting                 how many fetches are parked (operations, tests)
+
+    REST Proxy v2 consumer instances (state held by the gateway):
+    POST   /consumers/{group}                                  create an instance
+    POST   /consumers/{group}/instances/{instance}/subscription   {"topics": [...]}
+    GET    /consumers/{group}/instances/{instance}/subscription
+    GET    /consumers/{group}/instances/{instance}/assignments
+    GET    /consumers/{group}/instances/{instance}/records?timeout=&max_bytes=
+    POST   /consumers/{group}/instances/{instance}/offsets      commit (given, or all consumed)
+    GET    /consumers/{group}/instances/{instance}/offsets      committed offsets
+    POST   /consumers/{group}/instances/{instance}/heartbeat
+    DELETE /consumers/{group}/instances/{instance}              leave the group
+
+    The group protocol for clients that keep their own positions (the Python Consumer):
+    POST   /groups/{group}/members                   join or rejoin -> member state
+    POST   /groups/{group}/members/{member}/heartbeat  {"generation": g} -> member state
+    DELETE /groups/{group}/members/{member}          leave
+    POST   /groups/{group}/offsets                   commit {"member_id", "generation", "offsets"}
+    GET    /groups/{group}/offsets                   committed offsets
+    GET    /groups   /groups/{group}                 list, describe (members, lag)
+
+**Formats** (by ``Accept``): ``application/vnd.kafka.json.v2+json`` (keys and
+values are JSON text, as the produce path stores them), ``...binary.v2+json``
+(base64) — both answer the REST Proxy's ``[{"topic", "key", "value",
+"partition", "offset", "timestamp", "headers"}]`` — or
+``application/vnd.apache.arrow.stream``: the records as an Arrow IPC stream of
+the segment schema, no per-record work on either side. ``POST /fetch`` always
+answers Arrow; each record batch carries custom metadata ``topic``,
+``partition`` and ``next_offset`` (an empty batch with ``error`` reports an
+offset out of range, with ``log_start_offset`` and ``high_watermark``).
+
+**Long-poll.** A fetch registers a waiter for its partitions *before* it reads
+the store, then reads; if fewer than ``min_bytes`` are available it sleeps on
+the waiter, which the broker's commit listener completes right after the flush
+that commits new data (no polling of the store), and reads again; after
+``wait_ms`` it answers with what it has. An offset outside ``[log start, high
+watermark]`` answers 416 with ``log_start_offset`` and ``high_watermark``.
+
+Group errors map to HTTP here (added to the app's one table): unknown member
+404, illegal generation / rebalance in progress / partition not assigned /
+inconsistent protocol 409, invalid group id or commit offset 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from conf.errors import SparklogError
+from conf.topic import validate_topic_name
+from ingest_gateway import app as _app
+from ingest_gateway.consumer import DirectSource, records_of
+from ingest_gateway.errors import BadRequest, UnsupportedContentType
+from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration,
+                                   InconsistentGroupProtocol, InvalidCommitOffset, InvalidGroupId,
+                                   MemberState, PartitionNotAssigned, RebalanceInProgress,
+                                   UnknownGroup, UnknownMemberId, describe_from_store,
+                                   validate_group_id)
+from log_layout import OffsetOutOfRange
+
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+ARROW = "application/vnd.apache.arrow.stream"
+V2_RESPONSE = "application/vnd.kafka.v2+json"
+FORMATS = {JSON_V2: "json", BINARY_V2: "binary", ARROW: "arrow"}
+MAX_WAIT_MS = 300_000
+MAX_COUNT = 1_000_000
+
+_app.ERRORS.update({
+    UnknownMemberId: (404, 40403),  # REST Proxy: consumer instance not found
+    UnknownGroup: (404, 40404),
+    IllegalGeneration: (409, 40911),
+    RebalanceInProgress: (409, 40912),
+    PartitionNotAssigned: (409, 40913),
+    InconsistentGroupProtocol: (409, 40914),
+    InvalidGroupId: (400, 40011),
+    InvalidCommitOffset: (400, 40012),
+})
+
+
+class UnknownConsumerInstance(GroupError, LookupError):
+    code = "unknown_consumer_instance"
+
+    def __init__(self, group: str, instance: str):
+        self.group, self.instance = group, instance
+        super().__init__(f"consumer instance {instance!r} of group {group!r} does not exist")
+
+
+_app.ERRORS[UnknownConsumerInstance] = (404, 40403)
+
+
+# -- the hub: waiters, one DirectSource, the coordinator, REST instances ------------------
+class ConsumerHub:
+    """Per-app consumer state. Created lazily on the event loop at the first request."""
+
+    def __init__(self, app_state: Any):
+        self.log = app_state.log
+        self.broker = app_state.broker
+        settings = app_state.settings
+        self.source = DirectSource(self.log)
+        self.source_lock = threading.Lock()  # DirectSource's segment cache is per partition
+        self.coordinator = GroupCoordinator(
+            self.log, default_session_timeout_ms=settings.gateway.session_timeout_ms)
+        self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self.instances: dict[tuple[str, str], Instance] = {}
+        self.broker.add_commit_listener(self.committed)
+
+    # -- long-poll ------------------------------------------------------------------
+    def committed(self, topic: str, partition: int, high_watermark: int) -> None:
+        """The broker's commit listener (on the loop): wake fetches of this partition."""
+        for fut in self.waiters.pop((topic, partition), ()):
+            if not fut.done():
+                fut.set_result(high_watermark)
+
+    def _register(self, tps: Iterable[tuple[str, int]]) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        for tp in tps:
+            self.waiters.setdefault(tp, set()).add(fut)
+        return fut
+
+    def _unregister(self, fut: asyncio.Future, tps: Iterable[tuple[str, int]]) -> None:
+        for tp in tps:
+            s = self.waiters.get(tp)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    self.waiters.pop(tp, None)
+
+    def _read(self, positions: Mapping[tuple[str, int], int], max_records: int):
+        with self.source_lock:
+            return self.source._fetch_once(positions, max_records)
+
+    async def fetch(self, positions: Mapping[tuple[str, int], int], *, max_records: int,
+                    max_bytes: int, wait_ms: int, min_bytes: int):
+        """Long-poll read: ((tp, batch, next), ...), {tp: OffsetOutOfRange}."""
+        deadline = time.monotonic() + wait_ms / 1000
+        tps = list(positions)
+        while True:
+            fut = self._register(tps)
+            try:
+                got, errors = await self.broker.run_blocking(self._read, positions, max_records)
+                got = _cut(got, max_bytes)
+                size = sum(b.nbytes for _, b, _ in got)
+                remaining = deadline - time.monotonic()
+                if errors or (got and size >= min_bytes) or remaining <= 0:
+                    return got, errors
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), remaining)
+                except asyncio.TimeoutError:
+                    got, errors = await self.broker.run_blocking(self._read, positions, max_records)
+                    return _cut(got, max_bytes), errors
+            finally:
+                self._unregister(fut, tps)
+
+    # -- REST instances ------------------------------------------------------------------
+    def instance(self, group: str, name: str) -> "Instance":
+        inst = self.instances.get((group, name))
+        if inst is None:
+            raise UnknownConsumerInstance(group, name)
+        return inst
+
+
+def _cut(got, max_bytes: int):
+    """Keep whole batches while under ``max_bytes`` (at least one record, as Kafka)."""
+    out, size = [], 0
+    for tp, batch, nxt in got:
+        if out and size + batch.nbytes > max_bytes:
+            per = max(1, batch.nbytes // max(1, batch.num_rows))
+            rows = (max_bytes - size) // per
+            if rows > 0:
+                part = batch.slice(0, rows)
+                out.append((tp, part, int(part.column(0)[-1].as_py()) + 1))
+            break
+        if not out and batch.nbytes > max_bytes and batch.num_rows > 1:
+            per = max(1, batch.nbytes // batch.num_rows)
+            rows = max(1, max_bytes // per)
+            if rows < batch.num_rows:
+                part = batch.slice(0, rows)
+                out.append((tp, part, int(part.column(0)[-1].as_py()) + 1))
+                break
+        out.append((tp, batch, nxt))
+        size += batch.nbytes
+    return out
+
+
+def hub_of(request: Request) -> ConsumerHub:
+    state = request.app.state
+    hub = getattr(state, "consumer_hub", None)
+    if hub is None:
+        hub = state.consumer_hub = ConsumerHub(state)
+    return hub
+
+
+# -- parameters and encoders ----------------------------------------------------------------
+def _int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        if default is None:
+            raise BadRequest(f"query parameter {name!r} is required")
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, not {raw!r}") from None
+    if not lo <= v <= hi:
+        raise BadRequest(f"{name} must be between {lo} and {hi}, not {v}")
+    return v
+
+
+def _accept(request: Request, default: str = BINARY_V2) -> str:
+    raw = request.headers.get("accept", "")
+    for part in raw.split(","):
+        mt = part.split(";")[0].strip()
+        if mt in FORMATS:
+            return mt
+        if mt in ("application/json", "application/vnd.kafka.v2+json"):
+            return JSON_V2
+    if raw and "*/*" not in raw:
+        raise UnsupportedContentType(raw, tuple(FORMATS))
+    return default
+
+
+def _json_value(raw: bytes | None, topic: str, partition: int, offset: int) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest(f"record {topic}-{partition}@{offset} is not JSON; fetch it with "
+                         f"Accept: {BINARY_V2}") from None
+
+
+def _b64(raw: bytes | None) -> str | None:
+    return None if raw is None else base64.b64encode(raw).decode()
+
+
+def records_json(topic: str, partition: int, batches: Sequence[pa.RecordBatch], fmt: str,
+                 ) -> list[dict[str, Any]]:
+    out = []
+    for b in batches:
+        for r in records_of(topic, partition, b):
+            if fmt == "json":
+                key = _json_value(r.key, topic, partition, r.offset)
+                value = _json_value(r.value, topic, partition, r.offset)
+                headers = None if r.headers is None else [
+                    {"key": k, "value": None if v is None else v.decode("utf-8", "replace")}
+                    for k, v in r.headers]
+            else:
+                key, value = _b64(r.key), _b64(r.value)
+                headers = None if r.headers is None else [{"key": k, "value": _b64(v)}
+                                                          for k, v in r.headers]
+            doc = {"topic": topic, "key": key, "value": value, "partition": partition,
+                   "offset": r.offset, "timestamp": r.timestamp}
+            if headers:
+                doc["headers"] = headers
+            out.append(doc)
+    return out
+
+
+def arrow_stream(items: Iterable[tuple[pa.RecordBatch, Mapping[str, str] | None]]) -> bytes:
+    from log_layout import SEGMENT_SCHEMA
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SEGMENT_SCHEMA) as w:
+        for batch, meta in items:
+            if meta is None:
+                w.write_batch(batch)
+            else:
+                w.write_batch(batch, custom_metadata=meta)
+    return sink.getvalue().to_pybytes()
+
+
+def _out_of_range(e: OffsetOutOfRange) -> Response:
+    body = _app.error_body(e)
+    body.update(topic=e.topic, partition=e.partition, offset=e.offset,
+                log_start_offset=e.log_start, high_watermark=e.log_end)
+    return JSONResponse(body, status_code=416)
+
+
+def _batches_response(topic: str, partition: int, batches: list[pa.RecordBatch], fmt: str,
+                      ) -> Response:
+    if fmt == ARROW:
+        return Response(arrow_stream((b, None) for b in batches), media_type=ARROW)
+    return JSONResponse(records_json(topic, partition, batches, FORMATS[fmt]),
+                        media_type=V2_RESPONSE)
+
+
+# -- fetch routes ------------------------------------------------------------------------------
+async def get_messages(request: Request) -> Response:
+    """REST Proxy v2 ``GET .../messages`` plus long-poll (``wait_ms``, ``min_bytes``)."""
+    topic = validate_topic_name(request.path_params["topic"])
+    partition = _app._partition_param(topic, request.path_params["partition"])
+    fmt = _accept(request)
+    offset = _int_q(request, "offset", None, 0, 2**63 - 1)
+    count = _int_q(request, "count", 1, 1, MAX_COUNT)
+    max_bytes = _int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
+    wait_ms = _int_q(request, "wait_ms", 0, 0, MAX_WAIT_MS)
+    min_bytes = _int_q(request, "min_bytes", 1, 0, 2**31 - 1)
+    hub = hub_of(request)
+    await hub.broker.run_blocking(hub.log.partition, topic, partition)  # Unknown* errors
+    got, errors = await hub.fetch({(topic, partition): offset}, max_records=count,
+                                  max_bytes=max_bytes, wait_ms=wait_ms, min_bytes=min_bytes)
+    if errors:
+        return _out_of_range(next(iter(errors.values())))
+    return _batches_response(topic, partition, [b for _, b, _ in got], fmt)
+
+
+async def fetch_waiting(request: Request) -> Response:
+    """How many fetches are parked waiting for a commit (operations and tests)."""
+    hub = hub_of(request)
+    parked = {id(f) for s in hub.waiters.values() for f in s if not f.done()}
+    return JSONResponse({"waiting": len(parked)})
+
+
+async def get_partition_offsets(request: Request) -> Response:
+    topic = validate_topic_name(request.path_params["topic"])
+    partition = _app._partition_param(topic, request.path_params["partition"])
+    hub = hub_of(request)
+    start, end = await hub.broker.run_blocking(
+        lambda: hub.source.watermarks((topic, partition)))
+    return JSONResponse({"beginning_offset": start, "end_offset": end}, media_type=V2_RESPONSE)
+
+
+async def _json(request: Request, *, empty: Any = None) -> Any:
+    body = await request.body()
+    if not body.strip():
+        if empty is None:
+            raise BadRequest("the request needs a JSON body")
+        return empty
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequest(f"the body is not valid JSON: {e}") from None
+
+
+def _field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    if not isinstance(doc, dict):
+        raise BadRequest("the body must be a JSON object")
+    if name not in doc or doc[name] is None:
+        if default is ...:
+            raise BadRequest(f"field {name!r} is required")
+        return default
+    v = doc[name]
+    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise BadRequest(f"field {name!r} must be {kind}, not {v!r}")
+    if not isinstance(v, kind):
+        raise BadRequest(f"field {name!r} has the wrong type: {v!r}")
+    return v
+
+
+def _tp_list(items: Any, *, with_offset: bool) -> dict[tuple[str, int], int] | list[tuple[str, int]]:
+    if not isinstance(items, list):
+        raise BadRequest("expected a list of {topic, partition" + (", offset}" if with_offset else "}"))
+    out: dict = {}
+    for i, it in enumerate(items):
+        t = _field(it, "topic", str)
+        p = _field(it, "partition", int)
+        out[(t, p)] = _field(it, "offset", int) if with_offset else None
+    return out if with_offset else list(out)
+
+
+async def post_fetch(request: Request) -> Response:
+    """Many partitions in one long-poll, answered as an Arrow stream (see module doc)."""
+    doc = await _json(request)
+    positions = _tp_list(_field(doc, "partitions", list), with_offset=True)
+    max_records = _field(doc, "max_records", int, 500)
+    max_bytes = _field(doc, "max_bytes", int, 52_428_800)
+    wait_ms = _field(doc, "wait_ms", int, 0)
+    min_bytes = _field(doc, "min_bytes", int, 1)
+    if not 1 <= max_records <= MAX_COUNT or not 0 <= wait_ms <= MAX_WAIT_MS or max_bytes < 1:
+        raise BadRequest(f"max_records must be 1..{MAX_COUNT}, wait_ms 0..{MAX_WAIT_MS}, "
+                         "max_bytes positive")
+    hub = hub_of(request)
+
+    def check() -> None:
+        for t, p in positions:
+            hub.log.partition(t, p)
+    await hub.broker.run_blocking(check)
+    got, errors = await hub.fetch(positions, max_records=max_records, max_bytes=max_bytes,
+                                  wait_ms=wait_ms, min_bytes=min_bytes)
+    from log_layout import SEGMENT_SCHEMA
+
+    items: list[tuple[pa.RecordBatch, Mapping[str, str]]] = [
+        (b, {"topic": t, "partition": str(p), "next_offset": str(n)}) for (t, p), b, n in got]
+    empty = SEGMENT_SCHEMA.empty_table().to_batches()
+    empty_batch = empty[0] if empty else pa.RecordBatch.from_pylist([], schema=SEGMENT_SCHEMA)
+    for (t, p), e in errors.items():
+        items.append((empty_batch, {"topic": t, "partition": str(p), "error": e.code,
+                                    "offset": str(e.offset), "log_start_offset": str(e.log_start),
+                                    "high_watermark": str(e.log_end)}))
+    return Response(arrow_stream(items), media_type=ARROW)
+
+
+# -- the group protocol ----------------------------------------------------------------------
+def _group(request: Request) -> str:
+    return validate_group_id(request.path_params["group"])
+
+
+def _state(st: MemberState) -> Response:
+    return JSONResponse(st.to_json())
+
+
+async def join_group(request: Request) -> Response:
+    group = _group(request)
+    doc = await _json(request)
+    topics = _field(doc, "topics", list)
+    if not all(isinstance(t, str) for t in topics):
+        raise BadRequest("topics must be a list of topic names")
+    kw = dict(member_id=_field(doc, "member_id", str, None),
+              client_id=_field(doc, "client_id", str, ""),
+              strategies=tuple(_field(doc, "strategies", list, ["range"])),
+              session_timeout_ms=_field(doc, "session_timeout_ms", int, None),
+              rebalance_timeout_ms=_field(doc, "rebalance_timeout_ms", int, 60_000))
+    hub = hub_of(request)
+    try:
+        st = await hub.broker.run_blocking(lambda: hub.coordinator.join(group, topics, **kw))
+    except ValueError as e:
+        if isinstance(e, SparklogError):
+            raise
+        raise BadRequest(str(e)) from None
+    return _state(st)
+
+
+async def heartbeat(request: Request) -> Response:
+    group = _group(request)
+    doc = await _json(request, empty={})
+    generation = _field(doc, "generation", int, -1)
+    hub = hub_of(request)
+    member = request.path_params["member"]
+    st = await hub.broker.run_blocking(hub.coordinator.heartbeat, group, member, generation)
+    return _state(st)
+
+
+async def leave_group(request: Request) -> Response:
+    group = _group(request)
+    hub = hub_of(request)
+    await hub.broker.run_blocking(hub.coordinator.leave, group, request.path_params["member"])
+    return Response(status_code=204)
+
+
+async def commit_offsets(request: Request) -> Response:
+    group = _group(request)
+    doc = await _json(request)
+    offsets = _tp_list(_field(doc, "offsets", list), with_offset=True)
+    member = _field(doc, "member_id", str, None)
+    generation = _field(doc, "generation", int, -1)
+    hub = hub_of(request)
+    await hub.broker.run_blocking(lambda: hub.coordinator.commit(
+        group, offsets, member_id=member, generation=generation,
+        metadata=_field(doc, "metadata", str, "")))
+    return Response(status_code=204)
+
+
+def _offsets_doc(committed: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+    return {"offsets": [{"topic": t, "partition": p, "offset": o, "metadata": ""}
+                        for (t, p), o in sorted(committed.items())]}
+
+
+def _partitions_query(request: Request) -> list[tuple[str, int]] | None:
+    raw = request.query_params.get("partitions")
+    if not raw:
+        return None
+    out = []
+    for item in raw.split(","):
+        t, sep, p = item.rpartition(":")
+        if not sep or not p.isdigit():
+            raise BadRequest(f"partitions must be TOPIC:PARTITION,..., not {raw!r}")
+        out.append((t, int(p)))
+    return out
+
+
+async def get_committed(request: Request) -> Response:
+    group = _group(request)
+    hub = hub_of(request)
+    tps = _partitions_query(request)
+    committed = await hub.broker.run_blocking(hub.coordinator.committed, group, tps)
+    return JSONResponse(_offsets_doc(committed))
+
+
+async def list_groups(request: Request) -> Response:
+    hub = hub_of(request)
+    return JSONResponse({"groups": await hub.broker.run_blocking(hub.coordinator.groups)})
+
+
+async def describe_group(request: Request) -> Response:
+    group = _group(request)
+    hub = hub_of(request)
+
+    def work():
+        try:
+            return hub.coordinator.describe(group)
+        except UnknownGroup:
+            return describe_from_store(hub.log, group)
+    return JSONResponse((await hub.broker.run_blocking(work)).to_json())
+
+
+# -- REST Proxy v2 consumer instances --------------------------------------------------------
+@dataclasses.dataclass
+class Instance:
+    """A consumer the gateway runs on behalf of a REST client (positions live here)."""
+
+    group: str
+    name: str
+    fmt: str
+    auto_offset_reset: str
+    auto_commit: bool
+    session_timeout_ms: int | None
+    topics: tuple[str, ...] = ()
+    member_id: str | None = None
+    generation: int = -1
+    assignment: tuple[tuple[str, int], ...] = ()
+    positions: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+    def sync(self, hub: ConsumerHub) -> None:
+        """Blocking: heartbeat, follow a rebalance (commit, rejoin), take a new assignment."""
+        if not self.topics:
+            return
+        coord = hub.coordinator
+        st = None
+        if self.member_id is not None:
+            try:
+                st = coord.heartbeat(self.group, self.member_id, self.generation)
+            except UnknownMemberId:  # expired: start over from the committed offsets
+                self.member_id, self.generation, self.assignment = None, -1, ()
+                self.positions.clear()
+        if st is None:
+            st = self._join(coord)
+        if st.rebalance:
+            if self.auto_commit:
+                self.commit(hub, None, quiet=True)
+            self.assignment = ()
+            self.positions.clear()
+            st = self._join(coord)
+        if st.assigned and st.generation != self.generation:
+            self.generation, self.assignment = st.generation, st.assignment
+            self.positions = {}
+            committed = coord.committed(self.group, self.assignment)
+            for tp in self.assignment:
+                if tp in committed:
+                    self.positions[tp] = committed[tp]
+                else:
+                    start, end = hub.source.watermarks(tp)
+                    self.positions[tp] = start if self.auto_offset_reset == "earliest" else end
+
+    def _join(self, coord: GroupCoordinator) -> MemberState:
+        st = coord.join(self.group, self.topics, member_id=self.member_id, client_id=self.name,
+                        session_timeout_ms=self.session_timeout_ms)
+        self.member_id = st.member_id
+        return st
+
+    def commit(self, hub: ConsumerHub, offsets: Mapping[tuple[str, int], int] | None, *,
+               quiet: bool = False) -> None:
+        todo = dict(self.positions) if offsets is None else dict(offsets)
+        if not todo or self.member_id is None:
+            return
+        try:
+            hub.coordinator.commit(self.group, todo, member_id=self.member_id,
+                                   generation=self.generation)
+        except GroupError:
+            if not quiet:
+                raise
+
+
+async def create_instance(request: Request) -> Response:
+    group = _group(request)
+    doc = await _json(request, empty={})
+    name = _field(doc, "name", str, None) or f"rest-{uuid.uuid4().hex[:12]}"
+    validate_group_id(name)  # same alphabet: it becomes part of a URL
+    fmt = _field(doc, "format", str, "binary")
+    if fmt not in ("json", "binary", "arrow"):
+        raise BadRequest(f"format must be json, binary or arrow, not {fmt!r}")
+    reset = _field(doc, "auto.offset.reset", str, "latest")
+    if reset not in ("earliest", "latest"):
+        raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")
+    auto_commit = _field(doc, "auto.commit.enable", (str, bool), "true")
+    auto_commit = str(auto_commit).lower() == "true"
+    session = _field(doc, "session.timeout.ms", (int, str), None)
+    session = None if session is None else int(session)
+    hub = hub_of(request)
+    if (group, name) in hub.instances:
+        return JSONResponse({"error_code": 40902, "error": "consumer_instance_exists",
+                             "message": f"consumer instance {name!r} already exists in group "
+                                        f"{group!r}"}, status_code=409)
+    hub.instances[(group, name)] = Instance(group, name, fmt, reset, auto_commit, session)
+    base = str(request.base_url).rstrip("/")
+    return JSONResponse({"instance_id": name,
+                         "base_uri": f"{base}/consumers/{group}/instances/{name}"},
+                        media_type=V2_RESPONSE)
+
+
+def _instance(request: Request) -> tuple[ConsumerHub, Instance]:
+    hub = hub_of(request)
+    return hub, hub.instance(_group(request), request.path_params["instance"])
+
+
+async def subscribe_instance(request: Request) -> Response:
+    hub, inst = _instance(request)
+    doc = await _json(request)
+    topics = _field(doc, "topics", list)
+    if not topics or not all(isinstance(t, str) for t in topics):
+        raise BadRequest("topics must be a non-empty list of topic names")
+    async with inst.lock:
+        for t in topics:
+            await hub.broker.run_blocking(hub.log.topic, t)
+        inst.topics = tuple(topics)
+        await hub.broker.run_blocking(inst.sync, hub)
+    return Response(status_code=204)
+
+
+async def get_subscription(request: Request) -> Response:
+    _, inst = _instance(request)
+    return JSONResponse({"topics": list(inst.topics)}, media_type=V2_RESPONSE)
+
+
+async def get_assignments(request: Request) -> Response:
+    hub, inst = _instance(request)
+    async with inst.lock:
+        await hub.broker.run_blocking(inst.sync, hub)
+    return JSONResponse({"partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]},
+                        media_type=V2_RESPONSE)
+
+
+async def instance_records(request: Request) -> Response:
+    hub, inst = _instance(request)
+    fmt = _accept(request, default={"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW}[inst.fmt])
+    timeout = _int_q(request, "timeout", 1000, 0, MAX_WAIT_MS)
+    max_bytes = _int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
+    async with inst.lock:
+        await hub.broker.run_blocking(inst.sync, hub)
+        if inst.auto_commit and inst.positions:
+            # what the last answer handed out counts as processed now (Kafka's poll())
+            await hub.broker.run_blocking(lambda: inst.commit(hub, None, quiet=True))
+        positions = {tp: inst.positions[tp] for tp in inst.assignment}
+        got, errors = (await hub.fetch(positions, max_records=_int_q(request, "max_records", 500,
+                                                                       1, MAX_COUNT),
+                                       max_bytes=max_bytes, wait_ms=timeout, min_bytes=1)
+                       if positions else ([], {}))
+        for tp, e in errors.items():  # out of range: auto.offset.reset
+            inst.positions[tp] = e.log_start if inst.auto_offset_reset == "earliest" else e.log_end
+        for tp, _b, nxt in got:
+            inst.positions[tp] = nxt
+    if fmt == ARROW:
+        return Response(arrow_stream((b, {"topic": t, "partition": str(p)})
+                                     for (t, p), b, _ in got), media_type=ARROW)
+    out = []
+    for (t, p), b, _ in got:
+        out.extend(records_json(t, p, [b], FORMATS[fmt]))
+    return JSONResponse(out, media_type=V2_RESPONSE)
+
+
+async def instance_commit(request: Request) -> Response:
+    hub, inst = _instance(request)
+    doc = await _json(request, empty={})
+    offsets = None
+    if isinstance(doc, dict) and doc.get("offsets") is not None:
+        offsets = _tp_list(doc["offsets"], with_offset=True)
+    async with inst.lock:
+        if inst.member_id is None:
+            raise RebalanceInProgress(inst.group, inst.generation)
+        await hub.broker.run_blocking(lambda: inst.commit(hub, offsets))
+    return Response(status_code=204)
+
+
+async def instance_committed(request: Request) -> Response:
+    hub, inst = _instance(request)
+    tps = _partitions_query(request)
+    if tps is None:
+        doc = await _json(request, empty={})
+        if isinstance(doc, dict) and doc.get("partitions") is not None:
+            tps = _tp_list(doc["partitions"], with_offset=False)
+    committed = await hub.broker.run_blocking(hub.coordinator.committed, inst.group,
+                                              tps if tps is not None else inst.assignment)
+    return JSONResponse(_offsets_doc(committed), media_type=V2_RESPONSE)
+
+
+async def instance_heartbeat(request: Request) -> Response:
+    hub, inst = _instance(request)
+    async with inst.lock:
+        await hub.broker.run_blocking(inst.sync, hub)
+    return JSONResponse({"generation": inst.generation, "member_id": inst.member_id,
+                         "partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]})
+
+
+async def delete_instance(request: Request) -> Response:
+    hub, inst = _instance(request)
+    async with inst.lock:
+        if inst.auto_commit:
+            await hub.broker.run_blocking(lambda: inst.commit(hub, None, quiet=True))
+        if inst.member_id is not None:
+            try:
+                await hub.broker.run_blocking(hub.coordinator.leave, inst.group, inst.member_id)
+            except UnknownMemberId:
+                pass
+        hub.instances.pop((inst.group, inst.name), None)
+    return Response(status_code=204)
+
+
+def routes() -> list[BaseRoute]:
+    """The consumer routes, for ``create_app(..., extra_routes=routes())``."""
+    inst = "/consumers/{group}/instances/{instance}"
+    return [
+        Route("/topics/{topic}/partitions/{partition}/messages", get_messages, methods=["GET"]),
+        Route("/topics/{topic}/partitions/{partition}/offsets", get_partition_offsets,
+              methods=["GET"]),
+        Route("/fetch", post_fetch, methods=["POST"]),
+        Route("/fetch/waiting", fetch_waiting, methods=["GET"]),
+        Route("/consumers/{group}", create_instance, methods=["POST"]),
+        Route(f"{inst}/subscription", subscribe_instance, methods=["POST"]),
+        Route(f"{inst}/subscription", get_subscription, methods=["GET"]),
+        Route(f"{inst}/assignments", get_assignments, methods=["GET"]),
+        Route(f"{inst}/records", instance_records, methods=["GET"]),
+        Route(f"{inst}/offsets", instance_commit, methods=["POST"]),
+        Route(f"{inst}/offsets", instance_committed, methods=["GET"]),
+        Route(f"{inst}/heartbeat", instance_heartbeat, methods=["POST"]),
+        Route(inst, delete_instance, methods=["DELETE"]),
+        Route("/groups", list_groups, methods=["GET"]),
+        Route("/groups/{group}", describe_group, methods=["GET"]),
+        Route("/groups/{group}/members", join_group, methods=["POST"]),
+        Route("/groups/{group}/members/{member}/heartbeat", heartbeat, methods=["POST"]),
+        Route("/groups/{group}/members/{member}", leave_group, methods=["DELETE"]),
+        Route("/groups/{group}/offsets", commit_offsets, methods=["POST"]),
+        Route("/groups/{group}/offsets", get_committed, methods=["GET"]),
+    ]
