@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--acks", default="all", choices=["0", "1", "all"])
     p.add_argument("--linger-ms", type=float, default=5.0)
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.add_argument("--progress-every", type=int, default=100_000, metavar="N",
+                   help="when stderr is not a terminal, print a progress line every N records")
     p.set_defaults(handler=run)
 
 
@@ -58,13 +60,12 @@ def run(args: argparse.Namespace) -> int:
             if count % 10_000 == 0:
                 handles.append(h)
                 now = time.monotonic()
-                if now - last >= 0.5:
+                if show and now - last >= 0.5:
                     last = now
-                    if show:
-                        console.print(f"\r{count:,} records, {count / (now - started):,.0f}/s",
-                                      end="", highlight=False)
-                    elif not args.no_progress:
-                        print(f"{count:,} records", file=sys.stderr, flush=True)
+                    console.print(f"\r{count:,} records, {count / (now - started):,.0f}/s",
+                                  end="", highlight=False)
+            if not show and not args.no_progress and count % args.progress_every == 0:
+                print(f"{count:,} records", file=sys.stderr, flush=True)
             if handles and handles[0].done():
                 handles.pop(0).result()  # surface a failure early
         producer.flush()
