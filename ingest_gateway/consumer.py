@@ -635,6 +635,10 @@ class Consumer:
             self._membership = self._membership_for(self.group_id)
         self._set_assignment(tps)
 
+    def partitions_for(self, topic: str) -> list[TopicPartition]:
+        """Every (topic, partition) of ``topic``; raises UnknownTopic."""
+        return [(topic, p) for p in range(self._source.partitions(topic))]
+
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
 
