@@ -283,7 +283,7 @@ def run(log: Log, *, command: str = "maintain", steps: Sequence[str] | None = No
     """Plan and run one maintenance pass; append it to the history unless a dry run.
 
     ``steps`` defaults to the command's (``compact``, ``retention`` or
-    ``maintain``). Raises InvalidMaintenanceRequest for an unknown command,
+    ``maintain``); ``storage_options`` to those ``log``'s store was opened with. Raises InvalidMaintenanceRequest for an unknown command,
     step or topic.
     """
     if steps is None:
@@ -296,6 +296,8 @@ def run(log: Log, *, command: str = "maintain", steps: Sequence[str] | None = No
         raise InvalidMaintenanceRequest(f"unknown maintenance steps {sorted(unknown)}; "
                                         f"known: {', '.join(STEPS)}")
     started = time.monotonic()
+    if storage_options is None:  # executors reopen the store exactly as it was opened here
+        storage_options = log.store.describe().get("storage_options")
     chosen = select_topics(log, topics)
     tasks = plan_tasks(log, chosen, now_ms=now_ms, steps=steps, dry_run=dry_run, force=force,
                        storage_options=storage_options)

@@ -86,8 +86,6 @@ def run_command(args: argparse.Namespace) -> int:
     console = Console()
     settings = settings_from(args)
     log = open_log_from(settings)
-    options = log.store.describe().get("storage_options") if hasattr(log.store, "describe") \
-        else None
     every = getattr(args, "every", None)
     if every == -1:
         every = settings.maintenance.interval_ms
@@ -95,7 +93,7 @@ def run_command(args: argparse.Namespace) -> int:
     spark = _spark(args, settings)
     done = 0
     while True:
-        summary = _one_run(console, log, args, spark, wall_clock_ms(), options)
+        summary = _one_run(console, log, args, spark, wall_clock_ms())
         done += 1
         if every is None or (runs is not None and done >= runs):
             return 1 if summary.errors else 0
@@ -103,7 +101,7 @@ def run_command(args: argparse.Namespace) -> int:
         time.sleep(every / 1000)  # the CLI's schedule, not logic: logic takes now_ms
 
 
-def _one_run(console, log, args, spark, now_ms: int, options):
+def _one_run(console, log, args, spark, now_ms: int):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.maintain import run
@@ -118,7 +116,7 @@ def _one_run(console, log, args, spark, now_ms: int, options):
 
         summary = run(log, command=args.command_name, topics=args.topic, now_ms=now_ms,
                       dry_run=args.dry_run, force=getattr(args, "force", False), spark=spark,
-                      storage_options=options, progress=progress)
+                      progress=progress)
     print_summary(console, summary)
     return summary
 
