@@ -171,7 +171,7 @@ class PartitionLog:
         """
         path = f"{self.folder}/{info.file}"
         try:
-            data = self.store.read(path)
+            data = self.store.read_buffer(path)
         except FileNotFoundError:
             raise MissingSegment(path, version) from None
         table = segment.decode(data, path=path, crc32=info.crc32)

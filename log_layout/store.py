@@ -10,8 +10,9 @@ The primitives and their atomicity:
 ``put_exclusive(path, data)``
     Create ``path`` only if it does not exist; ``False`` when it does. Readers
     see nothing or the whole file. Local: write a temp file beside it, fsync,
-    then ``os.link`` it to the final name (link fails if the name exists, so it
-    never replaces) and unlink the temp. fsspec's ``pipe_file(mode="create")``
+    then rename it with ``renameat2(RENAME_NOREPLACE)`` (Linux), or else
+    ``os.link`` it to the final name and unlink the temp (both fail if the name
+    exists, so neither ever replaces). fsspec's ``pipe_file(mode="create")``
     is *not* atomic on local disks (open with O_EXCL, then write), which is why
     local storage does not use it. S3: a conditional PUT ``If-None-Match: *``
     (``pipe_file(mode="create")``; a plain ``open(..., "xb")`` would create an
@@ -25,6 +26,11 @@ The primitives and their atomicity:
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
+``read_buffer(path)``
+    A segment's bytes as a ``pyarrow.Buffer``. Local: memory-mapped, so the
+    page cache is the only copy (DESIGN: "segments are memory-mapped or
+    streamed"); safe because segment files are never modified in place, and a
+    file deleted while mapped stays readable until unmapped.
 
 Temp files are named ``.tmp-*``: a crashed writer leaves only such files, which
 no reader opens and the retention job removes after ``file.delete.delay.ms``.
@@ -33,6 +39,7 @@ no reader opens and the retention job removes after ``file.delete.delay.ms``.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import threading
 import uuid
@@ -59,6 +66,10 @@ class Store:
 
     def read(self, path: str) -> bytes:  # FileNotFoundError if absent
         raise NotImplementedError
+
+    def read_buffer(self, path: str) -> Any:  # FileNotFoundError if absent
+        """The file's bytes as a ``pyarrow.Buffer`` (or bytes); see the module docstring."""
+        return self.read(path)
 
     def exists(self, path: str) -> bool:
         raise NotImplementedError
@@ -109,6 +120,18 @@ class LocalStore(Store):
         with open(self._abs(path), "rb") as f:
             return f.read()
 
+    def read_buffer(self, path: str) -> Any:
+        import pyarrow as pa
+
+        full = self._abs(path)
+        try:
+            with pa.memory_map(full, "r") as mapped:
+                return mapped.read_buffer()  # the buffer keeps the mapping alive
+        except FileNotFoundError:
+            raise
+        except OSError:  # an empty file cannot be mapped on every platform
+            return self.read(path)
+
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))
 
@@ -155,11 +178,15 @@ class LocalStore(Store):
         final = self._abs(path)
         tmp = self._write_temp(final, data)
         try:
-            os.link(tmp, final)  # atomic, and never replaces an existing name
+            if not _rename_noreplace(tmp, final):
+                os.link(tmp, final)  # atomic, and never replaces an existing name
+                os.unlink(tmp)
         except FileExistsError:
-            return False
-        finally:
             os.unlink(tmp)
+            return False
+        except BaseException:
+            self.delete([os.path.relpath(tmp, self.root)])
+            raise
         self._sync_folder(os.path.dirname(final))
         return True
 
@@ -211,6 +238,40 @@ class LocalStore(Store):
 
 
 _memory_lock = threading.Lock()
+_renameat2: Any = None  # None = not probed yet, False = unavailable
+
+
+def _rename_noreplace(src: str, dst: str) -> bool:
+    """Linux ``renameat2(RENAME_NOREPLACE)``: atomic, never replaces, one step fewer than
+    link + unlink. False if the call or the filesystem does not support it (then the
+    caller links); raises FileExistsError if ``dst`` exists."""
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = False
+        if hasattr(os, "uname") and os.uname().sysname == "Linux":
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                fn = libc.renameat2
+                fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                               ctypes.c_uint]
+                fn.restype = ctypes.c_int
+                _renameat2 = (fn, ctypes)
+            except (OSError, AttributeError):
+                pass
+    if _renameat2 is False:
+        return False
+    fn, ctypes = _renameat2
+    at_fdcwd, rename_noreplace = -100, 1
+    if fn(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        raise FileExistsError(err, os.strerror(err), dst)
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
+        return False  # this filesystem cannot: fall back to link
+    raise OSError(err, os.strerror(err), dst)
 
 
 class FsspecStore(Store):
