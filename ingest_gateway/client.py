@@ -451,3 +451,7 @@ def _headers(headers: Any) -> list[dict[str, Any]]:
     items = headers.items() if isinstance(headers, dict) else headers
     return [{"key": k, "value": None if v is None else _to_bytes("header value", v)}
             for k, v in items]
+
+
+# The consumer lives in its own module (consumer.py); it is part of the client API too.
+from ingest_gateway.consumer import Consumer, Record  # noqa: E402,F401

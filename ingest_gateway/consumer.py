@@ -933,7 +933,16 @@ class Consumer:
     def _send_commit(self, offsets: Mapping[TopicPartition, int], member: str | None,
                      generation: int) -> None:
         if offsets:
-            self._membership.commit(dict(offsets), member, generation)
+            try:
+                self._membership.commit(dict(offsets), member, generation)
+            except (UnknownMemberId, IllegalGeneration):
+                # Our membership is gone (Kafka's CommitFailedException): the next
+                # poll gives up the partitions (on_lost) and joins again.
+                if member is not None:
+                    with self._lock:
+                        if self._member_id == member:
+                            self._lost = True
+                raise
         self._last_commit = time.monotonic()
 
     def _commit_quietly(self) -> None:

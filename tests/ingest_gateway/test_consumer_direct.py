@@ -313,3 +313,32 @@ def test_two_groups_each_get_everything_members_of_one_share(group_env):
     assert not set(got["q1"]) & set(got["q2"])  # shared, not duplicated
     for c in (q1, q2, pub):
         c.close()
+
+
+def test_async_commit_auto_commit_and_lost_membership(group_env):
+    log, prod, coord, clock = group_env
+    prod.send(0, [b"a", b"b"])
+    lost, assigned = [], []
+    # heartbeats only at start: the test decides when the session runs out
+    c = Consumer(log=log, coordinator=coord, session_timeout_ms=1000,
+                 heartbeat_interval_ms=3_600_000, fetch_max_wait_ms=20,
+                 auto_offset_reset="earliest", enable_auto_commit=True,
+                 auto_commit_interval_ms=1)
+    c.subscribe(["g6"], group="g", on_lost=lost.append, on_assign=assigned.append)
+    got = []
+    drive([c], lambda: len(got) >= 2, "two records", sink=lambda _c, r: got.extend(r))
+    c.poll(0)  # auto-commit of what the last poll handed out
+    assert coord.committed("g")[("g6", 0)] == 2
+    prod.send(0, [b"c"])
+    drive([c], lambda: len(got) >= 3, "the third record", sink=lambda _c, r: got.extend(r))
+    fut = c.commit(asynchronous=True)
+    fut.result(10)
+    assert coord.committed("g")[("g6", 0)] == 3
+    old = c._member_id
+    clock.t += 5000  # the session expires
+    with pytest.raises(UnknownMemberId):
+        c.commit(offsets={("g6", 0): 3})
+    drive([c], lambda: lost and c.assignment(), "a new membership")
+    assert sorted(lost[0]) == [("g6", p) for p in range(6)]
+    assert c._member_id != old and len(assigned) == 2
+    c.close()

@@ -1,0 +1,315 @@
+"""Consumer throughput and end-to-end latency, beside plain pyarrow and Kafka's figures.
+
+What is measured (one partition, 100-byte values, segments of 10,000 records —
+about what the gateway flushes at ``batch.size`` = 1 MiB):
+
+* **direct, Arrow**: ``Consumer(log=...).batches()`` reading segments straight
+  from the local store (manifest, CRC-32 check, IPC decode) — RecordBatches out.
+* **direct, records**: the same consumer's per-record iterator (``Record`` tuples).
+* **gateway, Arrow**: ``Consumer(gateway=...).batches()``: ``POST /fetch`` long-polls,
+  Arrow IPC stream over HTTP from a gateway subprocess on 127.0.0.1.
+* **gateway, JSON**: ``GET /topics/T/partitions/0/messages?count=10000`` with the
+  REST Proxy v2 binary embedded format, decoded client-side (JSON + base64).
+* **baseline (same run)**: plain pyarrow reading every segment file of the store
+  (read bytes, ``pa.ipc.open_file``, ``read_all``): the ceiling of any reader.
+* **end-to-end latency**: ``Producer.send()`` (``linger_ms=5``, acks=all, the
+  gateway at ``linger.ms=5`` with fsync on) to the record leaving the consumer's
+  iterator, once through the gateway's long-poll and once in direct mode
+  (manifest watching). Records are sent at a steady rate, each carrying its
+  send time; the consumer runs in the same process (one clock).
+
+Anchors (not run here): the Kafka paper's consumer, 22,000 msgs/s (2011);
+Kafka 0.8 on 2014 hardware, 940,521 msgs/s for one consumer and 2 ms median
+end-to-end latency (Jay Kreps, "Benchmarking Apache Kafka", 2014). Targets:
+>= 1,000,000 msgs/s for one Arrow or direct consumer (ratio to the Kafka 0.8
+anchor >= 1.063); end-to-end p99 <= 50 ms on the local store.
+
+Usage: ``python bench/consume.py [--quick] [--records N]``. Writes
+``bench/results/consume.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import glob
+import json
+import os
+import platform
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import urllib3  # noqa: E402
+
+from ingest_gateway.consumer import Consumer  # noqa: E402
+from log_layout import open_log  # noqa: E402
+
+VALUE_BYTES = 100
+SEGMENT_RECORDS = 10_000
+KAFKA_08_CONSUMER = 940_521.0
+KAFKA_PAPER_CONSUMER = 22_000.0
+KAFKA_08_E2E_MEDIAN_MS = 2.0
+TARGET_MSGS = 1_000_000.0
+TARGET_P99_MS = 50.0
+
+
+def machine() -> str:
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f"{int(f.readline().split()[1]) // 1024 // 1024} GiB RAM, "
+    except OSError:
+        mem = ""
+    return f"{os.cpu_count()} cores, {mem}{platform.system()} {platform.machine()}, " \
+           f"Python {platform.python_version()}, pyarrow {pa.__version__}"
+
+
+def fill(store: str, topic: str, records: int) -> None:
+    lg = open_log(store, fsync=False)
+    lg.create_topic(topic, {"partitions": 1})
+    w = lg.partition(topic, 0).claim("bench")
+    value = pa.array([b"v" * VALUE_BYTES] * SEGMENT_RECORDS, pa.binary())
+    left = records
+    while left > 0:
+        n = min(left, SEGMENT_RECORDS)
+        w.append(pa.table({"value": value.slice(0, n)}))
+        left -= n
+
+
+def timed(fn, records: int) -> tuple[float, float]:
+    """(records/s, MB/s of values) of ``fn`` which must consume ``records``."""
+    t0 = time.perf_counter()
+    n = fn()
+    secs = time.perf_counter() - t0
+    assert n >= records, (n, records)
+    return n / secs, n * VALUE_BYTES / secs / 1e6
+
+
+def plain_pyarrow(store: str, topic: str, records: int):
+    # The baseline opens the files by hand on purpose: it is what any Arrow reader
+    # could do without sparklog (no manifest, no checksum).
+    files = sorted(glob.glob(os.path.join(store, topic, "0", "*.arrow")))
+
+    def run() -> int:
+        n = 0
+        for path in files:
+            with open(path, "rb") as f:
+                n += pa.ipc.open_file(pa.py_buffer(f.read())).read_all().num_rows
+        return n
+    return timed(run, records)
+
+
+def direct_arrow(store: str, topic: str, records: int):
+    c = Consumer(store=store, auto_offset_reset="earliest", max_poll_records=200_000)
+    c.assign([(topic, 0)])
+
+    def run() -> int:
+        n = 0
+        for b in c.batches():
+            n += b.records.num_rows
+            if n >= records:
+                return n
+        return n
+    try:
+        return timed(run, records)
+    finally:
+        c.close()
+
+
+def direct_records(store: str, topic: str, records: int):
+    c = Consumer(store=store, auto_offset_reset="earliest", max_poll_records=200_000)
+    c.assign([(topic, 0)])
+
+    def run() -> int:
+        n = 0
+        for _r in c:
+            n += 1
+            if n >= records:
+                return n
+        return n
+    try:
+        return timed(run, records)
+    finally:
+        c.close()
+
+
+def gateway_arrow(url: str, topic: str, records: int):
+    c = Consumer(gateway=url, auto_offset_reset="earliest", max_poll_records=200_000)
+    c.assign([(topic, 0)])
+    c.poll_batches(10, max_records=1)  # warm up: connection, the gateway's consumer state
+    c.seek((topic, 0), 0)
+
+    def run() -> int:
+        n = 0
+        for b in c.batches():
+            n += b.records.num_rows
+            if n >= records:
+                return n
+        return n
+    try:
+        return timed(run, records)
+    finally:
+        c.close()
+
+
+def gateway_json(url: str, topic: str, records: int):
+    http = urllib3.PoolManager(retries=False)
+    http.request("GET", f"{url}/topics/{topic}/partitions/0/messages?offset=0")  # warm up
+
+    def run() -> int:
+        n = offset = 0
+        while n < records:
+            r = http.request("GET", f"{url}/topics/{topic}/partitions/0/messages"
+                             f"?offset={offset}&count=10000",
+                             headers={"Accept": "application/vnd.kafka.binary.v2+json"})
+            assert r.status == 200, r.data[:200]
+            docs = json.loads(r.data)
+            for d in docs:
+                base64.b64decode(d["value"])
+            n += len(docs)
+            offset = docs[-1]["offset"] + 1
+        return n
+    return timed(run, records)
+
+
+def e2e_latency(url: str, make_consumer, topic: str, count: int, rate: float) -> list[float]:
+    """Latencies (ms) from send() to the record leaving the consumer's iterator."""
+    from ingest_gateway.client import Producer
+
+    c = make_consumer()
+    c.assign([(topic, 0)])
+    c.seek_to_end()
+    c.position((topic, 0))
+    lat: list[float] = []
+    done = threading.Event()
+
+    def consume():
+        for r in c:
+            lat.append((time.perf_counter_ns() - struct.unpack_from(">q", r.value)[0]) / 1e6)
+            if len(lat) >= count:
+                break
+        done.set()
+
+    th = threading.Thread(target=consume, daemon=True)
+    th.start()
+    pad = b"p" * (VALUE_BYTES - 8)
+    with Producer(url, linger_ms=5, acks="all") as p:
+        interval = 1 / rate
+        nxt = time.perf_counter()
+        for _ in range(count):
+            p.send(topic, struct.pack(">q", time.perf_counter_ns()) + pad, partition=0)
+            nxt += interval
+            delay = nxt - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)  # the send rate, not a wait for a condition
+        p.flush()
+    done.wait(120)
+    c.close()
+    return lat
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small run (seconds), as CI does")
+    ap.add_argument("--records", type=int, help="records to consume (default 5,000,000)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "consume.json"))
+    args = ap.parse_args()
+    records = args.records or (200_000 if args.quick else 5_000_000)
+    json_records = min(records, 100_000 if args.quick else 500_000)
+    e2e_count, e2e_rate = (500, 500.0) if args.quick else (5_000, 1_000.0)
+
+    from tests.ingest_gateway.gateway_proc import GatewayProcess
+
+    work = tempfile.mkdtemp(prefix="sparklog-bench-consume-")
+    try:
+        store = os.path.join(work, "store")
+        print(f"writing {records:,} records of {VALUE_BYTES} B ...", flush=True)
+        fill(store, "bench", records)
+        rows: list[tuple[str, tuple[float, float]]] = []
+        rows.append(("plain pyarrow scan (baseline)", plain_pyarrow(store, "bench", records)))
+        rows.append(("direct, Arrow batches", direct_arrow(store, "bench", records)))
+        rows.append(("direct, Record iterator", direct_records(store, "bench", records)))
+        settings = {"gateway.linger.ms": 5, "store.fsync": "true"}
+        with GatewayProcess(store, settings=settings) as gw:
+            rows.append(("gateway, Arrow (POST /fetch)", gateway_arrow(gw.url, "bench", records)))
+            rows.append(("gateway, JSON (REST v2 binary)",
+                         gateway_json(gw.url, "bench", json_records)))
+            lg = open_log(store)
+            lg.create_topic("e2e-gw", {"partitions": 1})
+            lg.create_topic("e2e-direct", {"partitions": 1})
+            lat_gw = e2e_latency(gw.url, lambda: Consumer(gateway=gw.url, fetch_max_wait_ms=500),
+                                 "e2e-gw", e2e_count, e2e_rate)
+            lat_direct = e2e_latency(gw.url, lambda: Consumer(store=store, fetch_max_wait_ms=500),
+                                     "e2e-direct", e2e_count, e2e_rate)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    baseline = rows[0][1][0]
+    figures = [{"name": "plain_pyarrow_scan", "unit": "records/s", "ours": baseline,
+                "baseline": baseline, "ratio": 1.0, "target": None,
+                "note": "the ceiling: plain pyarrow reading the segment files"}]
+    names = ["consume_direct_arrow", "consume_direct_records", "consume_gateway_arrow",
+             "consume_gateway_json"]
+    for name, (label, (msgs, mbs)) in zip(names, rows[1:]):
+        arrow_or_direct = name in ("consume_direct_arrow", "consume_gateway_arrow")
+        figures.append({"name": name, "unit": "records/s", "ours": msgs,
+                        "baseline": KAFKA_08_CONSUMER, "baseline_name": "Kafka 0.8, one consumer",
+                        "ratio": msgs / KAFKA_08_CONSUMER,
+                        "target": TARGET_MSGS / KAFKA_08_CONSUMER if arrow_or_direct else None,
+                        "mb_per_s": mbs, "of_plain_pyarrow": msgs / baseline,
+                        "records": json_records if "json" in name else records})
+    lat_rows = []
+    for label, lat in (("gateway long-poll", lat_gw), ("direct (manifest watch)", lat_direct)):
+        p50, p99 = (float(np.percentile(lat, q)) for q in (50, 99))
+        key = "gateway" if label.startswith("gateway") else "direct"
+        lat_rows.append((label, p50, p99, len(lat)))
+        figures.append({"name": f"e2e_{key}_p50", "unit": "ms", "ours": p50,
+                        "baseline": KAFKA_08_E2E_MEDIAN_MS,
+                        "baseline_name": "Kafka 0.8 median end-to-end",
+                        "ratio": KAFKA_08_E2E_MEDIAN_MS / p50, "target": None})
+        figures.append({"name": f"e2e_{key}_p99", "unit": "ms", "ours": p99,
+                        "baseline": TARGET_P99_MS, "baseline_name": "the target p99",
+                        "ratio": TARGET_P99_MS / p99, "target": 1.0})
+
+    print(f"\nconsume, {records:,} records of {VALUE_BYTES} B, one partition, one consumer "
+          f"({machine()})")
+    print(f"{'reader':34} {'msgs/s':>12} {'MB/s':>8} {'x pyarrow':>10} {'x Kafka 0.8':>12}")
+    for label, (msgs, mbs) in rows:
+        print(f"{label:34} {msgs:12,.0f} {mbs:8.1f} {msgs / baseline:10.2f} "
+              f"{msgs / KAFKA_08_CONSUMER:12.2f}")
+    print(f"{'anchor: Kafka paper consumer':34} {KAFKA_PAPER_CONSUMER:12,.0f}")
+    print(f"{'anchor: Kafka 0.8 one consumer':34} {KAFKA_08_CONSUMER:12,.0f}")
+    print(f"target: >= {TARGET_MSGS:,.0f} msgs/s for one Arrow or direct consumer\n")
+    print(f"end-to-end latency, send() -> consumer iterator, linger.ms=5 (client and gateway), "
+          f"acks=all, fsync on, {e2e_rate:,.0f} msgs/s")
+    print(f"{'path':34} {'p50 ms':>8} {'p99 ms':>8} {'records':>8}")
+    for label, p50, p99, n in lat_rows:
+        print(f"{label:34} {p50:8.1f} {p99:8.1f} {n:8}")
+    print(f"{'anchor: Kafka 0.8 median':34} {KAFKA_08_E2E_MEDIAN_MS:8.1f}")
+    print(f"target: p99 <= {TARGET_P99_MS:.0f} ms on the local store")
+
+    result = {"bench": "consume", "when": dt.datetime.now(dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"), "machine": machine(), "quick": args.quick,
+        "records": records, "value_bytes": VALUE_BYTES, "segment_records": SEGMENT_RECORDS,
+        "anchors": {"kafka_paper_consumer_msgs": KAFKA_PAPER_CONSUMER,
+                    "kafka_08_one_consumer_msgs": KAFKA_08_CONSUMER,
+                    "kafka_08_e2e_median_ms": KAFKA_08_E2E_MEDIAN_MS},
+        "figures": figures}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
