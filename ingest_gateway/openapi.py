@@ -91,7 +91,7 @@ def document() -> dict[str, Any]:
                   }}
     produce_errors = _errors(400, 404, 409, 413, 415, 422, 429, 503)
     topic_v3 = {"$ref": "#/components/schemas/TopicV3"}
-    return {
+    doc = {
         "openapi": "3.0.3",
         "info": {"title": "sparklog ingest gateway", "version": "1",
                  "description": "Kafka REST Proxy v2 produce, an Arrow fast path, v3 topic admin."},
@@ -171,6 +171,10 @@ def document() -> dict[str, Any]:
         },
         "components": {"schemas": _schemas()},
     }
+    from ingest_gateway.fetch import openapi_paths  # the consumer routes (fetch.py)
+
+    doc["paths"].update(openapi_paths())
+    return doc
 
 
 def _schemas() -> dict[str, Any]:
