@@ -77,7 +77,7 @@ import pyarrow.compute as pc
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway import groups as _groups
-from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration,
+from ingest_gateway.groups import (GroupCoordinator, IllegalGeneration,
                                    InconsistentGroupProtocol, MemberState, RebalanceInProgress,
                                    UnknownMemberId, validate_group_id)
 from log_layout import (Log, MissingSegment, OffsetOutOfRange, UnknownPartition, UnknownTopic,
@@ -948,7 +948,7 @@ class Consumer:
     def _commit_quietly(self) -> None:
         try:
             self.commit()
-        except (GroupError, OSError):
+        except (SparklogError, OSError):
             pass  # a refused auto-commit only means more records are read again
 
     def _maybe_auto_commit(self) -> None:
@@ -976,7 +976,7 @@ class Consumer:
                 self._on_revoke(owned)
             try:
                 self._membership.leave(self._member_id)
-            except (GroupError, OSError):
+            except (SparklogError, OSError):
                 pass  # already gone: the group rebalances without us either way
         if self._membership is not None:
             self._membership.close()

@@ -281,3 +281,24 @@ def test_group_routes_refuse_bad_input(gateway, topic):
     assert status == 404 and body["error"] == "unknown_group"
     r = urllib3.PoolManager().request("POST", f"{gateway.url}/groups/g1/offsets", body=b"{nope")
     assert r.status == 400
+
+
+def test_restarted_gateway_knows_committed_offsets(gateway, topic6):
+    group = f"r-{uuid.uuid4().hex[:8]}"
+    for p in range(6):
+        produce(gateway, topic6, p, [b"a", b"b", b"c"])
+    c = member(gateway, "before")
+    c.subscribe(topic6, group=group)
+    got = []
+    drive([c], lambda: len(got) >= 18, "everything", sink=lambda _c, r: got.extend(r))
+    c.commit(offsets={(topic6, p): 2 for p in range(6)})
+    c._abandon()  # no leave: the restart must not depend on a clean goodbye
+    gateway.restart()
+    status, body, _ = gateway.request("GET", f"/groups/{group}/offsets")
+    assert {(o["partition"], o["offset"]) for o in body["offsets"]} == {(p, 2) for p in range(6)}
+    c2 = member(gateway, "after")
+    c2.subscribe(topic6, group=group)
+    again = []
+    drive([c2], lambda: len(again) >= 6, "the uncommitted tail", sink=lambda _c, r: again.extend(r))
+    assert sorted((r.partition, r.offset) for r in again) == [(p, 2) for p in range(6)]
+    c2.close()
