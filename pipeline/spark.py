@@ -59,6 +59,10 @@ def session(*, master: str | None = None, app_name: str | None = None,
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    if (master or spark_settings.master).startswith("local"):
+        # Delta replays its log with 50 tasks by default: on one machine that is
+        # scheduling overhead, not parallelism.
+        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,68 @@
+"""``sparklog materialize TOPIC --table NAME``: a topic as a Delta table (see pipeline.tables)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "materialize", help="stream a topic into a Delta table",
+        description="Run a Structured Streaming query from TOPIC into the Delta table NAME, "
+                    "exactly once across restarts. Event topics append; compacted topics keep "
+                    "the latest value per key (a tombstone deletes the row). Runs until "
+                    "interrupted, or once over what is there now with --once.")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--table", required=True, metavar="NAME", help="table name (letters, digits, _)")
+    p.add_argument("--once", action="store_true",
+                   help="read what the topic holds now, then stop (Trigger.AvailableNow)")
+    p.add_argument("--value-format", choices=("raw", "string", "json"), default="raw",
+                   help="decode values: raw bytes, UTF-8 text, or JSON fields as columns")
+    p.add_argument("--schema", metavar="DDL",
+                   help="schema of JSON values, e.g. 'user STRING, n INT' (default: inferred)")
+    p.add_argument("--warehouse", metavar="DIR",
+                   help="folder of the tables (default: <store>/_tables for a local store)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="checkpoint folder (default: <warehouse>/_checkpoints/<table>)")
+    p.add_argument("--trigger", metavar="INTERVAL", default=None,
+                   help="micro-batch interval of a continuous run, e.g. '10 seconds'")
+    p.add_argument("--option", metavar="KEY=VALUE", type=_pair, action="append", default=[],
+                   help="a sparklog source option, e.g. maxOffsetsPerTrigger=100000")
+    p.add_argument("--master", help="Spark master (default: setting spark.master)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from jobs.cli import open_log_from, settings_from
+    from pipeline import tables
+    from pipeline.spark import session
+
+    settings = settings_from(args)
+    log = open_log_from(settings)
+    log.topic(args.topic)  # fail fast, before Spark starts, on an unknown topic
+    console = Console(stderr=True)
+    spark = session(master=args.master, settings=settings)
+    query = tables.materialize(
+        spark, args.topic, args.table, log=log, once=args.once, value_format=args.value_format,
+        schema=args.schema, warehouse=args.warehouse, checkpoint=args.checkpoint,
+        options=dict(args.option), processing_time=args.trigger)
+    if not args.once:
+        console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+    rows = spark.table(args.table).count()
+    console.print(f"[green]{args.table}[/green]: {rows:,} rows "
+                  f"(batches run: {len(query.recentProgress)})")
+    return 0

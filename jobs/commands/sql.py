@@ -1,0 +1,58 @@
+"""``sparklog sql "SELECT ..."``: SQL over every topic (temp views) and materialised table."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sql", help="run a SQL query over topics and tables",
+        description="Every topic is a temporary view of its raw records (the Kafka source's "
+                    "columns: key, value, topic, partition, offset, timestamp, timestampType); "
+                    "every table materialised into the warehouse is in the catalog.")
+    p.add_argument("query", metavar="SQL")
+    p.add_argument("--warehouse", metavar="DIR",
+                   help="folder of the tables (default: <store>/_tables for a local store)")
+    p.add_argument("--limit", type=int, default=100, help="rows to print at most (default 100)")
+    p.add_argument("--headers", action="store_true", help="give topic views a headers column")
+    p.add_argument("--master", help="Spark master (default: setting spark.master)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from jobs.cli import open_log_from, settings_from
+    from pipeline import tables
+    from pipeline.spark import session
+
+    settings = settings_from(args)
+    log = open_log_from(settings)
+    spark = session(master=args.master, settings=settings)
+    tables.register_topics(spark, log, include_headers=args.headers)
+    tables.register_tables(spark, args.warehouse or tables.default_warehouse(log))
+    df = spark.sql(args.query)
+    rows = df.limit(args.limit + 1).collect()
+    out = Table(show_lines=False)
+    for name in df.columns:
+        out.add_column(name)
+    for row in rows[:args.limit]:
+        out.add_row(*(_show(v) for v in row))
+    console = Console()
+    console.print(out)
+    if len(rows) > args.limit:
+        console.print(f"(first {args.limit} rows shown)")
+    return 0
+
+
+def _show(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode()
+        except UnicodeDecodeError:
+            return bytes(value).hex()
+    return str(value)
