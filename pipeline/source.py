@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               ReadMinRows, SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from log_layout import MissingSegment
+from log_layout import MissingSegment, OffsetOutOfRange
 from pipeline import planning
 from pipeline.errors import PartitionsRemoved
 from pipeline.options import SourceOptions, parse
@@ -225,6 +225,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if gone and self.opts.fail_on_data_loss:
             raise PartitionsRemoved([f"{t}-{p}" for t, p in gone])
         for tp, offset in begin.items():
+            if self._target is None and tp in latest and latest[tp] < offset:
+                # the log is shorter than what was read: the topic was deleted and created again
+                if self.opts.fail_on_data_loss:
+                    part = log.partition(*tp).snapshot()
+                    raise OffsetOutOfRange(tp[0], tp[1], offset, part.log_start_offset,
+                                           part.next_offset)
+                begin[tp] = log.partition(*tp).log_start_offset()  # Kafka resets to earliest
+                continue
             if tp in latest or tp not in gone:
                 # never behind the start (a start past the AvailableNow target is done)
                 latest[tp] = max(latest.get(tp, offset), offset)
@@ -266,6 +274,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, stop in finish.items():
             # a partition missing from start appeared after it was taken: from its earliest
             first = begin[tp] if tp in begin else log.partition(*tp).log_start_offset()
+            if first > stop and not self.opts.fail_on_data_loss:
+                first = log.partition(*tp).log_start_offset()  # the log restarted (see _available)
             if stop > first:
                 ranges[tp] = (first, stop)
         return [SliceInput(s) for s in planning.plan(log, ranges, self.opts)]

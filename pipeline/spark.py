@@ -45,9 +45,14 @@ def session(*, master: str | None = None, app_name: str | None = None,
     if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    builder = SparkSession.builder
+    # Under spark-submit (which starts the JVM and hands Python its gateway port) the
+    # master comes from spark-submit unless one is given here.
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+    if master or not submitted:
+        builder = builder.master(master or spark_settings.master)
     builder = (
-        SparkSession.builder.master(master or spark_settings.master)
-        .appName(app_name or spark_settings.app_name)
+        builder.appName(app_name or spark_settings.app_name)
         .config("spark.jars.packages", spark_settings.delta_package)
         .config("spark.jars.ivy", _ivy_dir(spark_settings))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
@@ -59,7 +64,7 @@ def session(*, master: str | None = None, app_name: str | None = None,
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
-    if (master or spark_settings.master).startswith("local"):
+    if (master or ("" if submitted else spark_settings.master)).startswith("local"):
         # Delta replays its log with 50 tasks by default: on one machine that is
         # scheduling overhead, not parallelism.
         builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
