@@ -853,26 +853,41 @@ class Consumer:
             return
         if st is None:
             return
-        if st.rebalance:
+        cooperative = st.strategy == _groups.COOPERATIVE
+        if st.rebalance and not cooperative:
+            # Eager: give up everything (commit first), then rejoin.
             owned = list(self._assignment)
             if owned and self.enable_auto_commit:
                 self._commit_quietly()
             if owned and self._on_revoke is not None:
                 self._on_revoke(owned)
             self._set_assignment([])
-            try:
-                self._adopt(self._join())
-            except UnknownMemberId:
-                with self._lock:
-                    self._lost = True
+            self._rejoin()
             return
         if st.assigned and st.generation != self._generation:
+            new = list(st.assignment)
+            gone = [tp for tp in self._assignment if tp not in new]
+            added = [tp for tp in new if tp not in self._assignment]
             self._generation = st.generation
-            new = [tp for tp in st.assignment]
+            if gone:  # cooperative: only what moved; commit it under the new generation
+                if self.enable_auto_commit:
+                    self._commit_quietly({tp: off for tp, off in self._commit_offsets().items()
+                                          if tp in gone})
+                if self._on_revoke is not None:
+                    self._on_revoke(gone)
             self._set_assignment(new)
-            self._init_positions(new)
-            if self._on_assign is not None:
-                self._on_assign(list(new))
+            self._init_positions(added)
+            if self._on_assign is not None and (added or not gone):
+                self._on_assign(added)
+        if st.rebalance and cooperative:
+            self._rejoin()  # keeping the partitions: they stay ours until told otherwise
+
+    def _rejoin(self) -> None:
+        try:
+            self._adopt(self._join())
+        except UnknownMemberId:
+            with self._lock:
+                self._lost = True
 
     def _start_heartbeats(self) -> None:
         if self._hb_thread is not None:
@@ -945,9 +960,10 @@ class Consumer:
                 raise
         self._last_commit = time.monotonic()
 
-    def _commit_quietly(self) -> None:
+    def _commit_quietly(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         try:
-            self.commit()
+            if offsets is None or offsets:
+                self.commit(offsets)
         except (SparklogError, OSError):
             pass  # a refused auto-commit only means more records are read again
 

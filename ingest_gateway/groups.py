@@ -21,8 +21,12 @@ assignment computed by the coordinator, as in KIP-848):
   incremented and partitions are assigned. So a partition is never given to a
   new owner before its old owner had the chance to commit.
 * Assignment strategies: ``range`` (per topic, contiguous ranges, Kafka's
-  RangeAssignor), ``roundrobin`` (all partitions dealt in turn) and
-  ``sticky`` (keeps previous owners where the balance allows). The group uses
+  RangeAssignor), ``roundrobin`` (all partitions dealt in turn),
+  ``sticky`` (keeps previous owners where the balance allows) and
+  ``cooperative-sticky``: sticky, and incremental (KIP-429) — members keep
+  their partitions while rejoining; a partition that moves is first withheld
+  (its old owner sees it gone, commits and revokes only that one), and a
+  follow-up rebalance, started at once, gives it to its new owner. The group uses
   the first strategy of its oldest member that every member supports. Members
   beyond the partition count get nothing and sit idle.
 
@@ -57,7 +61,8 @@ from conf.errors import SparklogError
 from conf.topic import TOPIC_NAME_RE
 from log_layout import Log, wall_clock_ms
 
-STRATEGIES = ("range", "roundrobin", "sticky")
+COOPERATIVE = "cooperative-sticky"
+STRATEGIES = ("range", "roundrobin", "sticky", COOPERATIVE)
 DEFAULT_SESSION_TIMEOUT_MS = 10_000  # gateway.session.timeout.ms
 DEFAULT_REBALANCE_TIMEOUT_MS = 60_000
 MIN_SESSION_TIMEOUT_MS = 1  # Kafka bounds this by group.min.session.timeout.ms; tests use tiny ones
@@ -319,6 +324,9 @@ class _Group:
         self.members: dict[str, Member] = {}
         self.preparing = False
         self.rebalance_deadline_ms = 0
+        #: cooperative: partitions withheld from their new owner while the old one revokes
+        self.revoking: dict[TopicPartition, str] = {}
+        self.last_owners: dict[TopicPartition, str] = {}
         self.write_lock = threading.Lock()
         self.doc_seq = 0  # documents built (under the coordinator lock)
         self.written_seq = 0  # the newest one written (under write_lock)
@@ -426,7 +434,8 @@ class GroupCoordinator:
                 m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance_timeout_ms
             if g.preparing:
                 m.joined_generation = g.generation + 1
-                m.assignment = ()  # rejoining = revoked everything (eager protocol)
+                if not self._cooperative(g):
+                    m.assignment = ()  # rejoining = revoked everything (eager protocol)
                 self._maybe_complete(g, now)
             return self._state(g, m)
 
@@ -529,24 +538,43 @@ class GroupCoordinator:
         target = g.generation + 1
         if not g.preparing or any(m.joined_generation != target for m in g.members.values()):
             return
-        previous = g.owners()
+        # Owners of the last generation (eager members hold nothing while rejoining,
+        # so ask the last plan, not the members), without members that are gone.
+        previous = {tp: m for tp, m in g.last_owners.items() if m in g.members}
         members = sorted(g.members.values(), key=lambda m: (m.joined_generation, m.member_id))
         strategy = self._common_strategy(members) or "range"
         subs = {m.member_id: m.topics for m in members}
         counts = {t: self.log.topic(t).partitions for t in set().union(*subs.values())}
         if strategy == "roundrobin":
             plan = assign_roundrobin(subs, counts)
-        elif strategy == "sticky":
+        elif strategy in ("sticky", COOPERATIVE):
             plan = assign_sticky(subs, counts, previous)
         else:
             plan = assign_range(subs, counts)
         g.generation, g.strategy, g.preparing = target, strategy, False
+        g.revoking = {}
+        if strategy == COOPERATIVE:
+            # Incremental (KIP-429): members kept their partitions while rejoining. A
+            # partition moving from A to B is withheld from B in this generation; A
+            # learns that it lost it, commits and revokes just that one, and the
+            # follow-up rebalance started below hands it to B.
+            for m in members:
+                mine = plan[m.member_id]
+                plan[m.member_id] = [tp for tp in mine if previous.get(tp) in (None, m.member_id)]
+                g.revoking.update({tp: previous[tp] for tp in mine
+                                   if previous.get(tp) not in (None, m.member_id)})
         for m in members:
             m.assignment = tuple(plan[m.member_id])
+        g.last_owners = g.owners()
         # Persist the generation so ids never repeat after a restart (a zombie of
         # generation N must not match a new generation N).
         self._persist(g, now)
+        if g.revoking:
+            self._start_rebalance(g, now)
         self._notify(g)
+
+    def _cooperative(self, g: _Group) -> bool:
+        return self._common_strategy(list(g.members.values())) == COOPERATIVE
 
     def _state(self, g: _Group, m: Member) -> MemberState:
         waiting = g.preparing and m.joined_generation == g.generation + 1
@@ -580,9 +608,12 @@ class GroupCoordinator:
                 m = self._member(g, member_id)
                 if generation != g.generation:
                     raise IllegalGeneration(group, member_id, generation, g.generation)
-                if m.joined_generation == g.generation + 1 and g.preparing:
+                cooperative = self._cooperative(g)
+                if m.joined_generation == g.generation + 1 and g.preparing and not cooperative:
                     raise RebalanceInProgress(group, g.generation)
-                owned = set(m.assignment)
+                # a cooperative member may still commit what it is giving up
+                owned = set(m.assignment) | {tp for tp, o in g.revoking.items()
+                                             if o == member_id}
                 for tp in offsets:
                     if tuple(tp) not in owned:
                         raise PartitionNotAssigned(group, member_id, tp[0], tp[1], generation)

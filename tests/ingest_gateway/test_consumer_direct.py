@@ -201,8 +201,9 @@ def group_env(local_log):
 
 def member(log, coord, **kw) -> Consumer:
     kw.setdefault("auto_offset_reset", "earliest")
+    kw.setdefault("enable_auto_commit", False)
     return Consumer(log=log, coordinator=coord, session_timeout_ms=1000, heartbeat_interval_ms=10,
-                    fetch_max_wait_ms=20, enable_auto_commit=False, **kw)
+                    fetch_max_wait_ms=20, **kw)
 
 
 def drive(consumers, until, what, sink=None):
@@ -342,3 +343,22 @@ def test_async_commit_auto_commit_and_lost_membership(group_env):
     assert sorted(lost[0]) == [("g6", p) for p in range(6)]
     assert c._member_id != old and len(assigned) == 2
     c.close()
+
+
+def test_cooperative_consumer_revokes_only_moved_partitions(group_env):
+    log, prod, coord, _ = group_env
+    revoked, assigned = [], []
+    kw = dict(partition_assignment_strategy="cooperative-sticky", enable_auto_commit=True)
+    a = member(log, coord, client_id="a", **kw)
+    a.subscribe("g6", group="g", on_revoke=revoked.append, on_assign=assigned.append)
+    drive([a], lambda: len(a.assignment()) == 6, "a to own everything")
+    b = member(log, coord, client_id="b", **kw)
+    b.subscribe("g6", group="g")
+    drive([a, b], lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3
+          and a._generation == b._generation and not coord.describe("g").state.startswith("Prep"),
+          "a cooperative hand-over")
+    assert len(revoked) == 1 and len(revoked[0]) == 3  # only the moved ones, once
+    assert not set(revoked[0]) & set(a.assignment())
+    assert sorted(revoked[0]) == sorted(b.assignment())
+    for c in (a, b):
+        c.close()

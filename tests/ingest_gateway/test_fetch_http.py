@@ -157,12 +157,14 @@ def balanced(cs, n):
             and len({c._generation for c in cs}) == 1)
 
 
-def test_group_of_three_over_six_partitions_gets_two_each(gateway, topic6):
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_group_of_three_over_six_partitions_gets_two_each(gateway, topic6, strategy):
     group = f"g-{uuid.uuid4().hex[:8]}"
-    cs = [member(gateway, f"c{i}") for i in range(3)]
+    cs = [member(gateway, f"c{i}", partition_assignment_strategy=strategy) for i in range(3)]
     for c in cs:
         c.subscribe([topic6], group=group)
-    drive(cs, lambda: balanced(cs, 2), "2 partitions each")
+    drive(cs, lambda: balanced(cs, 2) and gateway.request("GET", f"/groups/{group}")[1]["state"]
+          == "Stable", "2 partitions each")
     assert sorted(tp for c in cs for tp in c.assignment()) == [(topic6, p) for p in range(6)]
     for c in cs:
         c.close()

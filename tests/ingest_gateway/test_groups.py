@@ -33,7 +33,7 @@ def coord(local_log, clock):
     return GroupCoordinator(local_log, now_ms=clock, default_session_timeout_ms=1000)
 
 
-def settle(coord, group, members, topics=("t",)):
+def settle(coord, group, members, topics=("t",), strategies=("range",)):
     """Drive members through rejoins until the group is stable; returns states by id."""
     states = {}
     for _ in range(10):
@@ -42,7 +42,8 @@ def settle(coord, group, members, topics=("t",)):
             return states
         for m, s in states.items():
             if s.rebalance:
-                coord.join(group, topics, member_id=m, session_timeout_ms=1000)
+                coord.join(group, topics, member_id=m, session_timeout_ms=1000,
+                           strategies=strategies)
     raise AssertionError(f"group did not settle: {states}")
 
 
@@ -231,3 +232,42 @@ def test_sticky_keeps_owners_and_balances():
                           {tp: m for m, tps in plan.items() for tp in tps})
     assert set(plan["b"]) <= set(plan2["b"]) and set(plan["c"]) <= set(plan2["c"])
     assert sorted(len(v) for v in plan2.values()) == [3, 3]
+
+
+def test_cooperative_sticky_moves_only_what_must_move_in_two_steps(coord):
+    coop = ("cooperative-sticky",)
+    a = coord.join("g", ["t"], strategies=coop)
+    assert len(a.assignment) == 6
+    b = coord.join("g", ["t"], strategies=coop)
+    assert coord.heartbeat("g", a.member_id, a.generation).rebalance
+    ra = coord.join("g", ["t"], member_id=a.member_id, strategies=coop)
+    # step 1: a keeps 3 of its 6; the other 3 are withheld from b while a revokes them
+    s1 = coord.heartbeat("g", a.member_id, ra.generation)
+    assert s1.generation == a.generation + 1 and len(s1.assignment) == 3 and s1.rebalance
+    assert set(s1.assignment) < set(a.assignment)
+    moved = sorted(set(a.assignment) - set(s1.assignment))
+    assert coord.heartbeat("g", b.member_id, -1).assignment == ()
+    # a commits the partitions it gives up, under the new generation
+    coord.commit("g", {tp: 0 for tp in moved}, member_id=a.member_id, generation=s1.generation)
+    coord.join("g", ["t"], member_id=a.member_id, strategies=coop)
+    coord.join("g", ["t"], member_id=b.member_id, strategies=coop)
+    s2a = coord.heartbeat("g", a.member_id, -1)
+    s2b = coord.heartbeat("g", b.member_id, -1)
+    assert s2a.generation == s1.generation + 1 and not s2a.rebalance
+    assert s2a.assignment == s1.assignment  # never revoked what it kept
+    assert sorted(s2b.assignment) == moved
+    with pytest.raises(PartitionNotAssigned):  # the withheld window is over
+        coord.commit("g", {moved[0]: 0}, member_id=a.member_id, generation=s2a.generation)
+
+
+def test_eager_sticky_keeps_owners_across_rebalances(coord):
+    st = ("sticky",)
+    ids = [coord.join("g", ["t"], strategies=st).member_id for _ in range(3)]
+    before = settle(coord, "g", ids, strategies=st)
+    c = coord.join("g", ["t"], strategies=st).member_id
+    for m in ids:
+        coord.join("g", ["t"], member_id=m, strategies=st)
+    after = settle(coord, "g", ids + [c], strategies=st)
+    for m in ids:  # each old member keeps at least one of its partitions
+        assert set(after[m].assignment) <= set(before[m].assignment)
+        assert after[m].assignment
