@@ -10,7 +10,8 @@ from conf.topic import InvalidTopicName
 __all__ = [
     "SparklogError", "ConfigError", "InvalidTopicName", "StoreError", "UnknownTopic",
     "TopicExists", "UnknownPartition", "OffsetOutOfRange", "Fenced", "CorruptSegment",
-    "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidRecords",
+    "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidMaintenance",
+    "InvalidRecords",
     "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
 ]
 
@@ -109,6 +110,16 @@ class MaintenanceConflict(SparklogError):
     def __init__(self, topic: str, partition: int, reason: str):
         self.topic, self.partition, self.reason = topic, partition, reason
         super().__init__(f"maintenance of {topic}-{partition} gave up: {reason}")
+
+
+class InvalidMaintenance(SparklogError, ValueError):
+    """A maintenance commit asked for something the log cannot do (a caller's bug)."""
+
+    code = "invalid_maintenance"
+
+    def __init__(self, topic: str, partition: int, reason: str):
+        self.topic, self.partition, self.reason = topic, partition, reason
+        super().__init__(f"maintenance of {topic}-{partition} refused: {reason}")
 
 
 class InvalidRecords(SparklogError, ValueError):

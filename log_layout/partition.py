@@ -35,7 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from log_layout import paths, segment
-from log_layout.errors import (CorruptManifest, Fenced, InvalidRecords, MaintenanceConflict,
+from log_layout.errors import (CorruptManifest, Fenced, InvalidMaintenance, InvalidRecords,
+                               MaintenanceConflict,
                                MissingSegment, OffsetOutOfRange, OutOfOrderSequence)
 from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
                                   segments_after_replace)
@@ -231,7 +232,15 @@ class PartitionLog:
         for info in m.segments:
             if info.max_ts < timestamp_ms:
                 continue
-            table = self.read_segment(info, version=m.version)
+            try:
+                table = self.read_segment(info, version=m.version)
+            except MissingSegment:
+                latest = self.snapshot()
+                if latest.version == m.version or any(s.file == info.file
+                                                       for s in latest.segments):
+                    raise
+                # superseded and vacuumed since our snapshot: ask the newest one
+                return self.offset_for_timestamp(timestamp_ms, manifest=latest)
             ts = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
             hits = np.flatnonzero(ts >= timestamp_ms)
             if len(hits):
@@ -279,14 +288,30 @@ class PartitionLog:
         job changed any of ``remove`` first.
         """
         if not remove:
-            raise ValueError("replace_segments needs at least one segment to remove")
+            raise InvalidMaintenance(self.topic, self.partition,
+                                     "replace_segments needs at least one segment to remove")
+        if len({s.file for s in remove}) != len(remove):
+            raise InvalidMaintenance(self.topic, self.partition,
+                                     "the segments to remove must be consecutive segments "
+                                     "of the newest manifest, each once")
         lo, hi = remove[0].base_offset, remove[-1].last_offset
-        tables = [t for t in add if t.num_rows]
+        tables = []
+        for t in add:
+            if not t.num_rows:
+                continue
+            try:
+                tables.append(t if t.schema == segment.SCHEMA else t.cast(segment.SCHEMA))
+            except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise InvalidRecords(f"maintenance output must have the segment schema, "
+                                     f"not {t.schema}") from None
+        previous = lo - 1
         for t in tables:
-            first, last = t.column("offset")[0].as_py(), t.column("offset")[-1].as_py()
-            if first < lo or last > hi:
-                raise InvalidRecords(f"maintenance output offsets {first}..{last} lie outside "
-                                     f"the replaced range {lo}..{hi}")
+            offsets = t.column("offset").to_numpy()
+            if offsets[0] <= previous or offsets[-1] > hi or np.any(np.diff(offsets) <= 0):
+                raise InvalidRecords(f"maintenance output offsets {offsets[0]}..{offsets[-1]} "
+                                     f"must increase strictly inside the replaced range "
+                                     f"{lo}..{hi}")
+            previous = int(offsets[-1])
         infos: list[SegmentInfo] = []
         committing = False
         try:
@@ -298,10 +323,15 @@ class PartitionLog:
             names = {s.file for s in remove}
             while True:
                 m = self.snapshot()
-                present = [s for s in m.segments if s.file in names]
-                if len(present) != len(remove):
+                where = [i for i, s in enumerate(m.segments) if s.file in names]
+                if len(where) != len(remove):
                     raise MaintenanceConflict(self.topic, self.partition,
                                               "another job replaced some of its segments first")
+                if where[-1] - where[0] + 1 != len(where):
+                    # the new segments tile lo..hi: a kept segment inside would overlap them
+                    raise InvalidMaintenance(self.topic, self.partition,
+                                             "the segments to remove must be consecutive "
+                                             "segments of the newest manifest")
                 start = m.log_start_offset if log_start_offset is None \
                     else max(m.log_start_offset, log_start_offset)
                 new = m.next(segments=segments_after_replace(m.segments, remove, infos),

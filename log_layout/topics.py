@@ -80,6 +80,7 @@ class Log:
             config = TopicConfig.from_kafka(config)
         if self.store.exists(paths.topic_meta(name)):
             raise TopicExists(name)
+        self._clear_leftovers(name)
         created = wall_clock_ms() if now_ms is None else now_ms
         for p in range(config.partitions):
             self._create_partition(name, p, created)
@@ -87,6 +88,26 @@ class Log:
         if not self.store.put_exclusive(paths.topic_meta(name), _encode_topic(info)):
             raise TopicExists(name)
         return info
+
+    def _clear_leftovers(self, name: str) -> None:
+        """Remove what a crashed ``delete_topic`` left of an earlier topic of this name.
+
+        Without this, the new topic would adopt the old partitions' manifests and
+        serve their records. Only a folder holding more than empty version-0
+        manifests is cleared: those are what a concurrent create of the same name
+        writes before its ``_topic.json``, and they must survive.
+        """
+        for folder in self.store.list_folders(name):
+            if not folder.isdigit():
+                continue
+            manifests = self.store.list(f"{name}/{folder}/{paths.MANIFEST_FOLDER}")
+            files = self.store.list(f"{name}/{folder}")
+            if any(paths.manifest_version(f.name) not in (0, None) for f in manifests) \
+                    or any(paths.is_segment_name(f.name) for f in files):
+                if self.store.exists(paths.topic_meta(name)):  # created meanwhile: not ours
+                    raise TopicExists(name)
+                self.store.delete_tree(name)
+                return
 
     def _create_partition(self, topic: str, partition: int, now: int) -> None:
         m = Manifest(topic=topic, partition=partition, version=0, committed_ms=now)

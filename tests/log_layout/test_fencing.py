@@ -110,7 +110,7 @@ def test_replace_segments_validates_its_input(part):
     with pytest.raises(ValueError):
         part.replace_segments([], [], committer="x", now_ms=0)
     outside = part.read_segment(seg).set_column(0, "offset", pa.array(range(10, 14), pa.int64()))
-    with pytest.raises(InvalidRecords, match="outside"):
+    with pytest.raises(InvalidRecords, match="inside the replaced range"):
         part.replace_segments([seg], [outside], committer="x", now_ms=0)
     assert part.orphans() == [] and part.snapshot().segments == (seg,)
 
@@ -124,3 +124,29 @@ def test_maintenance_does_not_fence_and_is_not_fenced(part):
     assert m.leader_epoch == 2
     with pytest.raises(Fenced):
         w.append(table(2, 1))
+
+
+def test_replace_segments_refuses_bad_requests(part):
+    from log_layout import InvalidMaintenance
+
+    w = part.claim("gw")
+    for i in range(3):
+        w.append(table(i * 2, 2))
+    segs = part.snapshot().segments
+    with pytest.raises(InvalidMaintenance, match="consecutive"):
+        part.replace_segments([segs[0], segs[2]], [], committer="x", now_ms=0)
+    with pytest.raises(InvalidMaintenance, match="consecutive"):
+        part.replace_segments([segs[0], segs[0]], [], committer="x", now_ms=0)
+    with pytest.raises(InvalidRecords, match="segment schema"):
+        part.replace_segments([segs[0]], [pa.table({"value": [b"x"]})], committer="x", now_ms=0)
+    t = part.read_segment(segs[0])
+    backwards = t.set_column(0, "offset", pa.array([1, 0], pa.int64()))
+    with pytest.raises(InvalidRecords, match="increase strictly"):
+        part.replace_segments([segs[0]], [backwards], committer="x", now_ms=0)
+    with pytest.raises(InvalidRecords, match="increase strictly"):  # two outputs overlapping
+        part.replace_segments(segs[:2], [t, t], committer="x", now_ms=0)
+    assert part.snapshot().segments == segs and part.orphans() == []
+    # nullable variants of the schema are fine (Spark hands those out)
+    loose = pa.Table.from_arrays(t.columns, names=t.column_names)
+    m = part.replace_segments([segs[0]], [loose], committer="x", now_ms=0)
+    assert part.read_table(0).num_rows == 6 and m.segments[0].file != segs[0].file

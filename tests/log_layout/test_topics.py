@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pyarrow as pa
+
 import pytest
 
 from conf import ConfigError, TopicConfig
@@ -159,6 +161,24 @@ def test_group_offsets_and_history(log):
 
 
 def pa_table(n: int):
-    import pyarrow as pa
-
     return pa.table({"value": [b"x"] * n})
+
+
+def test_recreate_after_a_crashed_delete_starts_empty(log):
+    """delete_topic removes _topic.json first; if it dies before the data is gone, creating
+    the topic again must not adopt the old partitions."""
+    log.create_topic("t", {"partitions": 2})
+    log.partition("t", 0).claim("w").append(pa_table(3))
+    log.store.delete(["t/_topic.json"])  # the crash: metadata gone, data left
+    log.create_topic("t", {"partitions": 2})
+    fresh = open_log(log.url, storage_options=getattr(log.store, "storage_options", None))
+    for p in fresh.partitions("t"):
+        assert p.high_watermark() == 0 and p.snapshot().version == 0
+        assert p.orphans() == [] and p.unreferenced(0) == []
+
+
+def test_create_after_a_crashed_create_reuses_empty_manifests(log):
+    log.create_topic("t", {"partitions": 2})
+    log.store.delete(["t/_topic.json"])  # as if the create died before its last step
+    log.create_topic("t", {"partitions": 3})
+    assert [p.high_watermark() for p in log.partitions("t")] == [0, 0, 0]

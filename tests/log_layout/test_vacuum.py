@@ -151,3 +151,14 @@ def test_commit_never_names_a_file_older_than_half_the_delay(part, monkeypatch):
     r = w.append(table(2, 2))
     assert r.base_offset == 2
     assert part.read_table(0).column("value").to_pylist() == values(0, 4)
+
+
+def test_offset_for_timestamp_with_an_old_snapshot_replans(part):
+    w = part.claim("w")
+    w.append(table(0, 3, ts=100))
+    w.append(table(3, 3, ts=200))
+    old = part.snapshot()
+    _compact_first(part, now_ms=0)
+    part.vacuum(now_ms=DAY, delay_ms=0)
+    assert part.offset_for_timestamp(150, manifest=old) == 3
+    assert part.offset_for_timestamp(50, manifest=old) == 0
