@@ -185,14 +185,16 @@ class DirectSource:
         deadline = time.monotonic() + wait_ms / 1000
         backoff = 0.001
         while True:
-            out, errors = self._fetch_once(positions, max_records)
+            out, errors = self.read_available(positions, max_records)
             remaining = deadline - time.monotonic()
             if out or errors or remaining <= 0:
                 return out, errors
             time.sleep(min(backoff, remaining))
             backoff = min(backoff * 2, self.backoff_max_s)
 
-    def _fetch_once(self, positions: Mapping[TopicPartition, int], max_records: int):
+    def read_available(self, positions: Mapping[TopicPartition, int], max_records: int):
+        """What is committed at ``positions`` now (up to ``max_records``), no waiting.
+        Safe to call from several threads (the gateway's fetches share one source)."""
         out: list[tuple[TopicPartition, pa.RecordBatch, int]] = []
         errors: dict[TopicPartition, OffsetOutOfRange] = {}
         tps = list(positions)

@@ -52,9 +52,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import dataclasses
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -116,8 +116,13 @@ class ConsumerHub:
         self.log = app_state.log
         self.broker = app_state.broker
         settings = app_state.settings
+        # Reads share one DirectSource: its per-partition segment cache is a dict whose
+        # entries are replaced whole, so concurrent fetches need no lock.
         self.source = DirectSource(self.log)
-        self.source_lock = threading.Lock()  # DirectSource's segment cache is per partition
+        # Store I/O of consumers runs on threads of its own, so a burst of fetches
+        # never delays the broker's flushes (which have the broker's pool).
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="sparklog-consume")
         self.coordinator = GroupCoordinator(
             self.log, default_session_timeout_ms=settings.gateway.session_timeout_ms)
         self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
@@ -145,9 +150,12 @@ class ConsumerHub:
                 if not s:
                     self.waiters.pop(tp, None)
 
+    async def run(self, fn: Any, *args: Any) -> Any:
+        """Run blocking store work (reads, group commits) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
     def _read(self, positions: Mapping[tuple[str, int], int], max_records: int):
-        with self.source_lock:
-            return self.source._fetch_once(positions, max_records)
+        return self.source.read_available(positions, max_records)
 
     async def fetch(self, positions: Mapping[tuple[str, int], int], *, max_records: int,
                     max_bytes: int, wait_ms: int, min_bytes: int):
@@ -157,16 +165,16 @@ class ConsumerHub:
         while True:
             fut = self._register(tps)
             try:
-                got, errors = await self.broker.run_blocking(self._read, positions, max_records)
+                got, errors = await self.run(self._read, positions, max_records)
                 got = _cut(got, max_bytes)
                 size = sum(b.nbytes for _, b, _ in got)
                 remaining = deadline - time.monotonic()
-                if errors or (got and size >= min_bytes) or remaining <= 0:
+                if errors or remaining <= 0 or (size >= min_bytes and (got or min_bytes <= 0)):
                     return got, errors
                 try:
                     await asyncio.wait_for(asyncio.shield(fut), remaining)
                 except asyncio.TimeoutError:
-                    got, errors = await self.broker.run_blocking(self._read, positions, max_records)
+                    got, errors = await self.run(self._read, positions, max_records)
                     return _cut(got, max_bytes), errors
             finally:
                 self._unregister(fut, tps)
@@ -316,7 +324,7 @@ async def get_messages(request: Request) -> Response:
     wait_ms = _int_q(request, "wait_ms", 0, 0, MAX_WAIT_MS)
     min_bytes = _int_q(request, "min_bytes", 1, 0, 2**31 - 1)
     hub = hub_of(request)
-    await hub.broker.run_blocking(hub.log.partition, topic, partition)  # Unknown* errors
+    await hub.run(hub.log.partition, topic, partition)  # Unknown* errors
     got, errors = await hub.fetch({(topic, partition): offset}, max_records=count,
                                   max_bytes=max_bytes, wait_ms=wait_ms, min_bytes=min_bytes)
     if errors:
@@ -335,7 +343,7 @@ async def get_partition_offsets(request: Request) -> Response:
     topic = validate_topic_name(request.path_params["topic"])
     partition = _app._partition_param(topic, request.path_params["partition"])
     hub = hub_of(request)
-    start, end = await hub.broker.run_blocking(
+    start, end = await hub.run(
         lambda: hub.source.watermarks((topic, partition)))
     return JSONResponse({"beginning_offset": start, "end_offset": end}, media_type=V2_RESPONSE)
 
@@ -394,7 +402,7 @@ async def post_fetch(request: Request) -> Response:
     def check() -> None:
         for t, p in positions:
             hub.log.partition(t, p)
-    await hub.broker.run_blocking(check)
+    await hub.run(check)
     got, errors = await hub.fetch(positions, max_records=max_records, max_bytes=max_bytes,
                                   wait_ms=wait_ms, min_bytes=min_bytes)
     from log_layout import SEGMENT_SCHEMA
@@ -432,7 +440,7 @@ async def join_group(request: Request) -> Response:
               rebalance_timeout_ms=_field(doc, "rebalance_timeout_ms", int, 60_000))
     hub = hub_of(request)
     try:
-        st = await hub.broker.run_blocking(lambda: hub.coordinator.join(group, topics, **kw))
+        st = await hub.run(lambda: hub.coordinator.join(group, topics, **kw))
     except ValueError as e:
         if isinstance(e, SparklogError):
             raise
@@ -446,14 +454,14 @@ async def heartbeat(request: Request) -> Response:
     generation = _field(doc, "generation", int, -1)
     hub = hub_of(request)
     member = request.path_params["member"]
-    st = await hub.broker.run_blocking(hub.coordinator.heartbeat, group, member, generation)
+    st = await hub.run(hub.coordinator.heartbeat, group, member, generation)
     return _state(st)
 
 
 async def leave_group(request: Request) -> Response:
     group = _group(request)
     hub = hub_of(request)
-    await hub.broker.run_blocking(hub.coordinator.leave, group, request.path_params["member"])
+    await hub.run(hub.coordinator.leave, group, request.path_params["member"])
     return Response(status_code=204)
 
 
@@ -464,7 +472,7 @@ async def commit_offsets(request: Request) -> Response:
     member = _field(doc, "member_id", str, None)
     generation = _field(doc, "generation", int, -1)
     hub = hub_of(request)
-    await hub.broker.run_blocking(lambda: hub.coordinator.commit(
+    await hub.run(lambda: hub.coordinator.commit(
         group, offsets, member_id=member, generation=generation,
         metadata=_field(doc, "metadata", str, "")))
     return Response(status_code=204)
@@ -492,13 +500,13 @@ async def get_committed(request: Request) -> Response:
     group = _group(request)
     hub = hub_of(request)
     tps = _partitions_query(request)
-    committed = await hub.broker.run_blocking(hub.coordinator.committed, group, tps)
+    committed = await hub.run(hub.coordinator.committed, group, tps)
     return JSONResponse(_offsets_doc(committed))
 
 
 async def list_groups(request: Request) -> Response:
     hub = hub_of(request)
-    return JSONResponse({"groups": await hub.broker.run_blocking(hub.coordinator.groups)})
+    return JSONResponse({"groups": await hub.run(hub.coordinator.groups)})
 
 
 async def describe_group(request: Request) -> Response:
@@ -510,7 +518,7 @@ async def describe_group(request: Request) -> Response:
             return hub.coordinator.describe(group)
         except UnknownGroup:
             return describe_from_store(hub.log, group)
-    return JSONResponse((await hub.broker.run_blocking(work)).to_json())
+    return JSONResponse((await hub.run(work)).to_json())
 
 
 # -- REST Proxy v2 consumer instances --------------------------------------------------------
@@ -621,9 +629,9 @@ async def subscribe_instance(request: Request) -> Response:
         raise BadRequest("topics must be a non-empty list of topic names")
     async with inst.lock:
         for t in topics:
-            await hub.broker.run_blocking(hub.log.topic, t)
+            await hub.run(hub.log.topic, t)
         inst.topics = tuple(topics)
-        await hub.broker.run_blocking(inst.sync, hub)
+        await hub.run(inst.sync, hub)
     return Response(status_code=204)
 
 
@@ -635,7 +643,7 @@ async def get_subscription(request: Request) -> Response:
 async def get_assignments(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
-        await hub.broker.run_blocking(inst.sync, hub)
+        await hub.run(inst.sync, hub)
     return JSONResponse({"partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]},
                         media_type=V2_RESPONSE)
 
@@ -646,10 +654,10 @@ async def instance_records(request: Request) -> Response:
     timeout = _int_q(request, "timeout", 1000, 0, MAX_WAIT_MS)
     max_bytes = _int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
     async with inst.lock:
-        await hub.broker.run_blocking(inst.sync, hub)
+        await hub.run(inst.sync, hub)
         if inst.auto_commit and inst.positions:
             # what the last answer handed out counts as processed now (Kafka's poll())
-            await hub.broker.run_blocking(lambda: inst.commit(hub, None, quiet=True))
+            await hub.run(lambda: inst.commit(hub, None, quiet=True))
         positions = {tp: inst.positions[tp] for tp in inst.assignment}
         got, errors = (await hub.fetch(positions, max_records=_int_q(request, "max_records", 500,
                                                                        1, MAX_COUNT),
@@ -677,7 +685,7 @@ async def instance_commit(request: Request) -> Response:
     async with inst.lock:
         if inst.member_id is None:
             raise RebalanceInProgress(inst.group, inst.generation)
-        await hub.broker.run_blocking(lambda: inst.commit(hub, offsets))
+        await hub.run(lambda: inst.commit(hub, offsets))
     return Response(status_code=204)
 
 
@@ -688,7 +696,7 @@ async def instance_committed(request: Request) -> Response:
         doc = await _json(request, empty={})
         if isinstance(doc, dict) and doc.get("partitions") is not None:
             tps = _tp_list(doc["partitions"], with_offset=False)
-    committed = await hub.broker.run_blocking(hub.coordinator.committed, inst.group,
+    committed = await hub.run(hub.coordinator.committed, inst.group,
                                               tps if tps is not None else inst.assignment)
     return JSONResponse(_offsets_doc(committed), media_type=V2_RESPONSE)
 
@@ -696,7 +704,7 @@ async def instance_committed(request: Request) -> Response:
 async def instance_heartbeat(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
-        await hub.broker.run_blocking(inst.sync, hub)
+        await hub.run(inst.sync, hub)
     return JSONResponse({"generation": inst.generation, "member_id": inst.member_id,
                          "partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]})
 
@@ -705,10 +713,10 @@ async def delete_instance(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
         if inst.auto_commit:
-            await hub.broker.run_blocking(lambda: inst.commit(hub, None, quiet=True))
+            await hub.run(lambda: inst.commit(hub, None, quiet=True))
         if inst.member_id is not None:
             try:
-                await hub.broker.run_blocking(hub.coordinator.leave, inst.group, inst.member_id)
+                await hub.run(hub.coordinator.leave, inst.group, inst.member_id)
             except UnknownMemberId:
                 pass
         hub.instances.pop((inst.group, inst.name), None)
