@@ -362,3 +362,28 @@ def test_cooperative_consumer_revokes_only_moved_partitions(group_env):
     assert sorted(revoked[0]) == sorted(b.assignment())
     for c in (a, b):
         c.close()
+
+
+def test_retention_behind_the_position_resets_and_compaction_gaps_are_skipped(local_log):
+    local_log.create_topic("r", {"partitions": 1})
+    prod = Producer(local_log, "r")
+    for i in range(3):  # segments 0-3, 4-7, 8-11
+        prod.send(0, [b"%d" % (4 * i + j) for j in range(4)], keys=[b"k%d" % j for j in range(4)])
+    plog = local_log.partition("r", 0)
+    segs = plog.snapshot().segments
+    # compaction keeps offsets 9 and 11 of the last segment: 8 and 10 become gaps
+    kept = plog.read_segment(segs[2]).filter(pa.array([False, True, False, True]))
+    plog.replace_segments([segs[2]], [kept], committer="test", now_ms=1)
+    with Consumer(log=local_log, auto_offset_reset="earliest", max_poll_records=3) as c:
+        c.assign([("r", 0)])
+        got = c.poll(5)
+        assert [r.offset for r in got] == [0, 1, 2]
+        # retention drops the first two segments while the consumer is inside them
+        m = plog.snapshot()
+        plog.replace_segments(list(m.segments[:2]), [], committer="test", now_ms=2,
+                              log_start_offset=8)
+        plog.vacuum(now_ms=10**13, delay_ms=0)
+        rest = []
+        wait_until(lambda: rest.extend(c.poll(0.1)) or len(rest) >= 2, "the compacted tail")
+        assert [r.offset for r in rest] == [9, 11]  # reset to the log start, gaps skipped
+        assert c.position(("r", 0)) == 12

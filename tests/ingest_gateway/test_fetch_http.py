@@ -304,3 +304,34 @@ def test_restarted_gateway_knows_committed_offsets(gateway, topic6):
     drive([c2], lambda: len(again) >= 6, "the uncommitted tail", sink=lambda _c, r: again.extend(r))
     assert sorted((r.partition, r.offset) for r in again) == [(p, 2) for p in range(6)]
     c2.close()
+
+
+def test_min_bytes_waits_for_enough_and_max_bytes_cuts(gateway, topic):
+    produce(gateway, topic, 0, [b"x" * 100])
+    out = {}
+
+    def fetch():
+        t0 = time.monotonic()
+        status, data, _ = gateway.request(
+            "GET", f"/topics/{topic}/partitions/0/messages?offset=0&count=1000"
+                   "&min_bytes=10000&wait_ms=60000", headers={"Accept": ARROW})
+        out["elapsed"], out["status"], out["data"] = time.monotonic() - t0, status, data
+
+    th = threading.Thread(target=fetch)
+    th.start()
+    # 100 bytes are there, not 10,000: the fetch parks
+    wait_for(lambda: gateway.request("GET", "/fetch/waiting")[1]["waiting"] >= 1,
+             what="the fetch to park")
+    produce(gateway, topic, 0, [b"y" * 100] * 200)
+    th.join(60)
+    assert out["status"] == 200 and out["elapsed"] < 30
+    table = pa.ipc.open_stream(out["data"]).read_all()
+    assert table.num_rows == 201  # woken by the commit that brought enough
+    status, data, _ = gateway.request("GET", f"/topics/{topic}/partitions/0/messages"
+                                             "?offset=0&count=1000&max_bytes=1",
+                                      headers={"Accept": ARROW})
+    assert pa.ipc.open_stream(data).read_all().num_rows == 1  # at least one record
+    status, data, _ = gateway.request("GET", f"/topics/{topic}/partitions/0/messages"
+                                             "?offset=0&count=1000&max_bytes=5000",
+                                      headers={"Accept": ARROW})
+    assert 1 < pa.ipc.open_stream(data).read_all().num_rows < 201
