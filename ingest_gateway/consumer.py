@@ -514,7 +514,7 @@ class Consumer:
         if store is not None and log is not None:
             raise ValueError("give store= or log=, not both")
         if store is not None:
-            log = open_log(store, storage_options=storage_options, fsync=False)
+            log = open_log(store, storage_options=storage_options)
         if log is None and gateway is None:
             raise ValueError("a Consumer needs store= (or log=) to read segments directly, "
                              "or gateway= to read through a gateway")
@@ -752,7 +752,7 @@ class Consumer:
         """Every record, blocking for new ones: a never-ending iterator (until close())."""
         while not self._closed:
             seq = self._seq
-            for b in self._fetch(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records):
+            for b in self._fetch_or_stop():
                 tp = (b.topic, b.partition)
                 for r in records_of(b.topic, b.partition, b.records):
                     if self._seq != seq:  # seek/rebalance meanwhile: drop the rest
@@ -769,11 +769,20 @@ class Consumer:
         """Every record as Arrow batches, blocking for new ones (never ends until close())."""
         while not self._closed:
             seq = self._seq
-            for b in self._fetch(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records):
+            for b in self._fetch_or_stop():
                 if self._seq != seq:
                     break
                 self._consumed[(b.topic, b.partition)] = b.next_offset
                 yield b
+
+    def _fetch_or_stop(self) -> list[Batch]:
+        """One fetch for the iterators; [] once close() was called meanwhile."""
+        try:
+            return self._fetch(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records)
+        except IllegalState:
+            if self._closed:
+                return []
+            raise
 
     def _fetch(self, timeout: float, max_records: int) -> list[Batch]:
         self._check_open()
