@@ -210,16 +210,19 @@ def run(records: int, batch_sizes: list[int], repeat: int, workdir: str,
             def keep(key: str, seconds: float) -> None:
                 best[key] = min(best.get(key, 1e9), seconds)
 
-            for r in range(repeat):  # interleaved, best of `repeat`: the machine is shared
-                ours_dir = os.path.join(workdir, f"ours-{label}-{batch}-{r}")
-                keep("ours_append", ours_append(ours_dir, batches, durable))
-                for kind, t in tables.items():
+            sides = ["ours", *tables]
+            for r in range(repeat):
+                # Interleaved, each side first in turn, best of `repeat`: the machine is
+                # shared, and whoever runs right after a big delete pays for it.
+                for kind in sides[r % 3:] + sides[:r % 3]:
                     folder = os.path.join(workdir, f"{kind}-{label}-{batch}-{r}")
-                    keep(f"{kind}_append", plain_append(folder, t, durable))
-                    keep(f"{kind}_read", plain_read(folder, records))
+                    if kind == "ours":
+                        keep("ours_append", ours_append(folder, batches, durable))
+                        keep("ours_read", ours_read(folder, records))
+                    else:
+                        keep(f"{kind}_append", plain_append(folder, tables[kind], durable))
+                        keep(f"{kind}_read", plain_read(folder, records))
                     shutil.rmtree(folder)
-                keep("ours_read", ours_read(ours_dir, records))
-                shutil.rmtree(ours_dir)
             for op in ("append", "read"):
                 ours = records / best[f"ours_{op}"]
                 plain = records / best[f"records_{op}"]

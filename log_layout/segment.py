@@ -18,6 +18,7 @@ bytes that are not Arrow raise :class:`CorruptSegment`.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any
 
@@ -67,6 +68,12 @@ def _int64_array(values: np.ndarray, type_: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
+@functools.lru_cache(maxsize=16)
+def _nulls(n: int, type_: pa.DataType) -> pa.Array:
+    """An all-null array, shared: Arrow arrays are immutable and producers repeat sizes."""
+    return pa.nulls(n, type_)
+
+
 def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
               log_append_time: bool = False) -> pa.Table:
     """Bring producer records to the segment schema, without offsets.
@@ -88,7 +95,7 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
         raise InvalidRecords("a 'value' column is required")
     n = records.num_rows
     value = _as_binary("value", records.column("value"))
-    key = _as_binary("key", records.column("key")) if "key" in names else pa.nulls(n, pa.binary())
+    key = _as_binary("key", records.column("key")) if "key" in names else _nulls(n, pa.binary())
 
     if log_append_time or "timestamp" not in names:
         ts = _int64_array(np.full(n, default_ts_ms * 1000, dtype=np.int64), TS_TYPE)
@@ -113,7 +120,7 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
                 raise InvalidRecords(f"column 'headers' must be {HEADER_TYPE}, not {headers.type}") \
                     from None
     else:
-        headers = pa.nulls(n, HEADER_TYPE)
+        headers = _nulls(n, HEADER_TYPE)
     return pa.Table.from_arrays([ts, key, value, headers], schema=INPUT_SCHEMA)
 
 
@@ -167,13 +174,18 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None) -> pa.Table
 
 def stats(table: pa.Table) -> dict[str, Any]:
     """base/last offset, count and min/max timestamp (ms) of a non-empty segment table."""
-    ts = table.column("timestamp").cast(pa.int64())
-    mm = pc.min_max(ts)
-    offsets = table.column("offset")
+    ts = [_int64_values(c) for c in table.column("timestamp").chunks if len(c)]
+    offsets = [_int64_values(c) for c in table.column("offset").chunks if len(c)]
     return {
-        "base_offset": offsets[0].as_py(),
-        "last_offset": offsets[-1].as_py(),
+        "base_offset": int(offsets[0][0]),
+        "last_offset": int(offsets[-1][-1]),
         "count": table.num_rows,
-        "min_ts": mm["min"].as_py() // 1000,
-        "max_ts": mm["max"].as_py() // 1000,
+        "min_ts": min(int(t.min()) for t in ts) // 1000,
+        "max_ts": max(int(t.max()) for t in ts) // 1000,
     }
+
+
+def _int64_values(chunk: pa.Array) -> np.ndarray:
+    """The values of a null-free 64-bit array as int64, without a copy."""
+    return np.frombuffer(chunk.buffers()[1], dtype=np.int64, count=chunk.offset + len(chunk))[
+        chunk.offset:]

@@ -6,10 +6,10 @@ prints one JSON line per acknowledged append (``{"base": .., "last": .., "tag": 
 flushed at once, so a parent that kills it knows exactly what was acknowledged.
 ``MODE`` is ``claim`` (claim the partition first; stop quietly when fenced) or
 ``writer`` (a same-epoch writer that rebases). Values are ``<NAME>-<batch>-<row>``.
-With ``WRITER_PROC_CRASH_AT=N`` in the environment (local stores only) the
-process kills itself with SIGKILL inside its N-th manifest commit, after the
-segment and the manifest's temp file are written and before the link: a crash
-at the worst moment, on purpose.
+With ``WRITER_PROC_CRASH_AT=N`` in the environment the process kills itself
+with SIGKILL inside its N-th manifest commit, after the segment (and, locally,
+the manifest's temp file) is written and before the commit: a crash at the
+worst moment, on purpose.
 Prints ``ready`` and waits for a line on stdin before the first append, so that
 racing processes start together.
 """
@@ -55,19 +55,25 @@ def main(argv: list[str]) -> int:
 
 
 def _crash_inside_commit(store, n: int) -> None:
+    """SIGKILL this process inside its n-th manifest commit: segment stored, manifest
+    not. Local stores die after writing the manifest's temp file, others before the PUT."""
     import signal
 
-    write_temp, commits = store._write_temp, []
+    put, commits = store.put_exclusive, []
 
-    def crashing_write_temp(final, data):
-        tmp = write_temp(final, data)
-        if "/_log/" in final:
-            commits.append(final)
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def crashing_put_exclusive(path, data):
+        if "/_log/" in path:
+            commits.append(path)
             if len(commits) == n:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return tmp
+                if hasattr(store, "_write_temp"):
+                    store._write_temp(store._abs(path), data)
+                die()
+        return put(path, data)
 
-    store._write_temp = crashing_write_temp
+    store.put_exclusive = crashing_put_exclusive
 
 
 if __name__ == "__main__":
