@@ -14,12 +14,28 @@ The commit protocol (see manifest.py for the manifest format):
    committed: the writer rebases (renumbering its segment if the offsets
    moved) and tries N+2.
 
-Maintenance (:meth:`PartitionLog.replace_segments`) swaps a set of segments
-for new ones with the same offsets; if a producer appended meanwhile it
-rebases, if another job already replaced any of its segments it gives up with
-:class:`MaintenanceConflict`. A crash at any step leaves at most unnamed files
-(segments, ``.tmp-*``), which :meth:`PartitionLog.orphans` reports and
-:meth:`PartitionLog.vacuum` deletes after ``file.delete.delay.ms``.
+Maintenance (:meth:`PartitionLog.replace_segments`) swaps a set of
+consecutive segments for new ones within the same offsets; if a producer
+appended meanwhile it rebases, if another job already replaced any of its
+segments it gives up with :class:`MaintenanceConflict`. A crash at any step
+leaves at most unnamed files (segments, ``.tmp-*``), which
+:meth:`PartitionLog.orphans` reports and :meth:`PartitionLog.vacuum` deletes
+after ``file.delete.delay.ms``.
+
+Races with vacuum, and the rules that make them safe:
+
+* vacuum judges an unnamed segment by its age, so a writer never commits a
+  segment it wrote more than half of ``file.delete.delay.ms`` ago (after many
+  lost races it writes it again under a new name); vacuum's ``now_ms`` must be
+  the real clock for this to hold against live writers;
+* a reader holding an older snapshot may meet a superseded segment that vacuum
+  already deleted: :meth:`PartitionLog.read` and
+  :meth:`PartitionLog.offset_for_timestamp` then re-plan on the newest
+  snapshot; :class:`MissingSegment` is raised only for a file the newest
+  manifest still names;
+* old manifest versions are deleted oldest first, so :meth:`snapshot` may
+  trust a cached version N while N exists and N+1 does not (versions have no
+  gaps); otherwise it lists the ``_log`` folder.
 """
 
 from __future__ import annotations

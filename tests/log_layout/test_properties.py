@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from log_layout import Fenced, open_log
 
-EXAMPLES = {"file": 40, "memory": 60, "s3": 6}
+EXAMPLES = {"file": 40, "memory": 60, "s3": 4}
 
 append = st.tuples(st.just("append"), st.integers(1, 7), st.booleans())  # rows, same-epoch writer
 claim = st.tuples(st.just("claim"), st.just(0), st.just(False))
