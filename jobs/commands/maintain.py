@@ -66,9 +66,11 @@ def _spark(args, settings):
         return None
     from pipeline.spark import session
 
-    return session(master=args.master, settings=settings,
-                   extra={"spark.executorEnv.PYTHONPATH": str(_project_root()),
-                          "spark.ui.showConsoleProgress": "false"})
+    spark = session(master=args.master, settings=settings,
+                    extra={"spark.executorEnv.PYTHONPATH": str(_project_root()),
+                           "spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("WARN")  # spark-submit defaults to INFO: drowns the table
+    return spark
 
 
 def _project_root():
@@ -77,13 +79,20 @@ def _project_root():
     return conf.PROJECT_ROOT
 
 
-def run_command(args: argparse.Namespace) -> int:
+def _console():
+    import sys
+
     from rich.console import Console
 
+    # piped output (cron, logs) gets the whole table instead of 80 squeezed columns
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
+def run_command(args: argparse.Namespace) -> int:
     from jobs.cli import open_log_from, settings_from
     from log_layout import wall_clock_ms
 
-    console = Console()
+    console = _console()
     settings = settings_from(args)
     log = open_log_from(settings)
     every = getattr(args, "every", None)
@@ -121,10 +130,11 @@ def _one_run(console, log, args, spark, now_ms: int):
     return summary
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+def _size(n: float) -> str:
+    """Bytes, short: 812B, 31.2K, 4.0M, 1.2G (binary units)."""
+    for unit in ("B", "K", "M", "G"):
+        if abs(n) < 1024 or unit == "G":
+            return f"{int(n)}B" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024
     return str(n)
 
@@ -132,17 +142,17 @@ def _size(n: int) -> str:
 def print_summary(console, summary) -> None:
     from rich.table import Table
 
-    title = (f"{summary.command}{' (dry run: nothing written)' if summary.dry_run else ''} - "
+    title = (f"{summary.command}{' (dry run: nothing written)' if summary.dry_run else ''}: "
              f"{len(summary.topics)} topics, {summary.duration_ms / 1000:.1f} s")
     table = Table(title=title)
-    for col in ("step", "partitions", "changed", "segments", "records", "bytes", "files deleted",
+    for col in ("step", "parts", "changed", "segments", "records", "bytes", "files del",
                 "conflicts"):
-        table.add_column(col, justify="left" if col == "step" else "right")
+        table.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
     for action, a in summary.by_action().items():
         table.add_row(action, str(a["partitions"]), str(a["changed"]),
-                      f"{a['segments_before']:,} -> {a['segments_after']:,}",
-                      f"{a['records_before']:,} -> {a['records_after']:,}",
-                      f"{_size(a['bytes_before'])} -> {_size(a['bytes_after'])}",
+                      f"{a['segments_before']}->{a['segments_after']}",
+                      f"{a['records_before']}->{a['records_after']}",
+                      f"{_size(a['bytes_before'])}->{_size(a['bytes_after'])}",
                       str(a["files_deleted"]), str(a["conflicts"]))
     if not summary.results:
         table.add_row("(no partition had work)", "0", "0", "", "", "", "", "")
@@ -155,30 +165,31 @@ def show_history(args: argparse.Namespace) -> int:
     import datetime
     import json
 
-    from rich.console import Console
     from rich.table import Table
 
     from jobs.cli import open_log_from, settings_from
 
     log = open_log_from(settings_from(args))
     runs = log.history(limit=args.limit)
-    console = Console()
+    console = _console()
     if args.json:
         for r in runs:
-            console.print_json(json.dumps(r)) if console.is_terminal else print(json.dumps(r))
+            print(json.dumps(r))
         return 0
     table = Table(title=f"maintenance history of {log.url} (newest {args.limit})")
-    for col in ("when (UTC)", "command", "partitions", "cleaned", "records removed",
-                "bytes before", "bytes after", "files deleted", "duration", "errors"):
-        table.add_column(col, justify="left" if col in ("when (UTC)", "command") else "right")
+    for col in ("when (UTC)", "command", "parts", "cleaned", "removed", "bytes", "files del",
+                "secs", "errors"):
+        table.add_column(col, justify="left" if col in ("when (UTC)", "command") else "right",
+                         no_wrap=True)
     for r in runs:
         when = datetime.datetime.fromtimestamp(r.get("now_ms", 0) / 1000, datetime.UTC)
         table.add_row(when.strftime("%Y-%m-%d %H:%M:%S"), r.get("command", "?"),
                       str(r.get("partitions", 0)), str(r.get("partitions_cleaned", 0)),
-                      f"{r.get('records_removed', 0):,}", _size(r.get("bytes_before", 0)),
-                      _size(r.get("bytes_after", 0)), str(r.get("files_deleted", 0)),
-                      f"{r.get('duration_ms', 0) / 1000:.1f} s", str(len(r.get("errors", []))))
+                      str(r.get("records_removed", 0)),
+                      f"{_size(r.get('bytes_before', 0))}->{_size(r.get('bytes_after', 0))}",
+                      str(r.get("files_deleted", 0)), f"{r.get('duration_ms', 0) / 1000:.1f}",
+                      str(len(r.get("errors", []))))
     if not runs:
-        table.add_row("(no runs recorded)", "", "", "", "", "", "", "", "", "")
+        table.add_row("(no runs recorded)", "", "", "", "", "", "", "", "")
     console.print(table)
     return 0
