@@ -1,1 +1,7 @@
-"""Key-based log compaction with tombstones, as a Spark job."""
+"""Key-based log compaction with tombstones, and roll-up of small segments.
+
+``cleaner`` holds Kafka's cleaner rules for one partition (plan from the
+manifest, vectorised dedup, commit through ``log_layout``), ``rollup`` merges
+runs of small segments, ``result`` is what each step reports. The Spark job
+that runs them over many partitions is ``jobs.maintain``.
+"""

@@ -185,7 +185,7 @@ def run_task(task: PartitionTask) -> list[dict[str, Any]]:
         results = maintain_partition(plog, config, task.now_ms, steps=task.steps,
                                      dry_run=task.dry_run, force=task.force)
         return [r.to_dict() for r in results]
-    except SparklogError as e:  # one broken partition must not fail the whole run
+    except (SparklogError, OSError) as e:  # one broken partition must not fail the whole run
         return [StepResult.unchanged("error", task.topic, task.partition,
                                      f"error: {type(e).__name__}: {e}").to_dict()]
 
