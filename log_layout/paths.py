@@ -4,7 +4,8 @@
 
     <root>/
       <topic>/
-        _topic.json                          topic metadata (partitions, configs)
+        _topic.json                          topic metadata (partitions, configs as created)
+        _config/<version:020d>.json          config changes, created exclusively; newest wins
         <partition>/
           <base_offset:020d>-<uniq>.arrow    immutable segment (see segment.py)
           _log/<version:020d>.json           partition manifest versions (see manifest.py)
@@ -25,6 +26,7 @@ import uuid
 from conf.topic import validate_topic_name
 
 TOPIC_META = "_topic.json"
+TOPIC_CONFIG_FOLDER = "_config"
 MANIFEST_FOLDER = "_log"
 SEGMENT_SUFFIX = ".arrow"
 GROUPS_FOLDER = "_groups"
@@ -33,6 +35,14 @@ MAINTENANCE_HISTORY = "_maintenance/history.jsonl"
 
 def topic_meta(topic: str) -> str:
     return f"{validate_topic_name(topic)}/{TOPIC_META}"
+
+
+def topic_config_folder(topic: str) -> str:
+    return f"{validate_topic_name(topic)}/{TOPIC_CONFIG_FOLDER}"
+
+
+def topic_config_name(version: int) -> str:
+    return f"{version:020d}.json"
 
 
 def partition_folder(topic: str, partition: int) -> str:

@@ -3,7 +3,10 @@
 ``_topic.json`` holds a topic's name, creation time and configuration under
 Kafka's key names. It is written last on create (after every partition's empty
 manifest version 0), so a topic is visible only once complete; on delete it is
-removed first, so a topic is never half visible.
+removed first, so a topic is never half visible. ``alter_topic`` never
+rewrites it: each change is a new ``_config/<version>.json`` created
+exclusively (the newest wins), so two concurrent alters cannot lose either
+change, and a crash mid-alter leaves the old or the new config, nothing between.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import dataclasses
 
 from conf.topic import TopicConfig, validate_topic_name
 from log_layout import paths
-from log_layout.errors import CorruptManifest, TopicExists, UnknownPartition, UnknownTopic
+from log_layout.errors import (CorruptManifest, SparklogError, TopicExists, UnknownPartition,
+                               UnknownTopic)
 from log_layout.manifest import Manifest
 from log_layout.partition import PartitionLog, wall_clock_ms
 from log_layout.store import Store, open_store
@@ -92,22 +96,28 @@ class Log:
     def _clear_leftovers(self, name: str) -> None:
         """Remove what a crashed ``delete_topic`` left of an earlier topic of this name.
 
-        Without this, the new topic would adopt the old partitions' manifests and
-        serve their records. Only a folder holding more than empty version-0
-        manifests is cleared: those are what a concurrent create of the same name
-        writes before its ``_topic.json``, and they must survive.
+        Without this, the new topic would adopt the old partitions' manifests (and
+        serve their records) or the old config changes. Only a folder holding more
+        than empty version-0 manifests is cleared: those are what a concurrent create
+        of the same name writes before its ``_topic.json``, and they must survive.
         """
+        if not self._has_leftovers(name):
+            return
+        if self.store.exists(paths.topic_meta(name)):  # created meanwhile: not leftovers
+            raise TopicExists(name)
+        self.store.delete_tree(name)
+
+    def _has_leftovers(self, name: str) -> bool:
+        if self.store.list(paths.topic_config_folder(name)):
+            return True
         for folder in self.store.list_folders(name):
             if not folder.isdigit():
                 continue
             manifests = self.store.list(f"{name}/{folder}/{paths.MANIFEST_FOLDER}")
-            files = self.store.list(f"{name}/{folder}")
             if any(paths.manifest_version(f.name) not in (0, None) for f in manifests) \
-                    or any(paths.is_segment_name(f.name) for f in files):
-                if self.store.exists(paths.topic_meta(name)):  # created meanwhile: not ours
-                    raise TopicExists(name)
-                self.store.delete_tree(name)
-                return
+                    or any(paths.is_segment_name(f.name) for f in self.store.list(f"{name}/{folder}")):
+                return True
+        return False
 
     def _create_partition(self, topic: str, partition: int, now: int) -> None:
         m = Manifest(topic=topic, partition=partition, version=0, committed_ms=now)
@@ -130,40 +140,57 @@ class Log:
 
     def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
         """A topic's metadata; raises InvalidTopicName or UnknownTopic."""
-        path = paths.topic_meta(name)
         hit = self._topics.get(name)
         if hit is not None and not refresh and time.monotonic() - hit[0] < self._topic_cache_ms / 1e3:
             return hit[1]
+        info, _version = self._read_topic(name)
+        self._topics[name] = (time.monotonic(), info)
+        return info
+
+    def _read_topic(self, name: str) -> tuple[TopicInfo, int]:
+        """The topic's metadata and config version: ``_topic.json`` as created, with the
+        configs of the newest ``_config/<version>.json`` if it was ever altered."""
+        path = paths.topic_meta(name)
         try:
             raw = self.store.read(path)
         except FileNotFoundError:
             self._topics.pop(name, None)
             raise UnknownTopic(name) from None
+        doc = _parse_topic(path, raw)
+        folder = paths.topic_config_folder(name)
+        versions = sorted((v for f in self.store.list(folder)
+                           if (v := paths.manifest_version(f.name)) is not None), reverse=True)
+        if not versions:
+            return _topic_info(path, doc), 0
+        change = f"{folder}/{paths.topic_config_name(versions[0])}"
         try:
-            doc = json.loads(raw)
-            info = TopicInfo(doc["name"], TopicConfig.from_kafka(doc["configs"]),
-                             int(doc["created_ms"]))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
-        self._topics[name] = (time.monotonic(), info)
-        return info
+            raw = self.store.read(change)
+        except FileNotFoundError:  # the topic was deleted after we read _topic.json
+            raise UnknownTopic(name) from None
+        return _topic_info(change, {**doc, "configs": _parse_topic(change, raw)["configs"]}), \
+            versions[0]
 
     def alter_topic(self, name: str, configs: Mapping[str, Any]) -> TopicInfo:
-        """Change configs (Kafka names); partitions may grow, never shrink."""
-        info = self.topic(name, refresh=True)
-        config = TopicConfig.from_kafka(configs, base=info.config)
-        if config.partitions < info.config.partitions:
-            from conf.errors import ConfigError
+        """Change configs (Kafka names) over the current ones; partitions may grow, never
+        shrink. Concurrent alters do not lose each other's changes: each change is a new
+        config version created exclusively, and a loser re-applies its change on top of
+        the winner's. Raises UnknownTopic, InvalidTopicName or ConfigError."""
+        while True:
+            info, version = self._read_topic(name)
+            config = TopicConfig.from_kafka(configs, base=info.config)
+            if config.partitions < info.config.partitions:
+                from conf.errors import ConfigError
 
-            raise ConfigError("partitions", config.partitions,
-                              f"partitions can only grow (topic {name!r} has "
-                              f"{info.config.partitions})")
-        for p in range(info.config.partitions, config.partitions):
-            self._create_partition(name, p, wall_clock_ms())
-        new = TopicInfo(name, config, info.created_ms)
-        self.store.put_replace(paths.topic_meta(name), _encode_topic(new))
-        self._topics[name] = (time.monotonic(), new)
-        return new
+                raise ConfigError("partitions", config.partitions,
+                                  f"partitions can only grow (topic {name!r} has "
+                                  f"{info.config.partitions})")
+            for p in range(info.config.partitions, config.partitions):
+                self._create_partition(name, p, wall_clock_ms())
+            new = TopicInfo(name, config, info.created_ms)
+            change = f"{paths.topic_config_folder(name)}/{paths.topic_config_name(version + 1)}"
+            if self.store.put_exclusive(change, _encode_topic(new)):
+                self._topics[name] = (time.monotonic(), new)
+                return new
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its data; raises UnknownTopic."""
@@ -235,6 +262,26 @@ class Log:
         if limit is not None:
             names = names[-limit:]
         return [json.loads(self.store.read(f"{HISTORY_FOLDER}/{n}")) for n in names]
+
+
+def _parse_topic(path: str, raw: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or not isinstance(doc.get("configs"), dict):
+            raise ValueError("not a topic document")
+        return doc
+    except ValueError as e:
+        raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
+
+
+def _topic_info(path: str, doc: dict[str, Any]) -> TopicInfo:
+    try:
+        return TopicInfo(doc["name"], TopicConfig.from_kafka(doc["configs"]),
+                         int(doc["created_ms"]))
+    except (ValueError, KeyError, TypeError) as e:
+        if isinstance(e, SparklogError):  # a ConfigError names the key and the value
+            raise
+        raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
 
 
 def _encode_topic(info: TopicInfo) -> bytes:

@@ -182,3 +182,39 @@ def test_create_after_a_crashed_create_reuses_empty_manifests(log):
     log.store.delete(["t/_topic.json"])  # as if the create died before its last step
     log.create_topic("t", {"partitions": 3})
     assert [p.high_watermark() for p in log.partitions("t")] == [0, 0, 0]
+
+
+def test_concurrent_alters_lose_no_change(log):
+    """Eight threads each change a different config at once: every change survives."""
+    log.create_topic("t")
+    keys = [("retention.ms", 1000), ("retention.bytes", 2000), ("segment.bytes", 3000),
+            ("segment.ms", 4000), ("min.compaction.lag.ms", 5000),
+            ("delete.retention.ms", 6000), ("max.message.bytes", 7000),
+            ("file.delete.delay.ms", 8000)]
+    barrier = threading.Barrier(len(keys))
+    errors = []
+
+    def alter(key, value):
+        try:
+            other = open_log(log.url, storage_options=getattr(log.store, "storage_options", None))
+            barrier.wait()
+            other.alter_topic("t", {key: value})
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=alter, args=kv) for kv in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    got = log.topic("t", refresh=True).config.to_kafka()
+    assert {k: got[k] for k, _ in keys} == {k: str(v) for k, v in keys}
+
+
+def test_recreate_after_a_crashed_delete_forgets_old_configs(log):
+    log.create_topic("t")
+    log.alter_topic("t", {"retention.ms": 5})
+    log.store.delete(["t/_topic.json"])  # crashed delete
+    assert log.create_topic("t").config.retention_ms == 604_800_000
+    assert log.topic("t", refresh=True).config.retention_ms == 604_800_000
