@@ -7,7 +7,8 @@ Mounted with ``create_app(settings, log, extra_routes=fetch.routes())``. Routes:
     POST   /fetch                         many partitions at once (the Python Consumer's fetch)
     GET    /fetch/waiting                 how many fetches are parked (operations, tests)
 
-    REST Proxy v2 consumer instances (state held by the gateway):
+    REST Proxy v2 consumer instances (state held by the gateway; an instance idle
+    for its consumer.instance.timeout.ms, default 5 minutes, is dropped):
     POST   /consumers/{group}                                  create an instance
     POST   /consumers/{group}/instances/{instance}/subscription   {"topics": [...]}
     GET    /consumers/{group}/instances/{instance}/subscription
@@ -181,10 +182,32 @@ class ConsumerHub:
 
     # -- REST instances ------------------------------------------------------------------
     def instance(self, group: str, name: str) -> "Instance":
+        """A live instance (touching it); raises UnknownConsumerInstance."""
+        self.expire_instances()
         inst = self.instances.get((group, name))
         if inst is None:
             raise UnknownConsumerInstance(group, name)
+        inst.last_used = time.monotonic()
         return inst
+
+    def expire_instances(self) -> None:
+        """Drop instances idle for their ``consumer.instance.timeout.ms`` (the REST
+        Proxy does the same), leaving their groups in the background."""
+        now = time.monotonic()
+        for key, inst in list(self.instances.items()):
+            if (now - inst.last_used) * 1000 >= inst.timeout_ms and not inst.lock.locked():
+                del self.instances[key]
+                if inst.member_id is not None:
+                    asyncio.get_running_loop().run_in_executor(
+                        self.executor, _leave_quietly, self.coordinator, inst.group,
+                        inst.member_id)
+
+
+def _leave_quietly(coordinator: GroupCoordinator, group: str, member_id: str) -> None:
+    try:
+        coordinator.leave(group, member_id)
+    except GroupError:
+        pass  # already expired
 
 
 def _cut(got, max_bytes: int):
@@ -537,6 +560,8 @@ class Instance:
     generation: int = -1
     assignment: tuple[tuple[str, int], ...] = ()
     positions: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
+    timeout_ms: int = 300_000  # consumer.instance.timeout.ms
+    last_used: float = dataclasses.field(default_factory=time.monotonic)
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
     def sync(self, hub: ConsumerHub) -> None:
@@ -589,6 +614,19 @@ class Instance:
                 raise
 
 
+def _positive_ms(doc: Any, name: str, default: int | None) -> int | None:
+    raw = _field(doc, name, (int, str), default)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer of milliseconds, not {raw!r}") from None
+    if not 1 <= value <= 2**31 - 1:
+        raise BadRequest(f"{name} must be between 1 and {2**31 - 1} ms, not {value}")
+    return value
+
+
 async def create_instance(request: Request) -> Response:
     group = _group(request)
     doc = await _json(request, empty={})
@@ -602,14 +640,16 @@ async def create_instance(request: Request) -> Response:
         raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")
     auto_commit = _field(doc, "auto.commit.enable", (str, bool), "true")
     auto_commit = str(auto_commit).lower() == "true"
-    session = _field(doc, "session.timeout.ms", (int, str), None)
-    session = None if session is None else int(session)
+    session = _positive_ms(doc, "session.timeout.ms", None)
+    timeout = _positive_ms(doc, "consumer.instance.timeout.ms", 300_000)
     hub = hub_of(request)
+    hub.expire_instances()
     if (group, name) in hub.instances:
         return JSONResponse({"error_code": 40902, "error": "consumer_instance_exists",
                              "message": f"consumer instance {name!r} already exists in group "
                                         f"{group!r}"}, status_code=409)
-    hub.instances[(group, name)] = Instance(group, name, fmt, reset, auto_commit, session)
+    hub.instances[(group, name)] = Instance(group, name, fmt, reset, auto_commit, session,
+                                            timeout_ms=timeout)
     base = str(request.base_url).rstrip("/")
     return JSONResponse({"instance_id": name,
                          "base_uri": f"{base}/consumers/{group}/instances/{name}"},
@@ -836,7 +876,8 @@ def openapi_paths() -> dict[str, Any]:
                                                        "enum": ["binary", "json", "arrow"]},
                 "auto.offset.reset": {"type": "string", "enum": ["earliest", "latest"]},
                 "auto.commit.enable": {"type": "string"},
-                "session.timeout.ms": {"type": "integer"}}}, required=False),
+                "session.timeout.ms": {"type": "integer"},
+                "consumer.instance.timeout.ms": {"type": "integer"}}}, required=False),
             "responses": {"200": resp("instance", {"type": "object", "properties": {
                 "instance_id": {"type": "string"}, "base_uri": {"type": "string"}}},
                 V2_RESPONSE), **errors(400, 409)}}},

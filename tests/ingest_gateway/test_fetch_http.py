@@ -335,3 +335,22 @@ def test_min_bytes_waits_for_enough_and_max_bytes_cuts(gateway, topic):
                                              "?offset=0&count=1000&max_bytes=5000",
                                       headers={"Accept": ARROW})
     assert 1 < pa.ipc.open_stream(data).read_all().num_rows < 201
+
+
+def test_idle_rest_instance_expires_and_leaves_its_group(gateway, topic):
+    group = f"idle-{uuid.uuid4().hex[:8]}"
+    status, body, _ = gateway.request("POST", f"/consumers/{group}",
+                                      body={"name": "sleepy", "session.timeout.ms": "abc"})
+    assert status == 400 and "session.timeout.ms" in body["message"]
+    status, _, _ = gateway.request("POST", f"/consumers/{group}",
+                                   body={"name": "sleepy", "consumer.instance.timeout.ms": 200})
+    assert status == 200
+    inst = f"/consumers/{group}/instances/sleepy"
+    assert gateway.request("POST", f"{inst}/subscription", body={"topics": [topic]})[0] == 204
+    assert len(gateway.request("GET", f"/groups/{group}")[1]["members"]) == 1
+    # nobody touches it: it expires, and the group loses its member (the probe itself
+    # touches a live instance, so it probes less often than the 200 ms timeout)
+    wait_for(lambda: gateway.request("GET", f"{inst}/subscription")[0] == 404,
+             what="the idle instance to expire", interval=0.3)
+    wait_for(lambda: gateway.request("GET", f"/groups/{group}")[1]["members"] == [],
+             what="the member to leave")
