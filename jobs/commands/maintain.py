@@ -89,6 +89,7 @@ def _console():
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from conf.errors import SparklogError
     from jobs.cli import open_log_from, settings_from
     from log_layout import wall_clock_ms
 
@@ -102,10 +103,17 @@ def run_command(args: argparse.Namespace) -> int:
     spark = _spark(args, settings)
     done = 0
     while True:
-        summary = _one_run(console, log, args, spark, wall_clock_ms())
+        try:
+            summary = _one_run(console, log, args, spark, wall_clock_ms())
+            failed = bool(summary.errors)
+        except (SparklogError, OSError) as e:
+            if every is None:
+                raise
+            console.print(f"[red]maintenance run failed:[/red] {e}")  # a loop keeps going
+            failed = True
         done += 1
         if every is None or (runs is not None and done >= runs):
-            return 1 if summary.errors else 0
+            return 1 if failed else 0
         console.print(f"next run in {every / 1000:g} s (Ctrl-C stops)")
         time.sleep(every / 1000)  # the CLI's schedule, not logic: logic takes now_ms
 
