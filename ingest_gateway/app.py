@@ -34,6 +34,7 @@ import contextlib
 import json
 import logging
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -523,6 +524,8 @@ def create_app(settings: conf.Settings, log_: Log, *,
                         gateway_id=gateway_id, flush_threads=flush_threads)
         metrics_.watch_buffer(lambda: broker.buffered)
         app.state.broker = broker
+        # off the loop and off the start-up path: readiness does not wait for it
+        threading.Thread(target=codec.warm_up, name="sparklog-warm-up", daemon=True).start()
         log.info("gateway %s serving %s", broker.id, log_.url)
         try:
             yield

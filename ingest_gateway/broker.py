@@ -95,7 +95,7 @@ class Batch:
     def add(self, table: pa.Table) -> int:
         self.parts.append(table)
         self.rows += table.num_rows
-        self.nbytes += table.nbytes
+        self.nbytes += table.get_total_buffer_size()
         return len(self.parts) - 1
 
 
@@ -223,14 +223,19 @@ class Broker:
             return state
         claim = self._claims.get(key)
         if claim is None:
-            claim = asyncio.ensure_future(self.run_blocking(self._claim, info.name, partition))
-            self._claims[key] = claim
-            claim.add_done_callback(lambda _f: self._claims.pop(key, None))
-        plog, writer = await asyncio.shield(claim)
-        state = self._states.get(key)
-        if state is None or state.created_ms != info.created_ms:
+            claim = self._claims[key] = asyncio.ensure_future(self._claim_state(info, partition))
+        return await asyncio.shield(claim)
+
+    async def _claim_state(self, info: TopicInfo, partition: int) -> PartitionState:
+        # The state is registered in the same step that retires the claim, so no request
+        # can slip in between and claim again (which would fence this very gateway).
+        key = (info.name, partition)
+        try:
+            plog, writer = await self.run_blocking(self._claim, info.name, partition)
             state = self._states[key] = PartitionState(plog, writer, info.created_ms)
-        return state
+            return state
+        finally:
+            self._claims.pop(key, None)
 
     def _claim(self, topic: str, partition: int) -> tuple[PartitionLog, PartitionWriter]:
         plog = self.log.partition(topic, partition)
@@ -324,8 +329,9 @@ class Broker:
                                               self._linger_expired, state, batch)
             else:
                 loop.call_soon(self._linger_expired, state, batch)
+        before = batch.nbytes
         part = batch.add(table)
-        self.buffered += table.nbytes
+        self.buffered += batch.nbytes - before
         self._idle.clear()
         if pb is not None:
             batch.producers.append((pb, part))

@@ -310,3 +310,22 @@ def test_health_readiness_metrics_openapi_and_producer_ids(gateway, topic):
     status, pid, _ = gateway.request("POST", "/v3/producers")
     assert 0 <= pid["producer_id"] < 2**63 and pid["producer_epoch"] == 0
     assert gateway.request("GET", "/no/such/route")[1]["error"] == "not_found"
+
+
+def test_concurrent_first_requests_claim_each_partition_once(gateway, gateway_log):
+    """Regression: a request arriving while the first claim completed claimed again,
+    fencing the gateway's own writer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    name = f"burst-{uuid.uuid4().hex[:8]}"
+    gateway_log.create_topic(name, {"partitions": 2})
+
+    def post(i):
+        return gateway.request("POST", f"/topics/{name}/partitions/{i % 2}?acks=1",
+                               body={"records": [{"value": i}]})[0]
+
+    with ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(post, range(200)))
+    assert statuses == [200] * 200
+    status, parts, _ = gateway.request("GET", f"/topics/{name}/partitions")
+    assert [p["leader_epoch"] for p in parts] == [1, 1]

@@ -1,0 +1,294 @@
+"""Produce throughput and acknowledgement latency through the gateway.
+
+The gateway runs in a subprocess on a local store (fsync on, as shipped); the
+load runs in this process, so both share this machine's cores. Values are 100
+bytes. Cases, each at acks=1 and acks=all:
+
+(a) REST Proxy v2 JSON requests of 1 record, many keep-alive connections
+    (a small asyncio HTTP/1.1 client: a Python HTTP library would be the
+    bottleneck, not the gateway);
+(b) the same with 50 records per request;
+(c) the Producer client on the Arrow path: ``send()`` per record, and
+    ``send_batch()`` with whole Arrow columns (the bulk path).
+
+Anchors (not re-run here: no Kafka on this machine): the Kafka paper (Kreps et
+al., NetDB 2011), producer throughput with 200-byte messages: ~50,000 msgs/s at
+batch size 1 and ~400,000 msgs/s at batch size 50. Latency figures compare the
+p99 at acks=all with the budget linger.ms + 50 ms.
+
+    python bench/produce.py            # full (about a minute)
+    python bench/produce.py --quick    # seconds, for CI
+
+Writes bench/results/produce.json (DESIGN.md format).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from ingest_gateway.client import Producer  # noqa: E402
+from log_layout import open_log  # noqa: E402
+from tests.ingest_gateway.gateway_proc import GatewayProcess  # noqa: E402
+
+VALUE_BYTES = 100
+PARTITIONS = 4
+LINGER_MS = 5
+PAPER = {"batch1": 50_000, "batch50": 400_000}
+
+
+# -- a minimal keep-alive HTTP/1.1 load generator --------------------------------------
+class _Conn(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.waiter: asyncio.Future | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        head_end = self.buf.find(b"\r\n\r\n")
+        if head_end < 0 or self.waiter is None:
+            return
+        head = bytes(self.buf[:head_end]).lower()
+        i = head.find(b"content-length:")
+        length = int(head[i + 15:head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
+        if len(self.buf) >= head_end + 4 + length:
+            status = int(self.buf[9:12])
+            del self.buf[:head_end + 4 + length]
+            w, self.waiter = self.waiter, None
+            w.set_result(status)
+
+    def connection_lost(self, exc) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("connection lost"))
+
+
+async def _http_load(port: int, requests: list[bytes], seconds: float, connections: int,
+                     records_per_request: int) -> dict:
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    done = 0
+    errors = 0
+    stop_at = time.perf_counter() + seconds
+
+    conns = []
+    for _ in range(connections):  # connect first: set-up is not part of the figures
+        conns.append((await loop.create_connection(_Conn, "127.0.0.1", port))[1])
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(k: int) -> None:
+        nonlocal done, errors
+        conn = conns[k]
+        i = k
+        while time.perf_counter() < stop_at:
+            conn.waiter = loop.create_future()
+            t0 = time.perf_counter()
+            conn.transport.write(requests[i % len(requests)])
+            status = await conn.waiter
+            latencies.append(time.perf_counter() - t0)
+            if status == 200:
+                done += 1
+            else:
+                errors += 1
+            i += connections
+        conn.transport.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(k) for k in range(connections)))
+    elapsed = time.perf_counter() - t0
+    lat = np.array(latencies) * 1000
+    return {"msgs_per_s": done * records_per_request / elapsed, "requests": done + errors,
+            "errors": errors, "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99))}
+
+
+def _json_requests(topic: str, records: int, acks: str, count: int = 64) -> list[bytes]:
+    out = []
+    for k in range(count):
+        body = json.dumps({"records": [{"value": f"{k:02d}" + "x" * (VALUE_BYTES - 4)}
+                                       for _ in range(records)]}).encode()
+        out.append(f"POST /topics/{topic}?acks={acks} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   f"Content-Type: application/vnd.kafka.json.v2+json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return out
+
+
+def run_rest(port: int, topic: str, records: int, acks: str, seconds: float,
+             connections: int) -> dict:
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+    return asyncio.run(_http_load(port, _json_requests(topic, records, acks), seconds,
+                                  connections, records))
+
+
+# -- the Producer client ---------------------------------------------------------------------
+def run_send(url: str, topic: str, acks: str, seconds: float) -> dict:
+    value = b"v" * VALUE_BYTES
+    samples: list[float] = []
+    lock = threading.Lock()
+
+    def sampled(t0: float):
+        def cb(_h) -> None:
+            with lock:
+                samples.append(time.perf_counter() - t0)
+        return cb
+
+    n = 0
+    with Producer(url, acks=acks, linger_ms=LINGER_MS, batch_size=1 << 20,
+                  max_in_flight=4) as producer:
+        t0 = time.perf_counter()
+        stop_at = t0 + seconds
+        while True:
+            for _ in range(10_000):
+                producer.send(topic, value)
+            n += 10_000
+            h = producer.send(topic, value)
+            n += 1
+            h.add_done_callback(sampled(time.perf_counter()))
+            if time.perf_counter() >= stop_at:
+                break
+            # bound what is queued, as Kafka's buffer.memory does
+            while n - _acked(producer) > 400_000:
+                time.sleep(0.001)
+        producer.flush()
+        elapsed = time.perf_counter() - t0
+    lat = np.array(samples) * 1000
+    return {"msgs_per_s": n / elapsed, "records": n, "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99))}
+
+
+def _acked(producer: Producer) -> int:
+    # records of batches still unanswered are not acknowledged yet
+    return producer._acked  # noqa: SLF001 - set by the counting hook below
+
+
+def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int) -> dict:
+    values = pa.array([b"v" * VALUE_BYTES] * batch, pa.binary())
+    latencies: list[float] = []
+    n = 0
+    with Producer(url, acks=acks, linger_ms=LINGER_MS, max_in_flight=4) as producer:
+        pending: list[tuple[float, object]] = []
+        t0 = time.perf_counter()
+        stop_at = t0 + seconds
+        while time.perf_counter() < stop_at:
+            pending.append((time.perf_counter(), producer.send_batch(topic, values,
+                                                                     partition=n // batch % PARTITIONS)))
+            n += batch
+            while len(pending) > 8:
+                sent, h = pending.pop(0)
+                h.result()
+                latencies.append(time.perf_counter() - sent)
+        for sent, h in pending:
+            h.result()
+            latencies.append(time.perf_counter() - sent)
+        elapsed = time.perf_counter() - t0
+    lat = np.array(latencies) * 1000
+    return {"msgs_per_s": n / elapsed, "records": n, "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99))}
+
+
+def _install_ack_counter() -> None:
+    """Count acknowledged records per producer (for run_send's queue bound)."""
+    original = Producer._deliver
+
+    def deliver(self, batch):  # noqa: ANN001
+        original(self, batch)
+        self._acked = getattr(self, "_acked", 0) + batch.count
+
+    Producer._deliver = deliver  # type: ignore[method-assign]
+    Producer._acked = 0  # type: ignore[attr-defined]
+
+
+# -- main ---------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few seconds in all (CI)")
+    parser.add_argument("--seconds", type=float, help="duration of each case")
+    parser.add_argument("--connections", type=int, default=128,
+                        help="keep-alive connections of the REST cases")
+    args = parser.parse_args(argv)
+    seconds = args.seconds or (0.5 if args.quick else 4.0)
+    _install_ack_counter()
+
+    folder = tempfile.mkdtemp(prefix="sparklog-bench-produce-")
+    lg = open_log(folder)
+    lg.create_topic("bench", {"partitions": PARTITIONS})
+    rows = []
+    with GatewayProcess(folder, settings={"store.fsync": "true", "gateway.linger.ms": LINGER_MS},
+                        log_path=os.path.join(folder, "gateway.log")) as gw:
+        for acks in ("1", "all"):
+            rows.append(("a_rest_batch1", acks, run_rest(gw.port, "bench", 1, acks, seconds,
+                                                         args.connections), PAPER["batch1"]))
+            rows.append(("b_rest_batch50", acks, run_rest(gw.port, "bench", 50, acks, seconds,
+                                                          args.connections), PAPER["batch50"]))
+            rows.append(("c_producer_send", acks, run_send(gw.url, "bench", acks, seconds),
+                         PAPER["batch50"]))
+            rows.append(("c_producer_arrow_columns", acks,
+                         run_send_batch(gw.url, "bench", acks, seconds,
+                                        10_000 if args.quick else 100_000), PAPER["batch50"]))
+    targets = {"a_rest_batch1": 10_000, "b_rest_batch50": 200_000, "c_producer_send": 1_000_000,
+               "c_producer_arrow_columns": 1_000_000}
+    budget_ms = LINGER_MS + 50
+
+    print(f"\nproduce through the gateway: {VALUE_BYTES}-byte values, {PARTITIONS} partitions, "
+          f"linger.ms={LINGER_MS}, local store with fsync, {os.cpu_count()} cores shared by "
+          "gateway and client\n")
+    header = f"{'case':<26}{'acks':>5}{'msgs/s':>13}{'MB/s':>9}{'p50 ms':>9}{'p99 ms':>9}" \
+             f"{'target':>11}{'paper':>10}"
+    print(header)
+    print("-" * len(header))
+    figures = []
+    for name, acks, r, paper in rows:
+        mbps = r["msgs_per_s"] * VALUE_BYTES / 1e6
+        print(f"{name:<26}{acks:>5}{r['msgs_per_s']:>13,.0f}{mbps:>9.1f}{r['p50_ms']:>9.1f}"
+              f"{r['p99_ms']:>9.1f}{targets[name]:>11,}{paper:>10,}")
+        figures.append({"name": f"{name}_acks_{acks}", "unit": "msgs/s",
+                        "ours": round(r["msgs_per_s"]), "baseline": paper,
+                        "baseline_source": "Kafka paper (2011), 200-byte messages",
+                        "ratio": round(r["msgs_per_s"] / paper, 3),
+                        "target": round(targets[name] / paper, 3),
+                        "mb_per_s": round(mbps, 1), "p50_ms": round(r["p50_ms"], 2),
+                        "p99_ms": round(r["p99_ms"], 2)})
+        if acks == "all":
+            figures.append({"name": f"{name}_acks_all_p99", "unit": "ms",
+                            "ours": round(r["p99_ms"], 2), "baseline": budget_ms,
+                            "baseline_source": "budget: linger.ms + 50 ms",
+                            "ratio": round(budget_ms / max(r["p99_ms"], 1e-9), 3),
+                            "target": 1.0})
+    print(f"\np99 budget at acks=all: linger.ms + 50 = {budget_ms} ms; the paper's figures are "
+          "anchors, not re-run")
+    result = {"bench": "produce",
+              "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "machine": f"{os.cpu_count()} cores, {platform.machine()}, {platform.system()} "
+                         f"{platform.release()}, Python {platform.python_version()}",
+              "quick": args.quick, "seconds_per_case": seconds, "figures": figures}
+    out = os.path.join(ROOT, "bench", "results", "produce.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
