@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.cleaner import compact_partition
-from conf.topic import TopicConfig
 from tests.compaction.model import ModelLog, Seg, records_of
 
 T0 = 1_700_000_000_000
