@@ -147,3 +147,60 @@ def test_null_keys_are_kept_as_written(log):
     w.append(keyed([("z", "1")], T0), now_ms=T0)
     compact_partition(plog, config, T0)
     assert rows(plog) == [(0, None, b"1"), (2, None, b"3"), (3, b"a", b"4"), (4, b"z", b"1")]
+
+
+def test_conflicting_maintenance_gives_up_cleanly(log):
+    # retention commits between the cleaner's read and its commit: the cleaner reports a
+    # conflict, leaves no file behind and the next run cleans what is left
+    log.create_topic("cd", {"cleanup.policy": "compact,delete", "retention.ms": 1000})
+    plog, config = log.partition("cd", 0), log.topic("cd").config
+    w = plog.claim("t")
+    w.append(keyed([("a", "1"), ("a", "2")], T0), now_ms=T0)
+    w.append(keyed([("b", "1"), ("b", "2")], T0 + 5000), now_ms=T0)
+    w.append(keyed([("c", "1")], T0 + 5000), now_ms=T0)
+    from retention.policy import retain_partition
+
+    read_segment = plog.read_segment
+    calls = []
+
+    def racing_read(*args, **kwargs):
+        if not calls:
+            calls.append(1)
+            assert retain_partition(plog, config, T0 + 5000).changed  # drops segment 0
+        return read_segment(*args, **kwargs)
+
+    plog.read_segment = racing_read
+    try:
+        files_before = {f.name for f in plog.store.list(plog.folder)}
+        r = compact_partition(plog, config, T0 + 5000)
+    finally:
+        del plog.read_segment
+    assert not r.changed and r.note.startswith("conflict")
+    assert {f.name for f in plog.store.list(plog.folder)} == files_before  # nothing left over
+    assert not plog.orphans(T0 + 10**12)
+    assert compact_partition(plog, config, T0 + 5000).changed
+    assert rows(plog) == [(3, b"b", b"2"), (4, b"c", b"1")]
+
+
+def test_compaction_rebases_over_a_new_leader(log):
+    # a gateway claims the partition (new leader epoch) and appends during compaction:
+    # maintenance is not a leader, so it rebases; the new leader's records stay
+    plog, config = make(log)
+    w = plog.claim("old")
+    w.append(keyed([("a", "1"), ("a", "2")], T0), now_ms=T0)
+    w.append(keyed([("z", "1")], T0), now_ms=T0)
+    read_segment = plog.read_segment
+
+    def racing_read(*args, **kwargs):
+        if plog.snapshot().leader == "old":
+            plog.claim("new").append(keyed([("n", "1")], T0), now_ms=T0)
+        return read_segment(*args, **kwargs)
+
+    plog.read_segment = racing_read
+    try:
+        assert compact_partition(plog, config, T0).changed
+    finally:
+        del plog.read_segment
+    m = plog.snapshot()
+    assert m.leader == "new" and m.leader_epoch == 2
+    assert rows(plog) == [(1, b"a", b"2"), (2, b"z", b"1"), (3, b"n", b"1")]
