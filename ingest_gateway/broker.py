@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from conf.settings import GatewaySettings
 from conf.topic import TopicConfig
-from ingest_gateway.codec import Parsed, check_records
+from ingest_gateway.codec import Parsed, Rows, check_records, part_bytes, to_table
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.metrics import GatewayMetrics
 from ingest_gateway.partitioner import StickyPartitioner
@@ -79,7 +79,7 @@ class Batch:
                  "result", "error")
 
     def __init__(self, future: asyncio.Future):
-        self.parts: list[pa.Table] = []
+        self.parts: list[pa.Table | Rows] = []
         #: (ProducerBatch, index of its part)
         self.producers: list[tuple[ProducerBatch, int]] = []
         self.rows = 0
@@ -92,10 +92,10 @@ class Batch:
         self.result: AppendResult | None = None
         self.error: Exception | None = None
 
-    def add(self, table: pa.Table) -> int:
-        self.parts.append(table)
-        self.rows += table.num_rows
-        self.nbytes += table.get_total_buffer_size()
+    def add(self, part: "pa.Table | Rows") -> int:
+        self.parts.append(part)
+        self.rows += part.num_rows
+        self.nbytes += part_bytes(part)
         return len(self.parts) - 1
 
 
@@ -414,7 +414,7 @@ class Broker:
         batch.starts = starts
         if not tables:
             raise _NothingToWrite()
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        table = to_table(tables)
         return state.writer.append(table, producer_batches=[(pb, starts[part])
                                                             for pb, part in accepted])
 
