@@ -33,6 +33,7 @@ def check(actual, wanted):
     assert_df_equality(actual, wanted, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.slow
 def test_event_topic_appends_json_columns_exactly_once(spark, local_log, tmp_path):
     local_log.create_topic("clicks", {"partitions": 2})
     events = [("u1", 1), ("u2", 2), ("u1", 3), ("u3", 4), ("u2", 5)]
@@ -61,6 +62,7 @@ def test_event_topic_appends_json_columns_exactly_once(spark, local_log, tmp_pat
     assert got.select("partition", "offset").distinct().count() == 7
 
 
+@pytest.mark.slow
 def test_compacted_topic_keeps_latest_value_per_key_and_tombstones_delete(spark, local_log,
                                                                         tmp_path):
     local_log.create_topic("users", {"partitions": 1, "cleanup.policy": "compact"})
@@ -106,3 +108,18 @@ def test_bad_names_and_formats_are_refused(spark, local_log):
         tables.materialize(spark, "t", "ok", log=local_log, value_format="avro")
     with pytest.raises(TableError, match="cannot infer a JSON schema"):
         tables.materialize(spark, "t", "ok", log=local_log, value_format="json")
+
+
+def test_continuous_materialization_follows_the_topic(spark, local_log, tmp_path):
+    local_log.create_topic("feed", {"partitions": 1})
+    append(local_log, "feed", 0, ["a", "b"])
+    query = tables.materialize(spark, "feed", "feed_t", log=local_log, once=False,
+                               value_format="string", warehouse=str(tmp_path / "wh"))
+    try:
+        query.processAllAvailable()  # waits for the condition, not for time
+        append(local_log, "feed", 0, ["c"])
+        query.processAllAvailable()
+        check(spark.table("feed_t").select("value", "offset"),
+              spark.createDataFrame([("a", 0), ("b", 1), ("c", 2)], "value string, offset long"))
+    finally:
+        query.stop()
