@@ -27,6 +27,7 @@ import base64
 import binascii
 import dataclasses
 import json
+from json.encoder import encode_basestring_ascii as _quote_str  # the C escaper json.dumps uses
 from collections.abc import Callable
 from typing import Any
 
@@ -214,25 +215,36 @@ def parse_json(body: bytes, media: str) -> tuple[list[bytes | None], list[bytes 
     if not records:
         raise BadRequest('"records" is empty: nothing to produce')
     binary = media == BINARY_V2
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    stamps: list[int | None] = []
-    headers: list[Any] = []
-    partitions: list[int | None] = []
+    n = len(records)
+    keys: list[bytes | None] = [None] * n
+    values: list[bytes | None] = [None] * n
+    stamps: list[int | None] = [None] * n
+    headers: list[Any] = [None] * n
+    partitions: list[int | None] = [None] * n
     dump = json.dumps
+    quote = _quote_str
     for i, r in enumerate(records):
-        if not isinstance(r, dict):
+        if r.__class__ is not dict:
             raise BadRequest(f"record {i} must be an object with key/value fields")
         k, v = r.get("key"), r.get("value")
         if binary:
-            keys.append(_b64("key", i, k, InvalidKey))
-            values.append(_b64("value", i, v, InvalidValue))
+            if k is not None:
+                keys[i] = _b64("key", i, k, InvalidKey)
+            if v is not None:
+                values[i] = _b64("value", i, v, InvalidValue)
         else:
-            keys.append(None if k is None else dump(k, separators=(",", ":")).encode())
-            values.append(None if v is None else dump(v, separators=(",", ":")).encode())
-        stamps.append(_int_field(i, "timestamp", r.get("timestamp"), minimum=0))
-        headers.append(_headers(i, r.get("headers"), binary))
-        partitions.append(_int_field(i, "partition", r.get("partition"), minimum=0))
+            # JSON text as the REST Proxy's JSON serializer writes it (compact); strings,
+            # the common case, take the C escaper directly
+            if k is not None:
+                keys[i] = (quote(k) if k.__class__ is str
+                           else dump(k, separators=(",", ":"))).encode()
+            if v is not None:
+                values[i] = (quote(v) if v.__class__ is str
+                             else dump(v, separators=(",", ":"))).encode()
+        if len(r) > ("key" in r) + ("value" in r):  # only then look for the rarer fields
+            stamps[i] = _int_field(i, "timestamp", r.get("timestamp"), minimum=0)
+            headers[i] = _headers(i, r.get("headers"), binary)
+            partitions[i] = _int_field(i, "partition", r.get("partition"), minimum=0)
     return keys, values, stamps, headers, partitions
 
 
@@ -241,6 +253,20 @@ def json_to_parsed(body: bytes, media: str, *, topic: str, partitions: int,
     """Parse a JSON body and route each record to its partition (explicit, key, sticky)."""
     keys, values, stamps, headers, wanted = parse_json(body, media)
     n = len(values)
+    explicit = any(p is not None for p in wanted)
+    keyed = any(k is not None for k in keys)
+    if not explicit and (path_partition is not None or not keyed):
+        # the common case: the whole request goes to one partition, no per-record routing
+        p = path_partition if path_partition is not None else sticky()
+        if p >= partitions:
+            raise UnknownPartition(topic, p, partitions)
+        rows = Rows()
+        rows.keys, rows.values, rows.stamps, rows.headers = keys, values, stamps, headers
+        rows.index = list(range(n))
+        rows.nbytes = 16 * n + sum(len(v) for v in values if v is not None) \
+            + (sum(len(k) for k in keys if k is not None) if keyed else 0) \
+            + sum(_headers_size(h) for h in headers if h)
+        return Parsed({p: rows}, [(p, i) for i in range(n)])
     targets: list[int] = []
     sticky_p: int | None = None
     for i in range(n):
@@ -274,8 +300,12 @@ def json_to_parsed(body: bytes, media: str, *, topic: str, partitions: int,
         rows.headers.append(h)
         rows.index.append(i)
         rows.nbytes += 16 + (len(k) if k is not None else 0) + (len(v) if v is not None else 0) \
-            + (sum(len(x["key"]) + len(x["value"] or b"") for x in h) if h else 0)
+            + (_headers_size(h) if h else 0)
     return Parsed(parts, positions)  # type: ignore[arg-type]
+
+
+def _headers_size(h: list[dict[str, Any]]) -> int:
+    return sum(len(x["key"]) + len(x["value"] or b"") for x in h)
 
 
 # -- Arrow bodies --------------------------------------------------------------
@@ -434,6 +464,6 @@ def _check_rows(topic: str, config: TopicConfig, rows: Rows) -> None:
     limit = config.max_message_bytes
     for k, v, h in zip(rows.keys, rows.values, rows.headers):
         size = (len(k) if k is not None else 0) + (len(v) if v is not None else 0) \
-            + (sum(len(x["key"]) + len(x["value"] or b"") for x in h) if h else 0)
+            + (_headers_size(h) if h else 0)
         if size > limit:
             raise RecordTooLarge(topic, size, limit)
