@@ -50,6 +50,9 @@ from log_layout.errors import MaintenanceConflict, MissingSegment
 #: Arrow payload per record besides key and value: offset, timestamp, two
 #: variable-length offsets and validity bits (used to size output segments).
 ROW_OVERHEAD_BYTES = 8 + 8 + 4 + 4 + 4
+#: cleanable ranges up to this many file bytes are read at once (one read per file);
+#: larger ones stream one segment at a time, reading each file twice
+MEMORY_BUDGET_BYTES = 512 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,28 +98,78 @@ def plan_clean(m: Manifest, config: TopicConfig, now_ms: int) -> CleanPlan | Non
                      config.min_cleanable_dirty_ratio)
 
 
-def survivors(table: pa.Table, *, cleaned_before: int, now_ms: int,
-              delete_retention_ms: int) -> pa.Table:
-    """The records of ``table`` (one partition's cleanable range) that survive a pass.
-
-    ``cleaned_before`` is the checkpoint before the pass (tombstones below it
-    may expire). Vectorised: a hash group-by finds each key's highest offset.
-    """
-    if table.num_rows == 0:
-        return table
-    keys = table.column("key")
-    offsets = table.column("offset")
-    has_key = pc.is_valid(keys)
-    keyed = table.select(["key", "offset"]).filter(has_key)
+def latest_offsets(keys: pa.Array | pa.ChunkedArray,
+                   offsets: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The highest offset of each non-null key (a hash group-by, no per-row Python)."""
+    keyed = pa.table({"key": keys, "offset": offsets})
+    keyed = keyed.filter(pc.is_valid(keyed.column("key")))
     latest = keyed.group_by("key", use_threads=True).aggregate([("offset", "max")])
-    keep = pc.or_(pc.is_in(offsets, value_set=latest.column("offset_max").combine_chunks()),
-                  pc.invert(has_key))
+    return latest.column("offset_max").combine_chunks()
+
+
+def keep_mask(table: pa.Table, latest: pa.Array, *, cleaned_before: int, now_ms: int,
+              delete_retention_ms: int) -> pa.ChunkedArray:
+    """Which records of ``table`` survive, given every key's ``latest`` offset.
+
+    Survivors: the latest record of each key and every null-key record, minus
+    tombstones that expire (below ``cleaned_before``, the checkpoint before the
+    pass, and at least ``delete_retention_ms`` old at ``now_ms``).
+    """
+    offsets = table.column("offset")
+    keep = pc.or_(pc.is_in(offsets, value_set=latest), pc.is_null(table.column("key")))
     ts_ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000)
     expired = pc.and_(pc.and_(pc.is_null(table.column("value")),
                               pc.less(offsets, cleaned_before)),
                       pc.less_equal(ts_ms, now_ms - delete_retention_ms))
-    keep = pc.and_(keep, pc.invert(expired))
-    return table.filter(keep)
+    return pc.and_(keep, pc.invert(expired))
+
+
+def survivors(table: pa.Table, *, cleaned_before: int, now_ms: int,
+              delete_retention_ms: int) -> pa.Table:
+    """The records of ``table`` (one partition's whole cleanable range) that survive a pass."""
+    if table.num_rows == 0:
+        return table
+    latest = latest_offsets(table.column("key"), table.column("offset"))
+    return table.filter(keep_mask(table, latest, cleaned_before=cleaned_before, now_ms=now_ms,
+                                  delete_retention_ms=delete_retention_ms))
+
+
+def survivors_streaming(plog: PartitionLog, m: Manifest, segments: tuple[SegmentInfo, ...], *,
+                        cleaned_before: int, now_ms: int, delete_retention_ms: int
+                        ) -> tuple[pa.Table, int, int]:
+    """Like :func:`survivors` over ``segments``, holding one segment file at a time.
+
+    Two passes, as Kafka's cleaner builds its offset map first: the first keeps
+    only keys and offsets (copied to ``large_binary``, so the file buffer is
+    released and a range past 2 GiB of keys cannot overflow 32-bit offsets);
+    the second filters each segment. Returns the survivors and, for dry-run
+    estimates, the estimated payload bytes before and after.
+    """
+    keys, offsets = [], []
+    for info in segments:
+        if info.last_offset < m.log_start_offset:
+            continue
+        t = plog.read_segment(info, m.log_start_offset, version=m.version)
+        keys.append(t.column("key").cast(pa.large_binary()))
+        offsets.append(t.column("offset").combine_chunks())
+        del t
+    if not keys:
+        return read_range(plog, m, segments), 0, 0
+    latest = latest_offsets(pa.chunked_array([c for k in keys for c in k.chunks]),
+                            pa.chunked_array(offsets))
+    del keys, offsets
+    kept, before, after = [], 0, 0
+    for info in segments:
+        if info.last_offset < m.log_start_offset:
+            continue
+        t = plog.read_segment(info, m.log_start_offset, version=m.version)
+        part = t.filter(keep_mask(t, latest, cleaned_before=cleaned_before, now_ms=now_ms,
+                                  delete_retention_ms=delete_retention_ms))
+        before += int(record_sizes(t).sum())
+        after += int(record_sizes(part).sum())
+        kept.append(part)  # filter copies: the segment's file buffer is released
+        del t
+    return pa.concat_tables(kept).combine_chunks(), before, after
 
 
 def record_sizes(table: pa.Table) -> np.ndarray:
@@ -156,12 +209,15 @@ def read_range(plog: PartitionLog, m: Manifest, segments: tuple[SegmentInfo, ...
 
 
 def compact_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
-                      dry_run: bool = False, force: bool = False) -> StepResult:
+                      dry_run: bool = False, force: bool = False,
+                      memory_budget_bytes: int = MEMORY_BUDGET_BYTES) -> StepResult:
     """Clean one partition if its dirty ratio is due (or ``force``); report what changed.
 
     ``force`` ignores ``min.cleanable.dirty.ratio`` (still needs a cleanable
-    range). A conflicting concurrent maintenance commit or a segment vacuumed
-    under the pass yields a result with a ``conflict`` note and no change.
+    range). A cleanable range larger than ``memory_budget_bytes`` (file bytes)
+    is cleaned segment by segment in two passes (:func:`survivors_streaming`).
+    A conflicting concurrent maintenance commit or a segment vacuumed under
+    the pass yields a result with a ``conflict`` note and no change.
     """
     topic, partition = plog.topic, plog.partition
     m = plog.snapshot()
@@ -175,22 +231,29 @@ def compact_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
                                     f"dirty ratio {plan.dirty_ratio:.2f} below "
                                     f"{plan.min_ratio:.2f}", dry_run=dry_run,
                                     log_start_offset=m.log_start_offset)
+    bytes_before = sum(s.bytes for s in plan.segments)
+    horizon = dict(cleaned_before=plan.first_dirty_offset, now_ms=now_ms,
+                   delete_retention_ms=config.delete_retention_ms)
     try:
-        table = read_range(plog, m, plan.segments)
+        if bytes_before <= memory_budget_bytes:  # one read of each file
+            table = read_range(plog, m, plan.segments)
+            kept = survivors(table, **horizon)
+            estimate_before = int(record_sizes(table).sum())
+            estimate_after = int(record_sizes(kept).sum())
+            del table
+        else:  # two reads of each file, one file in memory at a time
+            kept, estimate_before, estimate_after = survivors_streaming(
+                plog, m, plan.segments, **horizon)
     except MissingSegment as e:
         return StepResult.unchanged("compact", topic, partition, f"conflict: {e}",
                                     dry_run=dry_run, log_start_offset=m.log_start_offset)
-    kept = survivors(table, cleaned_before=plan.first_dirty_offset, now_ms=now_ms,
-                     delete_retention_ms=config.delete_retention_ms)
     chunks = split_by_bytes(kept, config.segment_bytes)
-    bytes_before = sum(s.bytes for s in plan.segments)
     base = dict(action="compact", topic=topic, partition=partition, changed=True,
                 dry_run=dry_run, segments_before=len(plan.segments),
                 records_before=sum(s.count for s in plan.segments), records_after=kept.num_rows,
                 bytes_before=bytes_before, note=f"dirty ratio {plan.dirty_ratio:.2f}")
     if dry_run:
-        estimate = record_sizes(table).sum()
-        after = int(bytes_before * record_sizes(kept).sum() / estimate) if estimate else 0
+        after = int(bytes_before * estimate_after / estimate_before) if estimate_before else 0
         return StepResult(segments_after=len(chunks), bytes_after=after,
                           log_start_offset=m.log_start_offset, **base)
     try:

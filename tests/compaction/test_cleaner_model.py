@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.cleaner import compact_partition
+from compaction.cleaner import MEMORY_BUDGET_BYTES, compact_partition
 from tests.compaction.model import ModelLog, Seg, records_of
 
 T0 = 1_700_000_000_000
@@ -43,7 +43,7 @@ def rows_of(spec, now: int) -> list[tuple[bytes, bytes | None, int]]:
             for k, dead, v, age in spec]
 
 
-def run_workload(log, steps, configs) -> None:
+def run_workload(log, steps, configs, budget: int = MEMORY_BUDGET_BYTES) -> None:
     topic = f"c-{uuid.uuid4().hex[:10]}"
     log.create_topic(topic, {"cleanup.policy": "compact", **configs})
     config = log.topic(topic).config
@@ -66,7 +66,7 @@ def run_workload(log, steps, configs) -> None:
         model_cleaned = model.clean(segs, now=now, lag_ms=config.min_compaction_lag_ms,
                                     min_ratio=config.min_cleanable_dirty_ratio,
                                     delete_retention_ms=config.delete_retention_ms)
-        result = compact_partition(plog, config, now)
+        result = compact_partition(plog, config, now, memory_budget_bytes=budget)
         assert result.changed == model_cleaned, result
         after = plog.snapshot()
         assert after.cleaned_offset == model.checkpoint
@@ -82,11 +82,12 @@ def run_workload(log, steps, configs) -> None:
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(steps=workload, configs=configs)
-def test_cleaner_matches_model_memory(steps, configs):
+@given(steps=workload, configs=configs, budget=st.sampled_from([0, MEMORY_BUDGET_BYTES]))
+def test_cleaner_matches_model_memory(steps, configs, budget):
+    # budget 0: every pass takes the two-pass, one-segment-at-a-time path
     from log_layout import open_log
 
-    run_workload(open_log(f"memory://model-{uuid.uuid4().hex}"), steps, configs)
+    run_workload(open_log(f"memory://model-{uuid.uuid4().hex}"), steps, configs, budget)
 
 
 @pytest.mark.parametrize("backend", ["file", "s3"], indirect=True)
