@@ -190,8 +190,17 @@ def machine() -> str:
             mem = f"{int(f.readline().split()[1]) // 1024 // 1024} GiB RAM, "
     except OSError:
         pass
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     return (f"{os.cpu_count()} cores, {mem}{platform.system()} {platform.machine()}, "
-            f"python {platform.python_version()}, pyarrow {pa.__version__}")
+            f"python {platform.python_version()}, pyarrow {pa.__version__}{load}")
+
+
+def settle(folder: str) -> None:
+    """Delete a run's files and flush, so the next run does not pay for this one's
+    deletes (the disk is mounted with ``discard``: freed blocks are trimmed at the next
+    journal commit, which every file creation then waits for)."""
+    shutil.rmtree(folder)
+    os.sync()
 
 
 def warm_up(workdir: str) -> None:
@@ -237,7 +246,7 @@ def run(records: int, batch_sizes: list[int], repeat: int, workdir: str,
                     else:
                         keep(f"{kind}_append", plain_append(folder, tables[kind], durable))
                         keep(f"{kind}_read", plain_read(folder, records))
-                    shutil.rmtree(folder)
+                    settle(folder)
             for op in ("append", "read"):
                 ours = records / best[f"ours_{op}"]
                 plain = records / best[f"records_{op}"]
@@ -265,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "log_append.json"))
     args = ap.parse_args(argv)
     records = args.records or (100_000 if args.quick else 2_000_000)
-    repeat = args.repeat or (1 if args.quick else 2)
+    repeat = args.repeat or (1 if args.quick else 3)
+    where = machine()  # the load average before we add ours
     with tempfile.TemporaryDirectory(prefix="bench-log-append-", dir=os.path.join(ROOT, "bench")) \
             as workdir:
         figures = run(records, args.batch or [1_000, 10_000], repeat, workdir,
@@ -298,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {"bench": "log_append",
               "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "machine": machine(), "records": records, "value_bytes": VALUE_BYTES,
+              "machine": where, "records": records, "value_bytes": VALUE_BYTES,
               "repeat": repeat, "quick": args.quick,
               "judged_on": "page_cache (fsync off on both sides), batch 10000, baseline = the "
                            "same records in plain pyarrow IPC files",

@@ -152,7 +152,11 @@ class PartitionLog:
                 break
             except FileNotFoundError:  # deleted by vacuum between list and read
                 continue
-        self._remember(latest)
+        with self._lock:
+            # A listing is authoritative: it replaces the cache even when the cached
+            # version is higher (the topic was deleted and created again). If a commit
+            # of ours raced the listing, the next append just loses once and re-reads.
+            self._latest = latest
         return latest
 
     def _remember(self, manifest: Manifest) -> None:

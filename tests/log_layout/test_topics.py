@@ -218,3 +218,17 @@ def test_recreate_after_a_crashed_delete_forgets_old_configs(log):
     log.store.delete(["t/_topic.json"])  # crashed delete
     assert log.create_topic("t").config.retention_ms == 604_800_000
     assert log.topic("t", refresh=True).config.retention_ms == 604_800_000
+
+
+def test_a_long_lived_log_follows_a_recreated_topic(log):
+    log.create_topic("t")
+    old = open_log(log.url, storage_options=getattr(log.store, "storage_options", None))
+    w = old.partition("t", 0).claim("w")
+    for i in range(4):
+        w.append(pa_table(1))
+    assert old.partition("t", 0).high_watermark() == 4  # caches version 5
+    log.delete_topic("t")
+    log.create_topic("t")
+    log.partition("t", 0).claim("w2").append(pa_table(2))  # versions 0..2
+    assert old.partition("t", 0).high_watermark() == 2
+    assert old.partition("t", 0).read_table(0).num_rows == 2
