@@ -210,8 +210,12 @@ class Producer:
         """The topic's partition count (asked from the gateway once, then cached)."""
         n = self._partitions.get(topic)
         if n is None:
-            r = self._pool.request("GET", f"/topics/{quote(topic, safe='')}")
-            doc = json.loads(r.data or b"null")
+            try:
+                r = self._pool.request("GET", f"/topics/{quote(topic, safe='')}")
+                doc = json.loads(r.data or b"null")
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+                raise ProduceError(topic, -1, None, "connection",
+                                   f"cannot read the topic's metadata: {e}") from None
             if r.status != 200:
                 raise ProduceError(topic, -1, r.status, (doc or {}).get("error", ""),
                                    (doc or {}).get("message", r.data.decode(errors="replace")))

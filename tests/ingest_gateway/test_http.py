@@ -329,3 +329,16 @@ def test_concurrent_first_requests_claim_each_partition_once(gateway, gateway_lo
     assert statuses == [200] * 200
     status, parts, _ = gateway.request("GET", f"/topics/{name}/partitions")
     assert [p["leader_epoch"] for p in parts] == [1, 1]
+
+
+def test_a_fenced_gateway_stops_writing_the_partition(gateway, gateway_log, topic):
+    body = {"records": [{"value": 1}]}
+    assert gateway.request("POST", f"/topics/{topic}/partitions/0", body=body)[0] == 200
+    gateway_log.partition(topic, 0).claim("another-gateway")  # bumps the leader epoch
+    status, out, _ = gateway.request("POST", f"/topics/{topic}/partitions/0", body=body)
+    assert status == 503 and out["error"] == "not_leader" and out["error_code"] == 50301
+    status, out, _ = gateway.request("POST", f"/topics/{topic}/partitions/0", body=body)
+    assert status == 503 and out["error"] == "not_leader"  # refused up front from now on
+    assert gateway_log.partition(topic, 0).high_watermark() == 1
+    # other partitions are unaffected
+    assert gateway.request("POST", f"/topics/{topic}/partitions/1", body=body)[0] == 200
