@@ -338,7 +338,8 @@ class FsspecStore(Store):
 
     def put_new(self, path: str, data: bytes) -> None:
         if self.scheme == "memory":
-            self.put_exclusive(path, data)
+            if not self.put_exclusive(path, data):
+                raise FileExistsError(path)
         else:  # a unique name: an unconditional PUT cannot replace anyone's file
             self.fs.pipe_file(self._abs(path), bytes(data))
 
