@@ -164,8 +164,10 @@ class InvalidTopicName(ConfigError):
 
     code = "invalid_topic_name"
 
-    def __init__(self, name: Any):
-        if not isinstance(name, str):
+    def __init__(self, name: Any, reason: str | None = None):
+        if reason is not None:  # the caller knows better (a reserved name)
+            pass
+        elif not isinstance(name, str):
             reason = "a topic name must be a string"
         elif not name:
             reason = "a topic name must not be empty"

@@ -10,7 +10,7 @@
           <base_offset:020d>-<uniq>.arrow    immutable segment (see segment.py)
           _log/<version:020d>.json           partition manifest versions (see manifest.py)
       _groups/<group>.json                   committed offsets of a consumer group
-      _maintenance/history.jsonl             one line per maintenance run
+      _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
 
 Offsets and versions are zero-padded to 20 digits so a listing sorts
 numerically (Kafka's ``LogFileUtils`` does the same). ``<uniq>`` makes every
@@ -31,6 +31,9 @@ MANIFEST_FOLDER = "_log"
 SEGMENT_SUFFIX = ".arrow"
 GROUPS_FOLDER = "_groups"
 MAINTENANCE_HISTORY = "_maintenance/history.jsonl"
+MAINTENANCE_FOLDER = "_maintenance"
+#: top-level names the log keeps for itself: no topic may take them
+RESERVED_NAMES = frozenset({GROUPS_FOLDER, MAINTENANCE_FOLDER})
 
 
 def topic_meta(topic: str) -> str:

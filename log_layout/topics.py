@@ -20,7 +20,7 @@ from typing import Any
 
 import dataclasses
 
-from conf.topic import TopicConfig, validate_topic_name
+from conf.topic import InvalidTopicName, TopicConfig, validate_topic_name
 from log_layout import paths
 from log_layout.errors import (CorruptManifest, SparklogError, TopicExists, UnknownPartition,
                                UnknownTopic)
@@ -31,7 +31,7 @@ from log_layout.store import Store, open_store
 CLUSTER_META = "_cluster.json"
 _history_lock = threading.Lock()
 _last_history_ns = 0
-HISTORY_FOLDER = "_maintenance/history"
+HISTORY_FOLDER = f"{paths.MAINTENANCE_FOLDER}/history"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +80,8 @@ class Log:
                      *, now_ms: int | None = None) -> TopicInfo:
         """Create a topic; raises InvalidTopicName, ConfigError or TopicExists."""
         validate_topic_name(name)
+        if name in paths.RESERVED_NAMES:
+            raise InvalidTopicName(name, f"{name!r} is reserved for the log's own files")
         if not isinstance(config, TopicConfig):
             config = TopicConfig.from_kafka(config)
         if self.store.exists(paths.topic_meta(name)):
@@ -128,8 +130,7 @@ class Log:
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
         return sorted(name for name in self.store.list_folders("")
-                      if not name.startswith("_") and name not in (".", "..")
-                      and self._has_meta(name))
+                      if name not in paths.RESERVED_NAMES and self._has_meta(name))
 
     def _has_meta(self, name: str) -> bool:
         try:

@@ -232,3 +232,14 @@ def test_a_long_lived_log_follows_a_recreated_topic(log):
     log.partition("t", 0).claim("w2").append(pa_table(2))  # versions 0..2
     assert old.partition("t", 0).high_watermark() == 2
     assert old.partition("t", 0).read_table(0).num_rows == 2
+
+
+def test_underscore_topics_are_listed_and_reserved_names_refused(log):
+    log.create_topic("__consumer_offsets")
+    log.create_topic("_internal")
+    log.write_group_offsets("g", {"x": 1})
+    log.append_history({"job": "x"})
+    assert log.topics() == ["__consumer_offsets", "_internal"]
+    for name in ("_groups", "_maintenance"):
+        with pytest.raises(InvalidTopicName, match="reserved"):
+            log.create_topic(name)
