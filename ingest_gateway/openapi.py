@@ -36,8 +36,8 @@ def _param(name: str, where: str, schema: dict[str, Any], description: str,
             "schema": schema, "description": description}
 
 
-TOPIC = _param("topic", "path", {"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$"},
-               "topic name")
+TOPIC = {**_param("topic", "path", {"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$"},
+                  "topic name"), "example": "fuzz"}
 CLUSTER = _param("cluster_id", "path", {"type": "string"}, "the cluster id (GET /v3/clusters)")
 PRODUCE_PARAMS = [
     _param("acks", "query", {"type": "string", "enum": ["0", "1", "all", "-1"]},
@@ -70,7 +70,11 @@ def _record(binary: bool) -> dict[str, Any]:
 
 
 def _records_body(binary: bool) -> dict[str, Any]:
-    return {"type": "object", "required": ["records"],
+    example = {"records": [{"key": "a2V5" if binary else "key",
+                            "value": "dmFsdWU=" if binary else {"n": 1},
+                            "headers": [{"key": "h", "value": "dg==" if binary else "v"}],
+                            "timestamp": 1700000000000}]}
+    return {"type": "object", "required": ["records"], "example": example,
             "properties": {"records": {"type": "array", "minItems": 1,
                                        "items": _record(binary)}}}
 
@@ -114,8 +118,9 @@ def document() -> dict[str, Any]:
                         "$ref": "#/components/schemas/Partition"}}, codec.V2_RESPONSE_TYPE),
                     **_errors(400, 404)}}},
             "/topics/{topic}/partitions/{partition}": {
-                "parameters": [TOPIC, _param("partition", "path", {"type": "integer", "minimum": 0},
-                                             "partition number")],
+                "parameters": [TOPIC, {**_param("partition", "path",
+                                                {"type": "integer", "minimum": 0},
+                                                "partition number"), "example": 0}],
                 "post": {"summary": "produce records to one partition", "parameters": PRODUCE_PARAMS,
                          "requestBody": produce_body,
                          "responses": {"200": produce_ok, **produce_errors}}},
