@@ -238,43 +238,50 @@ class Producer:
         ``headers`` is a list of ``(key, value)`` pairs or a dict; ``timestamp``
         is milliseconds since the epoch (default: the gateway's flush time).
         """
-        if value is not None and value.__class__ is not bytes:
+        if value.__class__ is not bytes and value is not None:
             value = _to_bytes("value", value)
         if key is not None and key.__class__ is not bytes:
             key = _to_bytes("key", key)
         if partition is None:
             partition = partition_for_key(key, self.partitions_for(topic)) if key is not None \
                 else self._sticky_partition(topic)
-        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        size = len(value) if value is not None else 0
         with self._mutex:
-            if self._closed:
-                raise RuntimeError("the producer is closed")
             batch = self._open.get((topic, partition))
             if batch is None:
-                batch = self._open[(topic, partition)] = _Batch(topic, partition, time.monotonic())
-                self._lock.notify()
-            index = len(batch.values)
-            batch.values.append(value)
-            batch.keys.append(key)
-            if key is not None:
-                batch.has_keys = True
-            if headers is not None:
+                batch = self._new_batch(topic, partition)
+            values = batch.values
+            index = len(values)
+            values.append(value)
+            # keys, headers and timestamps lists exist only once a record has one
+            if key is not None or batch.has_keys:
+                if not batch.has_keys:
+                    batch.keys = [None] * index
+                    batch.has_keys = True
+                batch.keys.append(key)
+                if key is not None:
+                    size += len(key)
+            if headers is not None or batch.headers is not None:
                 if batch.headers is None:
                     batch.headers = [None] * index
-                batch.headers.append(_headers(headers))
-            elif batch.headers is not None:
-                batch.headers.append(None)
-            if timestamp is not None:
+                batch.headers.append(None if headers is None else _headers(headers))
+            if timestamp is not None or batch.timestamps is not None:
                 if batch.timestamps is None:
                     batch.timestamps = [None] * index
                 batch.timestamps.append(timestamp)
-            elif batch.timestamps is not None:
-                batch.timestamps.append(None)
             batch.nbytes += size
             if batch.nbytes >= self.batch_size:
                 self._close_batch(batch)
                 self._lock.notify()
         return SendHandle(batch, index)
+
+    def _new_batch(self, topic: str, partition: int) -> _Batch:
+        """Under the lock: open a batch for (topic, partition)."""
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        batch = self._open[(topic, partition)] = _Batch(topic, partition, time.monotonic())
+        self._lock.notify()
+        return batch
 
     def send_batch(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
                    timestamp: Any = None, headers: Any = None) -> BatchHandle:
