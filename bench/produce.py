@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"bench": "produce",
               "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "machine": f"{os.cpu_count()} cores, {platform.machine()}, {platform.system()} "
-                         f"{platform.release()}, Python {platform.python_version()}",
+                         f"{platform.release()}, Python {platform.python_version()}, "
+                         f"load average {os.getloadavg()[0]:.1f} at the end (shared machine)",
               "quick": args.quick, "seconds_per_case": seconds, "figures": figures}
     out = os.path.join(ROOT, "bench", "results", "produce.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)

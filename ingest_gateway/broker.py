@@ -415,8 +415,19 @@ class Broker:
         if not tables:
             raise _NothingToWrite()
         table = to_table(tables)
-        return state.writer.append(table, producer_batches=[(pb, starts[part])
-                                                            for pb, part in accepted])
+        try:
+            return state.writer.append(table, producer_batches=[(pb, starts[part])
+                                                                for pb, part in accepted])
+        except Fenced:
+            raise
+        except Exception:
+            # The commit's outcome may be unknown (the store failed mid-call): re-read, so
+            # an idempotent retry is checked against what really got committed.
+            try:
+                state.plog.snapshot()
+            except Exception:  # the store is still failing; the next flush re-reads
+                pass
+            raise
 
     def _flushed(self, state: PartitionState, batch: Batch, fut: concurrent.futures.Future,
                  started: float) -> None:
