@@ -1,9 +1,9 @@
 """Driver-side planning of ``sparklog`` reads: which partitions, which offsets, which slices.
 
 Everything here works on partition manifests only (no record is read, except
-by a timestamp lookup); the plan is a list of :class:`Slice` s, each one
-segment (or an offset range of one) that a Spark task reads with
-``PartitionLog.read_segment``. Offsets are always ``[start, end)``: ``end`` is
+by a timestamp lookup); the plan is a list of tasks, each a few consecutive
+:class:`Slice` s of one partition (a slice is one segment, or an offset range
+of one, read with ``PartitionLog.read_segment``). Offsets are always ``[start, end)``: ``end`` is
 the next offset to read, as in Kafka and in the streaming offsets
 ``{topic: {"partition": next_offset}}``.
 
@@ -59,6 +59,41 @@ class Slice:
     @property
     def size(self) -> int:
         return self.end - self.start
+
+    @property
+    def est_bytes(self) -> int:
+        """Bytes of the segment this slice covers, in proportion to its offsets."""
+        span = max(1, self.segment.end_offset - self.segment.base_offset)
+        return self.segment.bytes * self.size // span
+
+
+#: a Spark input partition reads consecutive slices of one partition up to this many
+#: bytes, as Spark packs small files (``spark.sql.files.maxPartitionBytes``): each task
+#: costs a Python-worker round trip, so a task per small segment is slow.
+MAX_TASK_BYTES = 128 << 20
+MIN_TASKS = 8  # ... but data is spread over at least this many tasks where it can be
+
+
+def pack(slices: list[Slice], *, max_bytes: int = MAX_TASK_BYTES,
+         min_tasks: int = MIN_TASKS) -> list[tuple[Slice, ...]]:
+    """Group consecutive slices of the same partition into tasks of about equal size,
+    at most ``max_bytes`` each (less when that would leave fewer than ``min_tasks``)."""
+    total = sum(s.est_bytes for s in slices)
+    budget = max(1, min(max_bytes, total // min_tasks))
+    runs: list[list[Slice]] = []
+    for s in slices:
+        last = runs[-1][-1] if runs else None
+        if last is not None and (last.topic, last.partition, last.end) == \
+                (s.topic, s.partition, s.start):
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    tasks: list[tuple[Slice, ...]] = []
+    for run in runs:
+        k = min(len(run), max(1, math.ceil(sum(s.est_bytes for s in run) / budget)))
+        bounds = [round(i * len(run) / k) for i in range(k + 1)]
+        tasks.extend(tuple(run[a:b]) for a, b in zip(bounds, bounds[1:]))
+    return tasks
 
 
 # -- which partitions ----------------------------------------------------------
@@ -178,8 +213,9 @@ def clamp_start(tp: TP, start: int, log_start: int, *, fail_on_data_loss: bool) 
     return log_start
 
 
-def plan(log: Log, ranges: dict[TP, tuple[int, int]], opts: SourceOptions) -> list[Slice]:
-    """Slices covering each partition's ``[start, end)``: one per segment, split as asked.
+def plan(log: Log, ranges: dict[TP, tuple[int, int]], opts: SourceOptions) -> list[tuple[Slice, ...]]:
+    """Tasks covering each partition's ``[start, end)``: slices of one segment each,
+    split as ``minPartitions`` / ``maxRecordsPerPartition`` ask, else packed (:func:`pack`).
 
     A start below the log start is data loss (see :func:`clamp_start`); an end
     above the high watermark, or an end before the start, is an error naming
@@ -203,8 +239,10 @@ def plan(log: Log, ranges: dict[TP, tuple[int, int]], opts: SourceOptions) -> li
             lo, hi = max(start, info.base_offset), min(end, info.end_offset)
             if hi > lo:
                 slices.append(Slice(tp[0], tp[1], info, lo, hi, ts_type))
-    return split(slices, min_partitions=opts.min_partitions,
-                 max_records=opts.max_records_per_partition)
+    if opts.min_partitions or opts.max_records_per_partition:
+        return [(s,) for s in split(slices, min_partitions=opts.min_partitions,
+                                    max_records=opts.max_records_per_partition)]
+    return pack(slices)
 
 
 def split(slices: list[Slice], *, min_partitions: int | None,

@@ -109,16 +109,23 @@ def to_spark(batch: pa.RecordBatch, s: Slice, *, include_headers: bool) -> pa.Re
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def read_slice(opts: SourceOptions, s: Slice | None) -> Iterator[pa.RecordBatch]:
-    """The records of one slice as Spark batches (runs in a Python worker).
+def read_task(opts: SourceOptions, slices: tuple[Slice, ...] | None) -> Iterator[pa.RecordBatch]:
+    """The records of one task's slices as Spark batches (runs in a Python worker).
 
     ``None`` reads nothing: Spark plans one ``InputPartition(None)`` when the
-    reader planned none. If the planned segment was superseded (compaction) and deleted since, the
+    reader planned none.
+    """
+    for s in slices or ():
+        yield from read_slice(opts, s)
+
+
+def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
+    """The records of one slice as Spark batches.
+
+    If the planned segment was superseded (compaction) and deleted since, the
     range is re-read through the newest manifest; if retention deleted it,
     that is data loss.
     """
-    if s is None:
-        return
     log = planning.open_cached(opts.store_description)
     part = log.partition(s.topic, s.partition)
     try:
@@ -140,27 +147,29 @@ class BatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions):
         self.opts = opts
 
-    def partitions(self) -> list[Slice]:
+    def partitions(self) -> list["SliceInput"]:
         log = planning.open_cached(self.opts.store_description)
         tps = planning.topic_partitions(log, self.opts)
         starts = planning.resolve_starts(log, self.opts, tps, default="earliest")
         ends = planning.resolve_ends(log, self.opts, tps)
-        slices = planning.plan(log, {tp: (starts[tp], ends[tp]) for tp in tps}, self.opts)
-        return [SliceInput(s) for s in slices]
+        tasks = planning.plan(log, {tp: (starts[tp], ends[tp]) for tp in tps}, self.opts)
+        return [SliceInput(t) for t in tasks]
 
     def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
-        return read_slice(self.opts, partition.value)
+        return read_task(self.opts, partition.value)
 
 
 class SliceInput(InputPartition):
-    """One Spark input partition: its ``value`` is a :class:`~pipeline.planning.Slice`."""
+    """One Spark input partition: ``value`` is a tuple of consecutive
+    :class:`~pipeline.planning.Slice` s of one partition."""
 
-    def __init__(self, s: Slice):
-        super().__init__(s)
+    def __init__(self, slices: tuple[Slice, ...]):
+        super().__init__(slices)
 
     def __repr__(self) -> str:
-        s = self.value
-        return f"SliceInput({s.topic}-{s.partition} [{s.start}, {s.end}) of {s.segment.file})"
+        first, last = self.value[0], self.value[-1]
+        return (f"SliceInput({first.topic}-{first.partition} [{first.start}, {last.end}) "
+                f"in {len(self.value)} slices)")
 
 
 # -- streaming -------------------------------------------------------------------------
@@ -278,10 +287,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 first = log.partition(*tp).log_start_offset()  # the log restarted (see _available)
             if stop > first:
                 ranges[tp] = (first, stop)
-        return [SliceInput(s) for s in planning.plan(log, ranges, self.opts)]
+        return [SliceInput(t) for t in planning.plan(log, ranges, self.opts)]
 
     def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
-        return read_slice(self.opts, partition.value)
+        return read_task(self.opts, partition.value)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the store keeps no per-consumer state (Spark's checkpoint does)."""
