@@ -1,0 +1,43 @@
+"""Task planning from manifests, without Spark: packing segments into tasks, splitting."""
+
+from __future__ import annotations
+
+from log_layout import SegmentInfo
+from pipeline.planning import Slice, pack, split
+
+
+def _slices(partition: int, segments: int, *, records: int = 100, size: int = 1000,
+            topic: str = "t") -> list[Slice]:
+    out = []
+    for i in range(segments):
+        info = SegmentInfo(f"{i}.arrow", i * records, (i + 1) * records - 1, records, size, 0, 0, 0)
+        out.append(Slice(topic, partition, info, info.base_offset, info.end_offset, 0))
+    return out
+
+
+def _covered(tasks) -> list[tuple[str, int, int, int]]:
+    return [(s.topic, s.partition, s.start, s.end) for t in tasks for s in t]
+
+
+def test_pack_groups_consecutive_segments_of_one_partition_evenly():
+    slices = _slices(0, 10) + _slices(1, 10)
+    tasks = pack(slices, max_bytes=3000, min_tasks=1)
+    assert len(tasks) == 8  # ceil(10,000 / 3,000) = 4 tasks per partition
+    assert sorted(len(t) for t in tasks) == [2, 2, 2, 2, 3, 3, 3, 3]
+    assert all(len({(s.topic, s.partition) for s in t}) == 1 for t in tasks)
+    assert _covered(tasks) == _covered([(s,) for s in slices])  # nothing lost, in order
+
+
+def test_pack_keeps_enough_tasks_for_small_data():
+    slices = _slices(0, 16)
+    assert len(pack(slices, max_bytes=1 << 30, min_tasks=8)) == 8
+    assert len(pack(_slices(0, 3), max_bytes=1 << 30, min_tasks=8)) == 3  # never split a slice
+
+
+def test_split_by_min_partitions_and_max_records():
+    slices = _slices(0, 2)
+    parts = split(slices, min_partitions=5, max_records=None)
+    assert len(parts) >= 5
+    assert sum(s.size for s in parts) == 200
+    capped = split(slices, min_partitions=None, max_records=30)
+    assert max(s.size for s in capped) <= 30 and sum(s.size for s in capped) == 200
