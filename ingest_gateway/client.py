@@ -157,14 +157,17 @@ class Producer:
     Kafka-named options: ``acks`` (0, 1, "all"), ``linger_ms``, ``batch_size``
     (bytes of keys and values per batch), ``max_in_flight`` (requests
     outstanding), ``enable_idempotence``, ``delivery_timeout_ms``,
-    ``retry_backoff_ms``, ``request_timeout_ms``.
+    ``retry_backoff_ms``, ``request_timeout_ms``, ``buffer_memory`` (bytes queued
+    unanswered before ``send`` blocks) and ``max_block_ms`` (how long it blocks
+    before raising TimeoutError).
     """
 
     def __init__(self, bootstrap_servers: str = "http://127.0.0.1:8082", *,
                  acks: int | str = "all", linger_ms: float = 5, batch_size: int = 1 << 20,
                  max_in_flight: int = 5, enable_idempotence: bool = True,
                  delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 50,
-                 request_timeout_ms: int = 30_000):
+                 request_timeout_ms: int = 30_000, buffer_memory: int = 32 << 20,
+                 max_block_ms: int = 60_000):
         acks = str(acks).lower()
         if acks not in ("0", "1", "all", "-1"):
             raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
@@ -180,6 +183,9 @@ class Producer:
         self.max_in_flight = max_in_flight
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.max_block_s = max_block_ms / 1000
+        self._queued = 0  # bytes of keys and values sent but not yet answered
         self.producer_id = secrets.randbits(63) if enable_idempotence else None
         self.producer_epoch = 0
         self._pool = urllib3.HTTPConnectionPool(
@@ -247,6 +253,8 @@ class Producer:
                 else self._sticky_partition(topic)
         size = len(value) if value is not None else 0
         with self._mutex:
+            if self._queued > self.buffer_memory:
+                self._wait_for_room()
             batch = self._open.get((topic, partition))
             if batch is None:
                 batch = self._new_batch(topic, partition)
@@ -270,10 +278,23 @@ class Producer:
                     batch.timestamps = [None] * index
                 batch.timestamps.append(timestamp)
             batch.nbytes += size
+            self._queued += size
             if batch.nbytes >= self.batch_size:
                 self._close_batch(batch)
                 self._lock.notify()
         return SendHandle(batch, index)
+
+    def _wait_for_room(self) -> None:
+        """Under the lock: block until answers free ``buffer_memory`` (Kafka's max.block.ms)."""
+        deadline = time.monotonic() + self.max_block_s
+        self._flush_now = True  # what is open can go now: lingering only adds to the wait
+        self._lock.notify_all()
+        while self._queued > self.buffer_memory:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"send blocked {self.max_block_s:.0f} s: {self._queued} bytes "
+                                   f"unanswered exceed buffer_memory={self.buffer_memory}")
+            self._lock.wait(left)
 
     def _new_batch(self, topic: str, partition: int) -> _Batch:
         """Under the lock: open a batch for (topic, partition)."""
@@ -302,8 +323,12 @@ class Producer:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the producer is closed")
+            if self._queued > self.buffer_memory:
+                self._wait_for_room()
             batch = _Batch(topic, partition, time.monotonic())
             batch.table = table
+            batch.nbytes = table.get_total_buffer_size()
+            self._queued += batch.nbytes
             self._close_batch(batch)
             self._lock.notify()
         return BatchHandle(batch)
@@ -362,6 +387,7 @@ class Producer:
             self._slots.release()
             with self._lock:
                 self._outstanding -= 1
+                self._queued -= batch.nbytes
                 self._lock.notify_all()
 
     def _body(self, batch: _Batch) -> bytes:

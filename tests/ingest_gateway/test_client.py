@@ -69,3 +69,15 @@ def test_options_are_validated():
         Producer("ftp://x")
     with pytest.raises(ValueError):
         Producer("http://127.0.0.1:1", acks=2)
+
+
+def test_send_blocks_at_buffer_memory_then_raises():
+    """Nothing answers (the port refuses connections), so queued bytes never drain."""
+    producer = Producer("http://127.0.0.1:9", buffer_memory=100, max_block_ms=200,
+                        delivery_timeout_ms=1_000, linger_ms=1)
+    first = producer.send("t", b"x" * 150, partition=0)
+    with pytest.raises(TimeoutError):
+        producer.send("t", b"y", partition=0)
+    producer.close()  # like Kafka's, close/flush report failures through the handles
+    assert isinstance(first.exception(), ProduceError)
+    assert first.exception().error == "delivery_timeout"
