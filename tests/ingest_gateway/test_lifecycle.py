@@ -64,3 +64,16 @@ def test_full_buffer_answers_429_with_retry_after(lingering_gateway):
     assert 'sparklog_gateway_errors_total{code="buffer_full"}' in text.decode()
     assert gw.stop() in (0, -15)
     assert lg.partition("slow", 0).high_watermark() == 3  # the accepted request, once
+
+
+def test_auto_create_topics_enable(tmp_path):
+    from log_layout import open_log
+
+    url = str(tmp_path / "store")
+    with GatewayProcess(url, settings={"gateway.auto.create.topics.enable": "true",
+                                       "topic.partitions": 2}) as gw:
+        status, out, _ = gw.request("POST", "/topics/fresh", body={"records": [{"value": 1}]})
+        assert status == 200, out
+        assert gw.request("POST", "/topics/bad$name", body={"records": [{"value": 1}]})[0] == 400
+    info = open_log(url).topic("fresh")
+    assert info.partitions == 2  # the topic.* defaults from the settings
