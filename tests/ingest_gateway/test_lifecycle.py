@@ -77,3 +77,23 @@ def test_auto_create_topics_enable(tmp_path):
         assert gw.request("POST", "/topics/bad$name", body={"records": [{"value": 1}]})[0] == 400
     info = open_log(url).topic("fresh")
     assert info.partitions == 2  # the topic.* defaults from the settings
+
+
+def test_flush_messages_and_batch_size_flush_before_linger(tmp_path):
+    """With a one-minute linger, only the count and size thresholds can flush."""
+    from log_layout import open_log
+
+    url = str(tmp_path / "store")
+    lg = open_log(url)
+    lg.create_topic("th", {"partitions": 2})
+    with GatewayProcess(url, settings={"gateway.linger.ms": 60_000, "gateway.flush.messages": 3,
+                                       "gateway.batch.size": 2000}) as gw:
+        status, out, _ = gw.request("POST", "/topics/th/partitions/0",  # acks=all
+                                    body={"records": [{"value": i} for i in range(3)]})
+        assert status == 200 and [o["offset"] for o in out["offsets"]] == [0, 1, 2]
+        table = pa.table({"value": [b"x" * 3000]})
+        status, out, _ = gw.request("POST", "/topics/th/partitions/1", body=arrow_body(table),
+                                    content_type=ARROW)
+        assert status == 200 and out["offsets"][0]["base_offset"] == 0
+        assert [p.high_watermark() for p in lg.partitions("th")] == [3, 1]
+        assert [len(p.snapshot().segments) for p in lg.partitions("th")] == [1, 1]
