@@ -260,7 +260,7 @@ def test_v3_topic_admin_round_trip(gateway, gateway_log):
     bad = gateway.request("POST", base, body={"topic_name": "x", "configs": [
         {"name": "retention.ms", "value": "soon"}]})
     assert bad[0] == 400 and bad[1]["error"] == "invalid_config"
-    assert gateway.request("GET", f"/v3/clusters/nope/topics")[0] == 404
+    assert gateway.request("GET", "/v3/clusters/nope/topics")[0] == 404
     status, listing, _ = gateway.request("GET", base)
     assert name in [t["topic_name"] for t in listing["data"]]
     status, configs, _ = gateway.request("GET", f"{base}/{name}/configs")
