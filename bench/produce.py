@@ -204,6 +204,51 @@ def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int) 
             "p99_ms": float(np.percentile(lat, 99))}
 
 
+# -- the machine's ceiling, measured in the same run ------------------------------------------
+RAW_APP = """
+import uvicorn
+BODY = b'{"offsets":[{"partition":0,"offset":0,"error_code":null,"error":null}]}'
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(BODY)).encode())]})
+    await send({"type": "http.response.body", "body": BODY})
+uvicorn.run(app, host="127.0.0.1", port=%d, loop="uvloop", http="httptools",
+            log_level="warning", access_log=False, lifespan="off")
+"""
+
+
+def run_raw_asgi(seconds: float, connections: int) -> dict:
+    """A do-nothing ASGI app on the same uvicorn stack and the same load: what any Python
+    gateway could answer on this machine right now (the ceiling of case a)."""
+    import subprocess
+
+    from tests.ingest_gateway.gateway_proc import free_port, wait_for
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", RAW_APP % port])
+    try:
+        import socket
+
+        def up() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, timeout=30, what="raw ASGI app")
+        return run_rest(port, "bench", 1, "1", seconds, connections)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 # -- main ---------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -218,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     lg = open_log(folder)
     lg.create_topic("bench", {"partitions": PARTITIONS})
     rows = []
+    raw = run_raw_asgi(seconds, args.connections)
     with GatewayProcess(folder, settings={"store.fsync": "true", "gateway.linger.ms": LINGER_MS},
                         log_path=os.path.join(folder, "gateway.log")) as gw:
         for acks in ("1", "all"):
@@ -259,6 +305,14 @@ def main(argv: list[str] | None = None) -> int:
                             "baseline_source": "budget: linger.ms + 50 ms",
                             "ratio": round(budget_ms / max(r["p99_ms"], 1e-9), 3),
                             "target": 1.0})
+    print(f"{'raw ASGI app (ceiling)':<26}{'-':>5}{raw['msgs_per_s']:>13,.0f}{'':>9}"
+          f"{raw['p50_ms']:>9.1f}{raw['p99_ms']:>9.1f}   (same uvicorn stack, does nothing)")
+    figures.append({"name": "a_rest_batch1_acks_1_vs_raw_asgi", "unit": "requests/s",
+                    "ours": round(rows[0][2]["msgs_per_s"]), "baseline": round(raw["msgs_per_s"]),
+                    "baseline_source": "a do-nothing ASGI app on uvicorn+httptools+uvloop, "
+                                       "same load generator, same run",
+                    "ratio": round(rows[0][2]["msgs_per_s"] / raw["msgs_per_s"], 3),
+                    "target": round(10_000 / 42_000, 3)})
     print(f"\np99 budget at acks=all: linger.ms + 50 = {budget_ms} ms; the paper's figures are "
           "anchors, not re-run")
     result = {"bench": "produce",

@@ -35,6 +35,7 @@ import json
 import logging
 import secrets
 import threading
+from urllib.parse import parse_qsl
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -203,21 +204,70 @@ def _sequences(raw: str | None, parts: Sequence[int]) -> dict[int, int] | None:
 
 
 # -- produce ---------------------------------------------------------------------------
-async def produce(request: Request) -> Response:
-    topic = _topic_param(request)
-    raw_partition = request.path_params.get("partition")
+class Produce:
+    """``POST /topics/{topic}[/partitions/{partition}]`` as a bare ASGI endpoint.
+
+    The hottest route skips Starlette's Request/Response objects (measured at
+    about half of a one-record request's time on the event loop); errors still
+    propagate to the one table through Starlette's exception middleware.
+    """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        state = scope["app"].state
+        content_type = acks_header = None
+        declared = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                declared = value
+            elif name == b"x-sparklog-acks":
+                acks_header = value.decode("latin-1")
+        raw_q = scope["query_string"]
+        query = dict(parse_qsl(raw_q.decode("latin-1"), keep_blank_values=True)) if raw_q else {}
+        params = scope["path_params"]
+        limit = state.settings.gateway.max_request_size
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise RequestTooLarge(int(declared), limit)
+
+        async def read_body() -> bytes:
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise BadRequest("the client disconnected before sending the whole body")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise RequestTooLarge(size, limit)
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+        media, doc = await produce(state, params["topic"], params.get("partition"), content_type,
+                                   query, acks_header, read_body)
+        payload = json.dumps(doc, separators=(",", ":")).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", media.encode()),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+async def produce(state: Any, topic: str, raw_partition: str | None, content_type: str | None,
+                  q: Mapping[str, str], acks_header: str | None,
+                  read_body: Any) -> tuple[str, dict[str, Any]]:
+    """Validate, parse, hand to the broker; returns (response media type, body)."""
+    validate_topic_name(topic)
     path_partition = None if raw_partition is None else _partition_param(topic, raw_partition)
-    media = codec.media_type(request.headers.get("content-type"))
-    q = request.query_params
-    acks = parse_acks(q.get("acks") or request.headers.get("x-sparklog-acks"))
+    media = codec.media_type(content_type)
+    acks = parse_acks(q.get("acks") or acks_header)
     pid = _int_param("producer_id", q.get("producer_id"), lo=0, hi=2**63 - 1)
     epoch = _int_param("producer_epoch", q.get("producer_epoch"), lo=0, hi=32767)
     if (pid is None) != (q.get("sequence") is None) or (epoch is not None and pid is None):
         raise BadRequest("idempotent producing needs producer_id and sequence together "
                          "(producer_epoch defaults to 0)")
-    settings = request.app.state.settings
-    body = await _read_body(request, settings.gateway.max_request_size)
-    broker = _broker(request)
+    body = await read_body()
+    broker: Broker = state.broker
     info = await broker.topic_info(topic)
     sticky = lambda: broker.sticky.next(topic, info.partitions)  # noqa: E731
     if media == codec.ARROW_STREAM:
@@ -234,7 +284,7 @@ async def produce(request: Request) -> Response:
     if failed and len(failed) == len(results):
         raise failed[0].error  # type: ignore[misc]
     if media == codec.ARROW_STREAM:
-        return JSONResponse({"offsets": [_part_doc(r) for r in results]})
+        return "application/json", {"offsets": [_part_doc(r) for r in results]}
     by_part = {r.partition: r for r in results}
     assert parsed.positions is not None
     offsets = []
@@ -245,8 +295,8 @@ async def produce(request: Request) -> Response:
         if r.error is not None:
             doc["error_code"], doc["error"] = status_of(r.error)[1], str(r.error)
         offsets.append(doc)
-    return JSONResponse({"key_schema_id": None, "value_schema_id": None, "offsets": offsets},
-                        media_type=codec.V2_RESPONSE_TYPE)
+    return codec.V2_RESPONSE_TYPE, {"key_schema_id": None, "value_schema_id": None,
+                                    "offsets": offsets}
 
 
 def _part_doc(r: PartResult) -> dict[str, Any]:
@@ -487,10 +537,10 @@ def routes() -> list[BaseRoute]:
     v3 = "/v3/clusters/{cluster_id}"
     return [
         Route("/topics", list_topics_v2, methods=["GET"]),
-        Route("/topics/{topic}", produce, methods=["POST"]),
+        Route("/topics/{topic}", Produce(), methods=["POST"]),
         Route("/topics/{topic}", get_topic_v2, methods=["GET"]),
         Route("/topics/{topic}/partitions", get_partitions_v2, methods=["GET"]),
-        Route("/topics/{topic}/partitions/{partition}", produce, methods=["POST"]),
+        Route("/topics/{topic}/partitions/{partition}", Produce(), methods=["POST"]),
         Route("/v3/clusters", list_clusters, methods=["GET"]),
         Route(v3, get_cluster, methods=["GET"], name="cluster"),
         Route(f"{v3}/topics", list_topics_v3, methods=["GET"]),
