@@ -273,13 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--batch", type=int, action="append", help="batch size (repeatable)")
     ap.add_argument("--mode", action="append", choices=["durable", "page_cache"])
+    ap.add_argument("--dir", default=os.path.join(ROOT, "bench"),
+                    help="where the stores are made (default: bench/, on the project's disk)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "log_append.json"))
     args = ap.parse_args(argv)
     records = args.records or (100_000 if args.quick else 2_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
     where = machine()  # the load average before we add ours
-    with tempfile.TemporaryDirectory(prefix="bench-log-append-", dir=os.path.join(ROOT, "bench")) \
-            as workdir:
+    with tempfile.TemporaryDirectory(prefix="bench-log-append-", dir=args.dir) as workdir:
         figures = run(records, args.batch or [1_000, 10_000], repeat, workdir,
                       tuple(args.mode or ("durable", "page_cache")))
     manifest = [manifest_cost(n) for n in (200, 2_000)]
