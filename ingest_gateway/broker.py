@@ -34,6 +34,7 @@ fenced in turn stops writing that partition and answers ``NotLeader``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import logging
@@ -108,6 +109,8 @@ class PartitionState:
         self.created_ms = created_ms
         self.current: Batch | None = None
         self.flushing: Batch | None = None
+        #: full batches closed while a flush was in flight, flushed in order
+        self.queue: collections.deque[Batch] = collections.deque()
         self.flush_again = False
         self.timer: asyncio.TimerHandle | None = None
         #: producer id -> [(batch descriptor, Batch, part index)] accepted, not committed
@@ -211,7 +214,7 @@ class Broker:
         self._topics.pop(topic, None)
         for key in [k for k in self._states if k[0] == topic]:
             state = self._states[key]
-            if state.current is None and state.flushing is None:
+            if state.current is None and state.flushing is None and not state.queue:
                 del self._states[key]
 
     async def _state(self, info: TopicInfo, partition: int) -> PartitionState:
@@ -339,7 +342,7 @@ class Broker:
         ticket.batch, ticket.part = batch, part
         ticket.predicted = state.assigned
         state.assigned += table.num_rows
-        if batch.nbytes >= self.settings.batch_size or batch.rows >= self.settings.flush_messages:
+        if self._full(batch):
             self._flush(state)
 
     async def _answer(self, ticket: _Ticket, acks: int) -> PartResult:
@@ -368,17 +371,36 @@ class Broker:
         if state.current is batch:
             self._flush(state)
 
-    def _flush(self, state: PartitionState) -> None:
-        """Start flushing the open batch, or mark it due if a flush is in flight."""
-        if state.current is None:
-            return
-        if state.flushing is not None:
-            state.flush_again = True
-            return
-        batch, state.current, state.flush_again = state.current, None, False
+    def _full(self, batch: Batch) -> bool:
+        return batch.nbytes >= self.settings.batch_size or \
+            batch.rows >= self.settings.flush_messages
+
+    def _close_current(self, state: PartitionState) -> Batch:
+        batch, state.current = state.current, None
         if state.timer is not None:
             state.timer.cancel()
             state.timer = None
+        assert batch is not None
+        return batch
+
+    def _flush(self, state: PartitionState) -> None:
+        """Start flushing the next batch; while a flush is in flight, a full open batch
+        is closed into the queue (so no flush grows past batch.size / flush.messages and
+        holds the GIL long) and one that is only due is marked for later."""
+        if state.flushing is not None:
+            if state.current is not None:
+                if self._full(state.current):
+                    state.queue.append(self._close_current(state))
+                else:
+                    state.flush_again = True
+            return
+        if state.queue:
+            batch = state.queue.popleft()
+        elif state.current is not None:
+            batch = self._close_current(state)
+            state.flush_again = False
+        else:
+            return
         state.flushing = batch
         started = time.perf_counter()
         fut = asyncio.get_running_loop().run_in_executor(self.executor, self._write, state, batch)
@@ -455,11 +477,10 @@ class Broker:
                 batch.error = exc if isinstance(exc, FlushFailed) else \
                     FlushFailed(state.topic, state.partition, f"{type(exc).__name__}: {exc}")
             self.metrics.rejected(batch.error.code)
+        if exc is not None or batch.dropped:
             # Offsets predicted for acks=1 are void: re-base on what is committed.
-            pending_rows = state.current.rows if state.current is not None else 0
-            state.assigned = state.plog.snapshot(refresh=False).next_offset + pending_rows
-        elif batch.dropped:
-            pending_rows = state.current.rows if state.current is not None else 0
+            pending_rows = sum(b.rows for b in state.queue) + \
+                (state.current.rows if state.current is not None else 0)
             state.assigned = state.plog.snapshot(refresh=False).next_offset + pending_rows
         batch.future.set_result(None)
         if batch.result is not None:
@@ -469,17 +490,19 @@ class Broker:
                     listener(state.topic, state.partition, hw)
                 except Exception:  # a listener must never break produce
                     log.exception("commit listener failed")
-        if state.stopped is not None and state.current is not None:
-            # Fenced: what is still open can never be written by this gateway.
-            orphan, state.current = state.current, None
-            if state.timer is not None:
-                state.timer.cancel()
-            self.buffered -= orphan.nbytes
-            orphan.error = state.stopped
-            orphan.future.set_result(None)
-        if state.current is not None and (state.flush_again or self.closing):
+        if state.stopped is not None:
+            # Fenced: what is queued or open can never be written by this gateway.
+            orphans = list(state.queue)
+            state.queue.clear()
+            if state.current is not None:
+                orphans.append(self._close_current(state))
+            for orphan in orphans:
+                self.buffered -= orphan.nbytes
+                orphan.error = state.stopped
+                orphan.future.set_result(None)
+        if state.queue or (state.current is not None and (state.flush_again or self.closing)):
             self._flush(state)
-        if self.buffered == 0 and all(s.flushing is None and s.current is None
+        if self.buffered == 0 and all(s.flushing is None and s.current is None and not s.queue
                                       for s in self._states.values()):
             self._idle.set()
 
