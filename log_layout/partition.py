@@ -287,11 +287,13 @@ class PartitionLog:
             self._remember(new)
         return won
 
-    def _write_segment(self, table: pa.Table) -> SegmentInfo:
+    def _write_segment(self, table: pa.Table, stats: dict | None = None) -> SegmentInfo:
+        """Store ``table`` as a new segment; ``stats`` (segment.stats) if already known."""
         buf, crc = segment.encode(table, compression=self.log.compression(self.topic))
-        name = paths.new_segment_name(table.column("offset")[0].as_py())
+        stats = stats or segment.stats(table)
+        name = paths.new_segment_name(stats["base_offset"])
         self.store.put_new(f"{self.folder}/{name}", buf)  # unique name: never exists
-        return SegmentInfo(file=name, bytes=buf.size, crc32=crc, **segment.stats(table))
+        return SegmentInfo(file=name, bytes=buf.size, crc32=crc, **stats)
 
     def replace_segments(self, remove: Sequence[SegmentInfo], add: Sequence[pa.Table], *,
                          committer: str, now_ms: int, log_start_offset: int | None = None,
@@ -467,6 +469,7 @@ class PartitionWriter:
                                   log_append_time=p.log.log_append_time(p.topic))
         if table.num_rows == 0:
             raise InvalidRecords("nothing to append: no records")
+        min_ts, max_ts = segment.timestamp_range(table)  # once, not on every rebase
         m = p.snapshot(refresh=False)
         info: SegmentInfo | None = None
         written_ms = 0
@@ -494,7 +497,9 @@ class PartitionWriter:
                         p.store.delete([f"{p.folder}/{info.file}"])
                         info = None
                     written_ms = wall_clock_ms()
-                    info = p._write_segment(segment.with_offsets(table, base))
+                    info = p._write_segment(segment.with_offsets(table, base), {
+                        "base_offset": base, "last_offset": base + table.num_rows - 1,
+                        "count": table.num_rows, "min_ts": min_ts, "max_ts": max_ts})
                 new = m.next(next_offset=base + table.num_rows, segments=m.segments + (info,),
                              producers=producers,
                              committer="append", committed_ms=ts)

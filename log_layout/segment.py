@@ -174,15 +174,16 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None) -> pa.Table
 
 def stats(table: pa.Table) -> dict[str, Any]:
     """base/last offset, count and min/max timestamp (ms) of a non-empty segment table."""
-    ts = [_int64_values(c) for c in table.column("timestamp").chunks if len(c)]
     offsets = [_int64_values(c) for c in table.column("offset").chunks if len(c)]
-    return {
-        "base_offset": int(offsets[0][0]),
-        "last_offset": int(offsets[-1][-1]),
-        "count": table.num_rows,
-        "min_ts": min(int(t.min()) for t in ts) // 1000,
-        "max_ts": max(int(t.max()) for t in ts) // 1000,
-    }
+    min_ts, max_ts = timestamp_range(table)
+    return {"base_offset": int(offsets[0][0]), "last_offset": int(offsets[-1][-1]),
+            "count": table.num_rows, "min_ts": min_ts, "max_ts": max_ts}
+
+
+def timestamp_range(table: pa.Table) -> tuple[int, int]:
+    """(min, max) of a non-empty table's timestamps, in milliseconds."""
+    ts = [_int64_values(c) for c in table.column("timestamp").chunks if len(c)]
+    return min(int(t.min()) for t in ts) // 1000, max(int(t.max()) for t in ts) // 1000
 
 
 def _int64_values(chunk: pa.Array) -> np.ndarray:
