@@ -10,7 +10,8 @@ ONE ``PartitionWriter.append`` of the concatenated tables: one segment file and
 one manifest commit, done on a worker thread (store I/O never runs on the event
 loop) with at most one flush in flight per partition, so partition order holds
 and a slow flush of P never delays produce to Q. While a flush is in flight the
-next batch fills. Each batch has ONE asyncio future, resolved when its flush
+next batch fills; once full it waits in the partition's queue and another opens,
+so no flush grows past the thresholds (a huge one would hold the GIL for long). Each batch has ONE asyncio future, resolved when its flush
 ends; requests keep (batch, part) references into it and compute their offsets
 from the batch's base offset, never one future per record.
 
