@@ -163,13 +163,12 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None) -> pa.Table
         if actual != crc32:
             raise CorruptSegment(path, f"CRC-32 is {actual:#010x}, the manifest recorded {crc32:#010x}")
     try:
-        reader = pa.ipc.open_file(pa.py_buffer(data) if not isinstance(data, pa.Buffer) else data)
-        table = reader.read_all()
+        reader = pa.ipc.open_file(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
+        if not reader.schema.equals(SCHEMA):  # metadata aside; checked before reading
+            raise CorruptSegment(path, f"schema is {reader.schema}, expected the segment schema")
+        return reader.read_all()
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
         raise CorruptSegment(path, f"not a readable Arrow IPC file ({e})") from None
-    if table.schema.remove_metadata() != SCHEMA:
-        raise CorruptSegment(path, f"schema is {table.schema}, expected the segment schema")
-    return table
 
 
 def stats(table: pa.Table) -> dict[str, Any]:

@@ -123,17 +123,28 @@ class LocalStore(Store):
         with open(self._abs(path), "rb") as f:
             return f.read()
 
+    #: files at least this big are memory-mapped; smaller ones are cheaper to copy
+    MMAP_MIN_BYTES = 512 * 1024
+
     def read_buffer(self, path: str) -> Any:
+        import mmap
+
         import pyarrow as pa
 
-        full = self._abs(path)
+        fd = os.open(self._abs(path), os.O_RDONLY)
         try:
-            with pa.memory_map(full, "r") as mapped:
-                return mapped.read_buffer()  # the buffer keeps the mapping alive
-        except FileNotFoundError:
-            raise
-        except OSError:  # an empty file cannot be mapped on every platform
-            return self.read(path)
+            size = os.fstat(fd).st_size
+            if size >= self.MMAP_MIN_BYTES:
+                # the buffer holds the map; the map outlives the fd (and even a delete)
+                return pa.py_buffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
+            chunks = [os.read(fd, size)]
+            while True:  # a short read is legal; the file may also have grown (it never does)
+                more = os.read(fd, 1 << 20)
+                if not more:
+                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                chunks.append(more)
+        finally:
+            os.close(fd)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))
