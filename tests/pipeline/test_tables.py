@@ -123,3 +123,9 @@ def test_continuous_materialization_follows_the_topic(spark, local_log, tmp_path
               spark.createDataFrame([("a", 0), ("b", 1), ("c", 2)], "value string, offset long"))
     finally:
         query.stop()
+
+
+def test_materialize_command_refuses_an_unknown_topic_before_starting_spark(local_log, capsys):
+    store = local_log.store.describe()["url"]
+    assert main(["--store", store, "materialize", "nope", "--table", "t", "--once"]) == 2
+    assert "topic 'nope' does not exist" in capsys.readouterr().err
