@@ -214,7 +214,14 @@ def register(spark, table: str, path: str) -> None:
     """Make ``table`` name the Delta table at ``path`` in this session's catalog."""
     check_table_name(table)
     location = path.replace("'", "\\'")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS `{table}` USING DELTA LOCATION '{location}'")
+    if spark.catalog.tableExists(table):
+        current = spark.sql(f"DESCRIBE DETAIL `{table}`").first()["location"]
+        if current.rstrip("/").removeprefix("file:") == os.path.abspath(path).rstrip("/"):
+            return
+        # the name now means the table of this warehouse (an external table: DROP
+        # forgets the name, the other table's data stays where it is)
+        spark.sql(f"DROP TABLE `{table}`")
+    spark.sql(f"CREATE TABLE `{table}` USING DELTA LOCATION '{location}'")
 
 
 def register_tables(spark, warehouse: str) -> list[str]:
