@@ -14,7 +14,9 @@ array<struct<key string, value binary>>`` with ``includeHeaders=true``.
 Options: see :mod:`pipeline.options`.
 
 Batch: the driver plans from the partition manifests (:mod:`pipeline.planning`):
-one input partition per segment or offset slice. Tasks reopen the store from
+an input partition reads consecutive segments of one partition (about 128 MB,
+at least 8 tasks where there is enough data), or offset slices of segments
+when ``minPartitions`` / ``maxRecordsPerPartition`` ask for more. Tasks reopen the store from
 its picklable description and yield ``pyarrow.RecordBatch`` es already in
 Spark's types (a tuple-yielding reader is about 5 times slower).
 
@@ -142,7 +144,7 @@ def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
 
 # -- batch ----------------------------------------------------------------------------
 class BatchReader(DataSourceReader):
-    """A batch query: offsets resolved once on the driver, one task per slice."""
+    """A batch query: offsets resolved once on the driver, one task per group of slices."""
 
     def __init__(self, opts: SourceOptions):
         self.opts = opts
