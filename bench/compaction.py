@@ -24,10 +24,7 @@ writes ``bench/results/compaction.json``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -40,6 +37,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.common import write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 KEY_BYTES, VALUE_BYTES = 10, 50
@@ -131,24 +129,13 @@ def run_baseline(spark, parquet: str, out: str, records: int) -> dict:
             "bytes_before": dir_bytes(parquet), "bytes_after": dir_bytes(out)}
 
 
-def machine() -> str:
-    mem = ""
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f"{int(f.readline().split()[1]) // 1024 // 1024} GiB RAM, "
-    except OSError:
-        pass
-    return (f"{os.cpu_count()} cores, {mem}{platform.system()} {platform.machine()}, "
-            f"python {platform.python_version()}, pyarrow {pa.__version__}")
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run (CI): 400k records")
     parser.add_argument("--records", type=int)
     parser.add_argument("--keys", type=int)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "compaction.json"))
+    parser.add_argument("--out", help="results file (default bench/results/compaction[.quick].json)")
     args = parser.parse_args(argv)
     records = args.records or (400_000 if args.quick else 10_000_000)
     keys = args.keys or (20_000 if args.quick else 100_000)
@@ -198,14 +185,9 @@ def main(argv=None) -> int:
     console.print(t)
     console.print(f"ratio ours/baseline: {ours_rate / base_rate:.2f} (target >= 0.5)")
 
-    result = {"bench": "compaction",
-              "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "machine": machine(), "records": records, "keys": keys, "quick": args.quick,
-              "partitions": PARTITIONS, "master": args.master,
-              "ours": ours, "baseline": baseline, "figures": figures}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    write_results("compaction", figures, quick=args.quick, out=args.out, records=records,
+                  keys=keys, partitions=PARTITIONS, master=args.master, ours=ours,
+                  baseline=baseline)
     return 0
 
 

@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import argparse
 import base64
-import datetime as dt
 import glob
 import json
 import os
-import platform
 import shutil
 import struct
 import sys
@@ -55,6 +53,7 @@ import pyarrow as pa  # noqa: E402
 import urllib3  # noqa: E402
 
 from ingest_gateway.consumer import Consumer  # noqa: E402
+from bench.common import machine, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 VALUE_BYTES = 100
@@ -64,16 +63,6 @@ KAFKA_PAPER_CONSUMER = 22_000.0
 KAFKA_08_E2E_MEDIAN_MS = 2.0
 TARGET_MSGS = 1_000_000.0
 TARGET_P99_MS = 50.0
-
-
-def machine() -> str:
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f"{int(f.readline().split()[1]) // 1024 // 1024} GiB RAM, "
-    except OSError:
-        mem = ""
-    return f"{os.cpu_count()} cores, {mem}{platform.system()} {platform.machine()}, " \
-           f"Python {platform.python_version()}, pyarrow {pa.__version__}"
 
 
 def fill(store: str, topic: str, records: int) -> None:
@@ -258,7 +247,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small run (seconds), as CI does")
     ap.add_argument("--records", type=int, help="records to consume (default 5,000,000)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "consume.json"))
+    ap.add_argument("--out", help="results file (default bench/results/consume[.quick].json)")
     args = ap.parse_args()
     records = args.records or (200_000 if args.quick else 5_000_000)
     json_records = min(records, 100_000 if args.quick else 500_000)
@@ -350,17 +339,13 @@ def main() -> int:
     print(f"{'anchor: Kafka 0.8 median':34} {KAFKA_08_E2E_MEDIAN_MS:8.1f}")
     print(f"target: p99 <= {TARGET_P99_MS:.0f} ms on the local store")
 
-    result = {"bench": "consume", "when": dt.datetime.now(dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"), "machine": machine(), "quick": args.quick,
-        "records": records, "value_bytes": VALUE_BYTES, "segment_records": SEGMENT_RECORDS,
-        "anchors": {"kafka_paper_consumer_msgs": KAFKA_PAPER_CONSUMER,
-                    "kafka_08_one_consumer_msgs": KAFKA_08_CONSUMER,
-                    "kafka_08_e2e_median_ms": KAFKA_08_E2E_MEDIAN_MS},
-        "figures": figures}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {args.out}")
+    out = write_results(
+        "consume", figures, quick=args.quick, out=args.out, records=records,
+        value_bytes=VALUE_BYTES, segment_records=SEGMENT_RECORDS,
+        anchors={"kafka_paper_consumer_msgs": KAFKA_PAPER_CONSUMER,
+                 "kafka_08_one_consumer_msgs": KAFKA_08_CONSUMER,
+                 "kafka_08_e2e_median_ms": KAFKA_08_E2E_MEDIAN_MS})
+    print(f"\nwrote {out}")
     return 0
 
 

@@ -58,10 +58,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
-import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -74,6 +71,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
+from bench.common import machine, write_results  # noqa: E402
 from log_layout import Manifest, SegmentInfo, open_log  # noqa: E402
 
 VALUE_BYTES = 100
@@ -186,18 +184,6 @@ def manifest_cost(segments: int) -> dict[str, float]:
             "append_encode_ms": append * 1e3, "parse_ms": parse * 1e3}
 
 
-def machine() -> str:
-    mem = ""
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f"{int(f.readline().split()[1]) // 1024 // 1024} GiB RAM, "
-    except OSError:
-        pass
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (f"{os.cpu_count()} cores, {mem}{platform.system()} {platform.machine()}, "
-            f"python {platform.python_version()}, pyarrow {pa.__version__}{load}")
-
-
 def settle(folder: str) -> None:
     """Delete a run's files and flush, so the next run does not pay for this one's
     deletes (the disk is mounted with ``discard``: freed blocks are trimmed at the next
@@ -282,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", action="append", choices=["durable", "page_cache"])
     ap.add_argument("--dir", default=os.path.join(ROOT, "bench"),
                     help="where the stores are made (default: bench/, on the project's disk)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "log_append.json"))
+    ap.add_argument("--out", help="results file (default bench/results/log_append[.quick].json)")
     args = ap.parse_args(argv)
     records = args.records or (100_000 if args.quick else 2_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
@@ -318,16 +304,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"full encode {m['encode_ms']:.2f} ms, encode on append (incremental) "
                       f"{m['append_encode_ms']:.3f} ms, parse {m['parse_ms']:.2f} ms")
 
-    result = {"bench": "log_append",
-              "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "machine": where, "records": records, "value_bytes": VALUE_BYTES,
-              "repeat": repeat, "quick": args.quick,
-              "judged_on": "page_cache (fsync off on both sides), batch 10000, baseline = the "
-                           "same records in plain pyarrow IPC files",
-              "figures": figures, "manifest": manifest}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    write_results("log_append", figures, quick=args.quick, out=args.out,
+                  machine_before_run=where, records=records, value_bytes=VALUE_BYTES,
+                  repeat=repeat, manifest=manifest,
+                  judged_on="page_cache (fsync off on both sides), batch 10000, baseline = the "
+                            "same records in plain pyarrow IPC files")
     return 0
 
 

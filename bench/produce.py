@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -44,6 +42,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
+from bench.common import write_results  # noqa: E402
 from ingest_gateway.client import Producer  # noqa: E402
 from log_layout import open_log  # noqa: E402
 from tests.ingest_gateway.gateway_proc import GatewayProcess  # noqa: E402
@@ -324,17 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                     "target": round(10_000 / 42_000, 3)})
     print(f"\np99 budget at acks=all: linger.ms + 50 = {budget_ms} ms; the paper's figures are "
           "anchors, not re-run")
-    result = {"bench": "produce",
-              "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "machine": f"{os.cpu_count()} cores, {platform.machine()}, {platform.system()} "
-                         f"{platform.release()}, Python {platform.python_version()}, "
-                         f"load average {os.getloadavg()[0]:.1f} at the end (shared machine)",
-              "quick": args.quick, "seconds_per_case": seconds, "best_of": args.repeat,
-              "figures": figures}
-    out = os.path.join(ROOT, "bench", "results", "produce.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
+    out = write_results("produce", figures, quick=args.quick, seconds_per_case=seconds,
+                        best_of=args.repeat)
     print(f"wrote {out}")
     return 0
 

@@ -24,10 +24,7 @@ Writes ``bench/results/spark_read.json``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -40,6 +37,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.common import write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 VALUE_BYTES = 100
@@ -162,15 +160,7 @@ def main() -> int:
         print(f"{f['name']:<26}{f['ours']:>16,.0f}{f['baseline']:>16,.0f}{f['ratio']:>8.2f}"
               f"{target:>8}")
     print("(stream_to_delta baseline: a batch copy of the Parquet rows into Delta)")
-    result = {"bench": "spark_read",
-              "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "machine": f"{os.cpu_count()} cores, {platform.machine()}, "
-                         f"Python {platform.python_version()}, {args.master}",
-              "records": n, "quick": args.quick, "figures": figures}
-    out = os.path.join(ROOT, "bench", "results", "spark_read.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
+    out = write_results("spark_read", figures, quick=args.quick, records=n, master=args.master)
     print(f"wrote {out}")
     missed = [f["name"] for f in figures if f["target"] is not None and f["ratio"] < f["target"]]
     if missed:

@@ -1,0 +1,42 @@
+"""Every benchmark runs in its small ``--quick`` form, so none of them rots.
+
+Timings are never asserted (this machine is shared and noisy): only that the
+script finishes and writes a well-formed DESIGN.md results document.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))
+                 if not p.endswith("common.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BENCHES)
+def test_quick_benchmark_writes_its_figures(name):
+    out = os.path.join(ROOT, "bench", "results", f"{name}.quick.json")
+    if os.path.exists(out):
+        os.unlink(out)
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", f"{name}.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=540)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out) as f:
+        doc = json.load(f)
+    assert doc["bench"] == name and doc["quick"] is True
+    assert doc["machine"] and doc["when"]
+    assert doc["figures"], "no figures"
+    for fig in doc["figures"]:
+        assert fig["name"] and fig["unit"]
+        assert isinstance(fig["ours"], (int, float)) and math.isfinite(fig["ours"]), fig
+        if fig.get("ratio") is not None and fig.get("baseline"):
+            assert math.isclose(fig["ratio"], fig["ours"] / fig["baseline"], rel_tol=0.05) \
+                or math.isclose(fig["ratio"], fig["baseline"] / fig["ours"], rel_tol=0.05), fig
