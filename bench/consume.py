@@ -100,14 +100,12 @@ def plain_pyarrow(store: str, topic: str, records: int):
     return timed(run, records)
 
 
-def direct_arrow(store: str, topic: str, records: int):
-    c = Consumer(store=store, auto_offset_reset="earliest", max_poll_records=200_000)
-    c.assign([(topic, 0)])
-
+def drain(c: Consumer, records: int, *, batches: bool):
+    """Time reading ``records`` records from ``c`` as Arrow batches or one Record at a time."""
     def run() -> int:
         n = 0
-        for b in c.batches():
-            n += b.records.num_rows
+        for item in (c.batches() if batches else c):
+            n += item.records.num_rows if batches else 1
             if n >= records:
                 return n
         return n
@@ -115,23 +113,18 @@ def direct_arrow(store: str, topic: str, records: int):
         return timed(run, records)
     finally:
         c.close()
+
+
+def direct_arrow(store: str, topic: str, records: int):
+    c = Consumer(store=store, auto_offset_reset="earliest", max_poll_records=200_000)
+    c.assign([(topic, 0)])
+    return drain(c, records, batches=True)
 
 
 def direct_records(store: str, topic: str, records: int):
     c = Consumer(store=store, auto_offset_reset="earliest", max_poll_records=200_000)
     c.assign([(topic, 0)])
-
-    def run() -> int:
-        n = 0
-        for _r in c:
-            n += 1
-            if n >= records:
-                return n
-        return n
-    try:
-        return timed(run, records)
-    finally:
-        c.close()
+    return drain(c, records, batches=False)
 
 
 def gateway_arrow(url: str, topic: str, records: int):
@@ -139,18 +132,7 @@ def gateway_arrow(url: str, topic: str, records: int):
     c.assign([(topic, 0)])
     c.poll_batches(10, max_records=1)  # warm up: connection, the gateway's consumer state
     c.seek((topic, 0), 0)
-
-    def run() -> int:
-        n = 0
-        for b in c.batches():
-            n += b.records.num_rows
-            if n >= records:
-                return n
-        return n
-    try:
-        return timed(run, records)
-    finally:
-        c.close()
+    return drain(c, records, batches=True)
 
 
 def gateway_json(url: str, topic: str, records: int):

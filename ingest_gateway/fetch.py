@@ -243,18 +243,12 @@ def hub_of(request: Request) -> ConsumerHub:
 
 # -- parameters and encoders ----------------------------------------------------------------
 def _int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
+    value = _app._int_param(name, request.query_params.get(name), lo=lo, hi=hi)
+    if value is None:
         if default is None:
             raise BadRequest(f"query parameter {name!r} is required")
         return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, not {raw!r}") from None
-    if not lo <= v <= hi:
-        raise BadRequest(f"{name} must be between {lo} and {hi}, not {v}")
-    return v
+    return value
 
 
 def _accept(request: Request, default: str = BINARY_V2) -> str:
