@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -271,19 +272,22 @@ def main(argv: list[str] | None = None) -> int:
     def best(run) -> dict:
         return max((run() for _ in range(max(1, args.repeat))), key=lambda r: r["msgs_per_s"])
 
-    raw = best(lambda: run_raw_asgi(seconds, args.connections))
-    with GatewayProcess(folder, settings={"store.fsync": "true", "gateway.linger.ms": LINGER_MS},
-                        log_path=os.path.join(folder, "gateway.log")) as gw:
-        for acks in ("1", "all"):
-            rows.append(("a_rest_batch1", acks, best(lambda: run_rest(
-                gw.port, "bench", 1, acks, seconds, args.connections)), PAPER["batch1"]))
-            rows.append(("b_rest_batch50", acks, best(lambda: run_rest(
-                gw.port, "bench", 50, acks, seconds, args.connections)), PAPER["batch50"]))
-            rows.append(("c_producer_send", acks, best(lambda: run_send(
-                gw.url, "bench", acks, seconds)), PAPER["batch50"]))
-            rows.append(("c_producer_arrow_columns", acks, best(lambda: run_send_batch(
-                gw.url, "bench", acks, seconds, 10_000 if args.quick else 25_000)),
-                PAPER["batch50"]))
+    try:
+        raw = best(lambda: run_raw_asgi(seconds, args.connections))
+        with GatewayProcess(folder, settings={"store.fsync": "true", "gateway.linger.ms": LINGER_MS},
+                            log_path=os.path.join(folder, "gateway.log")) as gw:
+            for acks in ("1", "all"):
+                rows.append(("a_rest_batch1", acks, best(lambda: run_rest(
+                    gw.port, "bench", 1, acks, seconds, args.connections)), PAPER["batch1"]))
+                rows.append(("b_rest_batch50", acks, best(lambda: run_rest(
+                    gw.port, "bench", 50, acks, seconds, args.connections)), PAPER["batch50"]))
+                rows.append(("c_producer_send", acks, best(lambda: run_send(
+                    gw.url, "bench", acks, seconds)), PAPER["batch50"]))
+                rows.append(("c_producer_arrow_columns", acks, best(lambda: run_send_batch(
+                    gw.url, "bench", acks, seconds, 10_000 if args.quick else 25_000)),
+                    PAPER["batch50"]))
+    finally:  # the store holds gigabytes after a full run
+        shutil.rmtree(folder, ignore_errors=True)
     targets = {"a_rest_batch1": 10_000, "b_rest_batch50": 200_000, "c_producer_send": 1_000_000,
                "c_producer_arrow_columns": 1_000_000}
     budget_ms = LINGER_MS + 50
