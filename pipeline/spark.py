@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import conf
 
@@ -25,6 +26,33 @@ def _ivy_dir(settings: conf.SparkSettings) -> str:
     if not path.is_absolute():
         path = conf.PROJECT_ROOT / path
     return str(path)
+
+
+def _jar_list_file(settings: conf.SparkSettings) -> Path:
+    """Where the first start records the jars Ivy resolved for ``delta.package``."""
+    name = settings.delta_package.replace(":", "_").replace("/", "_")
+    return Path(_ivy_dir(settings)) / f"sparklog-jars-{name}.txt"
+
+
+def _cached_jars(settings: conf.SparkSettings) -> str | None:
+    """The resolved jars of an earlier start, if every one is still on disk."""
+    try:
+        jars = [j for j in _jar_list_file(settings).read_text().split(",") if j]
+    except FileNotFoundError:
+        return None
+    if jars and all(os.path.exists(urlsplit(j).path) for j in jars):
+        return ",".join(jars)
+    return None
+
+
+def _remember_jars(spark, settings: conf.SparkSettings) -> None:
+    jars = spark.sparkContext.getConf().get("spark.jars", "")
+    artifact = settings.delta_package.split(":")[1]
+    if artifact in jars:
+        path = _jar_list_file(settings)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(jars)
+        os.replace(tmp, path)
 
 
 def session(*, master: str | None = None, app_name: str | None = None,
@@ -53,24 +81,36 @@ def session(*, master: str | None = None, app_name: str | None = None,
         builder = builder.master(master or spark_settings.master)
     builder = (
         builder.appName(app_name or spark_settings.app_name)
-        .config("spark.jars.packages", spark_settings.delta_package)
-        .config("spark.jars.ivy", _ivy_dir(spark_settings))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.ui.enabled", str(spark_settings.ui_enabled).lower())
         .config("spark.sql.shuffle.partitions", str(spark_settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
-    if (master or ("" if submitted else spark_settings.master)).startswith("local"):
-        # Delta replays its log with 50 tasks by default: on one machine that is
-        # scheduling overhead, not parallelism.
-        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
+    # The first start resolves Delta through Ivy (Maven Central) into the project's
+    # .ivy2; later starts put the recorded jars on the classpath directly: no Ivy
+    # resolution (a second of start-up and a screen of output), and no network.
+    cached = _cached_jars(spark_settings)
+    if cached:
+        builder = builder.config("spark.jars", cached)
+    else:
+        builder = (builder.config("spark.jars.packages", spark_settings.delta_package)
+                   .config("spark.jars.ivy", _ivy_dir(spark_settings)))
+    local = (master or ("" if submitted else spark_settings.master)).startswith("local")
+    if local:
+        # One machine: Spark's sockets stay on loopback (a cluster's driver must be
+        # reachable, so there the deployment's own settings decide). Delta replays its
+        # log with 50 tasks by default: here that is scheduling overhead, not parallelism.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1")
+                   .config("spark.databricks.delta.snapshotPartitions", "2"))
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if not cached:
+        _remember_jars(spark, spark_settings)
     register(spark)
     return spark
 
