@@ -4,6 +4,7 @@ tests drive. The same group semantics over real HTTP are in test_fetch_groups.py
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -13,6 +14,7 @@ import pytest
 from ingest_gateway.consumer import Batch, Consumer, IllegalState, NoOffsetForPartition, Record
 from ingest_gateway.groups import GroupCoordinator, UnknownMemberId
 from log_layout import OffsetOutOfRange, UnknownPartition, UnknownTopic
+from tests.ingest_gateway import consumers
 
 
 class Clock:
@@ -206,17 +208,8 @@ def member(log, coord, **kw) -> Consumer:
                     fetch_max_wait_ms=20, **kw)
 
 
-def drive(consumers, until, what, sink=None):
-    """Poll every consumer in turn (rejoins happen inside poll) until ``until()``."""
-    deadline = time.monotonic() + 30
-    while not until():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: "
-                                 f"{[(c.assignment(), c._state) for c in consumers]}")
-        for c in consumers:
-            recs = c.poll(0.02)
-            if sink is not None:
-                sink(c, recs)
+# in-process members: a short poll keeps the round-robin over them quick
+drive = functools.partial(consumers.drive, timeout=30, poll_s=0.02)
 
 
 def test_three_members_over_six_partitions_get_two_each(group_env):

@@ -16,6 +16,7 @@ import urllib3
 
 from ingest_gateway.consumer import Consumer, HttpMembership
 from ingest_gateway.groups import UnknownMemberId
+from tests.ingest_gateway.consumers import drive
 from tests.ingest_gateway.gateway_proc import wait_for
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -138,18 +139,6 @@ def member(gw, client_id, **kw):
     kw.setdefault("auto_offset_reset", "earliest")
     return Consumer(gateway=gw.url, client_id=client_id, session_timeout_ms=1500,
                     heartbeat_interval_ms=50, fetch_max_wait_ms=50, enable_auto_commit=False, **kw)
-
-
-def drive(consumers, until, what, sink=None, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not until():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: "
-                                 f"{[(c.client_id, c.assignment()) for c in consumers]}")
-        for c in consumers:
-            recs = c.poll(0.05)
-            if sink is not None:
-                sink(c, recs)
 
 
 def balanced(cs, n):
