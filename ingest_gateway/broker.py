@@ -163,6 +163,7 @@ class Broker:
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._claims: dict[tuple[str, int], asyncio.Future] = {}
         self._topics: dict[str, tuple[float, TopicInfo]] = {}
+        self._topic_loads: dict[str, asyncio.Future] = {}
         self._topic_cache_s = topic_cache_ms / 1000
         self._listeners: list[CommitListener] = []
         self._idle = asyncio.Event()
@@ -190,16 +191,29 @@ class Broker:
         Raises InvalidTopicName or UnknownTopic.
         """
         hit = self._topics.get(topic)
-        now = time.monotonic()
-        if hit is not None and now - hit[0] < self._topic_cache_s:
+        if hit is not None and time.monotonic() - hit[0] < self._topic_cache_s:
             return hit[1]
+        # One read per expiry, however many requests are waiting: without this, every
+        # request arriving while the read runs would start its own (hundreds at a time
+        # at full load, a burst of store reads each second).
+        loading = self._topic_loads.get(topic)
+        if loading is None:
+            loading = self._topic_loads[topic] = asyncio.ensure_future(self._load_topic(topic))
+            loading.add_done_callback(lambda f: self._topic_loads.pop(topic, None)
+                                      if self._topic_loads.get(topic) is f else None)
+        return await asyncio.shield(loading)  # a cancelled request leaves the read to the rest
+
+    async def _load_topic(self, topic: str) -> TopicInfo:
+        now = time.monotonic()
+        me = asyncio.current_task()
         try:
             info = await self.run_blocking(lambda: self.log.topic(topic, refresh=True))
         except UnknownTopic:
             if not self.settings.auto_create_topics_enable:
                 raise
             info = await self.run_blocking(self._auto_create, topic)
-        self._topics[topic] = (now, info)
+        if self._topic_loads.get(topic) is me:  # not forgotten (altered, deleted) meanwhile
+            self._topics[topic] = (now, info)
         return info
 
     def _auto_create(self, topic: str) -> TopicInfo:
@@ -213,6 +227,7 @@ class Broker:
     def forget_topic(self, topic: str) -> None:
         """Drop cached state of a deleted or altered topic."""
         self._topics.pop(topic, None)
+        self._topic_loads.pop(topic, None)  # a read under way may predate the change
         for key in [k for k in self._states if k[0] == topic]:
             state = self._states[key]
             if state.current is None and state.flushing is None and not state.queue:

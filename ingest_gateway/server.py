@@ -48,6 +48,8 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     gc.set_threshold(20_000, 20, 20)
     config = uvicorn.Config(app, host=settings.gateway.host, port=settings.gateway.port,
                             loop="uvloop", http="httptools", lifespan="on",
+                            # no X-Forwarded-For rewriting: nothing here reads client addresses
+                            proxy_headers=False,
                             log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
                             backlog=1024)
     uvicorn.Server(config).run()

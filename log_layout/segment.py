@@ -97,17 +97,17 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
     value = _as_binary("value", records.column("value"))
     key = _as_binary("key", records.column("key")) if "key" in names else _nulls(n, pa.binary())
 
-    if log_append_time or "timestamp" not in names:
+    ts = records.column("timestamp") if "timestamp" in names else None
+    if ts is not None and not (pa.types.is_timestamp(ts.type) or pa.types.is_integer(ts.type)):
+        raise InvalidRecords(f"column 'timestamp' must be int64 milliseconds or a timestamp, "
+                             f"not {ts.type}")
+    if log_append_time or ts is None or ts.null_count == n:  # all default: no compute kernels
         ts = _int64_array(np.full(n, default_ts_ms * 1000, dtype=np.int64), TS_TYPE)
     else:
-        ts = records.column("timestamp")
         if pa.types.is_timestamp(ts.type):
             ts = ts.cast(TS_TYPE)
-        elif pa.types.is_integer(ts.type):
-            ts = pc.multiply(ts.cast(pa.int64()), 1000).cast(TS_TYPE)
         else:
-            raise InvalidRecords(f"column 'timestamp' must be int64 milliseconds or a timestamp, "
-                                 f"not {ts.type}")
+            ts = pc.multiply(ts.cast(pa.int64()), 1000).cast(TS_TYPE)
         if ts.null_count:
             ts = pc.fill_null(ts, pa.scalar(default_ts_ms * 1000, TS_TYPE))
 
