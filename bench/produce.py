@@ -54,7 +54,13 @@ LINGER_MS = 5
 #: records send() may have queued unacknowledged (Kafka bounds this with buffer.memory);
 #: more only adds queueing to the latency, not throughput
 QUEUE_RECORDS = 60_000
-PAPER = {"batch1": 50_000, "batch50": 400_000}
+#: the issue's throughput targets (msgs/s) per case, and the Kafka paper's anchors
+TARGETS = {"a_rest_batch1": 10_000, "b_rest_batch50": 200_000, "c_producer_send": 1_000_000,
+           "c_producer_arrow_columns": 1_000_000}
+PAPER = {"a_rest_batch1": 50_000, "b_rest_batch50": 400_000, "c_producer_send": 400_000,
+         "c_producer_arrow_columns": 400_000}
+#: acknowledgement latency is judged with the load fixed at this fraction of the target
+LOAD_FRACTION = 0.5
 
 
 # -- a minimal keep-alive HTTP/1.1 load generator --------------------------------------
@@ -125,6 +131,55 @@ async def _http_load(port: int, requests: list[bytes], seconds: float, connectio
             "p99_ms": float(np.percentile(lat, 99))}
 
 
+async def _http_open_loop(port: int, requests: list[bytes], seconds: float, connections: int,
+                          records_per_request: int, rate: float) -> dict:
+    """Requests at a fixed rate whatever the answers (open loop), on a pool of
+    keep-alive connections. Latency counts from when a request was due, so a
+    stall delays (and charges) every request behind it: no coordinated omission."""
+    loop = asyncio.get_running_loop()
+    conns = [(await loop.create_connection(_Conn, "127.0.0.1", port))[1]
+             for _ in range(connections)]
+    idle: asyncio.Queue = asyncio.Queue()
+    for c in conns:
+        idle.put_nowait(c)
+    latencies: list[float] = []
+    errors = 0
+
+    async def one(request: bytes, due: float) -> None:
+        nonlocal errors
+        conn = await idle.get()
+        conn.waiter = loop.create_future()
+        conn.transport.write(request)
+        status = await conn.waiter
+        latencies.append(time.perf_counter() - due)
+        errors += status != 200
+        idle.put_nowait(conn)
+
+    tasks: set[asyncio.Task] = set()
+    t0 = time.perf_counter()
+    sent = 0
+    while True:
+        now = time.perf_counter()
+        if now >= t0 + seconds:
+            break
+        due = t0 + sent / rate
+        if due > now:
+            await asyncio.sleep(due - now)
+            continue
+        task = asyncio.create_task(one(requests[sent % len(requests)], due))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        sent += 1
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.transport.close()
+    lat = np.array(latencies) * 1000
+    return {"msgs_per_s": (sent - errors) * records_per_request / elapsed, "requests": sent,
+            "errors": errors, "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99))}
+
+
 def _json_requests(topic: str, records: int, acks: str, count: int = 64) -> list[bytes]:
     out = []
     for k in range(count):
@@ -137,18 +192,25 @@ def _json_requests(topic: str, records: int, acks: str, count: int = 64) -> list
 
 
 def run_rest(port: int, topic: str, records: int, acks: str, seconds: float,
-             connections: int) -> dict:
+             connections: int, rate: float | None = None) -> dict:
+    """Closed loop (each connection sends its next request on the answer), or open
+    loop at ``rate`` msgs/s when given."""
     try:
         import uvloop
         uvloop.install()
     except ImportError:
         pass
-    return asyncio.run(_http_load(port, _json_requests(topic, records, acks), seconds,
-                                  connections, records))
+    requests = _json_requests(topic, records, acks)
+    if rate is None:
+        return asyncio.run(_http_load(port, requests, seconds, connections, records))
+    return asyncio.run(_http_open_loop(port, requests, seconds, connections, records,
+                                       rate / records))
 
 
 # -- the Producer client ---------------------------------------------------------------------
-def run_send(url: str, topic: str, acks: str, seconds: float) -> dict:
+def run_send(url: str, topic: str, acks: str, seconds: float, rate: float | None = None) -> dict:
+    """``send()`` as fast as it takes them, or ``rate`` records/s in 1 ms ticks; one
+    record per 10,000 (per tick) is timed from when it was due to its acknowledgement."""
     value = b"v" * VALUE_BYTES
     samples: list[float] = []
     lock = threading.Lock()
@@ -166,13 +228,17 @@ def run_send(url: str, topic: str, acks: str, seconds: float) -> dict:
                   buffer_memory=QUEUE_RECORDS * VALUE_BYTES) as producer:
         t0 = time.perf_counter()
         stop_at = t0 + seconds
+        per_tick = 10_000 if rate is None else max(1, int(rate / 1000))
         while True:
-            for _ in range(10_000):
+            due = time.perf_counter() if rate is None else t0 + n / rate
+            if rate is not None and due > time.perf_counter():
+                time.sleep(due - time.perf_counter())
+            for _ in range(per_tick):
                 producer.send(topic, value)
-            n += 10_000
+            n += per_tick
             h = producer.send(topic, value)
             n += 1
-            h.add_done_callback(sampled(time.perf_counter()))
+            h.add_done_callback(sampled(due))
             if time.perf_counter() >= stop_at:
                 break
         producer.flush()
@@ -182,25 +248,37 @@ def run_send(url: str, topic: str, acks: str, seconds: float) -> dict:
             "p99_ms": float(np.percentile(lat, 99))}
 
 
-def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int) -> dict:
+def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int,
+                   rate: float | None = None) -> dict:
+    """``send_batch()`` of ``batch`` records, 4 in flight, or at ``rate`` records/s;
+    each batch timed from when it was due to its acknowledgement."""
     values = pa.array([b"v" * VALUE_BYTES] * batch, pa.binary())
     latencies: list[float] = []
+    lock = threading.Lock()
+
+    def timed(due: float):
+        def cb(_h) -> None:
+            with lock:
+                latencies.append(time.perf_counter() - due)
+        return cb
+
     n = 0
     with Producer(url, acks=acks, linger_ms=LINGER_MS, max_in_flight=4) as producer:
-        pending: list[tuple[float, object]] = []
+        pending: list = []
         t0 = time.perf_counter()
         stop_at = t0 + seconds
         while time.perf_counter() < stop_at:
-            pending.append((time.perf_counter(), producer.send_batch(topic, values,
-                                                                     partition=n // batch % PARTITIONS)))
+            due = time.perf_counter() if rate is None else t0 + n / rate
+            if rate is not None and due > time.perf_counter():
+                time.sleep(due - time.perf_counter())
+            h = producer.send_batch(topic, values, partition=n // batch % PARTITIONS)
+            h.add_done_callback(timed(due))
+            pending.append(h)
             n += batch
             while len(pending) >= 4:  # as deep as max_in_flight: latency without queueing
-                sent, h = pending.pop(0)
-                h.result()
-                latencies.append(time.perf_counter() - sent)
-        for sent, h in pending:
+                pending.pop(0).result()
+        for h in pending:
             h.result()
-            latencies.append(time.perf_counter() - sent)
         elapsed = time.perf_counter() - t0
     lat = np.array(latencies) * 1000
     return {"msgs_per_s": n / elapsed, "records": n, "p50_ms": float(np.percentile(lat, 50)),
@@ -263,75 +341,97 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep-alive connections of the REST cases")
     args = parser.parse_args(argv)
     seconds = args.seconds or (0.5 if args.quick else 4.0)
+    arrow_batch = 10_000 if args.quick else 25_000
 
     folder = tempfile.mkdtemp(prefix="sparklog-bench-produce-")
     lg = open_log(folder)
     lg.create_topic("bench", {"partitions": PARTITIONS})
+
+    def case(name: str, acks: str, secs: float, rate: float | None = None) -> dict:
+        if name == "a_rest_batch1":
+            return run_rest(gw.port, "bench", 1, acks, secs, args.connections, rate)
+        if name == "b_rest_batch50":
+            return run_rest(gw.port, "bench", 50, acks, secs, args.connections, rate)
+        if name == "c_producer_send":
+            return run_send(gw.url, "bench", acks, secs, rate)
+        return run_send_batch(gw.url, "bench", acks, secs, arrow_batch, rate)
+
+    def best(name: str, acks: str) -> dict:
+        return max((case(name, acks, seconds) for _ in range(max(1, args.repeat))),
+                   key=lambda r: r["msgs_per_s"])
+
     rows = []
-
-    def best(run) -> dict:
-        return max((run() for _ in range(max(1, args.repeat))), key=lambda r: r["msgs_per_s"])
-
     try:
-        raw = best(lambda: run_raw_asgi(seconds, args.connections))
+        raw = max((run_raw_asgi(seconds, args.connections) for _ in range(max(1, args.repeat))),
+                  key=lambda r: r["msgs_per_s"])
         with GatewayProcess(folder, settings={"store.fsync": "true", "gateway.linger.ms": LINGER_MS},
                             log_path=os.path.join(folder, "gateway.log")) as gw:
+            for name in TARGETS:  # warm up: first flushes, imports, allocator; not measured
+                case(name, "1", min(seconds, 1.0))
             for acks in ("1", "all"):
-                rows.append(("a_rest_batch1", acks, best(lambda: run_rest(
-                    gw.port, "bench", 1, acks, seconds, args.connections)), PAPER["batch1"]))
-                rows.append(("b_rest_batch50", acks, best(lambda: run_rest(
-                    gw.port, "bench", 50, acks, seconds, args.connections)), PAPER["batch50"]))
-                rows.append(("c_producer_send", acks, best(lambda: run_send(
-                    gw.url, "bench", acks, seconds)), PAPER["batch50"]))
-                rows.append(("c_producer_arrow_columns", acks, best(lambda: run_send_batch(
-                    gw.url, "bench", acks, seconds, 10_000 if args.quick else 25_000)),
-                    PAPER["batch50"]))
+                for name in TARGETS:
+                    steady = case(name, acks, seconds, TARGETS[name] * LOAD_FRACTION) \
+                        if acks == "all" else None
+                    rows.append((name, acks, best(name, acks), steady))
     finally:  # the store holds gigabytes after a full run
         shutil.rmtree(folder, ignore_errors=True)
-    targets = {"a_rest_batch1": 10_000, "b_rest_batch50": 200_000, "c_producer_send": 1_000_000,
-               "c_producer_arrow_columns": 1_000_000}
     budget_ms = LINGER_MS + 50
 
     print(f"\nproduce through the gateway: {VALUE_BYTES}-byte values, {PARTITIONS} partitions, "
           f"linger.ms={LINGER_MS}, local store with fsync, {os.cpu_count()} cores shared by "
           "gateway and client\n")
-    header = f"{'case':<26}{'acks':>5}{'msgs/s':>13}{'MB/s':>9}{'p50 ms':>9}{'p99 ms':>9}" \
-             f"{'target':>11}{'paper':>10}"
+    header = f"{'case':<26}{'acks':>5}{'msgs/s':>13}{'MB/s':>8}{'p50 ms':>8}{'p99 ms':>8}" \
+             f"{'target':>11}{'paper':>9}{'fixed load':>12}{'p50 ms':>8}{'p99 ms':>8}"
     print(header)
     print("-" * len(header))
     figures = []
-    for name, acks, r, paper in rows:
+    for name, acks, r, steady in rows:
         mbps = r["msgs_per_s"] * VALUE_BYTES / 1e6
-        print(f"{name:<26}{acks:>5}{r['msgs_per_s']:>13,.0f}{mbps:>9.1f}{r['p50_ms']:>9.1f}"
-              f"{r['p99_ms']:>9.1f}{targets[name]:>11,}{paper:>10,}")
+        paper = PAPER[name]
+        fixed = "" if steady is None else \
+            f"{TARGETS[name] * LOAD_FRACTION:>12,.0f}{steady['p50_ms']:>8.1f}{steady['p99_ms']:>8.1f}"
+        print(f"{name:<26}{acks:>5}{r['msgs_per_s']:>13,.0f}{mbps:>8.1f}{r['p50_ms']:>8.1f}"
+              f"{r['p99_ms']:>8.1f}{TARGETS[name]:>11,}{paper:>9,}{fixed}")
         figures.append({"name": f"{name}_acks_{acks}", "unit": "msgs/s",
                         "ours": round(r["msgs_per_s"]), "baseline": paper,
                         "baseline_source": "Kafka paper (2011), 200-byte messages",
                         "ratio": round(r["msgs_per_s"] / paper, 3),
-                        "target": round(targets[name] / paper, 3),
+                        "target": round(TARGETS[name] / paper, 3),
                         "mb_per_s": round(mbps, 1), "p50_ms": round(r["p50_ms"], 2),
-                        "p99_ms": round(r["p99_ms"], 2)})
-        if acks == "all":
-            figures.append({"name": f"{name}_acks_all_p99", "unit": "ms",
-                            "ours": round(r["p99_ms"], 2), "baseline": budget_ms,
+                        "p99_ms": round(r["p99_ms"], 2), "errors": r.get("errors", 0)})
+        if steady is not None:
+            figures.append({"name": f"{name}_acks_all_p99_at_fixed_load", "unit": "ms",
+                            "ours": round(steady["p99_ms"], 2), "baseline": budget_ms,
                             "baseline_source": "budget: linger.ms + 50 ms",
+                            "ratio": round(budget_ms / max(steady["p99_ms"], 1e-9), 3),
+                            "target": 1.0,
+                            "offered_msgs_per_s": round(TARGETS[name] * LOAD_FRACTION),
+                            "achieved_msgs_per_s": round(steady["msgs_per_s"]),
+                            "p50_ms": round(steady["p50_ms"], 2),
+                            "errors": steady.get("errors", 0)})
+            figures.append({"name": f"{name}_acks_all_p99_at_saturation", "unit": "ms",
+                            "ours": round(r["p99_ms"], 2), "baseline": budget_ms,
+                            "baseline_source": "budget: linger.ms + 50 ms (not judged: "
+                                               "closed-loop queueing, see the docstring)",
                             "ratio": round(budget_ms / max(r["p99_ms"], 1e-9), 3),
-                            "target": 1.0})
-    print(f"{'raw ASGI app (ceiling)':<26}{'-':>5}{raw['msgs_per_s']:>13,.0f}{'':>9}"
-          f"{raw['p50_ms']:>9.1f}{raw['p99_ms']:>9.1f}   (same uvicorn stack, does nothing)")
+                            "target": None})
+    print(f"{'raw ASGI app (ceiling)':<26}{'-':>5}{raw['msgs_per_s']:>13,.0f}{'':>8}"
+          f"{raw['p50_ms']:>8.1f}{raw['p99_ms']:>8.1f}   (same uvicorn stack, does nothing)")
     figures.append({"name": "a_rest_batch1_acks_1_vs_raw_asgi", "unit": "requests/s",
                     "ours": round(rows[0][2]["msgs_per_s"]), "baseline": round(raw["msgs_per_s"]),
                     "baseline_source": "a do-nothing ASGI app on uvicorn+httptools+uvloop, "
                                        "same load generator, same run",
                     "ratio": round(rows[0][2]["msgs_per_s"] / raw["msgs_per_s"], 3),
-                    "target": round(10_000 / 42_000, 3)})
-    print(f"\np99 budget at acks=all: linger.ms + 50 = {budget_ms} ms; the paper's figures are "
+                    "target": None})
+    print(f"\nmsgs/s and the first p50/p99: closed loop at full speed ({args.connections} "
+          f"connections for REST), best of {args.repeat}; fixed load: acks=all offered at "
+          f"{LOAD_FRACTION:.0%} of the target rate, latency from when each request was due.\n"
+          f"p99 budget at acks=all: linger.ms + 50 = {budget_ms} ms; the paper's figures are "
           "anchors, not re-run")
     out = write_results("produce", figures, quick=args.quick, seconds_per_case=seconds,
-                        best_of=args.repeat)
+                        best_of=args.repeat, load_fraction=LOAD_FRACTION)
     print(f"wrote {out}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

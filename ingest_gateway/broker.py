@@ -157,7 +157,7 @@ class Broker:
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=flush_threads or min(16, (os.cpu_count() or 2) * 4),
             thread_name_prefix="sparklog-flush")
-        self.sticky = StickyPartitioner()
+        self.sticky = StickyPartitioner(busy=self._flushing)
         self.buffered = 0
         self.closing = False
         self._states: dict[tuple[str, int], PartitionState] = {}
@@ -391,8 +391,13 @@ class Broker:
         return batch.nbytes >= self.settings.batch_size or \
             batch.rows >= self.settings.flush_messages
 
+    def _flushing(self, topic: str, partition: int) -> bool:
+        state = self._states.get((topic, partition))
+        return state is not None and (state.flushing is not None or bool(state.queue))
+
     def _close_current(self, state: PartitionState) -> Batch:
         batch, state.current = state.current, None
+        self.sticky.batch_closed(state.topic, state.partition)
         if state.timer is not None:
             state.timer.cancel()
             state.timer = None

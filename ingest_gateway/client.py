@@ -150,6 +150,14 @@ class BatchHandle:
     def done(self) -> bool:
         return self._batch.future.done()
 
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self._batch.future.exception(timeout)
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(handle)`` once the batch is acknowledged or failed (on the
+        producer's I/O thread; at once if already done)."""
+        self._batch.future.add_done_callback(lambda _f: fn(self))
+
 
 class Producer:
     """Batches records per partition and posts them to a gateway (thread-safe).

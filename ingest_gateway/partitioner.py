@@ -8,7 +8,7 @@ so a key lands in the same partition number as it would in Apache Kafka.
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Callable
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -51,18 +51,38 @@ def partition_for_key(key: bytes, partitions: int) -> int:
 
 
 class StickyPartitioner:
-    """Keyless records: one partition per batch, moving round-robin between batches.
+    """Keyless records: Kafka's sticky partitioner, moving on when the batch closes.
 
-    Kafka's sticky partitioner keeps a partition until its batch is sent; the
-    gateway's unit of batching is a request, so each keyless request (and each
-    client batch) goes whole to the next partition.
+    As in Kafka (KIP-480), keyless records stay on one partition until that
+    partition's open batch is closed (``linger.ms`` or ``batch.size`` reached:
+    the broker calls :meth:`batch_closed`); then the next partition round-robin
+    takes over, skipping partitions whose flush is still under way as Kafka's
+    adaptive partitioning (KIP-794) skips slow ones. One linger window of keyless
+    requests thus makes one segment and one commit, not one per partition, and
+    a new batch does not queue behind a flush in flight while a partition is free.
     """
 
-    def __init__(self) -> None:
-        self._counters: dict[str, itertools.count] = {}
+    def __init__(self, busy: Callable[[str, int], bool] = lambda _topic, _partition: False):
+        self._current: dict[str, int] = {}
+        self._counts: dict[str, int] = {}
+        self._busy = busy
 
     def next(self, topic: str, partitions: int) -> int:
-        counter = self._counters.get(topic)
-        if counter is None:
-            counter = self._counters.setdefault(topic, itertools.count())
-        return next(counter) % partitions
+        """The partition for the next keyless request (or record run) of ``topic``."""
+        self._counts[topic] = partitions
+        p = self._current.get(topic)
+        if p is None or p >= partitions:
+            p = self._current[topic] = self._after(topic, -1, partitions)
+        return p
+
+    def batch_closed(self, topic: str, partition: int) -> None:
+        """``partition``'s open batch was closed: the next keyless records move on."""
+        if self._current.get(topic) == partition:
+            self._current[topic] = self._after(topic, partition, self._counts[topic])
+
+    def _after(self, topic: str, partition: int, partitions: int) -> int:
+        for step in range(1, partitions + 1):
+            p = (partition + step) % partitions
+            if not self._busy(topic, p):
+                return p
+        return (partition + 1) % partitions

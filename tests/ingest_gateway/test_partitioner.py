@@ -40,7 +40,36 @@ def test_empty_key_and_high_bytes():
     assert -2**31 <= murmur2(bytes(range(256))) < 2**31
 
 
-def test_sticky_moves_round_robin_per_topic():
+def test_sticky_stays_until_the_batch_closes_then_moves_round_robin_per_topic():
     s = StickyPartitioner()
-    assert [s.next("a", 3) for _ in range(4)] == [0, 1, 2, 0]
-    assert s.next("b", 3) == 0
+    assert [s.next("a", 3) for _ in range(3)] == [0, 0, 0]
+    s.batch_closed("a", 1)  # not the sticky partition: no move
+    assert s.next("a", 3) == 0
+    seen = []
+    for _ in range(4):
+        s.batch_closed("a", s.next("a", 3))
+        seen.append(s.next("a", 3))
+    assert seen == [1, 2, 0, 1]
+    assert s.next("b", 3) == 0  # topics are independent
+
+
+def test_sticky_skips_partitions_with_a_flush_under_way():
+    busy = {("t", 1), ("t", 2)}
+    s = StickyPartitioner(busy=lambda topic, p: (topic, p) in busy)
+    assert s.next("t", 4) == 0
+    s.batch_closed("t", 0)
+    assert s.next("t", 4) == 3  # 1 and 2 are flushing
+    busy.update({("t", 0), ("t", 3)})
+    s.batch_closed("t", 3)
+    assert s.next("t", 4) == 0  # all busy: plain round-robin
+
+
+def test_sticky_follows_a_topic_that_grew():
+    s = StickyPartitioner()
+    s.next("t", 2)
+    s.batch_closed("t", 0)
+    s.batch_closed("t", s.next("t", 2))
+    assert s.next("t", 3) == 0
+    s.batch_closed("t", 0)
+    s.batch_closed("t", s.next("t", 3))
+    assert s.next("t", 3) == 2  # the new partition gets its turn
