@@ -209,6 +209,8 @@ class Producer:
         self._open: dict[tuple[str, int], _Batch] = {}
         self._ready: deque[_Batch] = deque()
         self._sticky: dict[str, int] = {}
+        #: topic -> its sticky partition's open batch (send()'s fast path)
+        self._sticky_open: dict[str, _Batch] = {}
         self._partitions: dict[str, int] = {}
         self._sequences: dict[tuple[str, int], int] = {}
         self._outstanding = 0  # batches closed but not answered
@@ -254,8 +256,28 @@ class Producer:
         """
         if value.__class__ is not bytes and value is not None:
             value = _to_bytes("value", value)
+        if key is None and partition is None and headers is None and timestamp is None:
+            # The common case, about a third cheaper: a plain keyless record joins the
+            # topic's open sticky batch if that batch has no keys, headers or timestamps.
+            with self._mutex:
+                batch = self._sticky_open.get(topic)
+                if batch is not None and self._queued <= self.buffer_memory \
+                        and not batch.has_keys and batch.headers is None \
+                        and batch.timestamps is None:
+                    values = batch.values
+                    index = len(values)
+                    values.append(value)
+                    if value is not None:
+                        size = len(value)
+                        batch.nbytes += size
+                        self._queued += size
+                        if batch.nbytes >= self.batch_size:
+                            self._close_batch(batch)
+                            self._lock.notify()
+                    return SendHandle(batch, index)
         if key is not None and key.__class__ is not bytes:
             key = _to_bytes("key", key)
+        sticky = partition is None and key is None
         if partition is None:
             partition = partition_for_key(key, self.partitions_for(topic)) if key is not None \
                 else self._sticky_partition(topic)
@@ -266,6 +288,8 @@ class Producer:
             batch = self._open.get((topic, partition))
             if batch is None:
                 batch = self._new_batch(topic, partition)
+            elif sticky:
+                self._sticky_open[topic] = batch
             values = batch.values
             index = len(values)
             values.append(value)
@@ -309,6 +333,8 @@ class Producer:
         if self._closed:
             raise RuntimeError("the producer is closed")
         batch = self._open[(topic, partition)] = _Batch(topic, partition, time.monotonic())
+        if self._sticky.get(topic) == partition:
+            self._sticky_open[topic] = batch
         self._lock.notify()
         return batch
 
@@ -346,6 +372,8 @@ class Producer:
         key = (batch.topic, batch.partition)
         if self._open.get(key) is batch:
             del self._open[key]
+            if self._sticky_open.get(batch.topic) is batch:
+                del self._sticky_open[batch.topic]
             if self._sticky.get(batch.topic) == batch.partition:
                 n = self._partitions.get(batch.topic, 1)
                 self._sticky[batch.topic] = (batch.partition + 1) % n
