@@ -37,6 +37,38 @@ def test_send_headers_timestamps_and_sticky_partition(gateway, gateway_log, topi
     assert rows[mb.offset]["headers"] is None and rows[mb.offset]["value"] == b"plain"
 
 
+def test_plain_and_rich_records_mixed_in_one_sticky_batch_keep_order_and_content(
+        gateway, gateway_log, topic):
+    # plain keyless records take send()'s fast path; a record with headers, a timestamp
+    # or an explicit partition between them must join the same batch correctly
+    with Producer(gateway.url, linger_ms=50, batch_size=1 << 20) as producer:
+        handles = []
+        for i in range(3000):
+            if i % 700 == 350:
+                handles.append(producer.send(topic, b"rich-%d" % i, headers=[("i", b"%d" % i)],
+                                             timestamp=1_600_000_000_000 + i))
+            elif i % 1000 == 999:
+                handles.append(producer.send(topic, None))  # keyless tombstone
+            else:
+                handles.append(producer.send(topic, b"plain-%d" % i))
+        sticky = handles[0].result(timeout=30).partition
+        handles.append(producer.send(topic, b"explicit", partition=sticky))
+        metas = [h.result(timeout=30) for h in handles]
+    assert {m.partition for m in metas[:3000]} == {sticky}
+    rows = gateway_log.partition(topic, sticky).read_table(0).to_pylist()
+    for i, m in enumerate(metas[:3000]):
+        row = rows[m.offset]
+        if i % 700 == 350:
+            assert row["value"] == b"rich-%d" % i and row["headers"] == [{"key": "i", "value": b"%d" % i}]
+            assert row["timestamp"].timestamp() * 1000 == 1_600_000_000_000 + i
+        elif i % 1000 == 999:
+            assert row["value"] is None
+        else:
+            assert row["value"] == b"plain-%d" % i and row["headers"] is None
+    assert [m.offset for m in metas[:3000]] == sorted(m.offset for m in metas[:3000])
+    assert rows[metas[-1].offset]["value"] == b"explicit"
+
+
 def test_send_batch_takes_arrow_columns(gateway, gateway_log, topic):
     values = pa.array([b"%06d" % i for i in range(10_000)])
     with Producer(gateway.url) as producer:
