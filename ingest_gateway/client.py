@@ -79,7 +79,8 @@ class ProduceError(SparklogError):
 
 class _Batch:
     __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "nbytes",
-                 "created", "future", "sequence", "table", "count", "has_keys")
+                 "created", "future", "sequence", "table", "count", "has_keys", "unknown",
+                 "doomed")
 
     def __init__(self, topic: str, partition: int, now: float):
         self.topic, self.partition = topic, partition
@@ -94,6 +95,10 @@ class _Batch:
         self.table: pa.Table | None = None
         self.count = 0
         self.has_keys = False
+        #: an attempt's outcome is unknown (no answer, or a 5xx): it may yet be written
+        self.unknown = False
+        #: set when an earlier batch of the partition failed and this one cannot follow
+        self.doomed: ProduceError | None = None
 
     def to_table(self) -> pa.Table:
         if self.table is not None:
@@ -213,6 +218,10 @@ class Producer:
         self._sticky_open: dict[str, _Batch] = {}
         self._partitions: dict[str, int] = {}
         self._sequences: dict[tuple[str, int], int] = {}
+        #: idempotent batches sent but not answered, per partition, in sequence order
+        self._unacked: dict[tuple[str, int], list[_Batch]] = {}
+        #: partitions whose order is lost: a batch failed with an unknown outcome
+        self._poisoned: dict[tuple[str, int], ProduceError] = {}
         self._outstanding = 0  # batches closed but not answered
         self._flush_now = False
         self._closed = False
@@ -395,6 +404,9 @@ class Producer:
         batch.count = batch.table.num_rows if batch.table is not None else len(batch.values)
         batch.sequence = self._sequences.get(key, 0)
         self._sequences[key] = batch.sequence + batch.count
+        if self.producer_id is not None:
+            self._unacked.setdefault(key, []).append(batch)
+            batch.doomed = self._poisoned.get(key)
         self._outstanding += 1
         self._ready.append(batch)
 
@@ -426,20 +438,68 @@ class Producer:
             self._workers.submit(self._deliver, batch)
 
     def _deliver(self, batch: _Batch) -> None:
+        failure: ProduceError | None = None
         try:
             meta = self._post(batch)
         except BaseException as e:  # noqa: BLE001 - every failure goes to the handles
-            err = e if isinstance(e, ProduceError) else ProduceError(
+            failure = e if isinstance(e, ProduceError) else ProduceError(
                 batch.topic, batch.partition, None, type(e).__name__, str(e))
-            batch.future.set_exception(err)
-        else:
-            batch.future.set_result(meta)
+            if not isinstance(e, ProduceError):
+                batch.unknown = True
         finally:
             self._slots.release()
             with self._lock:
+                if self.producer_id is not None:
+                    self._settle_sequences(batch, failure)
                 self._outstanding -= 1
                 self._queued -= batch.nbytes
                 self._lock.notify_all()
+        # handles resolve after the sequences are settled: a caller reacting to the
+        # failure by sending again gets a sequence that fits
+        if failure is not None:
+            batch.future.set_exception(failure)
+        else:
+            batch.future.set_result(meta)
+
+    def _settle_sequences(self, batch: _Batch, failure: ProduceError | None) -> None:
+        """Under the lock: the batch is answered; after a failure, keep the partition's
+        sequence without a gap, as Kafka's producer does.
+
+        A batch that surely was not written (every attempt answered 4xx) gives its
+        sequence numbers back: the partition's later batches are renumbered and their
+        retries fit again. One that may yet be written (an attempt went unanswered
+        or got a 5xx) leaves a gap that nothing may fill: the later batches fail
+        naming it, and so does every later send to that partition.
+        """
+        key = (batch.topic, batch.partition)
+        unacked = self._unacked.get(key, [])
+        if batch in unacked:
+            unacked.remove(batch)
+        if not unacked:
+            self._unacked.pop(key, None)
+        if failure is None or key in self._poisoned:
+            return
+        later = [b for b in unacked if b.sequence > batch.sequence]
+        for i, b in enumerate(later):
+            if batch.unknown or b.unknown:
+                cause = ProduceError(
+                    batch.topic, batch.partition, failure.status, "earlier_batch_failed",
+                    f"an earlier batch (sequence {batch.sequence}) failed and may yet be "
+                    f"written: {failure.message or failure.error}; this producer cannot keep "
+                    "order on this partition any more: create a new Producer")
+                self._poisoned[key] = cause
+                for doomed in later[i:]:
+                    doomed.doomed = cause
+                return
+            b.sequence -= batch.count
+        if batch.unknown:
+            self._poisoned[key] = ProduceError(
+                batch.topic, batch.partition, failure.status, "earlier_batch_failed",
+                f"an earlier batch (sequence {batch.sequence}) failed and may yet be written: "
+                f"{failure.message or failure.error}; create a new Producer to send to this "
+                "partition again")
+        else:
+            self._sequences[key] -= batch.count
 
     def _body(self, batch: _Batch) -> bytes:
         table = batch.to_table()
@@ -451,13 +511,16 @@ class Producer:
 
     def _post(self, batch: _Batch) -> BatchMetadata:
         body = memoryview(self._body(batch))
-        path = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}?acks={self.acks}"
+        base = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}?acks={self.acks}"
         if self.producer_id is not None:
-            path += (f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
-                     f"&sequence={batch.sequence}")
+            base += f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
         deadline = time.monotonic() + self.delivery_timeout_s
         backoff = self.retry_backoff_s
         while True:
+            if batch.doomed is not None:
+                raise batch.doomed
+            # the sequence is read per attempt: an earlier batch's failure may renumber it
+            path = base if self.producer_id is None else f"{base}&sequence={batch.sequence}"
             status, doc, retry_after = None, None, None
             try:
                 r = self._pool.urlopen("POST", path, body=body,
@@ -473,6 +536,13 @@ class Producer:
                     return BatchMetadata(batch.topic, part["partition"], part["base_offset"],
                                          part["count"])
                 doc = {"error": "partition_error", "message": part.get("error")}
+                batch.unknown = True  # e.g. a failed flush: the commit's outcome is not known
+            if status is None or status >= 500 or (
+                    status == 409 and doc.get("error") == "out_of_order_sequence"
+                    and doc.get("sequence", 0) < doc.get("expected_sequence", 0)):
+                # no answer, a server error, or a sequence already passed that the gateway
+                # no longer remembers: this batch may have been written
+                batch.unknown = True
             retriable = status is None or status in _RETRIABLE_STATUS or (
                 status == 409 and doc.get("error") == "out_of_order_sequence"
                 and doc.get("sequence", 0) > doc.get("expected_sequence", 0))

@@ -1,0 +1,75 @@
+"""An idempotent producer keeps each partition's sequence whole after a failed batch.
+
+A batch the gateway surely did not write gives its sequence numbers back and the
+later batches are renumbered (as Kafka's producer does); one that may yet be
+written leaves the partition unusable for this producer, with an error naming
+the cause instead of a delivery timeout on an "out of order" sequence.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest_gateway.client import ProduceError, Producer
+from log_layout import open_log
+from tests.conftest import make_log_url
+from tests.ingest_gateway.gateway_proc import GatewayProcess
+
+
+def test_a_rejected_batch_does_not_block_the_partition(gateway, gateway_log, topic):
+    gateway_log.alter_topic(topic, {"max.message.bytes": 1000})
+    with Producer(gateway.url, linger_ms=0, max_in_flight=5, delivery_timeout_ms=10_000) as producer:
+        # a batch the gateway refuses (413), then batches already on their way behind it
+        bad = producer.send_batch(topic, [b"x" * 5000], partition=1)
+        good = [producer.send_batch(topic, [b"ok-%d-%d" % (i, j) for j in range(10)], partition=1)
+                for i in range(20)]
+        with pytest.raises(ProduceError) as e:
+            bad.result(timeout=30)
+        assert e.value.status == 413
+        metas = [h.result(timeout=30) for h in good]  # no delivery timeout, no gap
+        after = producer.send(topic, b"after", partition=1).result(timeout=30)
+    assert [m.base_offset for m in metas] == list(range(0, 200, 10))  # once each, in order
+    assert after.offset == 200
+    rows = gateway_log.partition(topic, 1).read_table(0).to_pylist()
+    assert [r["value"] for r in rows] == \
+        [b"ok-%d-%d" % (i, j) for i in range(20) for j in range(10)] + [b"after"]
+
+
+def test_rejections_in_the_middle_of_a_stream_keep_order(gateway, gateway_log, topic):
+    gateway_log.alter_topic(topic, {"max.message.bytes": 1000})
+    with Producer(gateway.url, linger_ms=0, max_in_flight=5, delivery_timeout_ms=10_000) as producer:
+        handles = [(i, producer.send_batch(topic, [b"x" * 5000] if i % 7 == 3 else
+                                           [b"v-%d" % i, b"w-%d" % i], partition=2))
+                   for i in range(60)]
+        results = {}
+        for i, h in handles:
+            try:
+                results[i] = h.result(timeout=30).base_offset
+            except ProduceError as e:
+                assert e.status == 413 and i % 7 == 3, e
+                results[i] = None
+    kept = [i for i in range(60) if i % 7 != 3]
+    assert [results[i] for i in kept] == list(range(0, 2 * len(kept), 2))
+    rows = gateway_log.partition(topic, 2).read_table(0).to_pylist()
+    assert [r["value"] for r in rows] == [v for i in kept for v in (b"v-%d" % i, b"w-%d" % i)]
+
+
+@pytest.mark.slow
+def test_a_batch_with_an_unknown_outcome_stops_its_partition_with_a_clear_error(tmp_path, request):
+    url, options = make_log_url("file", request, tmp_path)
+    open_log(url, storage_options=options).create_topic("t", {"partitions": 2})
+    with GatewayProcess(url, options, settings={"gateway.linger.ms": 1}) as gw:
+        with Producer(gw.url, linger_ms=0, delivery_timeout_ms=1500, retry_backoff_ms=20) as producer:
+            producer.send("t", b"first", partition=0).result(timeout=30)
+            gw.kill()  # no answer at all: the outcome of what follows is unknown
+            with pytest.raises(ProduceError):
+                producer.send("t", b"lost?", partition=0).result(timeout=30)
+            gw.start()
+            with pytest.raises(ProduceError) as e:
+                producer.send("t", b"next", partition=0).result(timeout=30)
+            assert e.value.error == "earlier_batch_failed"
+            assert "create a new Producer" in str(e.value)
+            # other partitions are unaffected
+            assert producer.send("t", b"other", partition=1).result(timeout=30).offset == 0
+        with Producer(gw.url, linger_ms=0) as fresh:
+            assert fresh.send("t", b"again", partition=0).result(timeout=30).offset == 1
