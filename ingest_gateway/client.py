@@ -50,6 +50,7 @@ from log_layout.segment import HEADER_TYPE
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 _RETRIABLE_STATUS = {429, 500, 502, 503, 504}
+_NO_LIMIT = 1 << 62
 
 
 class RecordMetadata(NamedTuple):
@@ -80,7 +81,7 @@ class ProduceError(SparklogError):
 class _Batch:
     __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "nbytes",
                  "created", "future", "sequence", "table", "count", "has_keys", "unknown",
-                 "doomed")
+                 "doomed", "max_record")
 
     def __init__(self, topic: str, partition: int, now: float):
         self.topic, self.partition = topic, partition
@@ -99,6 +100,8 @@ class _Batch:
         self.unknown = False
         #: set when an earlier batch of the partition failed and this one cannot follow
         self.doomed: ProduceError | None = None
+        #: the topic's max.message.bytes when the batch opened (send()'s fast path)
+        self.max_record = _NO_LIMIT
 
     def to_table(self) -> pa.Table:
         if self.table is not None:
@@ -173,6 +176,13 @@ class Producer:
     ``retry_backoff_ms``, ``request_timeout_ms``, ``buffer_memory`` (bytes queued
     unanswered before ``send`` blocks) and ``max_block_ms`` (how long it blocks
     before raising TimeoutError).
+
+    Failures, as in Kafka's producer: a record over the topic's
+    ``max.message.bytes`` fails alone (its handle raises ProduceError 413); a
+    batch the gateway refuses gives its idempotent sequence numbers back, so
+    the partition's later batches still fit; a batch whose outcome is unknown
+    when its delivery timeout passes stops that partition for this producer
+    (``earlier_batch_failed``), since nothing sent after it could keep order.
     """
 
     def __init__(self, bootstrap_servers: str = "http://127.0.0.1:8082", *,
@@ -217,6 +227,8 @@ class Producer:
         #: topic -> its sticky partition's open batch (send()'s fast path)
         self._sticky_open: dict[str, _Batch] = {}
         self._partitions: dict[str, int] = {}
+        #: topic -> its max.message.bytes, read with the partition count
+        self._max_record: dict[str, int] = {}
         self._sequences: dict[tuple[str, int], int] = {}
         #: idempotent batches sent but not answered, per partition, in sequence order
         self._unacked: dict[tuple[str, int], list[_Batch]] = {}
@@ -235,18 +247,40 @@ class Producer:
     def partitions_for(self, topic: str) -> int:
         """The topic's partition count (asked from the gateway once, then cached)."""
         n = self._partitions.get(topic)
-        if n is None:
-            try:
-                r = self._pool.request("GET", f"/topics/{quote(topic, safe='')}")
-                doc = json.loads(r.data or b"null")
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
-                raise ProduceError(topic, -1, None, "connection",
-                                   f"cannot read the topic's metadata: {e}") from None
-            if r.status != 200:
-                raise ProduceError(topic, -1, r.status, (doc or {}).get("error", ""),
-                                   (doc or {}).get("message", r.data.decode(errors="replace")))
-            n = self._partitions[topic] = len(doc["partitions"])
+        return self._read_topic(topic) if n is None else n
+
+    def _read_topic(self, topic: str) -> int:
+        """Ask the gateway for the topic's partition count and max.message.bytes."""
+        try:
+            r = self._pool.request("GET", f"/topics/{quote(topic, safe='')}")
+            doc = json.loads(r.data or b"null")
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            raise ProduceError(topic, -1, None, "connection",
+                               f"cannot read the topic's metadata: {e}") from None
+        if r.status != 200:
+            raise ProduceError(topic, -1, r.status, (doc or {}).get("error", ""),
+                               (doc or {}).get("message", r.data.decode(errors="replace")))
+        limit = (doc.get("configs") or {}).get("max.message.bytes")
+        self._max_record[topic] = _NO_LIMIT if limit is None else int(limit)
+        n = self._partitions[topic] = len(doc["partitions"])
         return n
+
+    def _refused(self, topic: str, partition: int, size: int) -> "SendHandle | None":
+        """A failed handle if a record of ``size`` bytes is over the topic's
+        max.message.bytes (read again first: it may have been raised), else None.
+
+        As in Kafka's producer, an oversized record fails alone at send() rather
+        than failing its whole batch at the gateway.
+        """
+        self._read_topic(topic)
+        limit = self._max_record.get(topic, _NO_LIMIT)
+        if size <= limit:
+            return None
+        batch = _Batch(topic, partition, time.monotonic())
+        batch.future.set_exception(ProduceError(
+            topic, partition, 413, "record_too_large",
+            f"a record of {size} bytes exceeds max.message.bytes={limit} of topic {topic!r}"))
+        return SendHandle(batch, 0)
 
     def _sticky_partition(self, topic: str) -> int:
         p = self._sticky.get(topic)
@@ -273,7 +307,8 @@ class Producer:
                 batch = self._sticky_open.get(topic)
                 if batch is not None and self._queued <= self.buffer_memory \
                         and not batch.has_keys and batch.headers is None \
-                        and batch.timestamps is None:
+                        and batch.timestamps is None \
+                        and (value is None or len(value) <= batch.max_record):
                     values = batch.values
                     index = len(values)
                     values.append(value)
@@ -305,7 +340,15 @@ class Producer:
         if partition is None:
             partition = partition_for_key(key, self.partitions_for(topic)) if key is not None \
                 else self._sticky_partition(topic)
+        if headers is not None:
+            headers = _headers(headers)
         size = len(value) if value is not None else 0
+        record_size = size + (len(key) if key is not None else 0) + (
+            sum(len(h["key"]) + len(h["value"] or b"") for h in headers) if headers else 0)
+        if record_size > self._max_record.get(topic, _NO_LIMIT):
+            refused = self._refused(topic, partition, record_size)
+            if refused is not None:
+                return refused
         with self._mutex:
             if self._queued > self.buffer_memory:
                 self._wait_for_room()
@@ -328,7 +371,7 @@ class Producer:
             if headers is not None or batch.headers is not None:
                 if batch.headers is None:
                     batch.headers = [None] * index
-                batch.headers.append(None if headers is None else _headers(headers))
+                batch.headers.append(headers)
             if timestamp is not None or batch.timestamps is not None:
                 if batch.timestamps is None:
                     batch.timestamps = [None] * index
@@ -357,6 +400,7 @@ class Producer:
         if self._closed:
             raise RuntimeError("the producer is closed")
         batch = self._open[(topic, partition)] = _Batch(topic, partition, time.monotonic())
+        batch.max_record = self._max_record.get(topic, _NO_LIMIT)
         if self._sticky.get(topic) == partition:
             self._sticky_open[topic] = batch
         self._lock.notify()

@@ -73,3 +73,32 @@ def test_a_batch_with_an_unknown_outcome_stops_its_partition_with_a_clear_error(
             assert producer.send("t", b"other", partition=1).result(timeout=30).offset == 0
         with Producer(gw.url, linger_ms=0) as fresh:
             assert fresh.send("t", b"again", partition=0).result(timeout=30).offset == 1
+
+
+def test_an_oversized_record_fails_alone_at_send_not_its_batch(gateway, gateway_log, topic):
+    gateway_log.alter_topic(topic, {"max.message.bytes": 1000})
+    with Producer(gateway.url, linger_ms=20) as producer:
+        handles = [producer.send(topic, b"x" * (5000 if i == 50 else 10)) for i in range(100)]
+        keyed = producer.send(topic, b"v" * 600, key=b"k" * 500)  # key + value count
+        headed = producer.send(topic, b"v" * 10, headers={"h": b"y" * 995})
+        metas = {i: h.result(timeout=30) for i, h in enumerate(handles) if i != 50}
+        for h in (handles[50], keyed, headed):
+            with pytest.raises(ProduceError) as e:
+                h.result(timeout=30)
+            assert e.value.status == 413 and e.value.error == "record_too_large"
+    assert len(metas) == 99  # the rest went through, each once
+    for p in {m.partition for m in metas.values()}:
+        offsets = sorted(m.offset for m in metas.values() if m.partition == p)
+        assert offsets == list(range(len(offsets)))
+
+
+def test_the_record_limit_is_read_again_before_refusing(gateway, gateway_log, topic):
+    gateway_log.alter_topic(topic, {"max.message.bytes": 1000})
+    with Producer(gateway.url, linger_ms=0) as producer:
+        producer.send(topic, b"small").result(timeout=30)  # the producer reads the limit
+        cluster = gateway.request("GET", "/v3/clusters")[1]["data"][0]["cluster_id"]
+        status, _, _ = gateway.request(  # through the gateway: it forgets its cached configs
+            "POST", f"/v3/clusters/{cluster}/topics/{topic}/configs:alter",
+            body={"data": [{"name": "max.message.bytes", "value": "10000"}]})
+        assert status == 204
+        assert producer.send(topic, b"x" * 5000).result(timeout=30).offset is not None
