@@ -1,31 +1,14 @@
-"""Consumer endpoints of the gateway: long-poll fetch and consumer groups.
+"""Consumer endpoints of the gateway: the consumer hub, shared helpers and long-poll fetch.
 
-Mounted with ``create_app(settings, log, extra_routes=fetch.routes())``. Routes::
+Mounted with ``create_app(settings, log, extra_routes=fetch.routes())``; :func:`routes`
+assembles every consumer route: the fetch routes here, the group protocol
+(``group_routes.py``) and the REST Proxy v2 consumer instances (``rest_consumers.py``),
+which share this module's hub, request helpers and encoders. Routes here::
 
     GET    /topics/{topic}/partitions/{partition}/messages?offset=&count=&max_bytes=&wait_ms=&min_bytes=
     GET    /topics/{topic}/partitions/{partition}/offsets          beginning_offset, end_offset
     POST   /fetch                         many partitions at once (the Python Consumer's fetch)
     GET    /fetch/waiting                 how many fetches are parked (operations, tests)
-
-    REST Proxy v2 consumer instances (state held by the gateway; an instance idle
-    for its consumer.instance.timeout.ms, default 5 minutes, is dropped):
-    POST   /consumers/{group}                                  create an instance
-    POST   /consumers/{group}/instances/{instance}/subscription   {"topics": [...]}
-    GET    /consumers/{group}/instances/{instance}/subscription
-    GET    /consumers/{group}/instances/{instance}/assignments
-    GET    /consumers/{group}/instances/{instance}/records?timeout=&max_bytes=
-    POST   /consumers/{group}/instances/{instance}/offsets      commit (given, or all consumed)
-    GET    /consumers/{group}/instances/{instance}/offsets      committed offsets
-    POST   /consumers/{group}/instances/{instance}/heartbeat
-    DELETE /consumers/{group}/instances/{instance}              leave the group
-
-    The group protocol for clients that keep their own positions (the Python Consumer):
-    POST   /groups/{group}/members                   join or rejoin -> member state
-    POST   /groups/{group}/members/{member}/heartbeat  {"generation": g} -> member state
-    DELETE /groups/{group}/members/{member}          leave
-    POST   /groups/{group}/offsets                   commit {"member_id", "generation", "offsets"}
-    GET    /groups/{group}/offsets                   committed offsets
-    GET    /groups   /groups/{group}                 list, describe (members, lag)
 
 **Formats** (by ``Accept``): ``application/vnd.kafka.json.v2+json`` (keys and
 values are JSON text, as the produce path stores them), ``...binary.v2+json``
@@ -54,29 +37,28 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
-import dataclasses
 import json
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway import app as _app
 from ingest_gateway.consumer import DirectSource, records_of
 from ingest_gateway.errors import BadRequest, UnsupportedContentType
 from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration,
                                    InconsistentGroupProtocol, InvalidCommitOffset, InvalidGroupId,
-                                   MemberState, PartitionNotAssigned, RebalanceInProgress,
-                                   UnknownGroup, UnknownMemberId, describe_from_store,
-                                   validate_group_id)
+                                   PartitionNotAssigned, RebalanceInProgress, UnknownGroup,
+                                   UnknownMemberId, validate_group_id)
 from log_layout import OffsetOutOfRange
+
+if TYPE_CHECKING:
+    from ingest_gateway.rest_consumers import Instance
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -242,7 +224,7 @@ def hub_of(request: Request) -> ConsumerHub:
 
 
 # -- parameters and encoders ----------------------------------------------------------------
-def _int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
+def int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
     value = _app._int_param(name, request.query_params.get(name), lo=lo, hi=hi)
     if value is None:
         if default is None:
@@ -251,7 +233,7 @@ def _int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -
     return value
 
 
-def _accept(request: Request, default: str = BINARY_V2) -> str:
+def accept(request: Request, default: str = BINARY_V2) -> str:
     raw = request.headers.get("accept", "")
     for part in raw.split(","):
         mt = part.split(";")[0].strip()
@@ -334,12 +316,12 @@ async def get_messages(request: Request) -> Response:
     """REST Proxy v2 ``GET .../messages`` plus long-poll (``wait_ms``, ``min_bytes``)."""
     topic = validate_topic_name(request.path_params["topic"])
     partition = _app._partition_param(topic, request.path_params["partition"])
-    fmt = _accept(request)
-    offset = _int_q(request, "offset", None, 0, 2**63 - 1)
-    count = _int_q(request, "count", 1, 1, MAX_COUNT)
-    max_bytes = _int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
-    wait_ms = _int_q(request, "wait_ms", 0, 0, MAX_WAIT_MS)
-    min_bytes = _int_q(request, "min_bytes", 1, 0, 2**31 - 1)
+    fmt = accept(request)
+    offset = int_q(request, "offset", None, 0, 2**63 - 1)
+    count = int_q(request, "count", 1, 1, MAX_COUNT)
+    max_bytes = int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
+    wait_ms = int_q(request, "wait_ms", 0, 0, MAX_WAIT_MS)
+    min_bytes = int_q(request, "min_bytes", 1, 0, 2**31 - 1)
     hub = hub_of(request)
     await hub.run(hub.log.partition, topic, partition)  # Unknown* errors
     got, errors = await hub.fetch({(topic, partition): offset}, max_records=count,
@@ -365,7 +347,7 @@ async def get_partition_offsets(request: Request) -> Response:
     return JSONResponse({"beginning_offset": start, "end_offset": end}, media_type=V2_RESPONSE)
 
 
-async def _json(request: Request, *, empty: Any = None) -> Any:
+async def read_json(request: Request, *, empty: Any = None) -> Any:
     body = await request.body()
     if not body.strip():
         if empty is None:
@@ -377,7 +359,7 @@ async def _json(request: Request, *, empty: Any = None) -> Any:
         raise BadRequest(f"the body is not valid JSON: {e}") from None
 
 
-def _field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+def field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
     if not isinstance(doc, dict):
         raise BadRequest("the body must be a JSON object")
     if name not in doc or doc[name] is None:
@@ -392,25 +374,25 @@ def _field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ..
     return v
 
 
-def _tp_list(items: Any, *, with_offset: bool) -> dict[tuple[str, int], int] | list[tuple[str, int]]:
+def tp_list(items: Any, *, with_offset: bool) -> dict[tuple[str, int], int] | list[tuple[str, int]]:
     if not isinstance(items, list):
         raise BadRequest("expected a list of {topic, partition" + (", offset}" if with_offset else "}"))
     out: dict = {}
     for i, it in enumerate(items):
-        t = _field(it, "topic", str)
-        p = _field(it, "partition", int)
-        out[(t, p)] = _field(it, "offset", int) if with_offset else None
+        t = field(it, "topic", str)
+        p = field(it, "partition", int)
+        out[(t, p)] = field(it, "offset", int) if with_offset else None
     return out if with_offset else list(out)
 
 
 async def post_fetch(request: Request) -> Response:
     """Many partitions in one long-poll, answered as an Arrow stream (see module doc)."""
-    doc = await _json(request)
-    positions = _tp_list(_field(doc, "partitions", list), with_offset=True)
-    max_records = _field(doc, "max_records", int, 500)
-    max_bytes = _field(doc, "max_bytes", int, 52_428_800)
-    wait_ms = _field(doc, "wait_ms", int, 0)
-    min_bytes = _field(doc, "min_bytes", int, 1)
+    doc = await read_json(request)
+    positions = tp_list(field(doc, "partitions", list), with_offset=True)
+    max_records = field(doc, "max_records", int, 500)
+    max_bytes = field(doc, "max_bytes", int, 52_428_800)
+    wait_ms = field(doc, "wait_ms", int, 0)
+    min_bytes = field(doc, "min_bytes", int, 1)
     if not 1 <= max_records <= MAX_COUNT or not 0 <= wait_ms <= MAX_WAIT_MS or max_bytes < 1:
         raise BadRequest(f"max_records must be 1..{MAX_COUNT}, wait_ms 0..{MAX_WAIT_MS}, "
                          "max_bytes positive")
@@ -435,72 +417,17 @@ async def post_fetch(request: Request) -> Response:
     return Response(arrow_stream(items), media_type=ARROW)
 
 
-# -- the group protocol ----------------------------------------------------------------------
-def _group(request: Request) -> str:
+# -- helpers of the group routes and the REST instances ----------------------------------------
+def group_of(request: Request) -> str:
     return validate_group_id(request.path_params["group"])
 
 
-def _state(st: MemberState) -> Response:
-    return JSONResponse(st.to_json())
-
-
-async def join_group(request: Request) -> Response:
-    group = _group(request)
-    doc = await _json(request)
-    topics = _field(doc, "topics", list)
-    if not all(isinstance(t, str) for t in topics):
-        raise BadRequest("topics must be a list of topic names")
-    kw = dict(member_id=_field(doc, "member_id", str, None),
-              client_id=_field(doc, "client_id", str, ""),
-              strategies=tuple(_field(doc, "strategies", list, ["range"])),
-              session_timeout_ms=_field(doc, "session_timeout_ms", int, None),
-              rebalance_timeout_ms=_field(doc, "rebalance_timeout_ms", int, 60_000))
-    hub = hub_of(request)
-    try:
-        st = await hub.run(lambda: hub.coordinator.join(group, topics, **kw))
-    except ValueError as e:
-        if isinstance(e, SparklogError):
-            raise
-        raise BadRequest(str(e)) from None
-    return _state(st)
-
-
-async def heartbeat(request: Request) -> Response:
-    group = _group(request)
-    doc = await _json(request, empty={})
-    generation = _field(doc, "generation", int, -1)
-    hub = hub_of(request)
-    member = request.path_params["member"]
-    st = await hub.run(hub.coordinator.heartbeat, group, member, generation)
-    return _state(st)
-
-
-async def leave_group(request: Request) -> Response:
-    group = _group(request)
-    hub = hub_of(request)
-    await hub.run(hub.coordinator.leave, group, request.path_params["member"])
-    return Response(status_code=204)
-
-
-async def commit_offsets(request: Request) -> Response:
-    group = _group(request)
-    doc = await _json(request)
-    offsets = _tp_list(_field(doc, "offsets", list), with_offset=True)
-    member = _field(doc, "member_id", str, None)
-    generation = _field(doc, "generation", int, -1)
-    hub = hub_of(request)
-    await hub.run(lambda: hub.coordinator.commit(
-        group, offsets, member_id=member, generation=generation,
-        metadata=_field(doc, "metadata", str, "")))
-    return Response(status_code=204)
-
-
-def _offsets_doc(committed: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+def offsets_doc(committed: Mapping[tuple[str, int], int]) -> dict[str, Any]:
     return {"offsets": [{"topic": t, "partition": p, "offset": o, "metadata": ""}
                         for (t, p), o in sorted(committed.items())]}
 
 
-def _partitions_query(request: Request) -> list[tuple[str, int]] | None:
+def partitions_query(request: Request) -> list[tuple[str, int]] | None:
     raw = request.query_params.get("partitions")
     if not raw:
         return None
@@ -513,252 +440,17 @@ def _partitions_query(request: Request) -> list[tuple[str, int]] | None:
     return out
 
 
-async def get_committed(request: Request) -> Response:
-    group = _group(request)
-    hub = hub_of(request)
-    tps = _partitions_query(request)
-    committed = await hub.run(hub.coordinator.committed, group, tps)
-    return JSONResponse(_offsets_doc(committed))
-
-
-async def list_groups(request: Request) -> Response:
-    hub = hub_of(request)
-    return JSONResponse({"groups": await hub.run(hub.coordinator.groups)})
-
-
-async def describe_group(request: Request) -> Response:
-    group = _group(request)
-    hub = hub_of(request)
-
-    def work():
-        try:
-            return hub.coordinator.describe(group)
-        except UnknownGroup:
-            return describe_from_store(hub.log, group)
-    return JSONResponse((await hub.run(work)).to_json())
-
-
-# -- REST Proxy v2 consumer instances --------------------------------------------------------
-@dataclasses.dataclass
-class Instance:
-    """A consumer the gateway runs on behalf of a REST client (positions live here)."""
-
-    group: str
-    name: str
-    fmt: str
-    auto_offset_reset: str
-    auto_commit: bool
-    session_timeout_ms: int | None
-    topics: tuple[str, ...] = ()
-    member_id: str | None = None
-    generation: int = -1
-    assignment: tuple[tuple[str, int], ...] = ()
-    positions: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
-    timeout_ms: int = 300_000  # consumer.instance.timeout.ms
-    last_used: float = dataclasses.field(default_factory=time.monotonic)
-    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
-
-    def sync(self, hub: ConsumerHub) -> None:
-        """Blocking: heartbeat, follow a rebalance (commit, rejoin), take a new assignment."""
-        if not self.topics:
-            return
-        coord = hub.coordinator
-        st = None
-        if self.member_id is not None:
-            try:
-                st = coord.heartbeat(self.group, self.member_id, self.generation)
-            except UnknownMemberId:  # expired: start over from the committed offsets
-                self.member_id, self.generation, self.assignment = None, -1, ()
-                self.positions.clear()
-        if st is None:
-            st = self._join(coord)
-        if st.rebalance:
-            if self.auto_commit:
-                self.commit(hub, None, quiet=True)
-            self.assignment = ()
-            self.positions.clear()
-            st = self._join(coord)
-        if st.assigned and st.generation != self.generation:
-            self.generation, self.assignment = st.generation, st.assignment
-            self.positions = {}
-            committed = coord.committed(self.group, self.assignment)
-            for tp in self.assignment:
-                if tp in committed:
-                    self.positions[tp] = committed[tp]
-                else:
-                    start, end = hub.source.watermarks(tp)
-                    self.positions[tp] = start if self.auto_offset_reset == "earliest" else end
-
-    def _join(self, coord: GroupCoordinator) -> MemberState:
-        st = coord.join(self.group, self.topics, member_id=self.member_id, client_id=self.name,
-                        session_timeout_ms=self.session_timeout_ms)
-        self.member_id = st.member_id
-        return st
-
-    def commit(self, hub: ConsumerHub, offsets: Mapping[tuple[str, int], int] | None, *,
-               quiet: bool = False) -> None:
-        todo = dict(self.positions) if offsets is None else dict(offsets)
-        if not todo or self.member_id is None:
-            return
-        try:
-            hub.coordinator.commit(self.group, todo, member_id=self.member_id,
-                                   generation=self.generation)
-        except GroupError:
-            if not quiet:
-                raise
-
-
-def _positive_ms(doc: Any, name: str, default: int | None) -> int | None:
-    raw = _field(doc, name, (int, str), default)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer of milliseconds, not {raw!r}") from None
-    if not 1 <= value <= 2**31 - 1:
-        raise BadRequest(f"{name} must be between 1 and {2**31 - 1} ms, not {value}")
-    return value
-
-
-async def create_instance(request: Request) -> Response:
-    group = _group(request)
-    doc = await _json(request, empty={})
-    name = _field(doc, "name", str, None) or f"rest-{uuid.uuid4().hex[:12]}"
-    validate_group_id(name)  # same alphabet: it becomes part of a URL
-    fmt = _field(doc, "format", str, "binary")
-    if fmt not in ("json", "binary", "arrow"):
-        raise BadRequest(f"format must be json, binary or arrow, not {fmt!r}")
-    reset = _field(doc, "auto.offset.reset", str, "latest")
-    if reset not in ("earliest", "latest"):
-        raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")
-    auto_commit = _field(doc, "auto.commit.enable", (str, bool), "true")
-    auto_commit = str(auto_commit).lower() == "true"
-    session = _positive_ms(doc, "session.timeout.ms", None)
-    timeout = _positive_ms(doc, "consumer.instance.timeout.ms", 300_000)
-    hub = hub_of(request)
-    hub.expire_instances()
-    if (group, name) in hub.instances:
-        return JSONResponse({"error_code": 40902, "error": "consumer_instance_exists",
-                             "message": f"consumer instance {name!r} already exists in group "
-                                        f"{group!r}"}, status_code=409)
-    hub.instances[(group, name)] = Instance(group, name, fmt, reset, auto_commit, session,
-                                            timeout_ms=timeout)
-    base = str(request.base_url).rstrip("/")
-    return JSONResponse({"instance_id": name,
-                         "base_uri": f"{base}/consumers/{group}/instances/{name}"},
-                        media_type=V2_RESPONSE)
-
-
-def _instance(request: Request) -> tuple[ConsumerHub, Instance]:
-    hub = hub_of(request)
-    return hub, hub.instance(_group(request), request.path_params["instance"])
-
-
-async def subscribe_instance(request: Request) -> Response:
-    hub, inst = _instance(request)
-    doc = await _json(request)
-    topics = _field(doc, "topics", list)
-    if not topics or not all(isinstance(t, str) for t in topics):
-        raise BadRequest("topics must be a non-empty list of topic names")
-    async with inst.lock:
-        for t in topics:
-            await hub.run(hub.log.topic, t)
-        inst.topics = tuple(topics)
-        await hub.run(inst.sync, hub)
-    return Response(status_code=204)
-
-
-async def get_subscription(request: Request) -> Response:
-    _, inst = _instance(request)
-    return JSONResponse({"topics": list(inst.topics)}, media_type=V2_RESPONSE)
-
-
-async def get_assignments(request: Request) -> Response:
-    hub, inst = _instance(request)
-    async with inst.lock:
-        await hub.run(inst.sync, hub)
-    return JSONResponse({"partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]},
-                        media_type=V2_RESPONSE)
-
-
-async def instance_records(request: Request) -> Response:
-    hub, inst = _instance(request)
-    fmt = _accept(request, default={"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW}[inst.fmt])
-    timeout = _int_q(request, "timeout", 1000, 0, MAX_WAIT_MS)
-    max_bytes = _int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
-    async with inst.lock:
-        await hub.run(inst.sync, hub)
-        if inst.auto_commit and inst.positions:
-            # what the last answer handed out counts as processed now (Kafka's poll())
-            await hub.run(lambda: inst.commit(hub, None, quiet=True))
-        positions = {tp: inst.positions[tp] for tp in inst.assignment}
-        got, errors = (await hub.fetch(positions, max_records=_int_q(request, "max_records", 500,
-                                                                       1, MAX_COUNT),
-                                       max_bytes=max_bytes, wait_ms=timeout, min_bytes=1)
-                       if positions else ([], {}))
-        for tp, e in errors.items():  # out of range: auto.offset.reset
-            inst.positions[tp] = e.log_start if inst.auto_offset_reset == "earliest" else e.log_end
-        for tp, _b, nxt in got:
-            inst.positions[tp] = nxt
-    if fmt == ARROW:
-        return Response(arrow_stream((b, {"topic": t, "partition": str(p)})
-                                     for (t, p), b, _ in got), media_type=ARROW)
-    out = []
-    for (t, p), b, _ in got:
-        out.extend(records_json(t, p, [b], FORMATS[fmt]))
-    return JSONResponse(out, media_type=V2_RESPONSE)
-
-
-async def instance_commit(request: Request) -> Response:
-    hub, inst = _instance(request)
-    doc = await _json(request, empty={})
-    offsets = None
-    if isinstance(doc, dict) and doc.get("offsets") is not None:
-        offsets = _tp_list(doc["offsets"], with_offset=True)
-    async with inst.lock:
-        if inst.member_id is None:
-            raise RebalanceInProgress(inst.group, inst.generation)
-        await hub.run(lambda: inst.commit(hub, offsets))
-    return Response(status_code=204)
-
-
-async def instance_committed(request: Request) -> Response:
-    hub, inst = _instance(request)
-    tps = _partitions_query(request)
-    if tps is None:
-        doc = await _json(request, empty={})
-        if isinstance(doc, dict) and doc.get("partitions") is not None:
-            tps = _tp_list(doc["partitions"], with_offset=False)
-    committed = await hub.run(hub.coordinator.committed, inst.group,
-                                              tps if tps is not None else inst.assignment)
-    return JSONResponse(_offsets_doc(committed), media_type=V2_RESPONSE)
-
-
-async def instance_heartbeat(request: Request) -> Response:
-    hub, inst = _instance(request)
-    async with inst.lock:
-        await hub.run(inst.sync, hub)
-    return JSONResponse({"generation": inst.generation, "member_id": inst.member_id,
-                         "partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]})
-
-
-async def delete_instance(request: Request) -> Response:
-    hub, inst = _instance(request)
-    async with inst.lock:
-        if inst.auto_commit:
-            await hub.run(lambda: inst.commit(hub, None, quiet=True))
-        if inst.member_id is not None:
-            try:
-                await hub.run(hub.coordinator.leave, inst.group, inst.member_id)
-            except UnknownMemberId:
-                pass
-        hub.instances.pop((inst.group, inst.name), None)
-    return Response(status_code=204)
-
-
 def routes() -> list[BaseRoute]:
     """The consumer routes, for ``create_app(..., extra_routes=routes())``."""
+    # imported here: both modules import this one's hub and helpers
+    from ingest_gateway.group_routes import (commit_offsets, describe_group, get_committed,
+                                             heartbeat, join_group, leave_group, list_groups)
+    from ingest_gateway.rest_consumers import (create_instance, delete_instance,
+                                               get_assignments, get_subscription,
+                                               instance_commit, instance_committed,
+                                               instance_heartbeat, instance_records,
+                                               subscribe_instance)
+
     inst = "/consumers/{group}/instances/{instance}"
     return [
         Route("/topics/{topic}/partitions/{partition}/messages", get_messages, methods=["GET"]),

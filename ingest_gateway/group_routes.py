@@ -1,0 +1,107 @@
+"""The group protocol routes of the gateway, for clients that keep their own
+positions (the Python Consumer).
+
+Mounted with the other consumer routes by ``fetch.routes()``. Routes::
+
+    POST   /groups/{group}/members                   join or rejoin -> member state
+    POST   /groups/{group}/members/{member}/heartbeat  {"generation": g} -> member state
+    DELETE /groups/{group}/members/{member}          leave
+    POST   /groups/{group}/offsets                   commit {"member_id", "generation", "offsets"}
+    GET    /groups/{group}/offsets                   committed offsets
+    GET    /groups   /groups/{group}                 list, describe (members, lag)
+
+The coordinator lives in the consumer hub (``fetch.py``), where group errors are
+also mapped to HTTP.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from conf.errors import SparklogError
+from ingest_gateway.errors import BadRequest
+from ingest_gateway.fetch import (field, group_of, hub_of, offsets_doc, partitions_query,
+                                  read_json, tp_list)
+from ingest_gateway.groups import MemberState, UnknownGroup, describe_from_store
+
+
+# -- the group protocol ----------------------------------------------------------------------
+def _state(st: MemberState) -> Response:
+    return JSONResponse(st.to_json())
+
+
+async def join_group(request: Request) -> Response:
+    group = group_of(request)
+    doc = await read_json(request)
+    topics = field(doc, "topics", list)
+    if not all(isinstance(t, str) for t in topics):
+        raise BadRequest("topics must be a list of topic names")
+    kw = dict(member_id=field(doc, "member_id", str, None),
+              client_id=field(doc, "client_id", str, ""),
+              strategies=tuple(field(doc, "strategies", list, ["range"])),
+              session_timeout_ms=field(doc, "session_timeout_ms", int, None),
+              rebalance_timeout_ms=field(doc, "rebalance_timeout_ms", int, 60_000))
+    hub = hub_of(request)
+    try:
+        st = await hub.run(lambda: hub.coordinator.join(group, topics, **kw))
+    except ValueError as e:
+        if isinstance(e, SparklogError):
+            raise
+        raise BadRequest(str(e)) from None
+    return _state(st)
+
+
+async def heartbeat(request: Request) -> Response:
+    group = group_of(request)
+    doc = await read_json(request, empty={})
+    generation = field(doc, "generation", int, -1)
+    hub = hub_of(request)
+    member = request.path_params["member"]
+    st = await hub.run(hub.coordinator.heartbeat, group, member, generation)
+    return _state(st)
+
+
+async def leave_group(request: Request) -> Response:
+    group = group_of(request)
+    hub = hub_of(request)
+    await hub.run(hub.coordinator.leave, group, request.path_params["member"])
+    return Response(status_code=204)
+
+
+async def commit_offsets(request: Request) -> Response:
+    group = group_of(request)
+    doc = await read_json(request)
+    offsets = tp_list(field(doc, "offsets", list), with_offset=True)
+    member = field(doc, "member_id", str, None)
+    generation = field(doc, "generation", int, -1)
+    hub = hub_of(request)
+    await hub.run(lambda: hub.coordinator.commit(
+        group, offsets, member_id=member, generation=generation,
+        metadata=field(doc, "metadata", str, "")))
+    return Response(status_code=204)
+
+
+async def get_committed(request: Request) -> Response:
+    group = group_of(request)
+    hub = hub_of(request)
+    tps = partitions_query(request)
+    committed = await hub.run(hub.coordinator.committed, group, tps)
+    return JSONResponse(offsets_doc(committed))
+
+
+async def list_groups(request: Request) -> Response:
+    hub = hub_of(request)
+    return JSONResponse({"groups": await hub.run(hub.coordinator.groups)})
+
+
+async def describe_group(request: Request) -> Response:
+    group = group_of(request)
+    hub = hub_of(request)
+
+    def work():
+        try:
+            return hub.coordinator.describe(group)
+        except UnknownGroup:
+            return describe_from_store(hub.log, group)
+    return JSONResponse((await hub.run(work)).to_json())
