@@ -310,7 +310,7 @@ class StoreOffsets:
         pass
 
 
-# -- through a gateway: the group protocol and POST /fetch (routes in fetch.py) -------------------------------------------
+# -- through a gateway: the group protocol and POST /fetch (group_routes.py, fetch.py) --------------------------
 class GatewayError(SparklogError):
     """An error answer of the gateway without a more specific local type."""
 

@@ -1,7 +1,7 @@
 """Consumer groups: membership, generations, partition assignment, committed offsets.
 
 The :class:`GroupCoordinator` is plain logic with an injected clock
-(``now_ms``); the gateway's HTTP routes (``fetch.py``) and in-process
+(``now_ms``); the gateway's HTTP routes (``group_routes.py``) and in-process
 consumers (``consumer.py``) call it. One coordinator owns a store's groups:
 it is the only writer of their offset documents.
 
