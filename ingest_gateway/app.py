@@ -422,7 +422,8 @@ def _topic_doc(lg: Log, cid: str, topic: str) -> dict[str, Any]:
     info = lg.topic(topic, refresh=True)
     return {"kind": "KafkaTopic", "cluster_id": cid, "topic_name": topic, "is_internal": False,
             "replication_factor": 1, "partitions_count": info.partitions,
-            "created_ms": info.created_ms, "configs": info.config.to_kafka(),
+            "topic_id": info.topic_id or None, "created_ms": info.created_ms,
+            "configs": info.config.to_kafka(),
             "partitions": _partition_docs(lg, topic)}
 
 

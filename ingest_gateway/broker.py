@@ -104,10 +104,11 @@ class Batch:
 class PartitionState:
     """What the gateway holds for one partition it writes."""
 
-    def __init__(self, plog: PartitionLog, writer: PartitionWriter, created_ms: int):
+    def __init__(self, plog: PartitionLog, writer: PartitionWriter, info: TopicInfo):
         self.plog, self.writer = plog, writer
         self.topic, self.partition = plog.topic, plog.partition
-        self.created_ms = created_ms
+        #: which incarnation of the topic: one deleted and created again is another
+        self.incarnation = (info.created_ms, info.topic_id)
         self.current: Batch | None = None
         self.flushing: Batch | None = None
         #: full batches closed while a flush was in flight, flushed in order
@@ -236,7 +237,7 @@ class Broker:
     async def _state(self, info: TopicInfo, partition: int) -> PartitionState:
         key = (info.name, partition)
         state = self._states.get(key)
-        if state is not None and state.created_ms == info.created_ms:
+        if state is not None and state.incarnation == (info.created_ms, info.topic_id):
             if state.stopped is not None:
                 raise state.stopped
             return state
@@ -251,7 +252,7 @@ class Broker:
         key = (info.name, partition)
         try:
             plog, writer = await self.run_blocking(self._claim, info.name, partition)
-            state = self._states[key] = PartitionState(plog, writer, info.created_ms)
+            state = self._states[key] = PartitionState(plog, writer, info)
             return state
         finally:
             self._claims.pop(key, None)

@@ -9,7 +9,8 @@ from conf.topic import InvalidTopicName
 
 __all__ = [
     "SparklogError", "ConfigError", "InvalidTopicName", "StoreError", "UnknownTopic",
-    "TopicExists", "UnknownPartition", "OffsetOutOfRange", "Fenced", "CorruptSegment",
+    "TopicExists", "UnknownPartition", "OffsetOutOfRange", "Fenced", "TopicRecreated",
+    "CorruptSegment",
     "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidMaintenance",
     "InvalidRecords",
     "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
@@ -74,6 +75,20 @@ class Fenced(SparklogError):
         self.epoch, self.current_epoch = epoch, current_epoch
         super().__init__(f"writer of {topic}-{partition} with leader epoch {epoch} is fenced: "
                          f"the partition's leader epoch is now {current_epoch}")
+
+
+class TopicRecreated(Fenced):
+    """A writer's topic was deleted and created again: it may not write the new one."""
+
+    code = "topic_recreated"
+
+    def __init__(self, topic: str, partition: int, topic_id: str, current_id: str):
+        SparklogError.__init__(
+            self, f"writer of {topic}-{partition} belongs to topic id {topic_id or '(none)'}, "
+                  f"but the topic was deleted and created again (id {current_id})")
+        self.topic, self.partition = topic, partition
+        self.epoch = self.current_epoch = -1
+        self.topic_id, self.current_id = topic_id, current_id
 
 
 class CorruptSegment(SparklogError):

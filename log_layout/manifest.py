@@ -1,7 +1,7 @@
 """Partition manifests: the commit log of one partition's segment set.
 
 A manifest version is a **full snapshot** stored as
-``<topic>/<partition>/_log/<version:020d>.json``::
+``<topic>/<partition>/_log/<version:020d>-<topic_id>.json`` (see ``paths``)::
 
     {"format": 1, "version": 7, "leader_epoch": 2, "leader": "gateway-1",
      "log_start_offset": 0, "next_offset": 4000,          # next_offset = high watermark

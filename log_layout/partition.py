@@ -53,7 +53,8 @@ import pyarrow.compute as pc
 from log_layout import paths, segment
 from log_layout.errors import (CorruptManifest, Fenced, InvalidMaintenance, InvalidRecords,
                                MaintenanceConflict,
-                               MissingSegment, OffsetOutOfRange, OutOfOrderSequence)
+                               MissingSegment, OffsetOutOfRange, OutOfOrderSequence,
+                               TopicRecreated)
 from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
                                   segments_after_replace)
 from log_layout.store import TMP_PREFIX, Store
@@ -104,9 +105,9 @@ class VacuumReport:
 class PartitionLog:
     """Reads and commits of one partition. Thread-safe; cheap to keep around."""
 
-    def __init__(self, log: "Log", topic: str, partition: int):
+    def __init__(self, log: "Log", topic: str, partition: int, topic_id: str = ""):
         self.log, self.store = log, log.store
-        self.topic, self.partition = topic, partition
+        self.topic, self.partition, self.topic_id = topic, partition, topic_id
         self.folder = paths.partition_folder(topic, partition)
         self.manifest_folder = paths.manifest_folder(topic, partition)
         self._latest: Manifest | None = None
@@ -116,8 +117,9 @@ class PartitionLog:
         return f"PartitionLog({self.topic}-{self.partition} @ {self.store.url})"
 
     # -- snapshots ---------------------------------------------------------
-    def _manifest_path(self, version: int) -> str:
-        return f"{self.manifest_folder}/{paths.manifest_name(version)}"
+    def _manifest_path(self, version: int, topic_id: str | None = None) -> str:
+        name = paths.manifest_name(version, self.topic_id if topic_id is None else topic_id)
+        return f"{self.manifest_folder}/{name}"
 
     def _load(self, version: int) -> Manifest:
         path = self._manifest_path(version)
@@ -128,11 +130,20 @@ class PartitionLog:
         return m
 
     def _latest_version(self) -> int:
-        versions = [v for f in self.store.list(self.manifest_folder)
-                    if (v := paths.manifest_version(f.name)) is not None]
-        if not versions:
-            raise CorruptManifest(self.manifest_folder, "the partition has no manifest")
-        return max(versions)
+        while True:
+            topic_id = self.topic_id
+            versions = [v for f in self.store.list(self.manifest_folder)
+                        if (v := paths.manifest_version(f.name, topic_id)) is not None]
+            if versions:
+                return max(versions)
+            # None of ours: the topic may have been deleted (UnknownTopic) or created
+            # again; a reader follows the new incarnation (writers never do: see
+            # PartitionWriter), anything else is a broken partition.
+            current = self.log.topic(self.topic, refresh=True).topic_id
+            if current == topic_id:
+                raise CorruptManifest(self.manifest_folder, "the partition has no manifest")
+            with self._lock:
+                self.topic_id, self._latest = current, None
 
     def snapshot(self, *, refresh: bool = True) -> Manifest:
         """The newest committed manifest. ``refresh=False`` may return a cached one."""
@@ -281,9 +292,11 @@ class PartitionLog:
         """A writer at the current leader epoch, without claiming (fenced by any claim)."""
         return PartitionWriter(self, self.snapshot())
 
-    def _commit(self, new: Manifest) -> bool:
-        won = self.store.put_exclusive(self._manifest_path(new.version), new.to_json())
-        if won:
+    def _commit(self, new: Manifest, topic_id: str | None = None) -> bool:
+        """Create version ``new.version`` of the topic incarnation ``topic_id`` (default:
+        the one this object follows now); False if that version exists."""
+        won = self.store.put_exclusive(self._manifest_path(new.version, topic_id), new.to_json())
+        if won and (topic_id is None or topic_id == self.topic_id):
             self._remember(new)
         return won
 
@@ -379,7 +392,8 @@ class PartitionLog:
         ``superseded`` files were named until a commit removed them (age counts
         from that commit); ``orphan`` segments and ``temp`` files were left by a
         writer that crashed or lost a race; ``manifest`` versions are older than
-        the retained window.
+        the retained window; ``foreign`` manifests belong to another incarnation
+        of the topic (a writer that outlived a delete and re-create).
         """
         listed = self.store.list(self.folder)
         m = self.snapshot()  # after listing: a file committed meanwhile is named here
@@ -397,19 +411,23 @@ class PartitionLog:
                 out.append(UnreferencedFile(f.name, f.size, now - f.mtime_ms, "orphan"))
         keep_from = m.version - self.log.manifest_versions_retained
         for f in self.store.list(self.manifest_folder):
-            v = paths.manifest_version(f.name)
+            v = paths.manifest_version(f.name, self.topic_id)
             if v is not None and v < keep_from:
                 out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
                                             now - f.mtime_ms, "manifest"))
             elif f.name.startswith(TMP_PREFIX):
                 out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
                                             now - f.mtime_ms, "temp"))
+            elif v is None and paths.any_manifest_version(f.name) is not None:
+                out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
+                                            now - f.mtime_ms, "foreign"))
         return out
 
     def orphans(self, now: int | None = None) -> list[UnreferencedFile]:
-        """Files left by crashed writers (unnamed segments and temp files)."""
+        """Files left by crashed writers (unnamed segments, temp files) and by writers of
+        an earlier incarnation of the topic (foreign manifests)."""
         now = wall_clock_ms() if now is None else now
-        return [f for f in self.unreferenced(now) if f.reason in ("orphan", "temp")]
+        return [f for f in self.unreferenced(now) if f.reason in ("orphan", "temp", "foreign")]
 
     def vacuum(self, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> VacuumReport:
         """Delete unreferenced files older than ``delay_ms``; old manifests go oldest first.
@@ -442,13 +460,18 @@ class PartitionWriter:
     def __init__(self, partition: PartitionLog, manifest: Manifest):
         self.partition = partition
         self.epoch = manifest.leader_epoch
+        #: the topic incarnation this writer was made for: it commits under no other
+        self.topic_id = partition.topic_id
         self.fenced: Fenced | None = None
 
     def __repr__(self) -> str:
         return f"PartitionWriter({self.partition.topic}-{self.partition.partition}, epoch {self.epoch})"
 
     def _check_epoch(self, m: Manifest) -> None:
-        if m.leader_epoch != self.epoch:
+        current_id = self.partition.topic_id
+        if current_id != self.topic_id:
+            self.fenced = TopicRecreated(m.topic, m.partition, self.topic_id, current_id)
+        elif m.leader_epoch != self.epoch:
             self.fenced = Fenced(m.topic, m.partition, self.epoch, m.leader_epoch)
         if self.fenced is not None:
             raise self.fenced
@@ -504,7 +527,7 @@ class PartitionWriter:
                              producers=producers,
                              committer="append", committed_ms=ts)
                 committing = True  # if the commit call itself fails, the outcome is unknown
-                won = p._commit(new)
+                won = p._commit(new, self.topic_id)
                 committing = False
                 if won:
                     return AppendResult(base, base + table.num_rows - 1, new.version,

@@ -8,7 +8,7 @@
         _config/<version:020d>.json          config changes, created exclusively; newest wins
         <partition>/
           <base_offset:020d>-<uniq>.arrow    immutable segment (see segment.py)
-          _log/<version:020d>.json           partition manifest versions (see manifest.py)
+          _log/<version:020d>-<topic_id>.json  partition manifest versions (see manifest.py)
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
 
@@ -16,10 +16,18 @@ Offsets and versions are zero-padded to 20 digits so a listing sorts
 numerically (Kafka's ``LogFileUtils`` does the same). ``<uniq>`` makes every
 segment name unique, so two writers never collide on a file name and a file
 once named by a manifest never changes.
+
+``<topic_id>`` (Kafka's topic ids, KIP-516) is drawn when the topic is created
+and kept in ``_topic.json``. Manifest names carry it, so a writer still alive
+after its topic was deleted and created again under the same name commits only
+to names of its own, dead incarnation: it can neither win a version of the new
+topic nor be rebased into it, and its files are garbage for vacuum. Topics
+created before ids have the id "" and manifest names without the suffix.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import uuid
 
@@ -56,15 +64,32 @@ def manifest_folder(topic: str, partition: int) -> str:
     return f"{partition_folder(topic, partition)}/{MANIFEST_FOLDER}"
 
 
-def manifest_name(version: int) -> str:
-    return f"{version:020d}.json"
+def new_topic_id() -> str:
+    """A fresh topic id: 16 random bytes in URL-safe base64, 22 characters (as Kafka's Uuid)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def manifest_version(name: str) -> int | None:
-    """The version of a manifest file name, or None if it is not one."""
-    if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
+def manifest_name(version: int, topic_id: str = "") -> str:
+    return f"{version:020d}-{topic_id}.json" if topic_id else f"{version:020d}.json"
+
+
+def manifest_version(name: str, topic_id: str = "") -> int | None:
+    """The version of a manifest (or config-change) file name of the topic
+    incarnation ``topic_id``, or None if it is not one ("" = names without an id)."""
+    if name.endswith(".json") and name[:20].isdigit() and (
+            len(name) == 25 if not topic_id else
+            len(name) == 26 + len(topic_id) and name[20] == "-" and name[21:-5] == topic_id):
         return int(name[:20])
     return None
+
+
+_MANIFEST_NAME = re.compile(r"([0-9]{20})(?:-[A-Za-z0-9_-]{1,64})?\.json")
+
+
+def any_manifest_version(name: str) -> int | None:
+    """The version of a manifest file name of any incarnation of its topic, or None."""
+    m = _MANIFEST_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
 
 
 def new_segment_name(base_offset: int) -> str:

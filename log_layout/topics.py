@@ -1,7 +1,8 @@
 """The log: topics, their metadata and their partitions, on one store.
 
-``_topic.json`` holds a topic's name, creation time and configuration under
-Kafka's key names. It is written last on create (after every partition's empty
+``_topic.json`` holds a topic's name, creation time, id (KIP-516: a fresh one
+each time the name is created; see ``paths``) and configuration under Kafka's
+key names. It is written last on create (after every partition's empty
 manifest version 0), so a topic is visible only once complete; on delete it is
 removed first, so a topic is never half visible. ``alter_topic`` never
 rewrites it: each change is a new ``_config/<version>.json`` created
@@ -12,6 +13,7 @@ change, and a crash mid-alter leaves the old or the new config, nothing between.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -39,6 +41,8 @@ class TopicInfo:
     name: str
     config: TopicConfig
     created_ms: int
+    #: drawn at creation (Kafka's topic id, KIP-516); "" for topics made before ids
+    topic_id: str = ""
 
     @property
     def partitions(self) -> int:
@@ -88,9 +92,10 @@ class Log:
             raise TopicExists(name)
         self._clear_leftovers(name)
         created = wall_clock_ms() if now_ms is None else now_ms
+        topic_id = paths.new_topic_id()
         for p in range(config.partitions):
-            self._create_partition(name, p, created)
-        info = TopicInfo(name, config, created)
+            self._create_partition(name, p, created, topic_id)
+        info = TopicInfo(name, config, created, topic_id)
         if not self.store.put_exclusive(paths.topic_meta(name), _encode_topic(info)):
             raise TopicExists(name)
         return info
@@ -116,16 +121,16 @@ class Log:
             if not folder.isdigit():
                 continue
             manifests = self.store.list(f"{name}/{folder}/{paths.MANIFEST_FOLDER}")
-            if any(paths.manifest_version(f.name) not in (0, None) for f in manifests) \
+            if any(paths.any_manifest_version(f.name) not in (0, None) for f in manifests) \
                     or any(paths.is_segment_name(f.name) for f in self.store.list(f"{name}/{folder}")):
                 return True
         return False
 
-    def _create_partition(self, topic: str, partition: int, now: int) -> None:
+    def _create_partition(self, topic: str, partition: int, now: int, topic_id: str) -> None:
         m = Manifest(topic=topic, partition=partition, version=0, committed_ms=now)
         # Version 0 is empty; an existing one (a crashed create) is just as good.
         self.store.put_exclusive(f"{paths.manifest_folder(topic, partition)}/"
-                                 f"{paths.manifest_name(0)}", m.to_json())
+                                 f"{paths.manifest_name(0, topic_id)}", m.to_json())
 
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
@@ -161,15 +166,17 @@ class Log:
         folder = paths.topic_config_folder(name)
         versions = sorted((v for f in self.store.list(folder)
                            if (v := paths.manifest_version(f.name)) is not None), reverse=True)
-        if not versions:
-            return _topic_info(path, doc), 0
-        change = f"{folder}/{paths.topic_config_name(versions[0])}"
-        try:
-            raw = self.store.read(change)
-        except FileNotFoundError:  # the topic was deleted after we read _topic.json
-            raise UnknownTopic(name) from None
-        return _topic_info(change, {**doc, "configs": _parse_topic(change, raw)["configs"]}), \
-            versions[0]
+        for version in versions:
+            change = f"{folder}/{paths.topic_config_name(version)}"
+            try:
+                raw = self.store.read(change)
+            except FileNotFoundError:  # the topic was deleted after we read _topic.json
+                raise UnknownTopic(name) from None
+            altered = _parse_topic(change, raw)
+            # a change made for an earlier incarnation (an alter racing its delete) is not ours
+            if altered.get("topic_id", "") == doc.get("topic_id", ""):
+                return _topic_info(change, {**doc, "configs": altered["configs"]}), versions[0]
+        return _topic_info(path, doc), versions[0] if versions else 0
 
     def alter_topic(self, name: str, configs: Mapping[str, Any]) -> TopicInfo:
         """Change configs (Kafka names) over the current ones; partitions may grow, never
@@ -186,8 +193,8 @@ class Log:
                                   f"partitions can only grow (topic {name!r} has "
                                   f"{info.config.partitions})")
             for p in range(info.config.partitions, config.partitions):
-                self._create_partition(name, p, wall_clock_ms())
-            new = TopicInfo(name, config, info.created_ms)
+                self._create_partition(name, p, wall_clock_ms(), info.topic_id)
+            new = TopicInfo(name, config, info.created_ms, info.topic_id)
             change = f"{paths.topic_config_folder(name)}/{paths.topic_config_name(version + 1)}"
             if self.store.put_exclusive(change, _encode_topic(new)):
                 self._topics[name] = (time.monotonic(), new)
@@ -207,11 +214,11 @@ class Log:
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """A partition of an existing topic; raises UnknownTopic or UnknownPartition."""
         key = (topic, partition)
+        info = self.topic(topic)  # cached: at most topic_cache_ms stale
         with self._lock:
             hit = self._partitions.get(key)
-        if hit is not None:
+        if hit is not None and hit.topic_id == info.topic_id:
             return hit
-        info = self.topic(topic)
         if isinstance(partition, bool) or not isinstance(partition, int) \
                 or not 0 <= partition < info.partitions:
             info = self.topic(topic, refresh=True)  # it may have grown
@@ -219,7 +226,10 @@ class Log:
                     or not 0 <= partition < info.partitions:
                 raise UnknownPartition(topic, partition, info.partitions)
         with self._lock:
-            return self._partitions.setdefault(key, PartitionLog(self, topic, partition))
+            hit = self._partitions.get(key)
+            if hit is None or hit.topic_id != info.topic_id:  # new, or the topic was re-created
+                hit = self._partitions[key] = PartitionLog(self, topic, partition, info.topic_id)
+            return hit
 
     def partitions(self, topic: str) -> list[PartitionLog]:
         return [self.partition(topic, p) for p in range(self.topic(topic).partitions)]
@@ -277,17 +287,25 @@ def _parse_topic(path: str, raw: bytes) -> dict[str, Any]:
 
 def _topic_info(path: str, doc: dict[str, Any]) -> TopicInfo:
     try:
+        topic_id = doc.get("topic_id", "")
+        if not isinstance(topic_id, str) or (topic_id and not _TOPIC_ID.fullmatch(topic_id)):
+            raise ValueError(f"bad topic_id {topic_id!r}")
         return TopicInfo(doc["name"], TopicConfig.from_kafka(doc["configs"]),
-                         int(doc["created_ms"]))
+                         int(doc["created_ms"]), topic_id)
     except (ValueError, KeyError, TypeError) as e:
         if isinstance(e, SparklogError):  # a ConfigError names the key and the value
             raise
         raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
 
 
+_TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def _encode_topic(info: TopicInfo) -> bytes:
-    return json.dumps({"name": info.name, "created_ms": info.created_ms,
-                       "configs": info.config.to_kafka()}, indent=1).encode()
+    doc = {"name": info.name, "created_ms": info.created_ms, "configs": info.config.to_kafka()}
+    if info.topic_id:
+        doc["topic_id"] = info.topic_id
+    return json.dumps(doc, indent=1).encode()
 
 
 def open_log(url: str, *, storage_options: Mapping[str, Any] | None = None,

@@ -115,7 +115,7 @@ def check_after_crash(part, acked):
         assert [r for _, r in rows] == list(range(ROWS)), tag
     # every manifest version parses and names only existing files
     for f in part.store.list(part.manifest_folder):
-        v = paths.manifest_version(f.name)
+        v = paths.manifest_version(f.name, part.topic_id)
         if v is not None:
             assert part.version(v).version == v
     for s in m.segments:
@@ -126,4 +126,5 @@ def check_after_crash(part, acked):
     for f in part.store.list(part.folder):
         assert f.name in named or f.name in orphans, f.name
     for f in part.store.list(part.manifest_folder):
-        assert paths.manifest_version(f.name) is not None or f"_log/{f.name}" in orphans
+        assert paths.manifest_version(f.name, part.topic_id) is not None \
+            or f"_log/{f.name}" in orphans

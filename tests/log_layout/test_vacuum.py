@@ -118,7 +118,7 @@ def test_old_manifests_are_vacuumed_and_stale_caches_recover(store):
     report = p.vacuum(now_ms=0, delay_ms=DAY)  # old manifests go whatever the delay
     gone = sorted(f.name for f in report.deleted)
     top = p.snapshot().version
-    assert gone == [f"_log/{v:020d}.json" for v in range(0, top - 2)]
+    assert gone == [f"_log/{v:020d}-{p.topic_id}.json" for v in range(0, top - 2)]
     assert reader.high_watermark() == 8
     assert reader.read_table(0).column("value").to_pylist() == values(0, 8)
     w.append(table(8, 1))
