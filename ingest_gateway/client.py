@@ -51,6 +51,11 @@ from log_layout.segment import HEADER_TYPE
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 _RETRIABLE_STATUS = {429, 500, 502, 503, 504}
 _NO_LIMIT = 1 << 62
+#: requests of one partition out at once, at most. The gateway remembers a producer's
+#: last 5 batches per partition (as Kafka's broker does), so a batch retried after its
+#: first answer was lost is still known as a duplicate only if no more than 4 later
+#: batches of its partition were written meanwhile (Kafka's max.in.flight <= 5 rule).
+_MAX_OUT_PER_PARTITION = 5
 
 
 class RecordMetadata(NamedTuple):
@@ -235,6 +240,7 @@ class Producer:
         #: partitions whose order is lost: a batch failed with an unknown outcome
         self._poisoned: dict[tuple[str, int], ProduceError] = {}
         self._outstanding = 0  # batches closed but not answered
+        self._out: dict[tuple[str, int], int] = {}  # requests out per partition
         self._flush_now = False
         self._closed = False
         self._slots = threading.BoundedSemaphore(max_in_flight)
@@ -472,14 +478,26 @@ class Producer:
                                 wait = due - now if wait is None else min(wait, due - now)
                         if not self._open:
                             self._flush_now = False
-                    if self._ready or (self._closed and not self._open):
+                    batch = self._next_ready()
+                    if batch is not None or (self._closed and not self._open and not self._ready):
                         break
-                    self._lock.wait(wait)
-                batch = self._ready.popleft() if self._ready else None
+                    self._lock.wait(wait if not self._ready else None)  # or a delivery ends
+                if batch is not None:
+                    key = (batch.topic, batch.partition)
+                    self._out[key] = self._out.get(key, 0) + 1
             if batch is None:
                 self._slots.release()
                 return
             self._workers.submit(self._deliver, batch)
+
+    def _next_ready(self) -> _Batch | None:
+        """Under the lock: take the first ready batch whose partition may have one more
+        request out (ready batches of one partition stay in sequence order)."""
+        for i, batch in enumerate(self._ready):
+            if self._out.get((batch.topic, batch.partition), 0) < _MAX_OUT_PER_PARTITION:
+                del self._ready[i]
+                return batch
+        return None
 
     def _deliver(self, batch: _Batch) -> None:
         failure: ProduceError | None = None
@@ -493,6 +511,10 @@ class Producer:
         finally:
             self._slots.release()
             with self._lock:
+                key = (batch.topic, batch.partition)
+                self._out[key] -= 1
+                if not self._out[key]:
+                    del self._out[key]
                 if self.producer_id is not None:
                     self._settle_sequences(batch, failure)
                 self._outstanding -= 1
