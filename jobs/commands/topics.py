@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     info = lg.topic(args.name, refresh=True)
     defaults = conf.TopicConfig().to_kafka()
-    configs = Table(title=f"topic {info.name}: configs")
+    configs = Table(title=f"topic {info.name} (topic id {info.topic_id or '-'}): configs")
     configs.add_column("config")
     configs.add_column("value")
     configs.add_column("source")
