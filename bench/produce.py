@@ -208,19 +208,42 @@ def run_rest(port: int, topic: str, records: int, acks: str, seconds: float,
 
 
 # -- the Producer client ---------------------------------------------------------------------
+def _due(t0: float, n: int, rate: float | None) -> float:
+    """When record ``n`` is due at ``rate`` records/s from ``t0`` (now without a rate);
+    sleeps until then."""
+    if rate is None:
+        return time.perf_counter()
+    due = t0 + n / rate
+    if due > time.perf_counter():
+        time.sleep(due - time.perf_counter())
+    return due
+
+
+class _Latencies(list):
+    """Acknowledgement latencies, appended from the producer's I/O threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def since(self, due: float):
+        """A done-callback that records the time from ``due`` to now."""
+        def cb(_handle) -> None:
+            with self._lock:
+                self.append(time.perf_counter() - due)
+        return cb
+
+    def summary(self, n: int, elapsed: float) -> dict:
+        lat = np.array(self) * 1000
+        return {"msgs_per_s": n / elapsed, "records": n, "p50_ms": float(np.percentile(lat, 50)),
+                "p99_ms": float(np.percentile(lat, 99))}
+
+
 def run_send(url: str, topic: str, acks: str, seconds: float, rate: float | None = None) -> dict:
     """``send()`` as fast as it takes them, or ``rate`` records/s in 1 ms ticks; one
     record per 10,000 (per tick) is timed from when it was due to its acknowledgement."""
     value = b"v" * VALUE_BYTES
-    samples: list[float] = []
-    lock = threading.Lock()
-
-    def sampled(t0: float):
-        def cb(_h) -> None:
-            with lock:
-                samples.append(time.perf_counter() - t0)
-        return cb
-
+    samples = _Latencies()
     n = 0
     # buffer_memory bounds what is queued unanswered, as in Kafka: more would only add
     # queueing to the latency, not throughput
@@ -230,22 +253,18 @@ def run_send(url: str, topic: str, acks: str, seconds: float, rate: float | None
         stop_at = t0 + seconds
         per_tick = 10_000 if rate is None else max(1, int(rate / 1000))
         while True:
-            due = time.perf_counter() if rate is None else t0 + n / rate
-            if rate is not None and due > time.perf_counter():
-                time.sleep(due - time.perf_counter())
+            due = _due(t0, n, rate)
             for _ in range(per_tick):
                 producer.send(topic, value)
             n += per_tick
             h = producer.send(topic, value)
             n += 1
-            h.add_done_callback(sampled(due))
+            h.add_done_callback(samples.since(due))
             if time.perf_counter() >= stop_at:
                 break
         producer.flush()
         elapsed = time.perf_counter() - t0
-    lat = np.array(samples) * 1000
-    return {"msgs_per_s": n / elapsed, "records": n, "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99))}
+    return samples.summary(n, elapsed)
 
 
 def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int,
@@ -253,26 +272,16 @@ def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int,
     """``send_batch()`` of ``batch`` records, 4 in flight, or at ``rate`` records/s;
     each batch timed from when it was due to its acknowledgement."""
     values = pa.array([b"v" * VALUE_BYTES] * batch, pa.binary())
-    latencies: list[float] = []
-    lock = threading.Lock()
-
-    def timed(due: float):
-        def cb(_h) -> None:
-            with lock:
-                latencies.append(time.perf_counter() - due)
-        return cb
-
+    latencies = _Latencies()
     n = 0
     with Producer(url, acks=acks, linger_ms=LINGER_MS, max_in_flight=4) as producer:
         pending: list = []
         t0 = time.perf_counter()
         stop_at = t0 + seconds
         while time.perf_counter() < stop_at:
-            due = time.perf_counter() if rate is None else t0 + n / rate
-            if rate is not None and due > time.perf_counter():
-                time.sleep(due - time.perf_counter())
+            due = _due(t0, n, rate)
             h = producer.send_batch(topic, values, partition=n // batch % PARTITIONS)
-            h.add_done_callback(timed(due))
+            h.add_done_callback(latencies.since(due))
             pending.append(h)
             n += batch
             while len(pending) >= 4:  # as deep as max_in_flight: latency without queueing
@@ -280,9 +289,7 @@ def run_send_batch(url: str, topic: str, acks: str, seconds: float, batch: int,
         for h in pending:
             h.result()
         elapsed = time.perf_counter() - t0
-    lat = np.array(latencies) * 1000
-    return {"msgs_per_s": n / elapsed, "records": n, "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99))}
+    return latencies.summary(n, elapsed)
 
 
 # -- the machine's ceiling, measured in the same run ------------------------------------------
