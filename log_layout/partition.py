@@ -164,11 +164,13 @@ class PartitionLog:
             except FileNotFoundError:  # deleted by vacuum between list and read
                 continue
         with self._lock:
-            # A listing is authoritative: it replaces the cache even when the cached
-            # version is higher (the topic was deleted and created again). If a commit
-            # of ours raced the listing, the next append just loses once and re-reads.
-            self._latest = latest
-        return latest
+            # Never backwards: a listing that raced a commit (ours, remembered meanwhile)
+            # may miss the newest version, and a writer handed that older snapshot would
+            # take its leader epoch for a fence. A re-created topic is not older but
+            # another incarnation: other names (paths), and following it resets the cache.
+            if self._latest is None or latest.version > self._latest.version:
+                self._latest = latest
+            return self._latest
 
     def _remember(self, manifest: Manifest) -> None:
         with self._lock:

@@ -116,3 +116,37 @@ def test_manifest_names_parse_only_for_their_incarnation():
     assert paths.manifest_version(paths.manifest_name(7), "abcDEF_-123") is None
     assert paths.any_manifest_version(name) == 7 == paths.any_manifest_version("0" * 19 + "7.json")
     assert paths.any_manifest_version(".tmp-00000000000000000007.json") is None
+
+
+def test_a_listing_that_raced_a_claim_does_not_fence_the_new_writer(tmp_path):
+    # A reader lists the manifests (seeing only version 0), a writer claims the partition
+    # (version 1, epoch 1) before the reader's listing returns: the reader's older
+    # snapshot must not replace the writer's, or the writer would see epoch 0 and take
+    # itself for fenced (seen once under load in the maintenance concurrency test).
+    import threading
+
+    from log_layout import Log
+    from log_layout.store import LocalStore
+
+    listed, release = threading.Event(), threading.Event()
+
+    class SlowListing(LocalStore):
+        def list(self, folder):
+            out = super().list(folder)
+            if threading.current_thread().name == "reader" and folder.endswith("/_log"):
+                listed.set()
+                release.wait(10)
+            return out
+
+    log = Log(SlowListing(str(tmp_path), fsync=False))
+    log.create_topic("t")
+    plog = log.partition("t", 0)
+    reader = threading.Thread(target=plog.snapshot, name="reader")
+    reader.start()
+    assert listed.wait(10)
+    writer = plog.claim("w")  # version 1, while the reader still holds its listing
+    release.set()
+    reader.join(10)
+    assert plog.snapshot(refresh=False).version == 1
+    writer.append(values(b"x"))  # not Fenced
+    assert plog.high_watermark() == 1
