@@ -91,18 +91,34 @@ class _Conn(asyncio.Protocol):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(ConnectionError("connection lost"))
 
+    async def ask(self, request: bytes) -> int:
+        """Send one request; its answer's HTTP status."""
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self.waiter
+
+
+async def _connect(port: int, connections: int) -> list[_Conn]:
+    """Keep-alive connections, opened before the clock starts (set-up is not measured)."""
+    loop = asyncio.get_running_loop()
+    return [(await loop.create_connection(_Conn, "127.0.0.1", port))[1]
+            for _ in range(connections)]
+
+
+def _http_result(ok: int, errors: int, records_per_request: int, elapsed: float,
+                 latencies: list[float]) -> dict:
+    lat = np.array(latencies) * 1000
+    return {"msgs_per_s": ok * records_per_request / elapsed, "elapsed": elapsed,
+            "requests": ok + errors, "errors": errors, "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99))}
+
 
 async def _http_load(port: int, requests: list[bytes], seconds: float, connections: int,
                      records_per_request: int) -> dict:
-    loop = asyncio.get_running_loop()
     latencies: list[float] = []
     done = 0
     errors = 0
-    stop_at = time.perf_counter() + seconds
-
-    conns = []
-    for _ in range(connections):  # connect first: set-up is not part of the figures
-        conns.append((await loop.create_connection(_Conn, "127.0.0.1", port))[1])
+    conns = await _connect(port, connections)
     stop_at = time.perf_counter() + seconds
 
     async def worker(k: int) -> None:
@@ -110,10 +126,8 @@ async def _http_load(port: int, requests: list[bytes], seconds: float, connectio
         conn = conns[k]
         i = k
         while time.perf_counter() < stop_at:
-            conn.waiter = loop.create_future()
             t0 = time.perf_counter()
-            conn.transport.write(requests[i % len(requests)])
-            status = await conn.waiter
+            status = await conn.ask(requests[i % len(requests)])
             latencies.append(time.perf_counter() - t0)
             if status == 200:
                 done += 1
@@ -124,12 +138,7 @@ async def _http_load(port: int, requests: list[bytes], seconds: float, connectio
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(k) for k in range(connections)))
-    elapsed = time.perf_counter() - t0
-    lat = np.array(latencies) * 1000
-    return {"msgs_per_s": done * records_per_request / elapsed, "elapsed": elapsed,
-            "requests": done + errors,
-            "errors": errors, "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99))}
+    return _http_result(done, errors, records_per_request, time.perf_counter() - t0, latencies)
 
 
 async def _http_open_loop(port: int, requests: list[bytes], seconds: float, connections: int,
@@ -137,9 +146,7 @@ async def _http_open_loop(port: int, requests: list[bytes], seconds: float, conn
     """Requests at a fixed rate whatever the answers (open loop), on a pool of
     keep-alive connections. Latency counts from when a request was due, so a
     stall delays (and charges) every request behind it: no coordinated omission."""
-    loop = asyncio.get_running_loop()
-    conns = [(await loop.create_connection(_Conn, "127.0.0.1", port))[1]
-             for _ in range(connections)]
+    conns = await _connect(port, connections)
     idle: asyncio.Queue = asyncio.Queue()
     for c in conns:
         idle.put_nowait(c)
@@ -149,9 +156,7 @@ async def _http_open_loop(port: int, requests: list[bytes], seconds: float, conn
     async def one(request: bytes, due: float) -> None:
         nonlocal errors
         conn = await idle.get()
-        conn.waiter = loop.create_future()
-        conn.transport.write(request)
-        status = await conn.waiter
+        status = await conn.ask(request)
         latencies.append(time.perf_counter() - due)
         errors += status != 200
         idle.put_nowait(conn)
@@ -175,11 +180,7 @@ async def _http_open_loop(port: int, requests: list[bytes], seconds: float, conn
     elapsed = time.perf_counter() - t0
     for c in conns:
         c.transport.close()
-    lat = np.array(latencies) * 1000
-    return {"msgs_per_s": (sent - errors) * records_per_request / elapsed, "elapsed": elapsed,
-            "requests": sent,
-            "errors": errors, "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99))}
+    return _http_result(sent - errors, errors, records_per_request, elapsed, latencies)
 
 
 def _json_requests(topic: str, records: int, acks: str, count: int = 64) -> list[bytes]:

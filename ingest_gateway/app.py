@@ -113,13 +113,17 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return body
 
 
-async def _sparklog_error(request: Request, exc: Exception) -> Response:
+def _refusal(state: Any, exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, body, headers) of the answer to ``exc``, counted in the metrics."""
     status, _code = status_of(exc)
     body = error_body(exc)
-    request.app.state.metrics.rejected(body["error"])
-    headers = {}
-    if isinstance(exc, BufferFull):
-        headers["Retry-After"] = str(exc.retry_after_s)
+    state.metrics.rejected(body["error"])
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BufferFull) else {}
+    return status, body, headers
+
+
+async def _sparklog_error(request: Request, exc: Exception) -> Response:
+    status, body, headers = _refusal(request.app.state, exc)
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -217,13 +221,9 @@ class Produce:
         try:
             await self._produce(scope, receive, send)
         except SparklogError as exc:
-            status, _code = status_of(exc)
-            body = error_body(exc)
-            scope["app"].state.metrics.rejected(body["error"])
-            headers = [(b"content-type", b"application/json")]
-            if isinstance(exc, BufferFull):
-                headers.append((b"retry-after", str(exc.retry_after_s).encode()))
-            await _send_json(send, status, body, headers)
+            status, body, headers = _refusal(scope["app"].state, exc)
+            await _send_json(send, status, body, [(b"content-type", b"application/json")] + [
+                (k.lower().encode(), v.encode()) for k, v in headers.items()])
 
     async def _produce(self, scope: Any, receive: Any, send: Any) -> None:
         state = scope["app"].state

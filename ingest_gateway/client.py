@@ -45,6 +45,7 @@ import pyarrow as pa
 import urllib3
 
 from conf.errors import SparklogError
+from ingest_gateway.codec import headers_size
 from ingest_gateway.partitioner import partition_for_key
 from log_layout.segment import HEADER_TYPE
 
@@ -350,7 +351,7 @@ class Producer:
             headers = _headers(headers)
         size = len(value) if value is not None else 0
         record_size = size + (len(key) if key is not None else 0) + (
-            sum(len(h["key"]) + len(h["value"] or b"") for h in headers) if headers else 0)
+            headers_size(headers) if headers else 0)
         if record_size > self._max_record.get(topic, _NO_LIMIT):
             refused = self._refused(topic, partition, record_size)
             if refused is not None:
@@ -546,26 +547,21 @@ class Producer:
         if failure is None or key in self._poisoned:
             return
         later = [b for b in unacked if b.sequence > batch.sequence]
-        for i, b in enumerate(later):
-            if batch.unknown or b.unknown:
-                cause = ProduceError(
-                    batch.topic, batch.partition, failure.status, "earlier_batch_failed",
-                    f"an earlier batch (sequence {batch.sequence}) failed and may yet be "
-                    f"written: {failure.message or failure.error}; this producer cannot keep "
-                    "order on this partition any more: create a new Producer")
-                self._poisoned[key] = cause
-                for doomed in later[i:]:
-                    doomed.doomed = cause
-                return
+        # renumber the later batches up to the first that may have been written
+        known = 0 if batch.unknown else next(
+            (i for i, b in enumerate(later) if b.unknown), len(later))
+        for b in later[:known]:
             b.sequence -= batch.count
-        if batch.unknown:
-            self._poisoned[key] = ProduceError(
-                batch.topic, batch.partition, failure.status, "earlier_batch_failed",
-                f"an earlier batch (sequence {batch.sequence}) failed and may yet be written: "
-                f"{failure.message or failure.error}; create a new Producer to send to this "
-                "partition again")
-        else:
+        if not batch.unknown and known == len(later):
             self._sequences[key] -= batch.count
+            return
+        cause = self._poisoned[key] = ProduceError(
+            batch.topic, batch.partition, failure.status, "earlier_batch_failed",
+            f"a batch (sequence {batch.sequence}) failed ({failure.message or failure.error}) "
+            "and a batch of this partition may yet be written out of order: this producer "
+            "cannot keep order on this partition any more; create a new Producer")
+        for doomed in later[known:]:
+            doomed.doomed = cause
 
     def _body(self, batch: _Batch) -> bytes:
         table = batch.to_table()

@@ -265,7 +265,7 @@ def json_to_parsed(body: bytes, media: str, *, topic: str, partitions: int,
         rows.index = list(range(n))
         rows.nbytes = 16 * n + sum(len(v) for v in values if v is not None) \
             + (sum(len(k) for k in keys if k is not None) if keyed else 0) \
-            + sum(_headers_size(h) for h in headers if h)
+            + sum(headers_size(h) for h in headers if h)
         return Parsed({p: rows}, [(p, i) for i in range(n)])
     targets: list[int] = []
     sticky_p: int | None = None
@@ -300,11 +300,12 @@ def json_to_parsed(body: bytes, media: str, *, topic: str, partitions: int,
         rows.headers.append(h)
         rows.index.append(i)
         rows.nbytes += 16 + (len(k) if k is not None else 0) + (len(v) if v is not None else 0) \
-            + (_headers_size(h) if h else 0)
+            + (headers_size(h) if h else 0)
     return Parsed(parts, positions)  # type: ignore[arg-type]
 
 
-def _headers_size(h: list[dict[str, Any]]) -> int:
+def headers_size(h: list[dict[str, Any]]) -> int:
+    """Bytes of a record's header keys and values (part of its size for max.message.bytes)."""
     return sum(len(x["key"]) + len(x["value"] or b"") for x in h)
 
 
@@ -464,6 +465,6 @@ def _check_rows(topic: str, config: TopicConfig, rows: Rows) -> None:
     limit = config.max_message_bytes
     for k, v, h in zip(rows.keys, rows.values, rows.headers):
         size = (len(k) if k is not None else 0) + (len(v) if v is not None else 0) \
-            + (_headers_size(h) if h else 0)
+            + (headers_size(h) if h else 0)
         if size > limit:
             raise RecordTooLarge(topic, size, limit)

@@ -414,15 +414,15 @@ class PartitionLog:
         keep_from = m.version - self.log.manifest_versions_retained
         for f in self.store.list(self.manifest_folder):
             v = paths.manifest_version(f.name, self.topic_id)
-            if v is not None and v < keep_from:
-                out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
-                                            now - f.mtime_ms, "manifest"))
+            if v is not None:
+                reason = "manifest" if v < keep_from else None
             elif f.name.startswith(TMP_PREFIX):
+                reason = "temp"
+            else:
+                reason = "foreign" if paths.any_manifest_version(f.name) is not None else None
+            if reason is not None:
                 out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
-                                            now - f.mtime_ms, "temp"))
-            elif v is None and paths.any_manifest_version(f.name) is not None:
-                out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
-                                            now - f.mtime_ms, "foreign"))
+                                            now - f.mtime_ms, reason))
         return out
 
     def orphans(self, now: int | None = None) -> list[UnreferencedFile]:
