@@ -1,7 +1,12 @@
 """Partition manifests: the commit log of one partition's segment set.
 
 A manifest version is a **full snapshot** stored as
-``<topic>/<partition>/_log/<version:020d>-<topic_id>.json`` (see ``paths``)::
+``<topic>/<partition>/_log/<version:020d>-<topic_id>.json`` (see ``paths``). The
+file is this JSON text, or -- for an append on a local store -- the appended
+segment itself, carrying the JSON in a trailer: one file with two names, the
+segment's and the version's (``store.linked_file``, ``segment.trailer``),
+so an append creates one file, not two. The name ends in ``.json`` either way:
+every kind of commit must race for the same name, or two could win a version::
 
     {"format": 1, "version": 7, "leader_epoch": 2, "leader": "gateway-1",
      "log_start_offset": 0, "next_offset": 4000,          # next_offset = high watermark
@@ -40,13 +45,14 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from log_layout import paths
+from log_layout import paths, segment
 from log_layout.errors import CorruptManifest, InvalidProducerEpoch, OutOfOrderSequence
 
 FORMAT = 1
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
 _SEGMENT_FIELDS = ("file", "base_offset", "last_offset", "count", "bytes", "min_ts", "max_ts",
                    "crc32")
+_COLUMN_OPEN = tuple(("," if i else "") + f'"{f}":[' for i, f in enumerate(_SEGMENT_FIELDS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,8 +169,9 @@ class Manifest:
         return producers
 
     # -- encoding ----------------------------------------------------------
-    def _segments_json(self) -> str:
-        """The ``segments`` object as JSON text, built incrementally where possible.
+    def _segment_columns(self) -> tuple[str, ...]:
+        """Each ``segments`` column as the JSON text between its brackets, built
+        incrementally where possible.
 
         A manifest is a full snapshot, so encoding it costs O(segments) on every
         commit (~2 ms at 2,000 segments); an append only adds one segment, so the
@@ -186,7 +193,7 @@ class Manifest:
                 cols = _columns_text(segs)
             cached = (segs, cols)
             object.__setattr__(self, "_segments_text", cached)
-        return "{" + ",".join(f'"{f}":[{c}]' for f, c in zip(_SEGMENT_FIELDS, cached[1])) + "}"
+        return cached[1]
 
     def to_json(self) -> bytes:
         doc = {
@@ -201,7 +208,23 @@ class Manifest:
         if self.cleaned_offset:  # absent = 0, so older manifests read the same
             doc["cleaned_offset"] = self.cleaned_offset
         rest = json.dumps(doc, separators=(",", ":"))
-        return ('{"segments":' + self._segments_json() + "," + rest[1:]).encode()
+        # One join: the segment columns are most of the text (they grow with the log).
+        parts = ['{"segments":{']
+        for i, (name, text) in enumerate(zip(_SEGMENT_FIELDS, self._segment_columns())):
+            parts += (_COLUMN_OPEN[i], text, "]")
+        parts += ("},", rest[1:])
+        return "".join(parts).encode()
+
+    @classmethod
+    def from_file(cls, data: bytes, *, path: str) -> "Manifest":
+        """Parse a manifest version file: JSON text, or the end of an append's segment
+        that carries its manifest in a trailer (``segment.read_trailer``). Raises
+        CorruptManifest naming the path and the problem."""
+        try:
+            carried = segment.read_trailer(data)
+        except ValueError as e:
+            raise CorruptManifest(path, f"it is a segment carrying a manifest, but {e}") from None
+        return cls.from_json(data if carried is None else carried, path=path)
 
     @classmethod
     def from_json(cls, data: bytes, *, path: str) -> "Manifest":

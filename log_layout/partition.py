@@ -44,7 +44,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -61,6 +61,11 @@ from log_layout.store import TMP_PREFIX, Store
 
 if TYPE_CHECKING:
     from log_layout.topics import Log
+
+
+#: bytes first read from the end of a manifest version file: all of a JSON manifest of a
+#: few hundred segments, or the trailer of an append's file (see _read_version_file)
+MANIFEST_TAIL_BYTES = 64 << 10
 
 
 def wall_clock_ms() -> int:
@@ -121,9 +126,22 @@ class PartitionLog:
         name = paths.manifest_name(version, self.topic_id if topic_id is None else topic_id)
         return f"{self.manifest_folder}/{name}"
 
+    def _read_version_file(self, path: str) -> bytes:
+        """The bytes of a manifest version file that hold the manifest: all of a JSON
+        one, the end of a segment that carries one. Read from the end of the file and
+        never memory-mapped: vacuum cuts a carried trailer off once the version is old."""
+        tail, size = self.store.read_tail(path, MANIFEST_TAIL_BYTES)
+        try:
+            extent = segment.trailer_extent(tail)
+        except ValueError:
+            return tail  # Manifest.from_file names the damage
+        if extent is None:
+            return tail if len(tail) == size else self.store.read(path)
+        return tail if extent <= len(tail) else self.store.read_tail(path, extent)[0]
+
     def _load(self, version: int) -> Manifest:
         path = self._manifest_path(version)
-        m = Manifest.from_json(self.store.read(path), path=path)
+        m = Manifest.from_file(self._read_version_file(path), path=path)
         if (m.version, m.topic, m.partition) != (version, self.topic, self.partition):
             raise CorruptManifest(path, f"it says it is version {m.version} of "
                                   f"{m.topic}-{m.partition}")
@@ -208,7 +226,7 @@ class PartitionLog:
             data = self.store.read_buffer(path)
         except FileNotFoundError:
             raise MissingSegment(path, version) from None
-        table = segment.decode(data, path=path, crc32=info.crc32)
+        table = segment.decode(data, path=path, crc32=info.crc32, size=info.bytes)
         lo = start is not None and start > info.base_offset
         hi = end is not None and end <= info.last_offset
         if lo or hi:
@@ -301,6 +319,24 @@ class PartitionLog:
         if won and (topic_id is None or topic_id == self.topic_id):
             self._remember(new)
         return won
+
+    def _commit_with_segment(self, m: Manifest, table: pa.Table, stats: dict,
+                             topic_id: str | None, **changes: Any) -> Manifest | None:
+        """Commit ``m`` plus a new segment of ``table`` (``stats`` as segment.stats) as
+        the next version, segment and version in one file (``store.linked_file``: a
+        store with links only); ``changes`` go to ``Manifest.next``. None if that
+        version exists (nothing is left behind then)."""
+        name = paths.new_segment_name(stats["base_offset"])
+        with self.store.linked_file(f"{self.folder}/{name}") as f:
+            written = segment.write(f, table, compression=self.log.compression(self.topic))
+            info = SegmentInfo(file=name, bytes=written.size, crc32=written.crc32, **stats)
+            new = m.next(segments=m.segments + (info,), **changes)
+            f.writev(segment.trailer(new.to_json(), written))
+            if not f.commit(self._manifest_path(new.version, topic_id)):
+                return None
+        if topic_id is None or topic_id == self.topic_id:
+            self._remember(new)
+        return new
 
     def _write_segment(self, table: pa.Table, stats: dict | None = None) -> SegmentInfo:
         """Store ``table`` as a new segment; ``stats`` (segment.stats) if already known."""
@@ -431,6 +467,21 @@ class PartitionLog:
         now = wall_clock_ms() if now is None else now
         return [f for f in self.unreferenced(now) if f.reason in ("orphan", "temp", "foreign")]
 
+    def _delete_version_file(self, path: str) -> None:
+        """Delete an old manifest version; if its file is also a live segment (an append's,
+        see ``_commit``), the segment keeps its bytes and loses the carried manifest."""
+        try:
+            tail, size = self.store.read_tail(path, MANIFEST_TAIL_BYTES)
+            extent = segment.trailer_extent(tail)
+        except FileNotFoundError:
+            return
+        except ValueError:  # a damaged trailer: delete the name, leave the bytes alone
+            extent = None
+        if extent is None or extent > size:
+            self.store.delete([path])
+        else:
+            self.store.delete_linked(path, size - extent)
+
     def vacuum(self, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> VacuumReport:
         """Delete unreferenced files older than ``delay_ms``; old manifests go oldest first.
 
@@ -443,7 +494,13 @@ class PartitionLog:
         if dry_run or not due:
             return VacuumReport(tuple(due), tuple(kept))
         due.sort(key=lambda f: (f.reason != "manifest", f.name))  # manifests ascending
-        self.store.delete(f"{self.folder}/{f.name}" for f in due)
+        versions = [f"{self.folder}/{f.name}" for f in due if f.reason == "manifest"]
+        if self.store.supports_links:
+            for path in versions:
+                self._delete_version_file(path)
+        else:
+            self.store.delete(versions)
+        self.store.delete(f"{self.folder}/{f.name}" for f in due if f.reason != "manifest")
         gone = {f.name for f in due if f.reason == "superseded"}
         while gone:
             m = self.snapshot()
@@ -494,8 +551,10 @@ class PartitionWriter:
                                   log_append_time=p.log.log_append_time(p.topic))
         if table.num_rows == 0:
             raise InvalidRecords("nothing to append: no records")
-        min_ts, max_ts = segment.timestamp_range(table)  # once, not on every rebase
         m = p.snapshot(refresh=False)
+        # With links, the segment is written by the commit itself, in the version's file
+        # (one file creation per append, not two); otherwise it is written first.
+        linked = p.store.supports_links
         info: SegmentInfo | None = None
         written_ms = 0
         committing = False
@@ -512,26 +571,30 @@ class PartitionWriter:
                                                  entry.last_sequence + 1, batch.first_sequence)
                     producers = dataclasses.replace(m, producers=producers).with_producers(
                         [(batch, base + row)])
-                # Rewrite when rebased past someone else's records (renumber), and when the
-                # file has waited so long that vacuum may judge it an orphan (retries under
-                # heavy contention): vacuum deletes unnamed files older than
-                # file.delete.delay.ms, so never commit one older than half of it.
-                if info is None or info.base_offset != base \
-                        or wall_clock_ms() - written_ms > p.log.file_delete_delay_ms(p.topic) // 2:
-                    if info is not None:
-                        p.store.delete([f"{p.folder}/{info.file}"])
-                        info = None
-                    written_ms = wall_clock_ms()
-                    info = p._write_segment(segment.with_offsets(table, base), {
-                        "base_offset": base, "last_offset": base + table.num_rows - 1,
-                        "count": table.num_rows, "min_ts": min_ts, "max_ts": max_ts})
-                new = m.next(next_offset=base + table.num_rows, segments=m.segments + (info,),
-                             producers=producers,
-                             committer="append", committed_ms=ts)
-                committing = True  # if the commit call itself fails, the outcome is unknown
-                won = p._commit(new, self.topic_id)
-                committing = False
-                if won:
+                stats = {"base_offset": base, "last_offset": base + table.num_rows - 1,
+                         "count": table.num_rows, "min_ts": table.min_ts, "max_ts": table.max_ts}
+                changes = {"next_offset": base + table.num_rows, "producers": producers,
+                           "committer": "append", "committed_ms": ts}
+                if linked:
+                    new = p._commit_with_segment(m, segment.with_offsets(table, base), stats,
+                                                 self.topic_id, **changes)
+                else:
+                    # Rewrite when rebased past someone else's records (renumber), and when
+                    # the file has waited so long that vacuum may judge it an orphan
+                    # (retries under heavy contention): vacuum deletes unnamed files older
+                    # than file.delete.delay.ms, so never commit one older than half of it.
+                    if info is None or info.base_offset != base or wall_clock_ms() - written_ms \
+                            > p.log.file_delete_delay_ms(p.topic) // 2:
+                        if info is not None:
+                            p.store.delete([f"{p.folder}/{info.file}"])
+                            info = None
+                        written_ms = wall_clock_ms()
+                        info = p._write_segment(segment.with_offsets(table, base), stats)
+                    new = m.next(segments=m.segments + (info,), **changes)
+                    committing = True  # if the commit call fails, the outcome is unknown
+                    new = new if p._commit(new, self.topic_id) else None
+                    committing = False
+                if new is not None:
                     return AppendResult(base, base + table.num_rows - 1, new.version,
                                         tuple((base + r, base + r + b.count - 1)
                                               for b, r in producer_batches))

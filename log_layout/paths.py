@@ -28,6 +28,8 @@ created before ids have the id "" and manifest names without the suffix.
 from __future__ import annotations
 
 import base64
+import itertools
+import os
 import re
 import uuid
 
@@ -92,8 +94,33 @@ def any_manifest_version(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+class _Unique:
+    """16 hex digits, unique across processes and hosts without a system call each:
+    40 random bits drawn per process (again after a fork, and every 2**24 names),
+    then a counter. (uuid4 reads the OS's random source every time: ~20 us of an
+    append's ~0.8 ms.)"""
+
+    def __init__(self) -> None:
+        self._reseed()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._prefix, self._count = os.urandom(5).hex(), itertools.count()
+
+    def __call__(self) -> str:
+        n = next(self._count)  # atomic under the GIL
+        if n >= 1 << 24:
+            self._reseed()
+            return self()
+        return f"{self._prefix}{n:06x}"
+
+
+unique_id = _Unique()
+
+
 def new_segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}-{uuid.uuid4().hex[:16]}{SEGMENT_SUFFIX}"
+    return f"{base_offset:020d}-{unique_id()}{SEGMENT_SUFFIX}"
 
 
 _SEGMENT_NAME = re.compile(r"[0-9]{20}-[A-Za-z0-9_-]{1,64}\.arrow")

@@ -14,11 +14,29 @@ compressed (``lz4`` or ``zstd``: Arrow IPC buffer compression, so any Arrow
 reader opens the file). The CRC-32 of the whole file is recorded in the
 partition manifest and verified on every read: a mismatch, a truncated file or
 bytes that are not Arrow raise :class:`CorruptSegment`.
+
+A segment may carry a **trailer**: bytes after it that are not records. An append
+on a local store commits its segment and its manifest version as one file with
+two names (see ``store.linked_file``), laid out as::
+
+    [0, bytes)   the segment, a complete Arrow IPC file (the CRC-32 covers exactly this)
+    trailer      the payload (the manifest version's JSON)
+    8 bytes      the payload's length, unsigned little-endian
+    8 bytes      TRAILER_MAGIC
+    10 + L bytes a copy of the segment's own last 10 + L bytes (its footer of L bytes,
+                 L as int32, "ARROW1")
+
+The copied footer keeps the whole file an Arrow IPC file (a reader finds the
+footer from the end, and its block offsets point into the segment at the start),
+so any Arrow reader still opens it; the log itself reads ``[0, bytes)``, the
+length the manifest records.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import struct
 import zlib
 from typing import Any
 
@@ -74,35 +92,57 @@ def _nulls(n: int, type_: pa.DataType) -> pa.Array:
     return pa.nulls(n, type_)
 
 
+@dataclasses.dataclass(frozen=True)
+class Records:
+    """Producer records in the segment schema, without offsets (see ``normalize``)."""
+
+    #: timestamp, key, value, headers (``INPUT_SCHEMA``), arrays or chunked arrays
+    columns: tuple[Any, ...]
+    num_rows: int
+    #: the smallest and largest timestamp, in milliseconds (0, 0 when empty)
+    min_ts: int
+    max_ts: int
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_arrays(list(self.columns), schema=INPUT_SCHEMA)
+
+
 def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
-              log_append_time: bool = False) -> pa.Table:
+              log_append_time: bool = False) -> Records:
     """Bring producer records to the segment schema, without offsets.
 
     ``records`` needs a ``value`` column; ``key``, ``timestamp`` (int64
-    milliseconds or any Arrow timestamp) and ``headers`` are optional. Returns
-    a table of the schema minus ``offset``. Raises InvalidRecords naming the
-    column that does not fit.
+    milliseconds or any Arrow timestamp) and ``headers`` are optional. Raises
+    InvalidRecords naming the column that does not fit.
     """
     if isinstance(records, pa.RecordBatch):
         records = pa.Table.from_batches([records])
     if not isinstance(records, pa.Table):
         raise InvalidRecords(f"expected a pyarrow Table or RecordBatch, got {type(records).__name__}")
-    names = set(records.column_names)
-    unknown = names - set(INPUT_COLUMNS) - {"partition", "offset"}
-    if unknown:
-        raise InvalidRecords(f"unknown columns {sorted(unknown)}; allowed: {', '.join(INPUT_COLUMNS)}")
-    if "value" not in names:
-        raise InvalidRecords("a 'value' column is required")
+    names = records.schema.names
     n = records.num_rows
-    value = _as_binary("value", records.column("value"))
-    key = _as_binary("key", records.column("key")) if "key" in names else _nulls(n, pa.binary())
+    if names == ["value"]:  # the common producer input: values only, no checks to make
+        value, key, ts, headers = records.column(0), None, None, None
+    else:
+        unknown = set(names) - set(INPUT_COLUMNS) - {"partition", "offset"}
+        if unknown:
+            raise InvalidRecords(f"unknown columns {sorted(unknown)}; allowed: "
+                                 f"{', '.join(INPUT_COLUMNS)}")
+        if "value" not in names:
+            raise InvalidRecords("a 'value' column is required")
+        value = records.column("value")
+        key = _as_binary("key", records.column("key")) if "key" in names else None
+        ts = records.column("timestamp") if "timestamp" in names else None
+        headers = records.column("headers") if "headers" in names else None
+    value = _as_binary("value", value)
+    key = _nulls(n, pa.binary()) if key is None else key
 
-    ts = records.column("timestamp") if "timestamp" in names else None
     if ts is not None and not (pa.types.is_timestamp(ts.type) or pa.types.is_integer(ts.type)):
         raise InvalidRecords(f"column 'timestamp' must be int64 milliseconds or a timestamp, "
                              f"not {ts.type}")
     if log_append_time or ts is None or ts.null_count == n:  # all default: no compute kernels
         ts = _int64_array(np.full(n, default_ts_ms * 1000, dtype=np.int64), TS_TYPE)
+        min_ts = max_ts = default_ts_ms if n else 0
     else:
         if pa.types.is_timestamp(ts.type):
             ts = ts.cast(TS_TYPE)
@@ -110,9 +150,9 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
             ts = pc.multiply(ts.cast(pa.int64()), 1000).cast(TS_TYPE)
         if ts.null_count:
             ts = pc.fill_null(ts, pa.scalar(default_ts_ms * 1000, TS_TYPE))
+        min_ts, max_ts = _timestamp_range(ts) if n else (0, 0)
 
-    if "headers" in names:
-        headers = records.column("headers")
+    if headers is not None:
         if headers.type != HEADER_TYPE:
             try:
                 headers = headers.cast(HEADER_TYPE)
@@ -121,14 +161,14 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
                     from None
     else:
         headers = _nulls(n, HEADER_TYPE)
-    return pa.Table.from_arrays([ts, key, value, headers], schema=INPUT_SCHEMA)
+    return Records((ts, key, value, headers), n, min_ts, max_ts)
 
 
-def with_offsets(table: pa.Table, base_offset: int) -> pa.Table:
-    """Prepend consecutive offsets from ``base_offset`` to a normalized table."""
-    offsets = _int64_array(np.arange(base_offset, base_offset + table.num_rows, dtype=np.int64),
-                           pa.int64())
-    return table.add_column(0, SCHEMA.field("offset"), offsets)
+def with_offsets(records: Records, base_offset: int) -> pa.Table:
+    """The records as a segment table, with consecutive offsets from ``base_offset``."""
+    n = records.num_rows
+    offsets = _int64_array(np.arange(base_offset, base_offset + n, dtype=np.int64), pa.int64())
+    return pa.Table.from_arrays([offsets, *records.columns], schema=SCHEMA)
 
 
 def encode(table: pa.Table, *, compression: str | None = None) -> tuple[pa.Buffer, int]:
@@ -147,17 +187,140 @@ def encode(table: pa.Table, *, compression: str | None = None) -> tuple[pa.Buffe
     return buf, checksum(buf)
 
 
-def checksum(data: bytes | pa.Buffer | memoryview) -> int:
-    """CRC-32 (zlib's polynomial, as ``zlib.crc32``) of a segment's bytes."""
-    return _crc32(data)
+ARROW_MAGIC = b"ARROW1"
+TRAILER_MAGIC = b"SLTRAIL1"
+_TRAILER_END = struct.Struct("<Q8s")  # payload length, TRAILER_MAGIC
 
 
-def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None) -> pa.Table:
+class _Checksummed:
+    """A write-only file object over ``out`` that keeps the CRC-32, the size and the
+    chunks written (references, for the footer copy of a trailer)."""
+
+    def __init__(self, out: Any):
+        self.out, self.crc, self.size, self.chunks, self.closed = out, 0, 0, [], False
+
+    def write(self, data: Any) -> int:
+        self.crc = checksum(data, self.crc)
+        self.out.write(data)
+        self.chunks.append(data)
+        self.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def tail(self, n: int) -> bytes:
+        """The last ``n`` bytes written."""
+        out, have = [], 0
+        for chunk in reversed(self.chunks):
+            out.append(bytes(chunk))
+            have += len(out[-1])
+            if have >= n:
+                break
+        return b"".join(reversed(out))[-n:]
+
+
+#: small writes of the IPC writer (metadata, padding) are gathered up to this size,
+#: so the Python sink sees ~9 writes per segment instead of ~30
+_GATHER_BYTES = 65536
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """What ``write`` wrote: the segment's size and CRC-32, and its footer tail."""
+
+    size: int
+    crc32: int
+    footer_tail: bytes
+
+
+def write(out: Any, table: pa.Table, *, compression: str | None = None) -> Written:
+    """Stream ``table`` (segment schema) as an Arrow IPC file into ``out``, any object
+    with ``write(bytes)`` that writes all it is given.
+
+    The bytes are those of ``encode``, without building them in memory first
+    (measured: ~0.05 ms less per 1.2 MB segment than ``encode`` + one write).
+    """
+    if table.schema != SCHEMA:
+        table = table.cast(SCHEMA)
+    sink = _Checksummed(out)
+    stream = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), _GATHER_BYTES)
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_file(stream, SCHEMA, options=options) as writer:
+        writer.write_table(table, max_chunksize=1 << 20)
+    stream.flush()
+    (footer,) = struct.unpack("<i", sink.tail(10)[:4])
+    return Written(sink.size, sink.crc, sink.tail(10 + footer))
+
+
+def trailer(payload: bytes, written: Written) -> list[bytes]:
+    """What follows a segment (see ``write``) that carries ``payload``: the payload, its
+    length and the magic, the segment's footer again (see the module docstring)."""
+    return [payload, _TRAILER_END.pack(len(payload), TRAILER_MAGIC), written.footer_tail]
+
+
+def trailer_extent(tail: bytes | memoryview) -> int | None:
+    """How many bytes at the end of a file its trailer takes (payload, length, magic and
+    the footer copy), from the file's last bytes ``tail``; None if the file carries no
+    trailer. Raises ValueError naming the problem for a damaged trailer."""
+    view = memoryview(tail)
+    if len(view) < 10 + _TRAILER_END.size or view[-6:] != ARROW_MAGIC:
+        return None
+    (footer,) = struct.unpack_from("<i", view, len(view) - 10)
+    if footer <= 0:
+        raise ValueError("its Arrow footer length is out of range")
+    end = len(view) - 10 - footer - _TRAILER_END.size  # where the payload ends, in tail
+    if end < 0:
+        return 10 + footer + _TRAILER_END.size + 1  # read more to see the trailer's end
+    length, magic = _TRAILER_END.unpack_from(view, end)
+    if magic != TRAILER_MAGIC:
+        return None  # a plain Arrow file: its footer is not preceded by a trailer
+    return length + _TRAILER_END.size + 10 + footer
+
+
+def read_trailer(tail: bytes | memoryview) -> bytes | None:
+    """The payload a segment file carries, from the file's last bytes ``tail`` (at least
+    ``trailer_extent`` of them); None if it carries none. Raises ValueError for a
+    damaged trailer or a ``tail`` too short to hold it."""
+    extent = trailer_extent(tail)
+    if extent is None:
+        return None
+    view = memoryview(tail)
+    if extent > len(view):
+        raise ValueError(f"its trailer takes {extent} bytes, more than the {len(view)} read")
+    (footer,) = struct.unpack_from("<i", view, len(view) - 10)
+    start = len(view) - extent
+    return bytes(view[start:start + extent - _TRAILER_END.size - 10 - footer])
+
+
+def checksum(data: bytes | pa.Buffer | memoryview, crc: int = 0) -> int:
+    """CRC-32 (zlib's polynomial, as ``zlib.crc32``) of a segment's bytes; ``crc`` is
+    the CRC of the bytes before them, to checksum a file in pieces."""
+    return _crc32(data, crc)
+
+
+def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
+           size: int | None = None) -> pa.Table:
     """Parse segment bytes, verifying the CRC-32 when given.
 
-    Raises CorruptSegment for a checksum mismatch, a truncated file or bytes
-    that are not an Arrow IPC file of the segment schema.
+    ``size`` is the segment's length as its manifest records it: a longer file
+    carries a trailer after the segment (see the module docstring), which is
+    not read. Raises CorruptSegment for a checksum mismatch, a truncated file or
+    bytes that are not an Arrow IPC file of the segment schema.
     """
+    if size is not None and len(data) != size:
+        if len(data) < size:
+            raise CorruptSegment(path, f"it has {len(data)} bytes, the manifest recorded {size}")
+        data = data.slice(0, size) if isinstance(data, pa.Buffer) else memoryview(data)[:size]
     if crc32 is not None:
         actual = checksum(data)
         if actual != crc32:
@@ -181,8 +344,13 @@ def stats(table: pa.Table) -> dict[str, Any]:
 
 def timestamp_range(table: pa.Table) -> tuple[int, int]:
     """(min, max) of a non-empty table's timestamps, in milliseconds."""
-    ts = [_int64_values(c) for c in table.column("timestamp").chunks if len(c)]
-    return min(int(t.min()) for t in ts) // 1000, max(int(t.max()) for t in ts) // 1000
+    return _timestamp_range(table.column("timestamp"))
+
+
+def _timestamp_range(ts: pa.Array | pa.ChunkedArray) -> tuple[int, int]:
+    chunks = ts.chunks if isinstance(ts, pa.ChunkedArray) else [ts]
+    values = [_int64_values(c) for c in chunks if len(c)]
+    return min(int(t.min()) for t in values) // 1000, max(int(t.max()) for t in values) // 1000
 
 
 def _int64_values(chunk: pa.Array) -> np.ndarray:

@@ -25,6 +25,17 @@ The primitives and their atomicity:
     fsyncs (file and folder) run with the next ``put_exclusive`` of the same
     thread, in parallel with that one's (see ``LocalStore._make_durable``).
     S3: a plain PUT.
+``linked_file(path)`` (stores with ``supports_links``)
+    A new file under the unique name ``path`` (as ``put_new``), then given a
+    second name by ``commit(exclusive_path)``, created only if absent (as
+    ``put_exclusive``); ``False`` when it exists, and the file is deleted. An
+    append commits its segment and its manifest version this way: one file
+    creation instead of two, which was most of what an append cost beyond
+    writing its bytes. Local: ``os.link``, which is atomic and never replaces;
+    the file is complete (and, with fsync, durable) before it gets the second
+    name. A crash leaves at most an unnamed segment (an orphan).
+    ``delete_linked(path, keep_bytes)`` deletes one name and cuts the file to
+    what the other name needs.
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
@@ -44,11 +55,11 @@ import dataclasses
 import errno
 import os
 import threading
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from log_layout import paths
 from log_layout.errors import StoreError
 
 TMP_PREFIX = ".tmp-"
@@ -73,6 +84,12 @@ class Store:
         """The file's bytes as a ``pyarrow.Buffer`` (or bytes); see the module docstring."""
         return self.read(path)
 
+    def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
+        """The last ``n`` bytes of a file (all of a smaller one) and its size; never
+        memory-mapped. FileNotFoundError if absent."""
+        data = self.read(path)
+        return data[-n:], len(data)
+
     def exists(self, path: str) -> bool:
         raise NotImplementedError
 
@@ -83,6 +100,19 @@ class Store:
         """Create ``path``, a name no one else uses; may be left partial by a crash."""
         if not self.put_exclusive(path, data):
             raise FileExistsError(path)
+
+    #: whether ``linked_file`` works here (hard links: local filesystems)
+    supports_links = False
+
+    def linked_file(self, path: str) -> "LinkedFile":
+        """A new file under the unique name ``path`` to write, then ``commit`` under a
+        second name, exclusively."""
+        raise NotImplementedError
+
+    def delete_linked(self, path: str, keep_bytes: int) -> None:
+        """Delete ``path``, one name of a ``linked_file``; the file keeps only its first
+        ``keep_bytes`` bytes under its other name."""
+        raise NotImplementedError
 
     def put_replace(self, path: str, data: bytes) -> None:
         raise NotImplementedError
@@ -146,20 +176,40 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
+        fd = os.open(self._abs(path), os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            start = max(0, size - n)
+            chunks = []
+            while start < size:  # a short read is legal; a cut file ends early
+                chunk = os.pread(fd, size - start, start)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                start += len(chunk)
+            return b"".join(chunks), size
+        finally:
+            os.close(fd)
+
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))
 
-    def _create_and_write(self, target: str, data: bytes) -> int:
-        """Create ``target`` (O_EXCL) and write ``data``; the open fd (removed on failure)."""
+    def _create_and_write(self, target: str, data: Any) -> int:
+        """Create ``target`` (O_EXCL) and write ``data`` (bytes-like, or a list of them);
+        the open fd (removed on failure)."""
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            if isinstance(data, list):
+                _write_all(fd, data)
+            else:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
         except BaseException:
             os.close(fd)
             os.unlink(target)
@@ -179,7 +229,7 @@ class LocalStore(Store):
         os.close(fd)
 
     def _write_temp(self, final: str, data: bytes) -> str:
-        tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{uuid.uuid4().hex}")
+        tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{paths.unique_id()}")
         self._write_file(tmp, data)
         return tmp
 
@@ -206,11 +256,12 @@ class LocalStore(Store):
         if len(pending) > 64:  # a thread writing many segments before one commit
             self._make_durable(())
 
-    def _make_durable(self, fds: Iterable[int]) -> None:
-        """fsync ``fds`` and this thread's pending segments (data and folder), in parallel."""
+    def _make_durable(self, fds: Iterable[int], folders: Iterable[str] = ()) -> None:
+        """fsync ``fds``, ``folders`` and this thread's pending segments (data and
+        folder), in parallel."""
         pending = self._pending()
         items, pending[:] = list(pending), []
-        folders = sorted({os.path.dirname(p) for _fd, p in items})
+        folders = sorted({os.path.dirname(p) for _fd, p in items} | set(folders))
         tasks = [(os.fsync, fd) for fd, _p in items] + [(os.fsync, fd) for fd in fds] \
             + [(_fsync_folder, f) for f in folders]
         try:
@@ -220,7 +271,7 @@ class LocalStore(Store):
                 os.close(fd)
 
     def _write_temp_durably(self, final: str, data: bytes) -> str:
-        tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{uuid.uuid4().hex}")
+        tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{paths.unique_id()}")
         fd = self._create_and_write(tmp, data)
         try:
             self._make_durable([fd])
@@ -250,6 +301,26 @@ class LocalStore(Store):
             raise
         self._sync_folder(os.path.dirname(final))
         return True
+
+    supports_links = True
+
+    def linked_file(self, path: str) -> "LinkedFile":
+        return LinkedFile(self, path)
+
+    def delete_linked(self, path: str, keep_bytes: int) -> None:
+        """Delete the name ``path`` of a ``linked_file``; if its other name
+        still holds it, cut the file to its first ``keep_bytes`` bytes (the part that
+        name needs). A file already gone is not an error."""
+        try:
+            fd = os.open(self._abs(path), os.O_WRONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.unlink(self._abs(path))
+            if os.fstat(fd).st_nlink > 0 and os.fstat(fd).st_size > keep_bytes:
+                os.ftruncate(fd, keep_bytes)
+        finally:
+            os.close(fd)
 
     def put_replace(self, path: str, data: bytes) -> None:
         final = self._abs(path)
@@ -310,6 +381,74 @@ _memory_lock = threading.Lock()
 _pool_lock = threading.Lock()
 _pool: Any = None
 _pool_pid = 0
+
+
+class LinkedFile:
+    """A new file being written under its own (unique) name; ``commit`` gives it its
+    second name, exclusively. See ``Store.linked_file``.
+
+    Use it as a context manager: leaving the block without a commit that won
+    deletes the file. ``write``/``writev`` write all they are given.
+    """
+
+    def __init__(self, store: LocalStore, path: str):
+        self.store, self.path, self.committed = store, store._abs(path), False
+        self.fd = store._create_and_write(self.path, b"")
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        return len(data)
+
+    def writev(self, chunks: list[Any]) -> None:
+        _write_all(self.fd, chunks)
+
+    def commit(self, exclusive_path: str) -> bool:
+        """Link the file to ``exclusive_path`` unless that exists (then False). Durable
+        first (data and name) when the store fsyncs, so the new name never names a
+        file a crash could lose."""
+        store, exclusive = self.store, self.store._abs(exclusive_path)
+        if store.fsync:
+            store._make_durable([self.fd], [os.path.dirname(self.path)])
+        try:
+            os.link(self.path, exclusive)  # atomic, and never replaces an existing name
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(exclusive), exist_ok=True)
+            try:
+                os.link(self.path, exclusive)
+            except FileExistsError:
+                return False
+        except FileExistsError:
+            return False
+        self.committed = True
+        if store.fsync:
+            _fsync_folder(os.path.dirname(exclusive))
+        return True
+
+    def __enter__(self) -> "LinkedFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.fd)
+        if not self.committed:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+def _write_all(fd: int, chunks: list[Any]) -> None:
+    """Write bytes-like ``chunks`` in order, vectored (a short write is continued)."""
+    views = [memoryview(c).cast("B") for c in chunks]
+    views = [v for v in views if len(v)]
+    while views:
+        n = os.writev(fd, views)
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if views and n:
+            views[0] = views[0][n:]
 
 
 def _fsync_folder(folder: str) -> None:

@@ -49,7 +49,9 @@ def test_corrupt_segment(part, damage):
     for read in _all_reads(part):
         with pytest.raises(CorruptSegment) as e:
             read()
-        assert e.value.path == path and "CRC-32" in str(e.value)
+        # a truncated file is named as such before its checksum is taken
+        assert e.value.path == path and ("CRC-32" in str(e.value)
+                                          or "the manifest recorded" in str(e.value))
         assert not isinstance(e.value, MissingSegment)
     # the other segment still reads
     assert part.read_table(10).num_rows == 10

@@ -29,7 +29,7 @@ ROWS = 20
 def _kill_after(store, name, acks_before_kill, env=None):
     url, options = store
     child = subprocess.Popen([sys.executable, "-m", "tests.log_layout.writer_proc", url, "crash",
-                              name, "claim", "100000", str(ROWS)]
+                              name, "claim", "1000", str(ROWS)]
                              + ([json.dumps(options)] if options else []),
                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              env={**os.environ, **(env or {})})
@@ -43,7 +43,7 @@ def _kill_after(store, name, acks_before_kill, env=None):
             child.send_signal(signal.SIGKILL)  # somewhere inside the next append
             break
     acks += [json.loads(line) for line in child.stdout]  # lines already in the pipe
-    assert child.wait(timeout=60) == -signal.SIGKILL
+    assert child.wait(timeout=60) == -signal.SIGKILL  # not 0: it never ran out of batches
     assert all("base" in a for a in acks)
     return acks
 
@@ -64,14 +64,15 @@ def test_sigkill_mid_commit(backend, request, tmp_path):
         for a in _kill_after(store, f"r{round_}", rng.randint(most // 4, most)):
             acked[a["tag"]] = a
         check_after_crash(part, acked)
-    # and once at the worst moment (commit 5 = claim + 3 appends + 1): segment written, manifest temp file written, not linked
+    # and once at the worst moment (commit 5 = claim + 3 appends + 1): the segment written,
+    # its version not yet created
     for a in _kill_after(store, "last", 10**9, env={"WRITER_PROC_CRASH_AT": "5"}):
         acked[a["tag"]] = a
     assert "last-2" in acked and "last-3" not in acked
     check_after_crash(part, acked)
     assert part.read_table(0).column("value").to_pylist()[-1] == f"last-2-{ROWS - 1}".encode()
     reasons = {f.reason for f in part.orphans()}
-    assert {"orphan", "temp"} <= reasons if backend == "file" else "orphan" in reasons
+    assert "orphan" in reasons  # the segment no version names (local appends leave no temp)
 
     # vacuum before the delay keeps the orphans; after it they go, and the log still reads
     now = wall_clock_ms()

@@ -8,7 +8,7 @@ flushed at once, so a parent that kills it knows exactly what was acknowledged.
 ``writer`` (a same-epoch writer that rebases). Values are ``<NAME>-<batch>-<row>``.
 With ``WRITER_PROC_CRASH_AT=N`` in the environment the process kills itself
 with SIGKILL inside its N-th manifest commit, after the segment (and, locally,
-the manifest's temp file) is written and before the commit: a crash at the
+the commit's temp file) is written and before the commit: a crash at the
 worst moment, on purpose.
 Prints ``ready`` and waits for a line on stdin before the first append, so that
 racing processes start together.
@@ -56,24 +56,40 @@ def main(argv: list[str]) -> int:
 
 def _crash_inside_commit(store, n: int) -> None:
     """SIGKILL this process inside its n-th manifest commit: segment stored, manifest
-    not. Local stores die after writing the manifest's temp file, others before the PUT."""
+    not. Local stores die just before the link (an append) or rename (other commits)
+    that creates the version; others before the conditional PUT."""
     import signal
 
-    put, commits = store.put_exclusive, []
+    from log_layout import store as store_module
 
-    def die():
-        os.kill(os.getpid(), signal.SIGKILL)
+    commits = []
 
-    def crashing_put_exclusive(path, data):
+    def die_at_n(path):
         if "/_log/" in path:
             commits.append(path)
             if len(commits) == n:
-                if hasattr(store, "_write_temp"):
-                    store._write_temp(store._abs(path), data)
-                die()
-        return put(path, data)
+                os.kill(os.getpid(), signal.SIGKILL)
 
-    store.put_exclusive = crashing_put_exclusive
+    if isinstance(store, store_module.LocalStore):  # appends link, other commits rename
+        link, rename = os.link, store_module._rename_noreplace
+
+        def crashing_link(src, dst, **kwargs):
+            die_at_n(dst)
+            return link(src, dst, **kwargs)
+
+        def crashing_rename(src, dst):
+            die_at_n(dst)
+            return rename(src, dst)
+
+        os.link, store_module._rename_noreplace = crashing_link, crashing_rename
+    else:
+        put = store.put_exclusive
+
+        def crashing_put_exclusive(path, data):
+            die_at_n(path)
+            return put(path, data)
+
+        store.put_exclusive = crashing_put_exclusive
 
 
 if __name__ == "__main__":
