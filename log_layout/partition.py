@@ -130,14 +130,18 @@ class PartitionLog:
         """The bytes of a manifest version file that hold the manifest: all of a JSON
         one, the end of a segment that carries one. Read from the end of the file and
         never memory-mapped: vacuum cuts a carried trailer off once the version is old."""
-        tail, size = self.store.read_tail(path, MANIFEST_TAIL_BYTES)
-        try:
-            extent = segment.trailer_extent(tail)
-        except ValueError:
-            return tail  # Manifest.from_file names the damage
-        if extent is None:
-            return tail if len(tail) == size else self.store.read(path)
-        return tail if extent <= len(tail) else self.store.read_tail(path, extent)[0]
+        want = MANIFEST_TAIL_BYTES
+        while True:
+            tail, size = self.store.read_tail(path, want)
+            try:
+                extent = segment.trailer_extent(tail)
+            except ValueError:
+                return tail  # Manifest.from_file names the damage
+            if extent is None:
+                return tail if len(tail) == size else self.store.read(path)
+            if extent <= len(tail) or len(tail) == size:
+                return tail
+            want = extent  # more than we read: read again, as much as it says
 
     def _load(self, version: int) -> Manifest:
         path = self._manifest_path(version)
@@ -469,7 +473,8 @@ class PartitionLog:
 
     def _delete_version_file(self, path: str) -> None:
         """Delete an old manifest version; if its file is also a live segment (an append's,
-        see ``_commit``), the segment keeps its bytes and loses the carried manifest."""
+        see ``_commit_with_segment``), the segment keeps its bytes and loses the carried
+        manifest."""
         try:
             tail, size = self.store.read_tail(path, MANIFEST_TAIL_BYTES)
             extent = segment.trailer_extent(tail)

@@ -1,0 +1,129 @@
+"""Local appends: segment and manifest version are one file with two names.
+
+See ``store.linked_file`` and the trailer layout in ``segment``. Checked here: the
+file is both a complete Arrow IPC file and the version, a lost race leaves nothing,
+vacuum cuts the carried manifest off a segment that outlives its version, a damaged
+trailer is a typed error, and a JSON manifest too big for the first tail read parses.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from log_layout import CorruptManifest, open_log, wall_clock_ms
+from log_layout import partition as partition_module
+from log_layout import segment
+from log_layout.manifest import Manifest
+from tests.log_layout.helpers import table
+
+
+@pytest.fixture(params=[False, True], ids=["page-cache", "fsync"])
+def part(request, tmp_path):
+    log = open_log(str(tmp_path / "store"), fsync=request.param, manifest_versions_retained=2)
+    log.create_topic("t")
+    return log.partition("t", 0)
+
+
+def _paths(p, info, version):
+    root = p.store.root
+    return (os.path.join(root, p.folder, info.file),
+            os.path.join(root, p.manifest_folder, os.path.basename(p._manifest_path(version))))
+
+
+def test_an_append_is_one_file_with_two_names(part):
+    w = part.claim("w")
+    r = w.append(table(0, 50))
+    m = part.snapshot()
+    info = m.segments[-1]
+    seg_path, version_path = _paths(part, info, r.version)
+    assert os.path.samefile(seg_path, version_path) and os.stat(seg_path).st_nlink == 2
+    assert os.path.getsize(seg_path) > info.bytes  # the segment, then the manifest
+    whole = pa.ipc.open_file(pa.OSFile(seg_path)).read_all()  # still plain Arrow IPC
+    assert whole.equals(part.read_segment(info))
+    assert whole.column("value").to_pylist() == [f"v{i}".encode() for i in range(50)]
+    with open(version_path, "rb") as f:
+        data = f.read()
+    assert segment.checksum(data[:info.bytes]) == info.crc32
+    carried = Manifest.from_file(data, path=version_path)
+    assert carried == m and carried.segments[-1] == info
+    fresh = open_log(part.store.root).partition("t", 0)  # a reader with no cache
+    assert fresh.snapshot() == m and fresh.read_table(0).num_rows == 50
+    assert part.orphans() == []
+
+
+def test_a_lost_race_leaves_nothing_and_rebases(part):
+    part.claim("w")
+    a, b = part.writer(), open_log(part.store.root).partition("t", 0).writer()
+    a.append(table(0, 3))
+    # b still holds the snapshot before a's append: its first commit loses the version
+    r = b.append(table(3, 4))
+    assert (r.base_offset, r.last_offset) == (3, 6)
+    assert part.read_table(0).column("value").to_pylist() == [f"v{i}".encode() for i in range(7)]
+    assert part.orphans() == []
+
+
+def test_vacuum_cuts_the_manifest_off_a_segment_that_outlives_its_version(part):
+    w = part.claim("w")
+    for i in range(6):
+        w.append(table(i * 10, 10))
+    m = part.snapshot()
+    sizes = {s.file: os.path.getsize(os.path.join(part.store.root, part.folder, s.file))
+             for s in m.segments}
+    assert all(sizes[s.file] > s.bytes for s in m.segments)
+    report = part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
+    assert {f.reason for f in report.deleted} == {"manifest"}
+    # versions newest-2..newest stay (manifest_versions_retained=2): the last 3 appends
+    kept_versions = {s.file for s in m.segments[-3:]}
+    for s in m.segments:
+        path = os.path.join(part.store.root, part.folder, s.file)
+        if s.file in kept_versions:
+            assert os.path.getsize(path) == sizes[s.file] and os.stat(path).st_nlink == 2
+        else:  # its version is gone: back to the bare segment, still plain Arrow IPC
+            assert os.path.getsize(path) == s.bytes and os.stat(path).st_nlink == 1
+            assert pa.ipc.open_file(pa.OSFile(path)).read_all().equals(part.read_segment(s))
+    assert part.read_table(0).num_rows == 60
+    assert open_log(part.store.root).partition("t", 0).snapshot() == m
+
+
+@pytest.mark.parametrize("damage", ["length", "magic", "payload", "footer_length"])
+def test_a_damaged_trailer_is_a_corrupt_manifest(part, damage):
+    w = part.claim("w")
+    r = w.append(table(0, 5))
+    info = part.snapshot().segments[-1]
+    _, version_path = _paths(part, info, r.version)
+    with open(version_path, "r+b") as f:
+        data = bytearray(f.read())
+        footer = int.from_bytes(data[-10:-6], "little")
+        end = len(data) - 10 - footer  # just after the trailer's magic
+        if damage == "length":
+            data[end - 16:end - 8] = (10**9).to_bytes(8, "little")
+        elif damage == "magic":
+            data[end - 8:end] = b"NOTMAGIC"
+        elif damage == "payload":
+            data[info.bytes:info.bytes + 5] = b"#####"
+        else:
+            data[-10:-6] = (len(data) * 2).to_bytes(4, "little")
+        f.seek(0)
+        f.write(data)
+    with pytest.raises(CorruptManifest) as e:
+        open_log(part.store.root).partition("t", 0).version(r.version)
+    assert version_path.endswith(e.value.path)
+    assert part.read_segment(info).num_rows == 5  # the segment's own bytes are intact
+
+
+def test_a_json_manifest_longer_than_the_first_read_parses(part, monkeypatch):
+    monkeypatch.setattr(partition_module, "MANIFEST_TAIL_BYTES", 256)
+    w = part.claim("w")
+    for i in range(8):
+        w.append(table(i, 1))
+    claimed = part.claim("w2")  # a claim commits a JSON manifest, ~1.5 KB here
+    m = part.snapshot()
+    assert m.leader == "w2"
+    fresh = open_log(part.store.root).partition("t", 0)
+    assert fresh.snapshot() == m
+    assert claimed.append(table(8, 1)).base_offset == 8
+    # and a carried manifest longer than the first read: read again, from the end
+    assert open_log(part.store.root).partition("t", 0).snapshot() == part.snapshot()
