@@ -151,7 +151,15 @@ class Manifest:
 
     # -- changes (each returns a new snapshot for version + 1) -----------
     def next(self, **changes: Any) -> "Manifest":
-        new = dataclasses.replace(self, version=self.version + 1, **changes)
+        unknown = changes.keys() - _MANIFEST_FIELDS
+        if unknown or "version" in changes:
+            raise TypeError(f"Manifest.next() cannot change {sorted(unknown or {'version'})}")
+        # dataclasses.replace, without its __init__ (a frozen one sets field by field):
+        # every append makes one of these
+        new = object.__new__(Manifest)
+        fields = self.__dict__
+        new.__dict__.update({f: fields[f] for f in _MANIFEST_FIELDS}, **changes,
+                            version=self.version + 1)
         encoded = self.__dict__.get("_segments_text")
         if encoded is not None:  # lets the next to_json encode only the segments it adds
             object.__setattr__(new, "_parent_segments_text", encoded)
@@ -263,6 +271,7 @@ class Manifest:
 
 
 _segment_row = operator.attrgetter(*_SEGMENT_FIELDS)
+_MANIFEST_FIELDS = frozenset(f.name for f in dataclasses.fields(Manifest))
 
 
 def _columns_text(segments: Sequence[SegmentInfo]) -> tuple[str, ...]:
@@ -270,7 +279,9 @@ def _columns_text(segments: Sequence[SegmentInfo]) -> tuple[str, ...]:
     if not segments:
         return ("",) * len(_SEGMENT_FIELDS)
     files, *numbers = zip(*map(_segment_row, segments))
-    return (",".join(map(json.dumps, files)),
+    # Segment names are [A-Za-z0-9._-] only (paths.is_segment_name, checked on every
+    # parse): nothing to escape.
+    return ('"' + '","'.join(files) + '"',
             *(",".join(map(str, map(int, col))) for col in numbers))
 
 

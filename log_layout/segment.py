@@ -192,16 +192,15 @@ TRAILER_MAGIC = b"SLTRAIL1"
 _TRAILER_END = struct.Struct("<Q8s")  # payload length, TRAILER_MAGIC
 
 
-class _Checksummed:
-    """A write-only file object over ``out`` that keeps the CRC-32, the size and the
-    chunks written (references, for the footer copy of a trailer)."""
+class _Collector:
+    """A write-only file object that keeps what is written, by reference: the IPC
+    writer hands over its large buffers (the table's own memory) as they are."""
 
-    def __init__(self, out: Any):
-        self.out, self.crc, self.size, self.chunks, self.closed = out, 0, 0, [], False
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.size, self.closed = 0, False
 
     def write(self, data: Any) -> int:
-        self.crc = checksum(data, self.crc)
-        self.out.write(data)
         self.chunks.append(data)
         self.size += len(data)
         return len(data)
@@ -218,8 +217,30 @@ class _Checksummed:
     def writable(self) -> bool:
         return True
 
+
+#: small writes of the IPC writer (metadata, padding) are gathered up to this size
+#: (copied), larger ones are kept as the buffers they are (not copied)
+_GATHER_BYTES = 64 << 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A segment's Arrow IPC file as its pieces, in order, not concatenated: the table's
+    large buffers by reference, the rest gathered. One vectored write stores it."""
+
+    chunks: list[Any]
+    size: int
+
+    def checksum(self) -> int:
+        """The CRC-32 of the file: best taken just after writing it (the bytes are
+        in the CPU's cache then)."""
+        crc = 0
+        for chunk in self.chunks:
+            crc = checksum(chunk, crc)
+        return crc
+
     def tail(self, n: int) -> bytes:
-        """The last ``n`` bytes written."""
+        """The last ``n`` bytes."""
         out, have = [], 0
         for chunk in reversed(self.chunks):
             out.append(bytes(chunk))
@@ -229,43 +250,26 @@ class _Checksummed:
         return b"".join(reversed(out))[-n:]
 
 
-#: small writes of the IPC writer (metadata, padding) are gathered up to this size,
-#: so the Python sink sees ~9 writes per segment instead of ~30
-_GATHER_BYTES = 65536
-
-
-@dataclasses.dataclass(frozen=True)
-class Written:
-    """What ``write`` wrote: the segment's size and CRC-32, and its footer tail."""
-
-    size: int
-    crc32: int
-    footer_tail: bytes
-
-
-def write(out: Any, table: pa.Table, *, compression: str | None = None) -> Written:
-    """Stream ``table`` (segment schema) as an Arrow IPC file into ``out``, any object
-    with ``write(bytes)`` that writes all it is given.
-
-    The bytes are those of ``encode``, without building them in memory first
-    (measured: ~0.05 ms less per 1.2 MB segment than ``encode`` + one write).
-    """
+def encode_chunks(table: pa.Table, *, compression: str | None = None) -> Encoded:
+    """The bytes of ``encode`` (without the CRC), as pieces: no buffer of the whole
+    file is built (measured: with one vectored write, ~0.05 ms less per 1.2 MB
+    segment than ``encode`` + a write)."""
     if table.schema != SCHEMA:
         table = table.cast(SCHEMA)
-    sink = _Checksummed(out)
+    sink = _Collector()
     stream = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), _GATHER_BYTES)
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_file(stream, SCHEMA, options=options) as writer:
         writer.write_table(table, max_chunksize=1 << 20)
     stream.flush()
-    (footer,) = struct.unpack("<i", sink.tail(10)[:4])
-    return Written(sink.size, sink.crc, sink.tail(10 + footer))
+    return Encoded(sink.chunks, sink.size)
 
 
-def trailer(payload: bytes, written: Written) -> list[bytes]:
-    """What follows a segment (see ``write``) that carries ``payload``: the payload, its
+def trailer(payload: bytes, segment: Encoded) -> list[bytes]:
+    """What follows ``segment`` in a file that carries ``payload``: the payload, its
     length and the magic, the segment's footer again (see the module docstring)."""
-    return [payload, _TRAILER_END.pack(len(payload), TRAILER_MAGIC), written.footer_tail]
+    (footer,) = struct.unpack("<i", segment.tail(10)[:4])
+    return [payload, _TRAILER_END.pack(len(payload), TRAILER_MAGIC), segment.tail(10 + footer)]
 
 
 def trailer_extent(tail: bytes | memoryview) -> int | None:

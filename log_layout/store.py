@@ -59,7 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from log_layout import paths
+from log_layout import paths, workers
 from log_layout.errors import StoreError
 
 TMP_PREFIX = ".tmp-"
@@ -265,7 +265,7 @@ class LocalStore(Store):
         tasks = [(os.fsync, fd) for fd, _p in items] + [(os.fsync, fd) for fd in fds] \
             + [(_fsync_folder, f) for f in folders]
         try:
-            _run_all(tasks)
+            workers.run_all(tasks)
         finally:
             for fd, _p in items:
                 os.close(fd)
@@ -378,9 +378,6 @@ class LocalStore(Store):
 
 
 _memory_lock = threading.Lock()
-_pool_lock = threading.Lock()
-_pool: Any = None
-_pool_pid = 0
 
 
 class LinkedFile:
@@ -459,33 +456,6 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def _run_all(tasks: list[tuple[Any, Any]]) -> None:
-    """Run ``fn(arg)`` for each task, in parallel; raise the first error after all finish."""
-    if len(tasks) <= 1:
-        for fn, arg in tasks:
-            fn(arg)
-        return
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():  # a forked child cannot use its parent's
-        with _pool_lock:
-            if _pool is None or _pool_pid != os.getpid():
-                from concurrent.futures import ThreadPoolExecutor
-
-                _pool, _pool_pid = ThreadPoolExecutor(4, thread_name_prefix="sparklog-fsync"), \
-                    os.getpid()
-    futures = [_pool.submit(fn, arg) for fn, arg in tasks[1:]]
-    error: BaseException | None = None
-    try:
-        tasks[0][0](tasks[0][1])
-    except BaseException as e:  # wait for the others before raising: they use our fds
-        error = e
-    for f in futures:
-        try:
-            f.result()
-        except BaseException as e:
-            error = error or e
-    if error is not None:
-        raise error
 _renameat2: Any = None  # None = not probed yet, False = unavailable
 
 
