@@ -7,6 +7,14 @@ The commit protocol (see manifest.py for the manifest format):
    invisible: readers only open files a manifest names.
 2. It creates manifest version N+1 exclusively. If it wins, the records are
    committed (the high watermark moves) and the append is acknowledged.
+
+   On a store with links (local), an append does both with one file: the
+   segment, then version N+1's JSON as a trailer, under the segment's name;
+   a hard link to the version's name commits it (``store.linked_file``). So an
+   append creates one file, not two. Readers of the segment read the
+   ``bytes`` the manifest records; readers of the version read the trailer
+   from the file's end (``_read_version_file``), and vacuum cuts the trailer
+   off when the version is old (``_delete_version_file``).
 3. If it loses, it re-reads the newest version. A higher ``leader_epoch``
    means another writer claimed the partition: the writer deletes its
    unnamed segment, raises :class:`Fenced` and never writes again. The same

@@ -8,7 +8,9 @@
         _config/<version:020d>.json          config changes, created exclusively; newest wins
         <partition>/
           <base_offset:020d>-<uniq>.arrow    immutable segment (see segment.py)
-          _log/<version:020d>-<topic_id>.json  partition manifest versions (see manifest.py)
+          _log/<version:020d>-<topic_id>.json  partition manifest versions (see manifest.py);
+                                             a local append's is a second name of its
+                                             segment's file, which carries the JSON
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
 
