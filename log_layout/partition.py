@@ -238,7 +238,7 @@ class PartitionLog:
         """
         path = f"{self.folder}/{info.file}"
         try:
-            data = self.store.read_buffer(path)
+            data = self.store.read_buffer(path, info.bytes)  # not a trailer after it
         except FileNotFoundError:
             raise MissingSegment(path, version) from None
         table = segment.decode(data, path=path, crc32=info.crc32, size=info.bytes)

@@ -80,9 +80,11 @@ class Store:
     def read(self, path: str) -> bytes:  # FileNotFoundError if absent
         raise NotImplementedError
 
-    def read_buffer(self, path: str) -> Any:  # FileNotFoundError if absent
-        """The file's bytes as a ``pyarrow.Buffer`` (or bytes); see the module docstring."""
-        return self.read(path)
+    def read_buffer(self, path: str, size: int | None = None) -> Any:
+        """The file's bytes, at most its first ``size``, as a ``pyarrow.Buffer`` (or
+        bytes); see the module docstring. FileNotFoundError if absent."""
+        data = self.read(path)
+        return data if size is None else data[:size]
 
     def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
         """The last ``n`` bytes of a file (all of a smaller one) and its size; never
@@ -156,23 +158,28 @@ class LocalStore(Store):
     #: files at least this big are memory-mapped; smaller ones are cheaper to copy
     MMAP_MIN_BYTES = 512 * 1024
 
-    def read_buffer(self, path: str) -> Any:
+    def read_buffer(self, path: str, size: int | None = None) -> Any:
         import mmap
 
         import pyarrow as pa
 
         fd = os.open(self._abs(path), os.O_RDONLY)
         try:
-            size = os.fstat(fd).st_size
-            if size >= self.MMAP_MIN_BYTES:
+            length = os.fstat(fd).st_size
+            if size is not None:  # a segment with a trailer: read the segment only
+                length = min(length, size)
+            if length >= self.MMAP_MIN_BYTES:
                 # the buffer holds the map; the map outlives the fd (and even a delete)
-                return pa.py_buffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
-            chunks = [os.read(fd, size)]
-            while True:  # a short read is legal; the file may also have grown (it never does)
-                more = os.read(fd, 1 << 20)
+                return pa.py_buffer(mmap.mmap(fd, length, access=mmap.ACCESS_READ))
+            chunks = [os.read(fd, length)]
+            have = len(chunks[0])
+            while size is None or have < length:  # a short read is legal
+                more = os.read(fd, (1 << 20) if size is None else length - have)
                 if not more:
-                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                    break
                 chunks.append(more)
+                have += len(more)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         finally:
             os.close(fd)
 

@@ -64,6 +64,16 @@ def test_put_new_replace_list_delete(st):
     assert st.list("p") == [] and not st.exists("p/meta.json")
 
 
+@pytest.mark.parametrize("n", [10, 1 << 20])  # read, and memory-mapped (>= 512 KB)
+def test_read_buffer_and_read_tail_take_part_of_a_file(st, n):
+    data = bytes(range(256)) * (2 * n // 256 + 1)
+    st.put_new("r/f", data)
+    assert bytes(st.read_buffer("r/f", n)) == data[:n]
+    assert bytes(st.read_buffer("r/f", len(data) + 5)) == data  # more than there is: all
+    assert st.read_tail("r/f", n) == (data[-n:], len(data))
+    assert st.read_tail("r/f", len(data) + 5) == (data, len(data))
+
+
 def test_empty_file_reads(st):
     st.put_new("e/empty", b"")
     assert bytes(st.read_buffer("e/empty")) == b"" and st.read("e/empty") == b""
