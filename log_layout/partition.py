@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from log_layout import paths, segment, workers
 from log_layout.errors import (CorruptManifest, Fenced, InvalidMaintenance, InvalidRecords,
@@ -65,7 +64,7 @@ from log_layout.errors import (CorruptManifest, Fenced, InvalidMaintenance, Inva
                                TopicRecreated)
 from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
                                   segments_after_replace)
-from log_layout.store import TMP_PREFIX, Store
+from log_layout.store import TMP_PREFIX
 
 if TYPE_CHECKING:
     from log_layout.topics import Log

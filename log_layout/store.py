@@ -55,7 +55,7 @@ import dataclasses
 import errno
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
