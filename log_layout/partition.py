@@ -155,7 +155,12 @@ class PartitionLog:
 
     def _load(self, version: int) -> Manifest:
         path = self._manifest_path(version)
-        m = Manifest.from_file(self._read_version_file(path), path=path)
+        try:
+            m = Manifest.from_file(self._read_version_file(path), path=path)
+        except CorruptManifest:
+            if not self.store.exists(path):  # vacuumed while we read it (and its trailer cut)
+                raise FileNotFoundError(path) from None
+            raise
         if (m.version, m.topic, m.partition) != (version, self.topic, self.partition):
             raise CorruptManifest(path, f"it says it is version {m.version} of "
                                   f"{m.topic}-{m.partition}")

@@ -11,9 +11,10 @@ Schema (topic and partition are implied by the path)::
 Timestamps are stored in microseconds (Spark's own unit) so Spark reads need no
 cast; their values are whole milliseconds as Kafka's are. Buffers may be
 compressed (``lz4`` or ``zstd``: Arrow IPC buffer compression, so any Arrow
-reader opens the file). The CRC-32 of the whole file is recorded in the
-partition manifest and verified on every read: a mismatch, a truncated file or
-bytes that are not Arrow raise :class:`CorruptSegment`.
+reader opens the file). The CRC-32 of the segment's bytes (the whole file, or
+the part before a trailer, below) is recorded in the partition manifest and
+verified on every read: a mismatch, a truncated file or bytes that are not
+Arrow raise :class:`CorruptSegment`.
 
 A segment may carry a **trailer**: bytes after it that are not records. An append
 on a local store commits its segment and its manifest version as one file with
@@ -102,9 +103,6 @@ class Records:
     #: the smallest and largest timestamp, in milliseconds (0, 0 when empty)
     min_ts: int
     max_ts: int
-
-    def table(self) -> pa.Table:
-        return pa.Table.from_arrays(list(self.columns), schema=INPUT_SCHEMA)
 
 
 def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,

@@ -202,21 +202,17 @@ class LocalStore(Store):
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))
 
-    def _create_and_write(self, target: str, data: Any) -> int:
-        """Create ``target`` (O_EXCL) and write ``data`` (bytes-like, or a list of them);
-        the open fd (removed on failure)."""
+    def _create_and_write(self, target: str, data: bytes) -> int:
+        """Create ``target`` (O_EXCL) and write ``data``; the open fd (removed on failure)."""
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            if isinstance(data, list):
-                _write_all(fd, data)
-            else:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
         except BaseException:
             os.close(fd)
             os.unlink(target)
@@ -392,18 +388,12 @@ class LinkedFile:
     second name, exclusively. See ``Store.linked_file``.
 
     Use it as a context manager: leaving the block without a commit that won
-    deletes the file. ``write``/``writev`` write all they are given.
+    deletes the file. ``writev`` writes all it is given.
     """
 
     def __init__(self, store: LocalStore, path: str):
         self.store, self.path, self.committed = store, store._abs(path), False
         self.fd = store._create_and_write(self.path, b"")
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
-        return len(data)
 
     def writev(self, chunks: list[Any]) -> None:
         _write_all(self.fd, chunks)

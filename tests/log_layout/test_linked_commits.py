@@ -127,3 +127,27 @@ def test_a_json_manifest_longer_than_the_first_read_parses(part, monkeypatch):
     assert claimed.append(table(8, 1)).base_offset == 8
     # and a carried manifest longer than the first read: read again, from the end
     assert open_log(part.store.root).partition("t", 0).snapshot() == part.snapshot()
+
+
+def test_a_version_vacuumed_while_it_is_read_is_gone_not_corrupt(part, monkeypatch):
+    w = part.claim("w")
+    r = w.append(table(0, 5))
+    info = part.snapshot().segments[-1]
+    _, version_path = _paths(part, info, r.version)
+    read_tail = part.store.read_tail
+
+    def vacuumed_meanwhile(p, n):
+        with open(part.store._abs(p), "rb") as f:  # the reader opened it before the vacuum
+            part.store.delete_linked(p, info.bytes)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read(), size
+
+    monkeypatch.setattr(part.store, "read_tail", vacuumed_meanwhile)
+    with pytest.raises(FileNotFoundError):  # as if it had gone before the read: callers retry
+        part.version(r.version)
+    monkeypatch.setattr(part.store, "read_tail", read_tail)
+    assert not os.path.exists(version_path) and os.path.getsize(part.store._abs(
+        f"{part.folder}/{info.file}")) == info.bytes
+    assert part.read_segment(info).num_rows == 5
