@@ -19,23 +19,27 @@ PARALLEL = len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") 
     else (os.cpu_count() or 1) > 1
 
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
+_pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}  # kind -> (pool, pid that made it)
+#: threads per kind: fsyncs wait on the disk, checksums only compute (and must not
+#: queue behind a slow fsync)
+_THREADS = {"io": 4, "cpu": 2}
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():
+def _executor(kind: str) -> ThreadPoolExecutor:
+    entry = _pools.get(kind)
+    if entry is None or entry[1] != os.getpid():
         with _lock:
-            if _pool is None or _pool_pid != os.getpid():
-                _pool, _pool_pid = ThreadPoolExecutor(4, thread_name_prefix="sparklog-io"), \
-                    os.getpid()
-    return _pool
+            entry = _pools.get(kind)
+            if entry is None or entry[1] != os.getpid():
+                entry = _pools[kind] = (ThreadPoolExecutor(
+                    _THREADS[kind], thread_name_prefix=f"sparklog-{kind}"), os.getpid())
+    return entry[0]
 
 
-def submit(fn: Callable[..., Any], *args: Any) -> Future:
-    """Run ``fn(*args)`` on a helper thread."""
-    return _executor().submit(fn, *args)
+def submit(fn: Callable[..., Any], *args: Any, kind: str = "io") -> Future:
+    """Run ``fn(*args)`` on a helper thread: ``kind`` "io" for work that waits on a
+    device, "cpu" for work that only computes."""
+    return _executor(kind).submit(fn, *args)
 
 
 def run_all(tasks: list[tuple[Callable[[Any], Any], Any]]) -> None:
