@@ -19,6 +19,17 @@ every kind of commit must race for the same name, or two could win a version::
      "committer": "append", "committed_ms": 1763700000000,
      "cleaned_offset": 0}                                 # optional, default 0
 
+**Deltas.** An append between checkpoints is stored as a delta of the version
+before it: ``"delta_of": N-1`` and, under ``segments``, only the segments it adds
+(every other field whole, as above). So an append's JSON costs O(1) in the
+segments of the log, not O(segments): at 20,000 segments a whole manifest is
+~2 MB. Every version that is a multiple of ``CHECKPOINT_INTERVAL`` is whole, and
+so is every commit that is not an append (a claim, maintenance, vacuum), so a
+reader applies at most ``CHECKPOINT_INTERVAL - 1`` deltas to a whole version
+(usually one, to the snapshot it holds), and vacuum keeps the versions the
+newest is read from (Delta Lake's log has the same shape: JSON commits and
+periodic checkpoints).
+
 ``cleaned_offset`` is the log cleaner's checkpoint (Kafka's
 ``cleaner-offset-checkpoint``): offsets below it have been compacted, so the
 compaction job can tell the clean head of the log from its dirty tail.
@@ -49,6 +60,8 @@ from log_layout import paths, segment
 from log_layout.errors import CorruptManifest, InvalidProducerEpoch, OutOfOrderSequence
 
 FORMAT = 1
+#: every version that is a multiple of this is whole; an append between them is a delta
+CHECKPOINT_INTERVAL = 16
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
 _SEGMENT_FIELDS = ("file", "base_offset", "last_offset", "count", "bytes", "min_ts", "max_ts",
                    "crc32")
@@ -160,10 +173,36 @@ class Manifest:
         fields = self.__dict__
         new.__dict__.update({f: fields[f] for f in _MANIFEST_FIELDS}, **changes,
                             version=self.version + 1)
-        encoded = self.__dict__.get("_segments_text")
-        if encoded is not None:  # lets the next to_json encode only the segments it adds
+        # The newest segment text encoded along this line of versions (a delta built
+        # none): lets the next full encoding encode only the segments added since.
+        encoded = self.__dict__.get("_segments_text") or self.__dict__.get("_parent_segments_text")
+        if encoded is not None:
             object.__setattr__(new, "_parent_segments_text", encoded)
         return new
+
+    def is_delta_of(self, parent: "Manifest") -> bool:
+        """Whether this version only adds segments after ``parent``'s (the version
+        before it), so it may be stored as a delta of it (see ``to_json``)."""
+        k = len(parent.segments)
+        return self.version == parent.version + 1 and len(self.segments) > k \
+            and self.segments[:k] == parent.segments
+
+    def on_top_of(self, parent: "Manifest", *, path: str) -> "Manifest":
+        """This version, read as a delta of ``parent`` (its segments are only those it
+        adds), as a whole snapshot. Raises CorruptManifest if ``parent`` is not the
+        version before it or the added segments do not follow its own."""
+        if parent.version != self.version - 1 or (parent.topic, parent.partition) != \
+                (self.topic, self.partition):
+            raise CorruptManifest(path, f"it is a delta of version {self.version - 1}, "
+                                        f"not of {parent.topic}-{parent.partition} "
+                                        f"version {parent.version}")
+        if parent.segments and self.segments \
+                and self.segments[0].base_offset <= parent.segments[-1].last_offset:
+            raise CorruptManifest(path, "its segments overlap those of the version before")
+        whole = object.__new__(Manifest)
+        whole.__dict__.update({f: self.__dict__[f] for f in _MANIFEST_FIELDS},
+                              segments=parent.segments + self.segments)
+        return whole
 
     def with_producers(self, batches: Sequence[tuple[ProducerBatch, int]]) -> dict[int, ProducerEntry]:
         """Producer state after appending ``(batch, base_offset)`` pairs."""
@@ -203,7 +242,10 @@ class Manifest:
             object.__setattr__(self, "_segments_text", cached)
         return cached[1]
 
-    def to_json(self) -> bytes:
+    def to_json(self, *, delta_of: "Manifest | None" = None) -> bytes:
+        """The version's JSON: a whole snapshot, or with ``delta_of`` (the version
+        before, see ``is_delta_of``) only the segments added since it. A delta costs
+        O(1) in the segments of the log where a snapshot costs O(segments)."""
         doc = {
             "format": FORMAT, "topic": self.topic, "partition": self.partition,
             "version": self.version, "leader_epoch": self.leader_epoch, "leader": self.leader,
@@ -215,28 +257,44 @@ class Manifest:
         }
         if self.cleaned_offset:  # absent = 0, so older manifests read the same
             doc["cleaned_offset"] = self.cleaned_offset
+        if delta_of is not None:
+            doc["delta_of"] = delta_of.version
+            columns = _columns_text(self.segments[len(delta_of.segments):])
+        else:
+            columns = self._segment_columns()
         rest = json.dumps(doc, separators=(",", ":"))
         # One join: the segment columns are most of the text (they grow with the log).
         parts = ['{"segments":{']
-        for i, (name, text) in enumerate(zip(_SEGMENT_FIELDS, self._segment_columns())):
+        for i, text in enumerate(columns):
             parts += (_COLUMN_OPEN[i], text, "]")
         parts += ("},", rest[1:])
         return "".join(parts).encode()
 
     @classmethod
-    def from_file(cls, data: bytes, *, path: str) -> "Manifest":
+    def from_file(cls, data: bytes, *, path: str) -> tuple["Manifest", int | None]:
         """Parse a manifest version file: JSON text, or the end of an append's segment
-        that carries its manifest in a trailer (``segment.read_trailer``). Raises
-        CorruptManifest naming the path and the problem."""
+        that carries its manifest in a trailer (``segment.read_trailer``). Returns the
+        manifest and, for a delta, the version it is a delta of (its segments are then
+        only those it adds: see ``on_top_of``). Raises CorruptManifest naming the
+        path and the problem."""
         try:
             carried = segment.read_trailer(data)
         except ValueError as e:
             raise CorruptManifest(path, f"it is a segment carrying a manifest, but {e}") from None
-        return cls.from_json(data if carried is None else carried, path=path)
+        return cls._parse(data if carried is None else carried, path=path)
 
     @classmethod
     def from_json(cls, data: bytes, *, path: str) -> "Manifest":
-        """Parse a manifest; raises CorruptManifest naming the path and the problem."""
+        """Parse a whole manifest; raises CorruptManifest naming the path and the
+        problem (a delta, too: it is read through its partition, see ``from_file``)."""
+        m, delta_of = cls._parse(data, path=path)
+        if delta_of is not None:
+            raise CorruptManifest(path, f"it is a delta of version {delta_of}, not a whole "
+                                        f"manifest")
+        return m
+
+    @classmethod
+    def _parse(cls, data: bytes, *, path: str) -> tuple["Manifest", int | None]:
         try:
             doc = json.loads(data)
             if doc.get("format") != FORMAT:
@@ -257,13 +315,18 @@ class Manifest:
             producers = {int(pid): ProducerEntry(int(e["epoch"]),
                                                  tuple(tuple(map(_int, b)) for b in e["batches"]))
                          for pid, e in doc["producers"].items()}
-            return cls(topic=doc["topic"], partition=int(doc["partition"]),
-                       version=int(doc["version"]), leader_epoch=int(doc["leader_epoch"]),
-                       leader=doc.get("leader"), log_start_offset=int(doc["log_start_offset"]),
-                       next_offset=int(doc["next_offset"]), segments=segments, removed=removed,
-                       producers=producers, committer=doc.get("committer", ""),
-                       committed_ms=int(doc.get("committed_ms", 0)),
-                       cleaned_offset=int(doc.get("cleaned_offset", 0)))
+            m = cls(topic=doc["topic"], partition=int(doc["partition"]),
+                    version=int(doc["version"]), leader_epoch=int(doc["leader_epoch"]),
+                    leader=doc.get("leader"), log_start_offset=int(doc["log_start_offset"]),
+                    next_offset=int(doc["next_offset"]), segments=segments, removed=removed,
+                    producers=producers, committer=doc.get("committer", ""),
+                    committed_ms=int(doc.get("committed_ms", 0)),
+                    cleaned_offset=int(doc.get("cleaned_offset", 0)))
+            delta_of = doc.get("delta_of")
+            if delta_of is not None and (type(delta_of) is not int or delta_of != m.version - 1):
+                raise CorruptManifest(path, f"version {m.version} cannot be a delta of "
+                                            f"{delta_of!r}")
+            return m, delta_of
         except CorruptManifest:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as e:

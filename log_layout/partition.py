@@ -62,8 +62,8 @@ from log_layout.errors import (CorruptManifest, Fenced, InvalidMaintenance, Inva
                                MaintenanceConflict,
                                MissingSegment, OffsetOutOfRange, OutOfOrderSequence,
                                TopicRecreated)
-from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
-                                  segments_after_replace)
+from log_layout.manifest import (CHECKPOINT_INTERVAL, Manifest, ProducerBatch, SegmentInfo,
+                                  check_sequence, segments_after_replace)
 from log_layout.store import TMP_PREFIX
 
 if TYPE_CHECKING:
@@ -76,6 +76,14 @@ MANIFEST_TAIL_BYTES = 64 << 10
 #: segments at least this big have their CRC-32 taken on a helper thread, if this
 #: process may run on more than one CPU (see _commit_with_segment)
 BACKGROUND_CRC_BYTES = 256 << 10
+
+
+def _version_json(new: Manifest, parent: Manifest | None) -> bytes:
+    """``new``'s JSON: a delta of ``parent`` when it may be one (it only adds segments
+    and its version is not a checkpoint, see manifest.py), else whole."""
+    delta = parent is not None and new.version % CHECKPOINT_INTERVAL != 0 \
+        and new.is_delta_of(parent)
+    return new.to_json(delta_of=parent if delta else None)
 
 
 def wall_clock_ms() -> int:
@@ -153,10 +161,12 @@ class PartitionLog:
                 return tail
             want = extent  # more than we read: read again, as much as it says
 
-    def _load(self, version: int) -> Manifest:
+    def _read_version(self, version: int) -> tuple[Manifest, int | None]:
+        """Version ``version`` as stored: a whole manifest, or a delta and the version
+        it is a delta of (see ``Manifest.from_file``)."""
         path = self._manifest_path(version)
         try:
-            m = Manifest.from_file(self._read_version_file(path), path=path)
+            m, delta_of = Manifest.from_file(self._read_version_file(path), path=path)
         except CorruptManifest:
             if not self.store.exists(path):  # vacuumed while we read it (and its trailer cut)
                 raise FileNotFoundError(path) from None
@@ -164,6 +174,30 @@ class PartitionLog:
         if (m.version, m.topic, m.partition) != (version, self.topic, self.partition):
             raise CorruptManifest(path, f"it says it is version {m.version} of "
                                   f"{m.topic}-{m.partition}")
+        return m, delta_of
+
+    def _load(self, version: int) -> Manifest:
+        """Version ``version`` as a whole snapshot: a delta is applied to the version
+        before it, the cached snapshot if that is the one, else read back to the last
+        whole version (at most CHECKPOINT_INTERVAL - 1 deltas: see manifest.py).
+        FileNotFoundError if a version needed was vacuumed meanwhile."""
+        deltas: list[Manifest] = []
+        while True:
+            m, delta_of = self._read_version(version)
+            if delta_of is None:
+                break
+            deltas.append(m)
+            if len(deltas) >= CHECKPOINT_INTERVAL:
+                raise CorruptManifest(self._manifest_path(m.version),
+                                      f"more than {CHECKPOINT_INTERVAL - 1} deltas in a row")
+            version = delta_of
+            with self._lock:
+                cached = self._latest
+            if cached is not None and cached.version == version:
+                m = cached
+                break
+        for delta in reversed(deltas):
+            m = delta.on_top_of(m, path=self._manifest_path(delta.version))
         return m
 
     def _latest_version(self) -> int:
@@ -331,10 +365,13 @@ class PartitionLog:
         """A writer at the current leader epoch, without claiming (fenced by any claim)."""
         return PartitionWriter(self, self.snapshot())
 
-    def _commit(self, new: Manifest, topic_id: str | None = None) -> bool:
+    def _commit(self, new: Manifest, topic_id: str | None = None, *,
+                parent: Manifest | None = None) -> bool:
         """Create version ``new.version`` of the topic incarnation ``topic_id`` (default:
-        the one this object follows now); False if that version exists."""
-        won = self.store.put_exclusive(self._manifest_path(new.version, topic_id), new.to_json())
+        the one this object follows now); False if that version exists. With
+        ``parent`` (the version before) it may be stored as a delta of it."""
+        won = self.store.put_exclusive(self._manifest_path(new.version, topic_id),
+                                       _version_json(new, parent))
         if won and (topic_id is None or topic_id == self.topic_id):
             self._remember(new)
         return won
@@ -357,7 +394,7 @@ class PartitionLog:
             info = SegmentInfo(file=name, bytes=encoded.size,
                                crc32=encoded.checksum() if crc is None else crc.result(), **stats)
             new = m.next(segments=m.segments + (info,), **changes)
-            f.writev(segment.trailer(new.to_json(), encoded))
+            f.writev(segment.trailer(_version_json(new, m), encoded))
             if not f.commit(self._manifest_path(new.version, topic_id)):
                 return None
         if topic_id is None or topic_id == self.topic_id:
@@ -473,7 +510,10 @@ class PartitionLog:
                 out.append(UnreferencedFile(f.name, f.size, now - f.mtime_ms, "temp"))
             elif paths.is_segment_name(f.name):
                 out.append(UnreferencedFile(f.name, f.size, now - f.mtime_ms, "orphan"))
+        # from a whole version on: a kept delta must stay readable, and deltas reach back
+        # at most to the last version that is a multiple of CHECKPOINT_INTERVAL (manifest.py)
         keep_from = m.version - self.log.manifest_versions_retained
+        keep_from -= keep_from % CHECKPOINT_INTERVAL
         for f in self.store.list(self.manifest_folder):
             v = paths.manifest_version(f.name, self.topic_id)
             if v is not None:
@@ -619,7 +659,7 @@ class PartitionWriter:
                         info = p._write_segment(segment.with_offsets(table, base), stats)
                     new = m.next(segments=m.segments + (info,), **changes)
                     committing = True  # if the commit call fails, the outcome is unknown
-                    new = new if p._commit(new, self.topic_id) else None
+                    new = new if p._commit(new, self.topic_id, parent=m) else None
                     committing = False
                 if new is not None:
                     return AppendResult(base, base + table.num_rows - 1, new.version,

@@ -16,7 +16,7 @@ import pytest
 from log_layout import CorruptManifest, open_log, wall_clock_ms
 from log_layout import partition as partition_module
 from log_layout import segment
-from log_layout.manifest import Manifest
+from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 from tests.log_layout.helpers import table
 
 
@@ -47,8 +47,10 @@ def test_an_append_is_one_file_with_two_names(part):
     with open(version_path, "rb") as f:
         data = f.read()
     assert segment.checksum(data[:info.bytes]) == info.crc32
-    carried = Manifest.from_file(data, path=version_path)
-    assert carried == m and carried.segments[-1] == info
+    carried, delta_of = Manifest.from_file(data, path=version_path)
+    # an append between checkpoints carries a delta: its own segment only
+    assert delta_of == r.version - 1 and carried.segments == (info,)
+    assert carried.on_top_of(part.version(delta_of), path=version_path) == m
     fresh = open_log(part.store.root).partition("t", 0)  # a reader with no cache
     assert fresh.snapshot() == m and fresh.read_table(0).num_rows == 50
     assert part.orphans() == []
@@ -67,16 +69,21 @@ def test_a_lost_race_leaves_nothing_and_rebases(part):
 
 def test_vacuum_cuts_the_manifest_off_a_segment_that_outlives_its_version(part):
     w = part.claim("w")
-    for i in range(6):
-        w.append(table(i * 10, 10))
+    versions = {}  # segment file -> the version that appended it
+    for i in range(20):
+        r = w.append(table(i * 10, 10))
+        versions[part.snapshot().segments[-1].file] = r.version
     m = part.snapshot()
     sizes = {s.file: os.path.getsize(os.path.join(part.store.root, part.folder, s.file))
              for s in m.segments}
     assert all(sizes[s.file] > s.bytes for s in m.segments)
     report = part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
     assert {f.reason for f in report.deleted} == {"manifest"}
-    # versions newest-2..newest stay (manifest_versions_retained=2): the last 3 appends
-    kept_versions = {s.file for s in m.segments[-3:]}
+    # versions from newest-2 (manifest_versions_retained=2) rounded down to a whole one
+    # (a multiple of CHECKPOINT_INTERVAL, so kept deltas stay readable) stay
+    keep_from = (m.version - 2) - (m.version - 2) % CHECKPOINT_INTERVAL
+    kept_versions = {f for f, v in versions.items() if v >= keep_from}
+    assert 0 < len(kept_versions) < len(m.segments)
     for s in m.segments:
         path = os.path.join(part.store.root, part.folder, s.file)
         if s.file in kept_versions:
@@ -84,8 +91,10 @@ def test_vacuum_cuts_the_manifest_off_a_segment_that_outlives_its_version(part):
         else:  # its version is gone: back to the bare segment, still plain Arrow IPC
             assert os.path.getsize(path) == s.bytes and os.stat(path).st_nlink == 1
             assert pa.ipc.open_file(pa.OSFile(path)).read_all().equals(part.read_segment(s))
-    assert part.read_table(0).num_rows == 60
-    assert open_log(part.store.root).partition("t", 0).snapshot() == m
+    assert part.read_table(0).num_rows == 200
+    fresh = open_log(part.store.root).partition("t", 0)
+    assert fresh.snapshot() == m
+    assert all(fresh.version(v).version == v for v in range(keep_from, m.version + 1))
 
 
 @pytest.mark.parametrize("damage", ["length", "magic", "payload", "footer_length"])

@@ -7,6 +7,7 @@ import pytest
 
 from log_layout import MissingSegment, open_log, wall_clock_ms
 from log_layout import partition as partition_module
+from log_layout.manifest import CHECKPOINT_INTERVAL
 from tests.log_layout.helpers import table, values
 
 DAY = 86_400_000
@@ -113,15 +114,18 @@ def test_old_manifests_are_vacuumed_and_stale_caches_recover(store):
     w = p.claim("w")
     w.append(table(0, 1))
     assert reader.high_watermark() == 1  # caches a version that vacuum will delete
-    for i in range(1, 8):
+    for i in range(1, 20):
         w.append(table(i, 1))
     report = p.vacuum(now_ms=0, delay_ms=DAY)  # old manifests go whatever the delay
     gone = sorted(f.name for f in report.deleted)
     top = p.snapshot().version
-    assert gone == [f"_log/{v:020d}-{p.topic_id}.json" for v in range(0, top - 2)]
-    assert reader.high_watermark() == 8
-    assert reader.read_table(0).column("value").to_pylist() == values(0, 8)
-    w.append(table(8, 1))
+    # all before the newest 2, from a whole version on (kept deltas stay readable)
+    keep_from = (top - 2) - (top - 2) % CHECKPOINT_INTERVAL
+    assert keep_from > 2
+    assert gone == [f"_log/{v:020d}-{p.topic_id}.json" for v in range(0, keep_from)]
+    assert reader.high_watermark() == 20
+    assert reader.read_table(0).column("value").to_pylist() == values(0, 20)
+    w.append(table(20, 1))
     assert reader.snapshot().version == top + 1
 
 
