@@ -1,6 +1,6 @@
 """Partition manifests: the commit log of one partition's segment set.
 
-A manifest version is a **full snapshot** stored as
+A manifest version is a **snapshot** (whole, or a delta: below) stored as
 ``<topic>/<partition>/_log/<version:020d>-<topic_id>.json`` (see ``paths``). The
 file is this JSON text, or -- for an append on a local store -- the appended
 segment itself, carrying the JSON in a trailer: one file with two names, the
@@ -20,8 +20,9 @@ every kind of commit must race for the same name, or two could win a version::
      "cleaned_offset": 0}                                 # optional, default 0
 
 **Deltas.** An append between checkpoints is stored as a delta of the version
-before it: ``"delta_of": N-1`` and, under ``segments``, only the segments it adds
-(every other field whole, as above). So an append's JSON costs O(1) in the
+before it: ``"format": 2``, ``"delta_of": N-1`` and, under ``segments``, only the
+segments it adds (every other field whole, as above). The format number differs
+so that a reader that predates deltas refuses one rather than misread it. So an append's JSON costs O(1) in the
 segments of the log, not O(segments): at 20,000 segments a whole manifest is
 ~2 MB. Every version that is a multiple of ``CHECKPOINT_INTERVAL`` is whole, and
 so is every commit that is not an append (a claim, maintenance, vacuum), so a
@@ -59,7 +60,8 @@ from typing import Any
 from log_layout import paths, segment
 from log_layout.errors import CorruptManifest, InvalidProducerEpoch, OutOfOrderSequence
 
-FORMAT = 1
+FORMAT = 1  # a whole version
+DELTA_FORMAT = 2  # a delta of the version before
 #: every version that is a multiple of this is whole; an append between them is a delta
 CHECKPOINT_INTERVAL = 16
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
@@ -220,10 +222,10 @@ class Manifest:
         """Each ``segments`` column as the JSON text between its brackets, built
         incrementally where possible.
 
-        A manifest is a full snapshot, so encoding it costs O(segments) on every
-        commit (~2 ms at 2,000 segments); an append only adds one segment, so the
-        text of the version it was made from (see ``next``) is reused and only
-        the new segments are encoded.
+        A whole version costs O(segments) to encode (~2 ms at 2,000 segments);
+        between two of them appends only add segments, so the text of the last
+        whole version along this line (see ``next``) is reused and only the
+        segments added since are encoded.
         """
         cached = self.__dict__.get("_segments_text")
         if cached is None:
@@ -258,7 +260,7 @@ class Manifest:
         if self.cleaned_offset:  # absent = 0, so older manifests read the same
             doc["cleaned_offset"] = self.cleaned_offset
         if delta_of is not None:
-            doc["delta_of"] = delta_of.version
+            doc["format"], doc["delta_of"] = DELTA_FORMAT, delta_of.version
             columns = _columns_text(self.segments[len(delta_of.segments):])
         else:
             columns = self._segment_columns()
@@ -297,7 +299,7 @@ class Manifest:
     def _parse(cls, data: bytes, *, path: str) -> tuple["Manifest", int | None]:
         try:
             doc = json.loads(data)
-            if doc.get("format") != FORMAT:
+            if doc.get("format") not in (FORMAT, DELTA_FORMAT):
                 raise CorruptManifest(path, f"unknown format {doc.get('format')!r}")
             cols = doc["segments"]
             n = len(cols["file"])
@@ -322,8 +324,9 @@ class Manifest:
                     producers=producers, committer=doc.get("committer", ""),
                     committed_ms=int(doc.get("committed_ms", 0)),
                     cleaned_offset=int(doc.get("cleaned_offset", 0)))
-            delta_of = doc.get("delta_of")
-            if delta_of is not None and (type(delta_of) is not int or delta_of != m.version - 1):
+            delta_of = doc.get("delta_of") if doc["format"] == DELTA_FORMAT else None
+            if doc["format"] == DELTA_FORMAT \
+                    and (type(delta_of) is not int or delta_of != m.version - 1):
                 raise CorruptManifest(path, f"version {m.version} cannot be a delta of "
                                             f"{delta_of!r}")
             return m, delta_of

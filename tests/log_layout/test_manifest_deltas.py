@@ -65,10 +65,12 @@ def test_a_delta_round_trips_and_refuses_the_wrong_parent(part):
     with pytest.raises(CorruptManifest, match="not a whole manifest"):
         Manifest.from_json(new.to_json(delta_of=parent), path="p")
     doc = json.loads(new.to_json(delta_of=parent))
-    for bad in (parent.version - 1, str(parent.version)):
+    assert doc["format"] == 2  # a reader that predates deltas refuses it (format 1 only)
+    for bad in (parent.version - 1, str(parent.version), None):
         doc["delta_of"] = bad
         with pytest.raises(CorruptManifest, match="cannot be a delta of"):
             Manifest.from_file(json.dumps(doc).encode(), path="p")
+    assert json.loads(new.to_json())["format"] == 1  # whole versions read as before
 
 
 def test_a_chain_longer_than_the_interval_is_corrupt(part, monkeypatch):
