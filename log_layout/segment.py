@@ -175,13 +175,7 @@ def encode(table: pa.Table, *, compression: str | None = None) -> tuple[pa.Buffe
     Returns the buffer and its CRC-32. The table is written as one record batch
     (or as the batches it already has), so a reader maps it without copying.
     """
-    if table.schema != SCHEMA:
-        table = table.cast(SCHEMA)
-    sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.ipc.new_file(sink, SCHEMA, options=options) as writer:
-        writer.write_table(table, max_chunksize=1 << 20)
-    buf = sink.getvalue()
+    buf = pa.py_buffer(b"".join(encode_chunks(table, compression=compression).chunks))
     return buf, checksum(buf)
 
 
@@ -251,7 +245,7 @@ class Encoded:
 def encode_chunks(table: pa.Table, *, compression: str | None = None) -> Encoded:
     """The bytes of ``encode`` (without the CRC), as pieces: no buffer of the whole
     file is built (measured: with one vectored write, ~0.05 ms less per 1.2 MB
-    segment than ``encode`` + a write)."""
+    segment than building one and writing it)."""
     if table.schema != SCHEMA:
         table = table.cast(SCHEMA)
     sink = _Collector()
