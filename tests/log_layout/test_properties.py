@@ -20,7 +20,6 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
