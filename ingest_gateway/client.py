@@ -52,10 +52,11 @@ from log_layout.segment import HEADER_TYPE
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 _RETRIABLE_STATUS = {429, 500, 502, 503, 504}
 _NO_LIMIT = 1 << 62
-#: requests of one partition out at once, at most. The gateway remembers a producer's
-#: last 5 batches per partition (as Kafka's broker does), so a batch retried after its
-#: first answer was lost is still known as a duplicate only if no more than 4 later
-#: batches of its partition were written meanwhile (Kafka's max.in.flight <= 5 rule).
+#: requests of one partition out at once, and with idempotence batches not yet answered
+#: that may be sent, at most. The gateway remembers a producer's last 5 batches per
+#: partition (as Kafka's broker does), so a batch retried after its first answer was
+#: lost is still known as a duplicate only if no more than 4 later batches of its
+#: partition were written meanwhile (Kafka's max.in.flight <= 5 rule).
 _MAX_OUT_PER_PARTITION = 5
 
 
@@ -87,7 +88,7 @@ class ProduceError(SparklogError):
 class _Batch:
     __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "nbytes",
                  "created", "future", "sequence", "table", "count", "has_keys", "unknown",
-                 "doomed", "max_record")
+                 "doomed", "max_record", "ordinal")
 
     def __init__(self, topic: str, partition: int, now: float):
         self.topic, self.partition = topic, partition
@@ -108,6 +109,8 @@ class _Batch:
         self.doomed: ProduceError | None = None
         #: the topic's max.message.bytes when the batch opened (send()'s fast path)
         self.max_record = _NO_LIMIT
+        #: its place among its partition's batches (0, 1, ...), set when it closes
+        self.ordinal = 0
 
     def to_table(self) -> pa.Table:
         if self.table is not None:
@@ -238,6 +241,8 @@ class Producer:
         self._sequences: dict[tuple[str, int], int] = {}
         #: idempotent batches sent but not answered, per partition, in sequence order
         self._unacked: dict[tuple[str, int], list[_Batch]] = {}
+        #: batches closed so far per partition: a batch's ordinal (see _next_ready)
+        self._closed_batches: dict[tuple[str, int], int] = {}
         #: partitions whose order is lost: a batch failed with an unknown outcome
         self._poisoned: dict[tuple[str, int], ProduceError] = {}
         self._outstanding = 0  # batches closed but not answered
@@ -458,6 +463,8 @@ class Producer:
         if self.producer_id is not None:
             self._unacked.setdefault(key, []).append(batch)
             batch.doomed = self._poisoned.get(key)
+            batch.ordinal = self._closed_batches.get(key, 0)
+            self._closed_batches[key] = batch.ordinal + 1
         self._outstanding += 1
         self._ready.append(batch)
 
@@ -493,11 +500,23 @@ class Producer:
 
     def _next_ready(self) -> _Batch | None:
         """Under the lock: take the first ready batch whose partition may have one more
-        request out (ready batches of one partition stay in sequence order)."""
+        request out (ready batches of one partition stay in sequence order).
+
+        With idempotence a batch also goes only if it is at most 4 batches after its
+        partition's oldest batch not yet answered. Counting requests alone let later
+        batches be written one after the other while an earlier one, written but not
+        yet answered, waited to retry; its retry then fell outside the 5 batches the
+        gateway remembers, and was refused as out of order.
+        """
         for i, batch in enumerate(self._ready):
-            if self._out.get((batch.topic, batch.partition), 0) < _MAX_OUT_PER_PARTITION:
-                del self._ready[i]
-                return batch
+            key = (batch.topic, batch.partition)
+            if self._out.get(key, 0) >= _MAX_OUT_PER_PARTITION:
+                continue
+            unanswered = self._unacked.get(key)
+            if unanswered and batch.ordinal - unanswered[0].ordinal >= _MAX_OUT_PER_PARTITION:
+                continue
+            del self._ready[i]
+            return batch
         return None
 
     def _deliver(self, batch: _Batch) -> None:

@@ -102,3 +102,35 @@ def test_the_record_limit_is_read_again_before_refusing(gateway, gateway_log, to
             body={"data": [{"name": "max.message.bytes", "value": "10000"}]})
         assert status == 204
         assert producer.send(topic, b"x" * 5000).result(timeout=30).offset is not None
+
+
+def test_no_more_than_four_later_batches_pass_one_whose_answer_is_late(gateway, gateway_log,
+                                                                          topic):
+    """The gateway remembers a producer's last 5 batches per partition, so a batch whose
+    answer was lost is still known as a duplicate on its retry only if at most 4 later
+    batches of its partition were written meanwhile (Kafka's max.in.flight <= 5 rule).
+    Seen once in the SIGKILL test on S3: "sent sequence 4992, expected 7742"."""
+    import threading
+
+    release, started = threading.Event(), []
+    with Producer(gateway.url, linger_ms=0, max_in_flight=5, delivery_timeout_ms=20_000) as producer:
+        post = producer._post
+
+        def late_answer(batch):  # the first batch is written, its answer comes late
+            started.append(batch.sequence)
+            meta = post(batch)
+            if batch.sequence == 0:
+                release.wait(20)
+            return meta
+
+        producer._post = late_answer
+        handles = [producer.send_batch(topic, [b"b-%d" % i], partition=2) for i in range(20)]
+        handles[4].result(timeout=20)  # the 4 batches after the first are answered...
+        import time
+
+        time.sleep(0.5)  # ...and the sender had time to run further ahead, if it could
+        while_late = sorted(started)
+        release.set()
+        metas = [h.result(timeout=20) for h in handles]
+    assert while_late == [0, 1, 2, 3, 4]
+    assert [m.base_offset for m in metas] == list(range(20))
