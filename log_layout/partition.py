@@ -144,9 +144,10 @@ class PartitionLog:
         name = paths.manifest_name(version, self.topic_id if topic_id is None else topic_id)
         return f"{self.manifest_folder}/{name}"
 
-    def _read_version_file(self, path: str) -> bytes:
-        """The bytes of a manifest version file that hold the manifest: all of a JSON
-        one, the end of a segment that carries one. Read from the end of the file and
+    def _version_tail(self, path: str) -> tuple[bytes, int, int | None]:
+        """The end of a manifest version file, its size, and how many bytes a carried
+        trailer takes (``segment.trailer_extent``; None for none, or a damaged one).
+        Read from the end, again as far as the trailer says until it is all read, and
         never memory-mapped: vacuum cuts a carried trailer off once the version is old."""
         want = MANIFEST_TAIL_BYTES
         while True:
@@ -154,12 +155,16 @@ class PartitionLog:
             try:
                 extent = segment.trailer_extent(tail)
             except ValueError:
-                return tail  # Manifest.from_file names the damage
-            if extent is None:
-                return tail if len(tail) == size else self.store.read(path)
-            if extent <= len(tail) or len(tail) == size:
-                return tail
+                return tail, size, None  # Manifest.from_file names the damage
+            if extent is None or extent <= len(tail) or len(tail) == size:
+                return tail, size, extent
             want = extent  # more than we read: read again, as much as it says
+
+    def _read_version_file(self, path: str) -> bytes:
+        """The bytes of a manifest version file that hold the manifest: all of a JSON
+        one, the end of a segment that carries one."""
+        tail, size, extent = self._version_tail(path)
+        return self.store.read(path) if extent is None and len(tail) < size else tail
 
     def _read_version(self, version: int) -> tuple[Manifest, int | None]:
         """Version ``version`` as stored: a whole manifest, or a delta and the version
@@ -538,13 +543,10 @@ class PartitionLog:
         see ``_commit_with_segment``), the segment keeps its bytes and loses the carried
         manifest."""
         try:
-            tail, size = self.store.read_tail(path, MANIFEST_TAIL_BYTES)
-            extent = segment.trailer_extent(tail)
+            _tail, size, extent = self._version_tail(path)
         except FileNotFoundError:
             return
-        except ValueError:  # a damaged trailer: delete the name, leave the bytes alone
-            extent = None
-        if extent is None or extent > size:
+        if extent is None or extent > size:  # none, or damaged: leave the bytes alone
             self.store.delete([path])
         else:
             self.store.delete_linked(path, size - extent)

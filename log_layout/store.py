@@ -320,7 +320,8 @@ class LocalStore(Store):
             return
         try:
             os.unlink(self._abs(path))
-            if os.fstat(fd).st_nlink > 0 and os.fstat(fd).st_size > keep_bytes:
+            st = os.fstat(fd)
+            if st.st_nlink > 0 and st.st_size > keep_bytes:
                 os.ftruncate(fd, keep_bytes)
         finally:
             os.close(fd)

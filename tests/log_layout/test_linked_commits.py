@@ -160,3 +160,17 @@ def test_a_version_vacuumed_while_it_is_read_is_gone_not_corrupt(part, monkeypat
     assert not os.path.exists(version_path) and os.path.getsize(part.store._abs(
         f"{part.folder}/{info.file}")) == info.bytes
     assert part.read_segment(info).num_rows == 5
+
+
+def test_vacuum_cuts_exactly_when_the_first_read_misses_the_trailer(part, monkeypatch):
+    """The first read from a version's end may not reach its trailer (a large footer):
+    vacuum reads on, as a reader does, and cuts the segment to its own bytes."""
+    monkeypatch.setattr(partition_module, "MANIFEST_TAIL_BYTES", 64)  # less than a footer
+    w = part.claim("w")
+    for i in range(CHECKPOINT_INTERVAL + 4):
+        w.append(table(i, 3))
+    m = part.snapshot()
+    part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
+    first = m.segments[0]  # its version is long gone
+    assert os.path.getsize(os.path.join(part.store.root, part.folder, first.file)) == first.bytes
+    assert part.read_segment(first).num_rows == 3
