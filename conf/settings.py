@@ -46,6 +46,15 @@ class GatewaySettings:
     max_request_size: int
     auto_create_topics_enable: bool
     session_timeout_ms: int
+    max_control_request_size: int
+    max_uncompressed_request_size: int
+    max_json_nesting_depth: int
+    max_connections: int
+    request_read_timeout_ms: int
+    connections_max_idle_ms: int
+    consumer_instance_timeout_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
 
 
 @dataclasses.dataclass(frozen=True)
