@@ -81,7 +81,8 @@ class ProduceError(SparklogError):
     def __init__(self, topic: str, partition: int, status: int | None, error: str, message: str):
         self.topic, self.partition, self.status = topic, partition, status
         self.error, self.message = error, message
-        super().__init__(f"producing to {topic}-{partition} failed"
+        where = f"{topic}-{partition}" if partition >= 0 else f"topic {topic!r}"
+        super().__init__(f"producing to {where} failed"
                          f"{'' if status is None else f' with HTTP {status}'}: {message}")
 
 
@@ -192,6 +193,9 @@ class Producer:
     the partition's later batches still fit; a batch whose outcome is unknown
     when its delivery timeout passes stops that partition for this producer
     (``earlier_batch_failed``), since nothing sent after it could keep order.
+    ``records_failed`` counts every record whose handle failed, and
+    ``first_errors`` keeps the first few distinct errors, for callers that do
+    not keep every handle.
     """
 
     def __init__(self, bootstrap_servers: str = "http://127.0.0.1:8082", *,
@@ -246,6 +250,11 @@ class Producer:
         #: partitions whose order is lost: a batch failed with an unknown outcome
         self._poisoned: dict[tuple[str, int], ProduceError] = {}
         self._outstanding = 0  # batches closed but not answered
+        #: records whose handles failed so far (Kafka's record-error-total metric): a
+        #: caller that does not keep every handle still learns of every refusal
+        self.records_failed = 0
+        #: the first few distinct failures, in the order they happened
+        self.first_errors: list[ProduceError] = []
         self._out: dict[tuple[str, int], int] = {}  # requests out per partition
         self._flush_now = False
         self._closed = False
@@ -289,10 +298,19 @@ class Producer:
         if size <= limit:
             return None
         batch = _Batch(topic, partition, time.monotonic())
-        batch.future.set_exception(ProduceError(
+        error = ProduceError(
             topic, partition, 413, "record_too_large",
-            f"a record of {size} bytes exceeds max.message.bytes={limit} of topic {topic!r}"))
+            f"a record of {size} bytes exceeds max.message.bytes={limit} of topic {topic!r}")
+        with self._lock:
+            self._count_failure(1, error)
+        batch.future.set_exception(error)
         return SendHandle(batch, 0)
+
+    def _count_failure(self, records: int, error: ProduceError) -> None:
+        """Under the lock: ``records`` records failed with ``error``."""
+        self.records_failed += records
+        if len(self.first_errors) < 3 and all(str(e) != str(error) for e in self.first_errors):
+            self.first_errors.append(error)
 
     def _sticky_partition(self, topic: str) -> int:
         p = self._sticky.get(topic)
@@ -537,6 +555,8 @@ class Producer:
                     del self._out[key]
                 if self.producer_id is not None:
                     self._settle_sequences(batch, failure)
+                if failure is not None:
+                    self._count_failure(batch.count, failure)
                 self._outstanding -= 1
                 self._queued -= batch.nbytes
                 self._lock.notify_all()

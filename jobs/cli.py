@@ -1,9 +1,11 @@
 """The ``sparklog`` command line.
 
-Sub-commands live in ``jobs/commands/`` (one module per group). Common flags:
-``--store URL`` (default ``store.url`` from the settings) and ``--set KEY=VALUE``
-for any setting. A sparklog error ends the command with its message and exit
-status 2, never with a traceback.
+Sub-commands live in ``jobs/commands/`` (one module per group). Common flags,
+accepted before or after the command name (``sparklog --store d topics list``
+and ``sparklog topics list --store d`` mean the same): ``--store URL`` (default
+``store.url`` from the settings) and ``--set KEY=VALUE`` for any setting. A
+sparklog error, an unreachable gateway or store (``OSError``) and a bad flag end
+the command with a one-line message and exit status 2, never with a traceback.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from urllib.parse import urlsplit
 
 import conf
-from conf.errors import SparklogError
+from conf.errors import ConfigError, SparklogError
 
 import jobs.commands
 
@@ -25,6 +29,57 @@ def _parse_set(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+def integer(minimum: int):
+    """An argparse type: a decimal integer of at least ``minimum`` (ASCII digits only,
+    so ``+1``, `` 1``, ``1_0`` and other scripts' digits are refused)."""
+
+    def parse(text: str) -> int:
+        digits = text[1:] if text.startswith("-") else text
+        if not digits.isascii() or not digits.isdigit() or int(text) < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return int(text)
+
+    parse.__name__ = f"integer >= {minimum}"  # argparse names the type in some messages
+    return parse
+
+
+class _AppendSet(argparse.Action):
+    """``--set`` after a command name: appends to a list of its own parser level.
+
+    argparse copies a sub-command's namespace over its parent's, so a plain
+    ``append`` there would replace the ``--set`` pairs given before the command.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+
+
+def _command_parsers(parser: argparse.ArgumentParser,
+                     depth: int = 1) -> Iterator[tuple[int, argparse.ArgumentParser]]:
+    """Every sub-command parser below ``parser`` (with its depth), each once."""
+    seen: set[int] = set()
+    for action in parser._actions:  # argparse has no public walk of its sub-parsers
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if id(child) not in seen:  # aliases map to the same parser
+                    seen.add(id(child))
+                    yield depth, child
+                    yield from _command_parsers(child, depth + 1)
+
+
+def _add_common_flags(parser: argparse.ArgumentParser) -> None:
+    """Give every sub-command ``--store`` and ``--set`` too (values given later win)."""
+    for depth, child in _command_parsers(parser):
+        if "--store" not in child._option_string_actions:
+            # SUPPRESS: not given here leaves the value given before the command
+            child.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
+                               help="the log's store (default: store.url)")
+        if "--set" not in child._option_string_actions:
+            child.add_argument("--set", metavar="KEY=VALUE", type=_parse_set, action=_AppendSet,
+                               dest=f"set_{depth}", default=argparse.SUPPRESS,
+                               help="override any setting (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,15 +98,37 @@ def build_parser() -> argparse.ArgumentParser:
     for info in sorted(pkgutil.iter_modules(jobs.commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"jobs.commands.{info.name}")
         module.register(sub)
+    _add_common_flags(parser)
     return parser
 
 
 def settings_from(args: argparse.Namespace, **more: object) -> conf.Settings:
     """Settings with ``--set`` pairs, ``--store`` and command flags (``more``) applied."""
+    late = sorted((k, v) for k, v in vars(args).items() if re.fullmatch(r"set_\d+", k))
     overrides: dict[str, object] = dict(args.set)
+    for _depth, pairs in late:  # the outer command's pairs first, the innermost win
+        overrides.update(pairs)
     overrides["store.url"] = args.store
     overrides.update(more)
     return conf.load(overrides)
+
+
+def gateway_url(args: argparse.Namespace, settings: conf.Settings) -> str:
+    """``--bootstrap-server`` (``HOST:PORT`` means ``http://HOST:PORT``), else the
+    settings' gateway; raises ConfigError for anything but an http(s) URL with a host."""
+    given = getattr(args, "bootstrap_server", None)
+    if not given:
+        return f"http://{settings.gateway.host}:{settings.gateway.port}"
+    url = given if "://" in given else f"http://{given}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise ConfigError("--bootstrap-server", given, str(e)) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("--bootstrap-server", given,
+                          "expected an http(s) URL or HOST:PORT, e.g. http://127.0.0.1:8082")
+    return url.rstrip("/")
 
 
 def open_log_from(settings: conf.Settings):
@@ -74,11 +151,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return int(args.handler(args) or 0)
-    except SparklogError as e:
-        print(f"sparklog: error: {e}", file=sys.stderr)
+    except (SparklogError, OSError) as e:
+        # OSError: the gateway or the store cannot be reached, a file cannot be read;
+        # facts about the environment, which the message states, not a bug to trace
+        print(f"sparklog: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
 
 
 if __name__ == "__main__":

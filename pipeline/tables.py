@@ -210,18 +210,37 @@ def _merge_batch(path: str, columns: list[str], value_format: str):
     return merge
 
 
+def quote_identifier(name: str) -> str:
+    """``name`` as one Spark SQL identifier: backticks around, embedded backticks doubled
+    (a topic may be called ``page-views`` or ``a.b``)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _catalog_name(spark, table: str) -> str:
+    """``table`` qualified with the current catalog and database: a temporary view of
+    the same name (a topic) never answers for it."""
+    return ".".join(quote_identifier(part) for part in (
+        spark.catalog.currentCatalog(), spark.catalog.currentDatabase(), table))
+
+
 def register(spark, table: str, path: str) -> None:
-    """Make ``table`` name the Delta table at ``path`` in this session's catalog."""
+    """Make ``table`` name the Delta table at ``path`` in this session's catalog.
+
+    A temporary view of the same name (a topic's, see :func:`register_topics`)
+    is left alone. Raises TableError for a bad name.
+    """
+    from delta.tables import DeltaTable
+
     check_table_name(table)
-    location = path.replace("'", "\\'")
-    if spark.catalog.tableExists(table):
-        current = spark.sql(f"DESCRIBE DETAIL `{table}`").first()["location"]
+    name = _catalog_name(spark, table)
+    if spark.catalog.tableExists(name):
+        current = DeltaTable.forName(spark, name).detail().first()["location"]
         if current.rstrip("/").removeprefix("file:") == os.path.abspath(path).rstrip("/"):
             return
         # the name now means the table of this warehouse (an external table: DROP
         # forgets the name, the other table's data stays where it is)
-        spark.sql(f"DROP TABLE `{table}`")
-    spark.sql(f"CREATE TABLE `{table}` USING DELTA LOCATION '{location}'")
+        spark.sql("DROP TABLE IDENTIFIER(:name)", args={"name": name})
+    spark.catalog.createTable(name, path=os.path.abspath(path), source="delta")
 
 
 def register_tables(spark, warehouse: str) -> list[str]:
@@ -238,10 +257,19 @@ def register_tables(spark, warehouse: str) -> list[str]:
 
 
 def register_topics(spark, log: Log, *, include_headers: bool = False) -> list[str]:
-    """Every topic of ``log`` as a temporary view of its raw records (Kafka-source columns)."""
-    topics = log.topics()
-    for topic in topics:
+    """Every topic of ``log`` as a temporary view of its raw records (Kafka-source columns);
+    returns the names registered.
+
+    A view is named as its topic (quote names like ``page-views`` in SQL with
+    backticks). A topic whose name a catalog table already has is left out: the
+    table materialised from it keeps the name (``register_tables`` first).
+    """
+    registered = []
+    for topic in log.topics():
+        if spark.catalog.tableExists(_catalog_name(spark, topic)):
+            continue
         extra = {"includeHeaders": "true"} if include_headers else None
         (spark.read.format("sparklog").options(**source_options(log, topic, extra=extra)).load()
-         .createOrReplaceTempView(topic))
-    return topics
+         .createOrReplaceTempView(quote_identifier(topic)))
+        registered.append(topic)
+    return registered

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import argparse
 
+from jobs.cli import integer
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("consume", help="print a topic's records (from the store or a gateway)",
                        description=__doc__.split("\n\n", 1)[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("topic")
-    p.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                   help="the log's store (default: store.url)")
     p.add_argument("--group", help="consumer group to join (through the gateway)")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the log start where nothing is committed (default: the end)")
-    p.add_argument("--partition", type=int, help="read only this partition (no group)")
-    p.add_argument("--offset", type=int, help="start offset in --partition")
-    p.add_argument("--max-messages", type=int, help="exit after this many records")
-    p.add_argument("--timeout-ms", type=int,
+    p.add_argument("--partition", type=integer(0), help="read only this partition (no group)")
+    p.add_argument("--offset", type=integer(0), help="start offset in --partition")
+    p.add_argument("--max-messages", type=integer(1), help="exit after this many records")
+    p.add_argument("--timeout-ms", type=integer(1),
                    help="exit when no record arrives for this long (default: wait forever)")
     p.add_argument("--bootstrap-server", metavar="URL",
                    help="the gateway (default: http://gateway.host:gateway.port)")
@@ -49,20 +49,17 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from conf.errors import ConfigError
     from ingest_gateway.consumer import Consumer
-    from jobs.cli import open_log_from, settings_from
+    from jobs.cli import gateway_url, open_log_from, settings_from
 
     if args.offset is not None and args.partition is None:
-        raise SystemExit("sparklog consume: error: --offset needs --partition")
+        raise ConfigError("--offset", args.offset, "--offset needs --partition")
     if args.group and args.partition is not None:
-        raise SystemExit("sparklog consume: error: --partition and --group exclude each other "
-                         "(the group assigns partitions)")
-    for name in ("max_messages", "timeout_ms"):
-        v = getattr(args, name)
-        if v is not None and v <= 0:
-            raise SystemExit(f"sparklog consume: error: --{name.replace('_', '-')} must be positive")
+        raise ConfigError("--partition", args.partition, "--partition and --group exclude each "
+                          "other (the group assigns partitions)")
     settings = settings_from(args)
-    gateway = args.bootstrap_server or f"http://{settings.gateway.host}:{settings.gateway.port}"
+    gateway = gateway_url(args, settings)
     kw = dict(auto_offset_reset="earliest" if args.from_beginning else "latest",
               client_id="sparklog-console-consumer", fetch_max_wait_ms=200)
     if args.via_gateway:

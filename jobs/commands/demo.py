@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from jobs.cli import integer
+
 EVENTS, PROFILES = "demo-page-views", "demo-user-profiles"
 
 
@@ -26,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Start a gateway on a local store, produce, consume, compact "
                                    "and query with Spark SQL and Delta (about a minute; the first "
                                    "run also downloads Delta's jars).")
-    p.add_argument("--records", type=int, default=200_000,
+    p.add_argument("--records", type=integer(1), default=200_000,
                    help="page views to produce (default 200000)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark and Delta part")
     p.set_defaults(handler=run)

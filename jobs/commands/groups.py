@@ -17,15 +17,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("groups", help="list consumer groups, describe their members and lag",
                        description=__doc__.split("\n\n", 1)[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                   help="the log's store (default: store.url)")
-    p.add_argument("--bootstrap-server", metavar="URL",
-                   help="the gateway (default: http://gateway.host:gateway.port)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    actions.add_parser("list", help="group names (from the store and the gateway)")
+    lst = actions.add_parser("list", help="group names (from the store and the gateway)")
     d = actions.add_parser("describe", help="members, assignment, offsets and lag per partition")
     d.add_argument("group")
     d.add_argument("--json", action="store_true", help="print the description as JSON")
+    for parser in (p, lst, d):  # before or after the action, like --store
+        parser.add_argument("--bootstrap-server", metavar="URL", default=argparse.SUPPRESS,
+                            help="the gateway (default: http://gateway.host:gateway.port)")
     p.set_defaults(handler=run)
 
 
@@ -41,7 +40,10 @@ def _gateway_json(url: str, path: str):
         return None
     if r.status != 200:
         return None
-    return json.loads(r.data)
+    try:
+        return json.loads(r.data)
+    except ValueError:  # something else listens there: treat it as no gateway
+        return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,12 +53,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ingest_gateway.groups import describe_from_store, validate_group_id
-    from jobs.cli import open_log_from, settings_from
+    from jobs.cli import gateway_url, open_log_from, settings_from
 
     settings = settings_from(args)
+    url = gateway_url(args, settings)
     lg = open_log_from(settings)
-    url = (args.bootstrap_server or
-           f"http://{settings.gateway.host}:{settings.gateway.port}").rstrip("/")
     console = Console()
     if args.action == "list":
         names = set(lg.groups())

@@ -14,6 +14,8 @@ import argparse
 import re
 import time
 
+from jobs.cli import integer
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -50,13 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--every", type=parse_duration_ms, metavar="DURATION", nargs="?",
                            const=-1, help="repeat every DURATION (e.g. 5m; default "
                                           "maintenance.interval.ms) until interrupted")
-            p.add_argument("--runs", type=int, metavar="N",
+            p.add_argument("--runs", type=integer(1), metavar="N",
                            help="with --every: stop after N runs")
         p.set_defaults(handler=run_command, command_name=name)
 
     h = sub.add_parser("maintenance-history", help="show past maintenance runs",
                        description="Show the maintenance runs recorded in the store.")
-    h.add_argument("--limit", type=int, default=20, help="newest N runs (default 20)")
+    h.add_argument("--limit", type=integer(1), default=20, help="newest N runs (default 20)")
     h.add_argument("--json", action="store_true", help="print the raw JSON lines")
     h.set_defaults(handler=show_history)
 

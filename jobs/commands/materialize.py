@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     log = open_log_from(settings)
     log.topic(args.topic)  # fail fast, before Spark starts, on an unknown topic
+    tables.check_table_name(args.table)  # and on a bad table name
     console = Console(stderr=True)
     spark = session(master=args.master, settings=settings)
     query = tables.materialize(

@@ -4,37 +4,60 @@ from __future__ import annotations
 
 import argparse
 
+from jobs.cli import integer
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sql", help="run a SQL query over topics and tables",
         description="Every topic is a temporary view of its raw records (the Kafka source's "
-                    "columns: key, value, topic, partition, offset, timestamp, timestampType); "
-                    "every table materialised into the warehouse is in the catalog.")
+                    "columns: key, value, topic, partition, offset, timestamp, timestampType), "
+                    "named as the topic (quote names like `page-views` with backticks); "
+                    "every table materialised into the warehouse is in the catalog, and keeps "
+                    "its name where a topic has the same one. A query Spark refuses ends with "
+                    "its message and exit status 2.")
     p.add_argument("query", metavar="SQL")
     p.add_argument("--warehouse", metavar="DIR",
                    help="folder of the tables (default: <store>/_tables for a local store)")
-    p.add_argument("--limit", type=int, default=100, help="rows to print at most (default 100)")
+    p.add_argument("--limit", type=integer(0), default=100, help="rows to print at most (default 100)")
     p.add_argument("--headers", action="store_true", help="give topic views a headers column")
     p.add_argument("--master", help="Spark master (default: setting spark.master)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pyspark.errors import AnalysisException
+    from pyspark.logger import PySparkLogger
     from rich.console import Console
     from rich.table import Table
 
     from jobs.cli import open_log_from, settings_from
+    from jobs.errors import QueryError
     from pipeline import tables
     from pipeline.spark import session
 
     settings = settings_from(args)
     log = open_log_from(settings)
     spark = session(master=args.master, settings=settings)
-    tables.register_topics(spark, log, include_headers=args.headers)
+    # tables first: a table materialised under a topic's name keeps that name
     tables.register_tables(spark, args.warehouse or tables.default_warehouse(log))
-    df = spark.sql(args.query)
-    rows = df.limit(args.limit + 1).collect()
+    views = set(tables.register_topics(spark, log, include_headers=args.headers))
+    err = Console(stderr=True)
+    for topic in sorted(set(log.topics()) - views):
+        err.print(f"note: table {topic} has the name of topic {topic}: the topic is not a "
+                  "view in this query", highlight=False)
+    # PySpark logs every refused query as an ERROR JSON line on stderr before raising;
+    # the one-line error below says it once
+    context_log = PySparkLogger.getLogger("SQLQueryContextLogger")
+    context_log.disabled, was_disabled = True, context_log.disabled
+    try:
+        df = spark.sql(args.query)
+        rows = df.limit(args.limit + 1).collect()
+    except AnalysisException as e:  # ParseException too: the query's own fault
+        # the first line states the error; the rest repeats the query with a caret
+        raise QueryError(args.query, (str(e).strip().splitlines() or [""])[0]) from None
+    finally:
+        context_log.disabled = was_disabled
     out = Table(show_lines=False)
     for name in df.columns:
         out.add_column(name)

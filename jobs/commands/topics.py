@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from jobs.cli import integer
+
 
 def _config(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
@@ -19,12 +21,10 @@ def _config(text: str) -> tuple[str, str]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("topics", help="create, list, describe, alter or delete topics",
                        description="Topic admin directly on the store (Kafka config names).")
-    p.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                   help="the log's store (default: store.url)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     c = actions.add_parser("create", help="create a topic")
     c.add_argument("name")
-    c.add_argument("--partitions", type=int, help="partition count (default: topic.partitions)")
+    c.add_argument("--partitions", type=integer(1), help="partition count (default: topic.partitions)")
     c.add_argument("--config", type=_config, action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config, e.g. --config cleanup.policy=compact (repeatable)")
     c.add_argument("--if-not-exists", action="store_true", help="no error if it exists")
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("name")
     a = actions.add_parser("alter", help="change configs (partitions may only grow)")
     a.add_argument("name")
-    a.add_argument("--partitions", type=int)
+    a.add_argument("--partitions", type=integer(1))
     a.add_argument("--config", type=_config, action="append", default=[], metavar="KEY=VALUE")
     x = actions.add_parser("delete", help="delete a topic and all its data")
     x.add_argument("name")

@@ -1,15 +1,11 @@
-"""``sparklog topics`` and ``sparklog produce`` (the gateway command runs in every
-gateway test: GatewayProcess starts ``python -m jobs.cli gateway``)."""
+"""``sparklog topics`` (the gateway command runs in every gateway test:
+GatewayProcess starts ``python -m jobs.cli gateway``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 from jobs.cli import main
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import ROOT, GatewayProcess
+from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
 
 
 def test_topics_create_list_describe_alter_delete(tmp_path, capsys):
@@ -34,21 +30,16 @@ def test_topics_create_list_describe_alter_delete(tmp_path, capsys):
     assert main(["topics", "--store", store, "describe", "orders"]) == 2
 
 
-def test_produce_reads_stdin_lines_with_keys(tmp_path):
+def test_store_after_the_command_name(tmp_path):
+    """``sparklog topics create x --store d`` (it was "unrecognized arguments")."""
     store = str(tmp_path / "store")
-    lg = open_log(store)
-    lg.create_topic("lines", {"partitions": 2})
-    lines = "".join(f"user-{i % 5}:event {i}\n" for i in range(25_000)) + "no separator\n"
-    with GatewayProcess(store) as gw:
-        run = subprocess.run([sys.executable, "-m", "jobs.cli", "produce", "lines",
-                              "--bootstrap-server", gw.url, "--key-separator", ":",
-                              "--progress-every", "10000"],
-                             input=lines.encode(), capture_output=True, timeout=120, cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": ROOT})
-    assert run.returncode == 0, run.stderr.decode()
-    assert b"produced 25,001 records" in run.stderr
-    assert b"10,000 records" in run.stderr  # the progress line
-    rows = [r for p in lg.partitions("lines") for r in p.read_table(0).to_pylist()]
-    assert len(rows) == 25_001
-    by_value = {r["value"]: r["key"] for r in rows}
-    assert by_value[b"event 7"] == b"user-2" and by_value[b"no separator"] is None
+    run = sparklog("topics", "create", "after", "--store", store, "--partitions", "2")
+    assert run.returncode == 0, text(run)[1]
+    run = sparklog("topics", "list", "--store", store, "--set", "store.fsync=false")
+    assert run.returncode == 0 and text(run)[0].split() == ["after"], text(run)
+    assert open_log(store).topic("after").partitions == 2
+    # the innermost --set wins, and every one is checked
+    assert_one_line_error(sparklog("--set", "store.fsync=false", "topics", "list",
+                                   "--store", store, "--set", "nope=1"), "nope")
+    assert_one_line_error(sparklog("topics", "describe", "nope", "--store", store),
+                          "topic 'nope' does not exist")

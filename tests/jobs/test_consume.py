@@ -11,7 +11,7 @@ import pytest
 from jobs.cli import main
 from log_layout import open_log
 
-NO_GATEWAY = "http://127.0.0.1:9"  # discard port: nothing listens, connect is refused
+from tests.jobs.cli_proc import NO_GATEWAY, assert_one_line_error, sparklog, text
 
 
 @pytest.fixture
@@ -50,10 +50,14 @@ def test_consume_partition_from_offset_as_json(store, capsys):
 
 
 def test_consume_refuses_bad_flags(store, capsys):
-    with pytest.raises(SystemExit):
-        main(["--store", store, "consume", "clicks", "--offset", "2"])
+    assert main(["--store", store, "consume", "clicks", "--offset", "2"]) == 2
+    assert "--offset needs --partition" in capsys.readouterr().err
     assert main(["--store", store, "consume", "nope", "--max-messages", "1"]) == 2
     assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # argparse: usage and one line, status 2
+        main(["--store", store, "consume", "clicks", "--partition", "0", "--offset", "-5"])
+    assert exit_.value.code == 2
+    assert "--offset: expected an integer >= 0, got '-5'" in capsys.readouterr().err
 
 
 def test_groups_describe_from_the_store_without_gateway(store, capsys):
@@ -110,3 +114,31 @@ def test_consume_with_group_through_gateway_commits_and_describe_shows_lag(
     assert main(["--store", url, "consume", topic, "--group", group, "--via-gateway",
                  "--bootstrap-server", gateway.url, "--max-messages", "1"]) == 0
     assert [r[1] for r in lines(capsys)] == ["3"]
+
+
+def test_consume_group_with_the_gateway_down_is_a_one_line_error(store):
+    assert_one_line_error(sparklog("consume", "clicks", "--group", "g", "--store", store,
+                                   "--bootstrap-server", NO_GATEWAY, "--max-messages", "1"),
+                          "gateway http://127.0.0.1:9 unreachable", "Connection refused")
+    assert_one_line_error(sparklog("consume", "clicks", "--group", "g", "--store", store,
+                                   "--bootstrap-server", "127.0.0.1:9", "--max-messages", "1"),
+                          "gateway http://127.0.0.1:9 unreachable")
+    assert_one_line_error(sparklog("consume", "clicks", "--group", "g", "--store", store,
+                                   "--bootstrap-server", "ftp://host", "--max-messages", "1"),
+                          "--bootstrap-server", "http(s) URL or HOST:PORT")
+
+
+def test_consume_group_takes_a_gateway_without_scheme(local_gateway):
+    """``HOST:PORT`` means http://HOST:PORT, as for produce (it was a traceback)."""
+    gw, path = local_gateway
+    topic = f"c-{uuid.uuid4().hex[:8]}"
+    open_log(path).create_topic(topic, {"partitions": 1})
+    status, body, _ = gw.request("POST", f"/topics/{topic}/partitions/0",
+                                 body={"records": [{"value": "v0"}, {"value": "v1"}]})
+    assert status == 200, body
+    run = sparklog("consume", topic, "--store", path, "--group", f"g-{topic}",
+                   "--from-beginning", "--bootstrap-server", gw.url.replace("http://127.0.0.1", "localhost"),
+                   "--max-messages", "2")
+    out, err = text(run)
+    assert run.returncode == 0, err
+    assert [line.split("\t")[1] for line in out.splitlines()] == ["0", "1"]
