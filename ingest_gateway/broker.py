@@ -18,7 +18,11 @@ from the batch's base offset, never one future per record.
 Acks: ``0`` answers at once with no offsets; ``1`` answers once the records are
 in the batch, with the offsets they will get (predicted from the partition's
 high watermark plus what is pending; if that flush then fails they are lost, as
-with Kafka's acks=1); ``all`` answers after the manifest commit.
+with Kafka's acks=1, and the loss is logged at ERROR and counted in
+``sparklog_gateway_flush_failures_total`` and ``sparklog_gateway_records_lost_total``);
+``all`` answers after the manifest commit. A flush fails only for the store's
+or the leadership's sake: everything a record could make fail is refused when
+its request is parsed (``codec``), so one bad record never costs its neighbours.
 
 Idempotence: a request may carry (producer_id, producer_epoch) and per
 partition a first sequence. The committed state lives in the manifest
@@ -78,7 +82,7 @@ class Batch:
     """One partition's records between two flushes, resolved once by its flush."""
 
     __slots__ = ("parts", "producers", "rows", "nbytes", "future", "starts", "dropped",
-                 "result", "error")
+                 "result", "error", "acked")
 
     def __init__(self, future: asyncio.Future):
         self.parts: list[pa.Table | Rows] = []
@@ -93,6 +97,8 @@ class Batch:
         self.dropped: dict[int, Exception | tuple[int, int]] = {}
         self.result: AppendResult | None = None
         self.error: Exception | None = None
+        #: rows answered before the flush (acks=0 or 1): lost if the flush fails
+        self.acked = 0
 
     def add(self, part: "pa.Table | Rows") -> int:
         self.parts.append(part)
@@ -308,6 +314,8 @@ class Broker:
             ticket = tickets[p]
             if ticket.batch is None and ticket.committed is None:
                 self._add(states[p], table, batches.get(p), ticket)
+                if acks != -1:
+                    ticket.batch.acked += table.num_rows  # type: ignore[union-attr]
         self.metrics.accepted(topic, parsed.count, incoming)
 
         results = []
@@ -495,10 +503,10 @@ class Broker:
                 state.stopped = NotLeader(state.topic, state.partition, str(exc))
                 batch.error = state.stopped
             else:
-                log.warning("flush of %s-%d failed: %r", state.topic, state.partition, exc)
                 batch.error = exc if isinstance(exc, FlushFailed) else \
                     FlushFailed(state.topic, state.partition, f"{type(exc).__name__}: {exc}")
             self.metrics.rejected(batch.error.code)
+            self._lost(state, batch, exc)
         if exc is not None or batch.dropped:
             # Offsets predicted for acks=1 are void: re-base on what is committed.
             pending_rows = sum(b.rows for b in state.queue) + \
@@ -521,12 +529,22 @@ class Broker:
             for orphan in orphans:
                 self.buffered -= orphan.nbytes
                 orphan.error = state.stopped
+                self._lost(state, orphan, state.stopped)
                 orphan.future.set_result(None)
         if state.queue or (state.current is not None and (state.flush_again or self.closing)):
             self._flush(state)
         if self.buffered == 0 and all(s.flushing is None and s.current is None and not s.queue
                                       for s in self._states.values()):
             self._idle.set()
+
+    def _lost(self, state: PartitionState, batch: Batch, exc: BaseException) -> None:
+        """Count and log a batch that will never be written (as Kafka logs a failed
+        produce at ERROR): its acks=0/1 records were acknowledged and are lost."""
+        assert batch.error is not None
+        self.metrics.flush_failed(state.topic, batch.error.code, batch.acked)
+        log.error("flush of %s-%d failed, %d records not written (%d of them acknowledged at "
+                  "acks=0 or 1 and lost): %r", state.topic, state.partition, batch.rows,
+                  batch.acked, exc)
 
     # -- shutdown -----------------------------------------------------------------------
     async def flush_all(self) -> None:

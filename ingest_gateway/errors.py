@@ -103,3 +103,36 @@ class UnknownCluster(SparklogError, LookupError):
     def __init__(self, cluster_id: str, known: str):
         self.cluster_id, self.known = cluster_id, known
         super().__init__(f"cluster {cluster_id!r} is not this one ({known!r})")
+
+
+class NestingTooDeep(BadRequest):
+    """A JSON body nests arrays/objects deeper than ``max.json.nesting.depth``."""
+
+    code = "nesting_too_deep"
+
+    def __init__(self, limit: int, where: str = "the body"):
+        self.limit, self.where = limit, where
+        super().__init__(f"{where} nests JSON arrays/objects deeper than "
+                         f"max.json.nesting.depth={limit}")
+
+
+class UncompressedTooLarge(RequestTooLarge):
+    """An Arrow body whose buffers, once expanded, would exceed
+    ``max.uncompressed.request.size`` (a compression bomb, or a huge declared length)."""
+
+    code = "uncompressed_too_large"
+
+    def __init__(self, size: int, limit: int):
+        self.size, self.limit = size, limit
+        SparklogError.__init__(self, f"the Arrow body expands to at least {size} bytes, more than "
+                                     f"max.uncompressed.request.size={limit}")
+
+
+class ControlRequestTooLarge(RequestTooLarge):
+    """The body of a route other than produce passed ``max.control.request.size``
+    (413 like any RequestTooLarge; the message names the limit that applies)."""
+
+    def __init__(self, size: int, limit: int):
+        self.size, self.limit = size, limit
+        SparklogError.__init__(self, f"the request body has at least {size} bytes, more than "
+                                     f"max.control.request.size={limit}")

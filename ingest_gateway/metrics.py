@@ -2,7 +2,8 @@
 
 Exposed at ``/metrics``: records and bytes in per topic, flush latency, records
 per flush (batch size), bytes buffered (accepted, not yet flushed), requests by
-route and status, and errors by machine-readable code.
+route and status, errors by machine-readable code, and failed flushes per topic
+with the records they lost (answered at acks=0 or 1 before the flush failed).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ class GatewayMetrics:
                               ["code"], registry=r)
         self.requests = Counter("sparklog_gateway_requests", "HTTP requests", ["route", "status"],
                                 registry=r)
+        self.flush_failures = Counter(
+            "sparklog_gateway_flush_failures", "flushes that failed: none of their records "
+            "were written", ["topic", "error"], registry=r)
+        self.records_lost = Counter(
+            "sparklog_gateway_records_lost", "records answered at acks=0 or 1 whose flush "
+            "then failed: acknowledged, never written", ["topic"], registry=r)
         # Children are cached: .labels() costs more than .inc() on the hot path.
         self._topic_children: dict[str, tuple[Counter, Counter]] = {}
 
@@ -54,6 +61,10 @@ class GatewayMetrics:
     def flushed(self, seconds: float, records: int) -> None:
         self.flush_seconds.observe(seconds)
         self.batch_records.observe(records)
+
+    def flush_failed(self, topic: str, code: str, records_lost: int) -> None:
+        self.flush_failures.labels(topic, code).inc()
+        self.records_lost.labels(topic).inc(records_lost)
 
     def rejected(self, code: str) -> None:
         self.errors.labels(code).inc()
