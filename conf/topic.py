@@ -20,8 +20,10 @@ CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 COMPRESSION_TYPES = ("producer", "none", "uncompressed", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
-#: Kafka's legal topic names (kafka.common.internals.Topic): at most 249 chars.
-TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+#: Kafka's legal topic names (kafka.common.internals.Topic): at most 249 chars. Anchored
+#: with \A and \Z, not ^ and $: "$" also matches before a trailing newline, so
+#: ``.match("t\n")`` succeeded and made a topic folder named "t\n".
+TOPIC_NAME_RE = re.compile(r"\A[a-zA-Z0-9._-]{1,249}\Z")
 MAX_PARTITIONS = 10_000
 
 
@@ -154,7 +156,7 @@ def validate_topic_name(name: Any) -> str:
     Legal: 1-249 characters of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``
     (which would be path tricks). Raises InvalidTopicName.
     """
-    if not isinstance(name, str) or not TOPIC_NAME_RE.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not TOPIC_NAME_RE.fullmatch(name) or name in (".", ".."):
         raise InvalidTopicName(name)
     return name
 

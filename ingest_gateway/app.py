@@ -48,11 +48,13 @@ from starlette.routing import BaseRoute, Route
 import conf
 from conf.errors import ConfigError, SparklogError
 from conf.topic import InvalidTopicName, validate_topic_name
-from ingest_gateway import codec
+from ingest_gateway import codec, params
+from ingest_gateway.body import read_json
 from ingest_gateway.broker import Broker, PartResult, parse_acks
-from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, InvalidKey, InvalidValue,
-                                   MissingKey, NotLeader, RequestTooLarge, ShuttingDown,
-                                   UnknownCluster, UnsupportedContentType)
+from ingest_gateway.errors import (BadRequest, BufferFull, ControlRequestTooLarge, FlushFailed,
+                                   InvalidKey, InvalidValue, MissingKey, NotLeader,
+                                   RequestTimeout, RequestTooLarge, ShuttingDown,
+                                   TooManyConnections, UnknownCluster, UnsupportedContentType)
 from ingest_gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from log_layout import (CorruptManifest, CorruptSegment, Fenced, InvalidProducerEpoch,
                         InvalidRecords, Log, MaintenanceConflict, OffsetOutOfRange,
@@ -80,6 +82,7 @@ ERRORS: dict[type[BaseException], tuple[int, int]] = {
     OutOfOrderSequence: (409, 40901),
     InvalidProducerEpoch: (409, 40902),
     MaintenanceConflict: (409, 40903),
+    RequestTimeout: (408, 40801),
     RecordTooLarge: (413, 41301),
     RequestTooLarge: (413, 41302),
     UnsupportedContentType: (415, 41501),
@@ -88,13 +91,14 @@ ERRORS: dict[type[BaseException], tuple[int, int]] = {
     Fenced: (503, 50301),
     FlushFailed: (503, 50302),
     ShuttingDown: (503, 50303),
+    TooManyConnections: (503, 50304),
     StoreError: (500, 50002),
     CorruptManifest: (500, 50003),
     CorruptSegment: (500, 50004),
     SparklogError: (500, 50001),
 }
 #: errors a client may retry unchanged (idempotently)
-RETRIABLE = (BufferFull, NotLeader, Fenced, FlushFailed, ShuttingDown)
+RETRIABLE = (BufferFull, NotLeader, Fenced, FlushFailed, ShuttingDown, TooManyConnections)
 
 
 def status_of(exc: BaseException) -> tuple[int, int]:
@@ -143,47 +147,9 @@ def _log(request: Request) -> Log:
     return request.app.state.log
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise RequestTooLarge(int(declared), limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestTooLarge(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _json_body(request: Request) -> Any:
-    body = await _read_body(request, request.app.state.settings.gateway.max_request_size)
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"the body is not valid JSON: {e}") from None
-
-
-def _int_param(name: str, raw: str | None, *, lo: int, hi: int) -> int | None:
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, not {raw!r}") from None
-    if not lo <= value <= hi:
-        raise BadRequest(f"{name} must be between {lo} and {hi}, not {value}")
-    return value
-
-
-def _partition_param(topic: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UnknownPartition(topic, raw, 0) from None
-    if value < 0:
-        raise UnknownPartition(topic, value, 0)
-    return value
+# numbers in paths and query strings: ASCII digits, full matches (see params)
+_int_param = params.int_param
+_partition_param = params.partition_param
 
 
 def _topic_param(request: Request) -> str:
@@ -288,12 +254,15 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
     broker: Broker = state.broker
     info = await broker.topic_info(topic)
     sticky = lambda: broker.sticky.next(topic, info.partitions)  # noqa: E731
+    limits = state.settings.gateway
     if media == codec.ARROW_STREAM:
         parsed = codec.arrow_to_parsed(body, topic=topic, partitions=info.partitions,
-                                       path_partition=path_partition, sticky=sticky)
+                                       path_partition=path_partition, sticky=sticky,
+                                       max_uncompressed=limits.max_uncompressed_request_size)
     else:
         parsed = codec.json_to_parsed(body, media, topic=topic, partitions=info.partitions,
-                                      path_partition=path_partition, sticky=sticky)
+                                      path_partition=path_partition, sticky=sticky,
+                                      max_depth=limits.max_json_nesting_depth)
     sequences = _sequences(q.get("sequence"), list(parsed.parts))
     results = await broker.produce(topic, parsed, acks=acks,
                                    producer=None if pid is None else (pid, epoch or 0),
@@ -446,7 +415,7 @@ def _configs_list(raw: Any, field: str) -> dict[str, Any]:
 
 async def create_topic(request: Request) -> Response:
     cid = await _check_cluster(request)
-    doc = await _json_body(request)
+    doc = await read_json(request)
     if not isinstance(doc, dict):
         raise BadRequest("the body must be an object with topic_name")
     name = validate_topic_name(doc.get("topic_name"))
@@ -503,7 +472,7 @@ async def get_configs(request: Request) -> Response:
 async def alter_configs(request: Request) -> Response:
     await _check_cluster(request)
     topic = _topic_param(request)
-    doc = await _json_body(request)
+    doc = await read_json(request)
     if not isinstance(doc, dict):
         raise BadRequest('the body must be an object with a "data" list')
     items = doc.get("data")
@@ -628,7 +597,23 @@ class GatewayApp:
                     scope["path_params"] = params
                     await self._produce(scope, receive, send)
                     return
+        if scope["type"] == "http" and await self._refused_by_length(scope, send):
+            return
         await self.starlette(scope, receive, send)
+
+    async def _refused_by_length(self, scope: Any, send: Any) -> bool:
+        """Answer 413 (and True) if a request other than produce declares a body over
+        ``max.control.request.size``: before any route runs, so even a route that never
+        reads its body cannot be made to wait for one. Chunked bodies declare no length;
+        :func:`ingest_gateway.body.read_body` stops those."""
+        limit = self.state.settings.gateway.max_control_request_size
+        for name, value in scope["headers"]:
+            # bytes.isdigit is ASCII only; httptools already refused a malformed length
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                status, body, _ = _refusal(self.state, ControlRequestTooLarge(int(value), limit))
+                await _send_json(send, status, body, [(b"content-type", b"application/json")])
+                return True
+        return False
 
 
 def create_app(settings: conf.Settings, log_: Log, *,

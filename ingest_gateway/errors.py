@@ -136,3 +136,26 @@ class ControlRequestTooLarge(RequestTooLarge):
         self.size, self.limit = size, limit
         SparklogError.__init__(self, f"the request body has at least {size} bytes, more than "
                                      f"max.control.request.size={limit}")
+
+
+class RequestTimeout(SparklogError):
+    """A request did not arrive whole (headers and body) within ``request.read.timeout.ms``
+    of its first byte, or of the connection's start (answered 408, connection closed)."""
+
+    code = "request_timeout"
+
+    def __init__(self, timeout_ms: int):
+        self.timeout_ms = timeout_ms
+        super().__init__(f"the request did not arrive whole within "
+                         f"request.read.timeout.ms={timeout_ms}")
+
+
+class TooManyConnections(SparklogError):
+    """A connection beyond ``max.connections`` (answered 503, connection closed)."""
+
+    code = "too_many_connections"
+
+    def __init__(self, open_connections: int, limit: int):
+        self.open_connections, self.limit = open_connections, limit
+        super().__init__(f"the gateway has {open_connections} connections open, more than "
+                         f"max.connections={limit}; retry later")

@@ -1,5 +1,8 @@
 """Run the gateway on uvicorn (httptools + uvloop).
 
+Connection limits (``http_protocol``): ``request.read.timeout.ms`` for a request
+to arrive whole, ``connections.max.idle.ms`` between requests, ``max.connections``.
+
 SIGTERM and SIGINT start a graceful shutdown: uvicorn stops accepting
 connections and lets open requests finish, then the app's lifespan closes the
 broker, which flushes every accepted record before the process exits.
@@ -33,6 +36,7 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     import uvicorn
 
     from ingest_gateway.app import create_app
+    from ingest_gateway.http_protocol import protocol_class
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -46,10 +50,15 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
-    config = uvicorn.Config(app, host=settings.gateway.host, port=settings.gateway.port,
-                            loop="uvloop", http="httptools", lifespan="on",
+    gw = settings.gateway
+    # httptools, plus a read timeout per request and a cap on connections (http_protocol)
+    http = protocol_class(read_timeout_ms=gw.request_read_timeout_ms,
+                          max_connections=gw.max_connections)
+    config = uvicorn.Config(app, host=gw.host, port=gw.port, loop="uvloop", http=http,
+                            lifespan="on",
                             # no X-Forwarded-For rewriting: nothing here reads client addresses
                             proxy_headers=False,
+                            timeout_keep_alive=gw.connections_max_idle_ms / 1000,
                             log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
                             backlog=1024)
     uvicorn.Server(config).run()

@@ -11,8 +11,23 @@
           _log/<version:020d>-<topic_id>.json  partition manifest versions (see manifest.py);
                                              a local append's is a second name of its
                                              segment's file, which carries the JSON
+      _cluster.json                          the store's cluster id (created on first use)
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
+      .tmp-<uniq>                            a root file being written (see store.py)
+
+Reserved names: topics share the root with the log's own files, and every
+legal Kafka topic name (``[a-zA-Z0-9._-]{1,249}``, not ``.`` or ``..``) is a
+legal file name, so the root names above are reserved: ``_cluster.json``,
+``_groups``, ``_maintenance`` and any name starting ``.tmp-``
+(:data:`RESERVED_NAMES`, :data:`RESERVED_PREFIXES`). Creating, reading or
+producing to a topic of such a name raises InvalidTopicName saying why (the
+gateway answers 400, error_code 40003). Kafka reserves none of them, but none
+is a name a Kafka user picks by habit (Kafka's own internal topics start
+``__``, which stays free); moving the internal files under one folder instead
+would break every existing store. A new internal name at the root must be
+added here: ``tests/log_layout/test_topics.py`` lists a used store's root and
+fails on any name a topic could take.
 
 Offsets and versions are zero-padded to 20 digits so a listing sorts
 numerically (Kafka's ``LogFileUtils`` does the same). ``<uniq>`` makes every
@@ -35,25 +50,41 @@ import os
 import re
 import uuid
 
-from conf.topic import validate_topic_name
+from conf.topic import InvalidTopicName, validate_topic_name
 
 TOPIC_META = "_topic.json"
 TOPIC_CONFIG_FOLDER = "_config"
 MANIFEST_FOLDER = "_log"
 SEGMENT_SUFFIX = ".arrow"
+CLUSTER_META = "_cluster.json"
 GROUPS_FOLDER = "_groups"
 MAINTENANCE_HISTORY = "_maintenance/history.jsonl"
 MAINTENANCE_FOLDER = "_maintenance"
 #: top-level names the log keeps for itself: no topic may take them
-RESERVED_NAMES = frozenset({GROUPS_FOLDER, MAINTENANCE_FOLDER})
+RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER})
+#: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
+#: ``_cluster.json`` at the root (store.py imports this module, so it is spelled here)
+RESERVED_PREFIXES = (".tmp-",)
+
+
+def topic_folder(topic: str) -> str:
+    """The topic's folder: its name, if legal and not one of the log's own root names.
+
+    Raises InvalidTopicName (saying why for a reserved name).
+    """
+    validate_topic_name(topic)
+    if topic in RESERVED_NAMES or topic.startswith(RESERVED_PREFIXES):
+        raise InvalidTopicName(topic, f"{topic!r} is reserved for the store's own files "
+                                      "(_cluster.json, _groups, _maintenance, .tmp-*)")
+    return topic
 
 
 def topic_meta(topic: str) -> str:
-    return f"{validate_topic_name(topic)}/{TOPIC_META}"
+    return f"{topic_folder(topic)}/{TOPIC_META}"
 
 
 def topic_config_folder(topic: str) -> str:
-    return f"{validate_topic_name(topic)}/{TOPIC_CONFIG_FOLDER}"
+    return f"{topic_folder(topic)}/{TOPIC_CONFIG_FOLDER}"
 
 
 def topic_config_name(version: int) -> str:
@@ -61,7 +92,7 @@ def topic_config_name(version: int) -> str:
 
 
 def partition_folder(topic: str, partition: int) -> str:
-    return f"{validate_topic_name(topic)}/{int(partition)}"
+    return f"{topic_folder(topic)}/{int(partition)}"
 
 
 def manifest_folder(topic: str, partition: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import dataclasses
 
-from conf.topic import InvalidTopicName, TopicConfig, validate_topic_name
+from conf.topic import TopicConfig
 from log_layout import paths
 from log_layout.errors import (CorruptManifest, SparklogError, TopicExists, UnknownPartition,
                                UnknownTopic)
@@ -30,7 +30,7 @@ from log_layout.manifest import Manifest
 from log_layout.partition import PartitionLog, wall_clock_ms
 from log_layout.store import Store, open_store
 
-CLUSTER_META = "_cluster.json"
+CLUSTER_META = paths.CLUSTER_META
 _history_lock = threading.Lock()
 _last_history_ns = 0
 HISTORY_FOLDER = f"{paths.MAINTENANCE_FOLDER}/history"
@@ -83,9 +83,7 @@ class Log:
     def create_topic(self, name: str, config: TopicConfig | Mapping[str, Any] | None = None,
                      *, now_ms: int | None = None) -> TopicInfo:
         """Create a topic; raises InvalidTopicName, ConfigError or TopicExists."""
-        validate_topic_name(name)
-        if name in paths.RESERVED_NAMES:
-            raise InvalidTopicName(name, f"{name!r} is reserved for the log's own files")
+        paths.topic_folder(name)  # a legal name, and none of the store's own (see paths)
         if not isinstance(config, TopicConfig):
             config = TopicConfig.from_kafka(config)
         if self.store.exists(paths.topic_meta(name)):
@@ -134,15 +132,14 @@ class Log:
 
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
-        return sorted(name for name in self.store.list_folders("")
-                      if name not in paths.RESERVED_NAMES and self._has_meta(name))
+        return sorted(name for name in self.store.list_folders("") if self._has_meta(name))
 
     def _has_meta(self, name: str) -> bool:
         try:
-            validate_topic_name(name)
+            meta = paths.topic_meta(name)  # refuses the store's own names (InvalidTopicName)
         except ValueError:
             return False
-        return self.store.exists(paths.topic_meta(name))
+        return self.store.exists(meta)
 
     def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
         """A topic's metadata; raises InvalidTopicName or UnknownTopic."""
@@ -208,7 +205,7 @@ class Log:
         with self._lock:
             for key in [k for k in self._partitions if k[0] == name]:
                 del self._partitions[key]
-        self.store.delete_tree(validate_topic_name(name))
+        self.store.delete_tree(paths.topic_folder(name))
 
     # -- partitions ------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionLog:

@@ -13,7 +13,7 @@ from log_layout import (InvalidTopicName, SparklogError, TopicExists, UnknownPar
                         UnknownTopic, open_log)
 
 BAD_NAMES = ["", ".", "..", "a/b", "/", "../etc", "x" * 250, "white space", "ümlaut", "a\\b",
-             "tab\t", "nul\x00"]
+             "tab\t", "nul\x00", "newline\n", "\nnewline", "digit\u0661"]
 
 
 def test_create_list_describe(log):
@@ -243,3 +243,41 @@ def test_underscore_topics_are_listed_and_reserved_names_refused(log):
     for name in ("_groups", "_maintenance"):
         with pytest.raises(InvalidTopicName, match="reserved"):
             log.create_topic(name)
+
+
+@pytest.mark.parametrize("name", ["_cluster.json", "_groups", "_maintenance", ".tmp-x",
+                                  ".tmp-0123456789abcdef"])
+def test_the_stores_own_names_are_no_topic_names(log, name):
+    log.cluster_id()
+    for call in (lambda: log.create_topic(name), lambda: log.topic(name),
+                 lambda: log.partition(name, 0), lambda: log.delete_topic(name),
+                 lambda: log.alter_topic(name, {})):
+        with pytest.raises(InvalidTopicName, match="reserved for the store's own files"):
+            call()
+    assert log.cluster_id() == log.cluster_id()  # _cluster.json untouched
+    assert log.topics() == []
+
+
+def test_every_name_at_a_used_stores_root_is_reserved_or_a_topic(log):
+    """A store after every kind of write: each internal name at its root must be
+    refused as a topic name, or a topic could land on it (paths, "Reserved names")."""
+    from log_layout import paths
+
+    log.cluster_id()
+    log.create_topic("t", {"partitions": 2})
+    log.partition("t", 0).claim("w").append(pa_table(3))
+    log.alter_topic("t", {"retention.ms": 1000})
+    log.write_group_offsets("g", {"t": {"0": 1}})
+    log.append_history({"job": "retention"})
+    root = {f.name for f in log.store.list("")} | set(log.store.list_folders(""))
+    internal = root - {"t"}
+    assert internal >= {"_cluster.json", "_groups", "_maintenance"}, root
+    for name in internal:
+        with pytest.raises(InvalidTopicName, match="reserved"):
+            paths.topic_folder(name)
+
+
+def test_temp_files_are_reserved_under_the_stores_prefix():
+    from log_layout import paths, store
+
+    assert store.TMP_PREFIX in paths.RESERVED_PREFIXES

@@ -1,0 +1,157 @@
+"""uvicorn's httptools protocol with the gateway's connection limits.
+
+uvicorn bounds how long a keep-alive connection may sit idle *between*
+requests, but nothing bounds how long a client may take to *send* one: a
+connection that sends half a request line, or headers without their end, or
+part of a declared body, and then nothing, was held forever (a "slowloris"), and
+enough of them exhaust the process. :class:`GatewayHttpProtocol` adds:
+
+``request.read.timeout.ms``
+    A request must arrive whole, headers and body, within this long of its
+    first byte (or of the connection's start, for the first request). It is a
+    total, not an idle timeout, as Node's ``requestTimeout``: a client trickling
+    a byte a second would reset an idle timer forever. When it fires the client
+    is answered 408 (RequestTimeout, error_code 40801) if nothing else is being
+    answered on the connection, and the connection is closed. The timer stops
+    with the request's last byte: time the app spends answering is not counted.
+``connections.max.idle.ms``
+    uvicorn's keep-alive timeout (``timeout_keep_alive``, set by ``server``),
+    armed once a response is sent. Also armed when a request ends after its
+    answer (a 413 sent before the body was read): uvicorn's own timer was
+    cancelled by the rest of that body arriving, leaving the connection untimed.
+``max.connections``
+    A connection that finds this many already open is answered 503
+    (TooManyConnections, error_code 50304) and closed. The answer goes out once
+    its request's headers are in, as uvicorn's ``limit_concurrency`` does, so the
+    client reads a 503 rather than a reset; the read timeout bounds how long a
+    refused client may take to send them.
+
+Pipelined requests are served as uvicorn serves them; a pipelined request that
+stalls while an earlier one is answered is closed without a 408 (no answer can be
+slipped in before the earlier one's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from conf.errors import SparklogError
+from ingest_gateway.errors import RequestTimeout, TooManyConnections
+
+
+class GatewayHttpProtocol(HttpToolsProtocol):
+    """One connection, with the limits of the module doc. Configure a subclass with
+    :func:`protocol_class`; uvicorn makes one instance per connection."""
+
+    read_timeout_ms: int = 30_000
+    max_connections: int = 1024
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._in_body = False  # headers in, body not yet: an app may be waiting for it
+
+    # -- connection -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        open_now = len(self.connections)  # this one included
+        if open_now > self.max_connections:
+            refusal = TooManyConnections(open_now, self.max_connections)
+            self.app = lambda scope, receive, send: self._answer(send, refusal)
+        self._arm_read_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_read_timer()
+        super().connection_lost(exc)
+
+    # -- a request's life -------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # A new request ends the idle time; uvicorn cancels its keep-alive timer only
+        # per read, which may hold the end of one request and the start of the next.
+        self._unset_keepalive_if_required()
+        self._arm_read_timer()
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._in_body = True
+
+    def on_message_complete(self) -> None:
+        self._cancel_read_timer()
+        self._in_body = False
+        super().on_message_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.response_complete and not self.pipeline \
+                and not self.transport.is_closing():
+            self._unset_keepalive_if_required()  # answered early: idle from now on
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    # -- the read timer ------------------------------------------------------------------
+    def _arm_read_timer(self) -> None:
+        self._cancel_read_timer()
+        self._read_timer = self.loop.call_later(self.read_timeout_ms / 1000, self._read_timed_out)
+
+    def _cancel_read_timer(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+
+    def _read_timed_out(self) -> None:
+        self._read_timer = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if not self._in_body:  # before or mid-headers: answer unless an earlier one is under way
+            answer = cycle is None or cycle.response_complete
+        else:  # self.cycle is this request's; answer unless answered already or queued
+            answer = not cycle.response_started and not self.pipeline
+            if answer:  # the app waits for this body: it reads a disconnect, its answer is dropped
+                cycle.disconnected = True
+                cycle.message_event.set()
+        if answer:
+            self.transport.write(self._raw_answer(RequestTimeout(self.read_timeout_ms)))
+        self.transport.close()
+
+    # -- answers outside the app ----------------------------------------------------------
+    def _error(self, exc: SparklogError) -> tuple[int, bytes]:
+        """(status, JSON body) from the gateway's one error table, counted in its metrics."""
+        from ingest_gateway.app import _refusal, error_body, status_of
+
+        state = getattr(self.config.loaded_app, "state", None)
+        if state is not None and hasattr(state, "metrics"):
+            status, body, _headers = _refusal(state, exc)
+        else:
+            status, body = status_of(exc)[0], error_body(exc)
+        return status, json.dumps(body, separators=(",", ":")).encode()
+
+    def _raw_answer(self, exc: SparklogError) -> bytes:
+        """A whole HTTP/1.1 response to ``exc`` that closes the connection."""
+        status, body = self._error(exc)
+        head = (f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
+                f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+                "connection: close\r\n\r\n")
+        return head.encode("ascii") + body
+
+    async def _answer(self, send: Any, exc: SparklogError) -> None:
+        """The ASGI app of a refused connection: ``exc`` as JSON, then close."""
+        status, body = self._error(exc)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+_REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
+
+
+def protocol_class(*, read_timeout_ms: int, max_connections: int) -> type[GatewayHttpProtocol]:
+    """A :class:`GatewayHttpProtocol` subclass with these limits, for
+    ``uvicorn.Config(http=...)`` (uvicorn instantiates the class it is given)."""
+    return type("GatewayHttpProtocol", (GatewayHttpProtocol,),
+                {"read_timeout_ms": read_timeout_ms, "max_connections": max_connections})
