@@ -25,6 +25,9 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 #: ``.match("t\n")`` succeeded and made a topic folder named "t\n".
 TOPIC_NAME_RE = re.compile(r"\A[a-zA-Z0-9._-]{1,249}\Z")
 MAX_PARTITIONS = 10_000
+#: an integer config value as text: Kafka trims whitespace, then ASCII digits only
+#: (Python's int() would also take "1_0" and non-ASCII digits such as "١")
+_INT_TEXT = re.compile(r"-?[0-9]{1,19}")
 
 
 def _int(minimum: int) -> Callable[[str, Any], int]:
@@ -32,7 +35,12 @@ def _int(minimum: int) -> Callable[[str, Any], int]:
         if isinstance(raw, bool):
             raise ConfigError(key, raw, "expected an integer")
         try:
-            value = int(str(raw).strip()) if not isinstance(raw, int) else raw
+            if isinstance(raw, int):
+                value = raw
+            elif _INT_TEXT.fullmatch(str(raw).strip()):
+                value = int(str(raw).strip())
+            else:
+                raise ValueError(raw)
         except ValueError:
             raise ConfigError(key, raw, "expected an integer") from None
         if value < minimum:
