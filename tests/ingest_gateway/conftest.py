@@ -16,9 +16,8 @@ GATEWAY_BACKENDS = ["file", "s3"]
 
 @pytest.fixture(scope="module", params=GATEWAY_BACKENDS)
 def gateway_store(request, tmp_path_factory):
-    """(url, storage_options) of a fresh store per backend, shared by a module."""
-    if request.param == "s3":
-        request.applymarker(pytest.mark.s3)
+    """(url, storage_options) of a fresh store per backend, shared by a module (``s3``
+    marked at collection by tests/conftest.py)."""
     return make_log_url(request.param, request, tmp_path_factory.mktemp("gw"))
 
 
