@@ -32,7 +32,7 @@ import pyarrow as pa  # noqa: E402
 
 from bench.common import machine, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
-from log_layout import partition as partition_module  # noqa: E402
+from log_layout import versions as versions_module  # noqa: E402
 
 ROWS = 50
 TIMED = 160  # appends timed at each milestone: 10 checkpoints' worth
@@ -40,8 +40,8 @@ TIMED = 160  # appends timed at each milestone: 10 checkpoints' worth
 
 def appends(folder: str, milestones: list[int], whole: bool) -> dict[int, tuple[float, int]]:
     """{segments: (seconds per append, bytes of the last file)} at each milestone."""
-    interval = partition_module.CHECKPOINT_INTERVAL
-    partition_module.CHECKPOINT_INTERVAL = 1 if whole else interval
+    interval = versions_module.CHECKPOINT_INTERVAL
+    versions_module.CHECKPOINT_INTERVAL = 1 if whole else interval
     try:
         log = open_log(folder, fsync=False)
         log.create_topic("g")
@@ -62,7 +62,7 @@ def appends(folder: str, milestones: list[int], whole: bool) -> dict[int, tuple[
             out[target] = (seconds, os.path.getsize(os.path.join(folder, "g", "0", last)))
         return out
     finally:
-        partition_module.CHECKPOINT_INTERVAL = interval
+        versions_module.CHECKPOINT_INTERVAL = interval
 
 
 def main(argv: list[str] | None = None) -> int:

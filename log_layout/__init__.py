@@ -11,7 +11,9 @@ with :func:`open_log`::
 
 The format itself is specified in the docstrings of ``paths`` (layout),
 ``segment`` (record files), ``manifest`` (partition snapshots) and
-``partition`` (the commit protocol and crash recovery).
+``commit`` (the commit protocol and crash recovery). A partition's code is one
+module per job behind ``partition.PartitionLog``: ``versions``, ``commit``,
+``segment_commit``, ``reader``, ``writer``, ``vacuum``.
 """
 
 from log_layout.errors import *  # noqa: F401,F403  (the typed errors are part of the API)

@@ -101,7 +101,7 @@ GARBAGE_MANIFESTS = {
 @pytest.mark.parametrize("name", list(GARBAGE_MANIFESTS))
 def test_garbage_manifest(part, store, name):
     m = part.snapshot()
-    path = part._manifest_path(m.version + 1)
+    path = part.versions.path(m.version + 1)
     assert part.store.put_exclusive(path, GARBAGE_MANIFESTS[name])
     fresh = _reopen(part, store)
     for call in [fresh.snapshot, fresh.high_watermark, lambda: fresh.read_table(0),
@@ -119,7 +119,7 @@ def _edit_manifest(part, edit):
     doc = json.loads(m.to_json())
     doc["version"] = m.version + 1
     edit(doc)
-    path = part._manifest_path(m.version + 1)
+    path = part.versions.path(m.version + 1)
     assert part.store.put_exclusive(path, json.dumps(doc).encode())
     return path
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from log_layout import CorruptManifest, open_log, wall_clock_ms
-from log_layout import partition as partition_module
+from log_layout import versions as versions_module
 from log_layout import segment
 from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 from tests.log_layout.helpers import table
@@ -30,7 +30,7 @@ def part(request, tmp_path):
 def _paths(p, info, version):
     root = p.store.root
     return (os.path.join(root, p.folder, info.file),
-            os.path.join(root, p.manifest_folder, os.path.basename(p._manifest_path(version))))
+            os.path.join(root, p.manifest_folder, os.path.basename(p.versions.path(version))))
 
 
 def test_an_append_is_one_file_with_two_names(part):
@@ -124,7 +124,7 @@ def test_a_damaged_trailer_is_a_corrupt_manifest(part, damage):
 
 
 def test_a_json_manifest_longer_than_the_first_read_parses(part, monkeypatch):
-    monkeypatch.setattr(partition_module, "MANIFEST_TAIL_BYTES", 256)
+    monkeypatch.setattr(versions_module, "MANIFEST_TAIL_BYTES", 256)
     w = part.claim("w")
     for i in range(8):
         w.append(table(i, 1))
@@ -165,7 +165,7 @@ def test_a_version_vacuumed_while_it_is_read_is_gone_not_corrupt(part, monkeypat
 def test_vacuum_cuts_exactly_when_the_first_read_misses_the_trailer(part, monkeypatch):
     """The first read from a version's end may not reach its trailer (a large footer):
     vacuum reads on, as a reader does, and cuts the segment to its own bytes."""
-    monkeypatch.setattr(partition_module, "MANIFEST_TAIL_BYTES", 64)  # less than a footer
+    monkeypatch.setattr(versions_module, "MANIFEST_TAIL_BYTES", 64)  # less than a footer
     w = part.claim("w")
     for i in range(CHECKPOINT_INTERVAL + 4):
         w.append(table(i, 3))

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from log_layout import CorruptManifest, open_log
-from log_layout import partition as partition_module
+from log_layout import versions as versions_module
 from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 from tests.log_layout.helpers import table, values
 
@@ -24,7 +24,7 @@ def part(log):
 
 
 def _stored(p, version):
-    return Manifest.from_file(p._read_version_file(p._manifest_path(version)),
+    return Manifest.from_file(p.versions.read_file(p.versions.path(version)),
                               path=f"v{version}")
 
 
@@ -73,12 +73,14 @@ def test_a_delta_round_trips_and_refuses_the_wrong_parent(part):
     assert json.loads(new.to_json())["format"] == 1  # whole versions read as before
 
 
-def test_a_chain_longer_than_the_interval_is_corrupt(part, monkeypatch):
+def test_a_chain_longer_than_the_interval_is_corrupt(part, store, monkeypatch):
     w = part.claim("w")
     for i in range(6):  # versions 2..7: deltas
         w.append(table(i, 1))
-    part._latest = None  # no cache: the chain is read from the store
-    monkeypatch.setattr(partition_module, "CHECKPOINT_INTERVAL", 4)  # at most 3 in a row
+    url, options = store
+    cold = open_log(url, storage_options=options).partition("t", 0)  # no cache: the
+    # chain is read from the store
+    monkeypatch.setattr(versions_module, "CHECKPOINT_INTERVAL", 4)  # at most 3 in a row
     with pytest.raises(CorruptManifest, match="more than 3 deltas in a row"):
-        part.version(7)
-    assert part.version(4).next_offset == 3  # 4 -> 3 -> 2 -> 1 (whole): 3 deltas
+        cold.version(7)
+    assert cold.version(4).next_offset == 3  # 4 -> 3 -> 2 -> 1 (whole): 3 deltas

@@ -115,7 +115,7 @@ def check(part, model, compacted, versions):
     tiles = [(s.base_offset, s.end_offset) for s in m.segments]
     assert all(a[1] <= b[0] for a, b in zip(tiles, tiles[1:]))  # sorted, no overlap
     history = [part.version(v).version for v in range(m.version + 1)
-               if part.store.exists(part._manifest_path(v))]
+               if part.store.exists(part.versions.path(v))]
     assert history == sorted(set(history)) and history[-1] == m.version
     assert type(part.log)(part.store).partition("p", 0).snapshot() == m  # no cache
 

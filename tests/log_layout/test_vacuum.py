@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from log_layout import MissingSegment, open_log, wall_clock_ms
-from log_layout import partition as partition_module
+from log_layout import segment_commit
 from log_layout.manifest import CHECKPOINT_INTERVAL
 from tests.log_layout.helpers import table, values
 
@@ -136,7 +136,7 @@ def test_commit_never_names_a_file_older_than_half_the_delay(part, monkeypatch):
     w = part.claim("w")
     w.append(table(0, 2))
     clock = [wall_clock_ms()]
-    monkeypatch.setattr(partition_module, "wall_clock_ms", lambda: clock[0])
+    monkeypatch.setattr(segment_commit, "wall_clock_ms", lambda: clock[0])  # its age rule
     put = part.store.put_exclusive
     calls = []
 

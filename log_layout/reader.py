@@ -1,0 +1,119 @@
+"""Reads of one partition: a segment, an offset range, the offset for a time.
+
+A read plans on a snapshot (``Versions.snapshot``) and opens only the segments
+it names. A reader holding an older snapshot may meet a superseded segment that
+vacuum already deleted: it then re-plans on the newest snapshot, and raises
+MissingSegment only for a file the newest manifest still names (commit.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from log_layout import segment
+from log_layout.errors import MissingSegment, OffsetOutOfRange
+from log_layout.manifest import Manifest, SegmentInfo
+from log_layout.versions import Versions
+
+
+def check_range(v: Versions, m: Manifest, start: int, end: int) -> None:
+    """Raise OffsetOutOfRange unless ``log_start_offset <= start <= end <= next_offset``."""
+    for offset in (start, end):
+        if offset < m.log_start_offset or offset > m.next_offset:
+            raise OffsetOutOfRange(v.topic, v.partition, offset, m.log_start_offset,
+                                   m.next_offset)
+    if end < start:
+        raise OffsetOutOfRange(v.topic, v.partition, end, start, m.next_offset)
+
+
+def read_segment(v: Versions, info: SegmentInfo, start: int | None = None,
+                 end: int | None = None, *, version: int = -1) -> pa.Table:
+    """The records of one segment with offsets in ``[start, end)``.
+
+    Raises MissingSegment if the file is gone and CorruptSegment if its
+    bytes do not match the manifest's checksum.
+    """
+    path = f"{v.folder}/{info.file}"
+    try:
+        data = v.store.read_buffer(path, info.bytes)  # not a trailer after it
+    except FileNotFoundError:
+        raise MissingSegment(path, version) from None
+    table = segment.decode(data, path=path, crc32=info.crc32, size=info.bytes)
+    lo = start is not None and start > info.base_offset
+    hi = end is not None and end <= info.last_offset
+    if lo or hi:
+        offsets = table.column("offset").to_numpy()
+        i = int(np.searchsorted(offsets, start, "left")) if lo else 0
+        j = int(np.searchsorted(offsets, end, "left")) if hi else len(offsets)
+        table = table.slice(i, j - i)
+    return table
+
+
+def read(v: Versions, start: int, end: int | None = None, *,
+         manifest: Manifest | None = None) -> Iterator[pa.RecordBatch]:
+    """Record batches with offsets in ``[start, end)`` (``end`` = high watermark).
+
+    Raises OffsetOutOfRange if ``start`` or ``end`` lies outside
+    ``[log_start_offset, high_watermark]``. If vacuum removed a segment of
+    an old snapshot meanwhile, continues from the newest one.
+    """
+    m = manifest or v.snapshot()
+    end = m.next_offset if end is None else end
+    # Checked here, not in the generator, so a bad range raises at the call.
+    check_range(v, m, start, end)
+    return _read(v, m, start, end)
+
+
+def _read(v: Versions, m: Manifest, start: int, end: int) -> Iterator[pa.RecordBatch]:
+    position = start
+    while position < end:
+        for info in m.segments_between(position, end):
+            try:
+                table = read_segment(v, info, position, end, version=m.version)
+            except MissingSegment:
+                latest = v.snapshot()
+                if any(s.file == info.file for s in latest.segments):
+                    raise
+                m = latest  # superseded and vacuumed: re-plan on the newest snapshot
+                check_range(v, m, position, end)
+                break
+            yield from table.to_batches()
+            position = info.end_offset
+        else:
+            return
+
+
+def read_table(v: Versions, start: int, end: int | None = None, *,
+               manifest: Manifest | None = None) -> pa.Table:
+    """``read`` as one table of the segment schema."""
+    return pa.Table.from_batches(list(read(v, start, end, manifest=manifest)),
+                                 schema=segment.SCHEMA)
+
+
+def offset_for_timestamp(v: Versions, timestamp_ms: int, *,
+                         manifest: Manifest | None = None) -> int | None:
+    """The first offset whose timestamp is at or after ``timestamp_ms``.
+
+    None if no record is that new (Kafka's ``offsetsForTimes`` answers null).
+    """
+    m = manifest or v.snapshot()
+    for info in m.segments:
+        if info.max_ts < timestamp_ms:
+            continue
+        try:
+            table = read_segment(v, info, version=m.version)
+        except MissingSegment:
+            latest = v.snapshot()
+            if latest.version == m.version or any(s.file == info.file
+                                                   for s in latest.segments):
+                raise
+            # superseded and vacuumed since our snapshot: ask the newest one
+            return offset_for_timestamp(v, timestamp_ms, manifest=latest)
+        ts = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
+        hits = np.flatnonzero(ts >= timestamp_ms)
+        if len(hits):
+            return max(int(table.column("offset")[int(hits[0])].as_py()), m.log_start_offset)
+    return None

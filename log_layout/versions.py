@@ -1,0 +1,191 @@
+"""A partition's manifest versions: where they are, how they are read, which is newest.
+
+Version N of a partition is the file ``_log/<N:020d>-<topic_id>.json`` (``paths``):
+JSON text, or an append's segment carrying the JSON in a trailer (``segment``),
+whole or a delta of version N-1 (``manifest``). :class:`Versions` reads them --
+from the file's end, as far as a trailer says -- applies deltas to a whole
+version, finds the newest (following a re-created topic for readers), keeps the
+newest it has seen (the snapshot cache) and creates the next one exclusively
+(:meth:`Versions.try_commit`). The protocol those commits follow is in
+``commit.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from log_layout import paths, segment
+from log_layout.errors import CorruptManifest
+from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
+
+#: bytes first read from the end of a manifest version file: all of a JSON manifest of a
+#: few hundred segments, or the trailer of an append's file (see Versions.read_file)
+MANIFEST_TAIL_BYTES = 64 << 10
+
+
+def version_json(new: Manifest, parent: Manifest | None) -> bytes:
+    """``new``'s JSON: a delta of ``parent`` when it may be one (it only adds segments
+    and its version is not a checkpoint, see manifest.py), else whole."""
+    delta = parent is not None and new.version % CHECKPOINT_INTERVAL != 0 \
+        and new.is_delta_of(parent)
+    return new.to_json(delta_of=parent if delta else None)
+
+
+class Versions:
+    """The manifest versions of one partition, and the newest one seen. Thread-safe.
+
+    ``current_topic_id()`` asks the topic's metadata for its id now (raising
+    UnknownTopic once deleted): a reader that finds no version of its incarnation
+    follows a re-created topic (writers never do: they commit under their own id).
+    """
+
+    def __init__(self, store, topic: str, partition: int, topic_id: str,
+                 current_topic_id: Callable[[], str]):
+        self.store, self.topic, self.partition, self.topic_id = store, topic, partition, topic_id
+        self.folder = paths.partition_folder(topic, partition)
+        self.manifest_folder = paths.manifest_folder(topic, partition)
+        self._current_topic_id = current_topic_id
+        self._latest: Manifest | None = None
+        self._lock = threading.Lock()
+
+    def path(self, version: int, topic_id: str | None = None) -> str:
+        """The store path of version ``version`` of incarnation ``topic_id`` (default:
+        the one followed now)."""
+        name = paths.manifest_name(version, self.topic_id if topic_id is None else topic_id)
+        return f"{self.manifest_folder}/{name}"
+
+    # -- reading one version -------------------------------------------------
+    def tail(self, path: str) -> tuple[bytes, int, int | None]:
+        """The end of a manifest version file, its size, and how many bytes a carried
+        trailer takes (``segment.trailer_extent``; None for none, or a damaged one).
+        Read from the end, again as far as the trailer says until it is all read, and
+        never memory-mapped: vacuum cuts a carried trailer off once the version is old."""
+        want = MANIFEST_TAIL_BYTES
+        while True:
+            tail, size = self.store.read_tail(path, want)
+            try:
+                extent = segment.trailer_extent(tail)
+            except ValueError:
+                return tail, size, None  # Manifest.from_file names the damage
+            if extent is None or extent <= len(tail) or len(tail) == size:
+                return tail, size, extent
+            want = extent  # more than we read: read again, as much as it says
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of a manifest version file that hold the manifest: all of a JSON
+        one, the end of a segment that carries one."""
+        tail, size, extent = self.tail(path)
+        return self.store.read(path) if extent is None and len(tail) < size else tail
+
+    def read(self, version: int) -> tuple[Manifest, int | None]:
+        """Version ``version`` as stored: a whole manifest, or a delta and the version
+        it is a delta of (see ``Manifest.from_file``). FileNotFoundError if absent,
+        CorruptManifest if it does not parse or is not this partition's version."""
+        path = self.path(version)
+        try:
+            m, delta_of = Manifest.from_file(self.read_file(path), path=path)
+        except CorruptManifest:
+            if not self.store.exists(path):  # vacuumed while we read it (and its trailer cut)
+                raise FileNotFoundError(path) from None
+            raise
+        if (m.version, m.topic, m.partition) != (version, self.topic, self.partition):
+            raise CorruptManifest(path, f"it says it is version {m.version} of "
+                                  f"{m.topic}-{m.partition}")
+        return m, delta_of
+
+    def load(self, version: int) -> Manifest:
+        """Version ``version`` as a whole snapshot: a delta is applied to the version
+        before it, the cached snapshot if that is the one, else read back to the last
+        whole version (at most CHECKPOINT_INTERVAL - 1 deltas: see manifest.py).
+        FileNotFoundError if a version needed was vacuumed meanwhile."""
+        deltas: list[Manifest] = []
+        while True:
+            m, delta_of = self.read(version)
+            if delta_of is None:
+                break
+            deltas.append(m)
+            if len(deltas) >= CHECKPOINT_INTERVAL:
+                raise CorruptManifest(self.path(m.version),
+                                      f"more than {CHECKPOINT_INTERVAL - 1} deltas in a row")
+            version = delta_of
+            with self._lock:
+                cached = self._latest
+            if cached is not None and cached.version == version:
+                m = cached
+                break
+        for delta in reversed(deltas):
+            m = delta.on_top_of(m, path=self.path(delta.version))
+        return m
+
+    # -- the newest version ----------------------------------------------------
+    def latest_version(self) -> int:
+        """The highest version number of the incarnation followed (listed)."""
+        while True:
+            topic_id = self.topic_id
+            versions = [v for f in self.store.list(self.manifest_folder)
+                        if (v := paths.manifest_version(f.name, topic_id)) is not None]
+            if versions:
+                return max(versions)
+            # None of ours: the topic may have been deleted (UnknownTopic) or created
+            # again; a reader follows the new incarnation (writers never do: see
+            # PartitionWriter), anything else is a broken partition.
+            current = self._current_topic_id()
+            if current == topic_id:
+                raise CorruptManifest(self.manifest_folder, "the partition has no manifest")
+            with self._lock:
+                self.topic_id, self._latest = current, None
+
+    def snapshot(self, *, refresh: bool = True) -> Manifest:
+        """The newest committed manifest. ``refresh=False`` may return a cached one."""
+        with self._lock:
+            cached = self._latest
+        if cached is not None and not refresh:
+            return cached
+        if cached is not None and not self.store.exists(self.path(cached.version + 1)) \
+                and self.store.exists(self.path(cached.version)):
+            # Old versions are deleted oldest first, so if ours is still there and the
+            # next is not, ours is the newest.
+            return cached
+        while True:
+            version = self.latest_version()
+            try:
+                latest = self.load(version)
+                break
+            except FileNotFoundError:  # deleted by vacuum between list and read
+                continue
+        with self._lock:
+            # Never backwards: a listing that raced a commit (ours, remembered meanwhile)
+            # may miss the newest version, and a writer handed that older snapshot would
+            # take its leader epoch for a fence. A re-created topic is not older but
+            # another incarnation: other names (paths), and following it resets the cache.
+            if self._latest is None or latest.version > self._latest.version:
+                self._latest = latest
+            return self._latest
+
+    def remember(self, manifest: Manifest, topic_id: str | None = None) -> None:
+        """Cache ``manifest``, just committed for incarnation ``topic_id`` (default:
+        the one followed), as the newest if it is newer and of the incarnation followed."""
+        if topic_id is not None and topic_id != self.topic_id:
+            return
+        with self._lock:
+            if self._latest is None or manifest.version > self._latest.version:
+                self._latest = manifest
+
+    # -- the next version ----------------------------------------------------
+    def try_commit(self, new: Manifest, parent: Manifest | None = None, *,
+                   topic_id: str | None = None) -> bool:
+        """Create version ``new.version`` of the topic incarnation ``topic_id`` (default:
+        the one followed now) exclusively; False if that version exists. With ``parent``
+        (the version before) it may be stored as a delta of it."""
+        won = self.store.put_exclusive(self.path(new.version, topic_id),
+                                       version_json(new, parent))
+        if won:
+            self.remember(new, topic_id)
+        return won
+
+    def attempt(self, parent: Manifest, new: Manifest) -> Manifest | None:
+        """``new``, stored whole as the version after ``parent``, if it wins; None if
+        another commit took that version (``commit.run``'s ``attempt`` for a commit
+        that writes no segment: claims, maintenance, vacuum)."""
+        return new if self.try_commit(new) else None

@@ -1,0 +1,214 @@
+"""Writes to one partition: claims, appends, maintenance swaps.
+
+Each is one ``commit.run``: a builder that plans the next version on a snapshot
+(and fences, or gives up on a conflict) and an attempt that creates it -- for an
+append through the segment seam (``segment_commit``), for a swap after putting
+the new segments (``SegmentPuts``), for a claim as a plain version. The
+protocol, and why it is safe against crashes and vacuum, is in commit.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from log_layout import commit, segment
+from log_layout.commit import wall_clock_ms
+from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
+                               OutOfOrderSequence, TopicRecreated)
+from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
+                                 segments_after_replace)
+from log_layout.segment_commit import SegmentPuts, append_commit
+from log_layout.versions import Versions
+
+if TYPE_CHECKING:
+    from conf.topic import TopicConfig
+
+
+class Partition(Protocol):
+    """What a writer needs of its partition (``PartitionLog``)."""
+
+    topic: str
+    partition: int
+    store: Any
+    versions: Versions
+
+    @property
+    def topic_id(self) -> str: ...
+
+    def config(self) -> "TopicConfig": ...
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult:
+    """Where an append landed: offsets ``base_offset..last_offset`` inclusive."""
+
+    base_offset: int
+    last_offset: int
+    version: int
+    #: for each producer batch, its (base_offset, last_offset)
+    batch_offsets: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def count(self) -> int:
+        return self.last_offset - self.base_offset + 1
+
+
+def claim(partition: Partition, leader: str) -> "PartitionWriter":
+    """Become the partition's writer: bump the leader epoch, fencing the last one."""
+    v = partition.versions
+    new = commit.run(v.snapshot, lambda m: m.next(
+        leader_epoch=m.leader_epoch + 1, leader=leader, committer="claim",
+        committed_ms=wall_clock_ms()), v.attempt)
+    return PartitionWriter(partition, new)
+
+
+class PartitionWriter:
+    """Appends to one partition at one leader epoch until fenced."""
+
+    def __init__(self, partition: Partition, manifest: Manifest):
+        self.partition = partition
+        self.epoch = manifest.leader_epoch
+        #: the topic incarnation this writer was made for: it commits under no other
+        self.topic_id = partition.topic_id
+        self.fenced: Fenced | None = None
+        self._segment_commit = append_commit(partition.store)
+
+    def __repr__(self) -> str:
+        p = self.partition
+        return f"PartitionWriter({p.topic}-{p.partition}, epoch {self.epoch})"
+
+    def _check_epoch(self, m: Manifest) -> None:
+        current_id = self.partition.versions.topic_id  # the incarnation read now
+        if current_id != self.topic_id:
+            self.fenced = TopicRecreated(m.topic, m.partition, self.topic_id, current_id)
+        elif m.leader_epoch != self.epoch:
+            self.fenced = Fenced(m.topic, m.partition, self.epoch, m.leader_epoch)
+        if self.fenced is not None:
+            raise self.fenced
+
+    def append(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
+               producer_batches: Sequence[tuple[ProducerBatch, int]] = ()) -> AppendResult:
+        """Commit ``records`` as one new segment; return their offsets.
+
+        ``producer_batches`` lists idempotent batches in the records as
+        ``(batch, first_row)``; their sequences are checked against the
+        committed state at commit time. Raises Fenced (this writer is done),
+        InvalidRecords, InvalidProducerEpoch or OutOfOrderSequence (a duplicate
+        here means the caller skipped its own duplicate check).
+        """
+        p = self.partition
+        ts = wall_clock_ms() if now_ms is None else now_ms
+        config = p.config()
+        table = segment.normalize(records, default_ts_ms=ts, log_append_time=(
+            config.message_timestamp_type == "LogAppendTime"))
+        if table.num_rows == 0:
+            raise InvalidRecords("nothing to append: no records")
+        v = p.versions
+        with self._segment_commit(v, table, config, self.topic_id) as seg:
+            new = commit.run(v.snapshot, lambda m: self._plan(m, table, producer_batches, ts),
+                             seg.attempt, first=v.snapshot(refresh=False))
+        base = new.next_offset - table.num_rows
+        return AppendResult(base, new.next_offset - 1, new.version,
+                            tuple((base + r, base + r + b.count - 1)
+                                  for b, r in producer_batches))
+
+    def _plan(self, m: Manifest, table: segment.Records,
+              producer_batches: Sequence[tuple[ProducerBatch, int]],
+              ts: int) -> tuple[dict, dict]:
+        """The append's next version on ``m``: its segment's stats and the other
+        changes (segment_commit's plan). Raises Fenced or OutOfOrderSequence."""
+        self._check_epoch(m)
+        base = m.next_offset
+        # Checked one after the other: a flush may hold several batches of one producer.
+        producers = m.producers
+        for batch, row in producer_batches:
+            entry = producers.get(batch.producer_id)
+            if check_sequence(entry, batch, self.partition.partition) is not None:
+                raise OutOfOrderSequence(batch.producer_id, self.partition.partition,
+                                         entry.last_sequence + 1, batch.first_sequence)
+            producers = dataclasses.replace(m, producers=producers).with_producers(
+                [(batch, base + row)])
+        stats = {"base_offset": base, "last_offset": base + table.num_rows - 1,
+                 "count": table.num_rows, "min_ts": table.min_ts, "max_ts": table.max_ts}
+        changes = {"next_offset": base + table.num_rows, "producers": producers,
+                   "committer": "append", "committed_ms": ts}
+        return stats, changes
+
+
+def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],
+                     remove: Sequence[SegmentInfo], add: Sequence[pa.Table], *,
+                     committer: str, now_ms: int, log_start_offset: int | None = None,
+                     cleaned_offset: int | None = None) -> Manifest:
+    """Maintenance commit: swap ``remove`` for segments made of ``add`` (see
+    ``PartitionLog.replace_segments``; ``config()`` gives the topic's compression).
+    Raises InvalidMaintenance, InvalidRecords or MaintenanceConflict."""
+    tables = _maintenance_output(v, remove, add)
+    lo, hi = remove[0].base_offset, remove[-1].last_offset
+    with SegmentPuts(v, config().compression if tables else None) as puts:
+        infos: list[SegmentInfo] = []
+        for i, t in enumerate(tables):
+            info = puts.put(t)
+            # the new segments tile lo..hi: compacted-away offsets become gaps
+            base = lo if i == 0 else infos[-1].last_offset + 1
+            last = hi if i == len(tables) - 1 else info.last_offset
+            infos.append(dataclasses.replace(info, base_offset=base, last_offset=last))
+        names = {s.file for s in remove}
+
+        def swap(m: Manifest) -> Manifest:
+            where = [i for i, s in enumerate(m.segments) if s.file in names]
+            if len(where) != len(remove):
+                raise MaintenanceConflict(v.topic, v.partition,
+                                          "another job replaced some of its segments first")
+            if where[-1] - where[0] + 1 != len(where):
+                # the new segments tile lo..hi: a kept segment inside would overlap them
+                raise InvalidMaintenance(v.topic, v.partition,
+                                         "the segments to remove must be consecutive "
+                                         "segments of the newest manifest")
+            start = m.log_start_offset if log_start_offset is None \
+                else max(m.log_start_offset, log_start_offset)
+            return m.next(segments=segments_after_replace(m.segments, remove, infos),
+                          removed=m.removed + tuple((s.file, now_ms) for s in remove),
+                          log_start_offset=min(start, m.next_offset),
+                          cleaned_offset=m.cleaned_offset if cleaned_offset is None
+                          else max(m.cleaned_offset, cleaned_offset),
+                          committer=committer, committed_ms=now_ms)
+
+        return commit.run(v.snapshot, swap,
+                          lambda m, new: new if puts.try_version(new) else None)
+
+
+def _maintenance_output(v: Versions, remove: Sequence[SegmentInfo],
+                        add: Sequence[pa.Table]) -> list[pa.Table]:
+    """``add``'s non-empty tables in the segment schema, checked against ``remove``.
+    Raises InvalidMaintenance or InvalidRecords saying what is wrong."""
+    if not remove:
+        raise InvalidMaintenance(v.topic, v.partition,
+                                 "replace_segments needs at least one segment to remove")
+    if len({s.file for s in remove}) != len(remove):
+        raise InvalidMaintenance(v.topic, v.partition,
+                                 "the segments to remove must be consecutive segments "
+                                 "of the newest manifest, each once")
+    lo, hi = remove[0].base_offset, remove[-1].last_offset
+    tables = []
+    for t in add:
+        if not t.num_rows:
+            continue
+        try:
+            tables.append(t if t.schema == segment.SCHEMA else t.cast(segment.SCHEMA))
+        except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise InvalidRecords(f"maintenance output must have the segment schema, "
+                                 f"not {t.schema}") from None
+    previous = lo - 1
+    for t in tables:
+        offsets = t.column("offset").to_numpy()
+        if offsets[0] <= previous or offsets[-1] > hi or np.any(np.diff(offsets) <= 0):
+            raise InvalidRecords(f"maintenance output offsets {offsets[0]}..{offsets[-1]} "
+                                 f"must increase strictly inside the replaced range "
+                                 f"{lo}..{hi}")
+        previous = int(offsets[-1])
+    return tables
