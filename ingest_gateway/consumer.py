@@ -40,10 +40,13 @@ without a Python call per record. For throughput use :meth:`Consumer.batches`
 / :meth:`Consumer.poll_batches`, which hand out ``pyarrow.RecordBatch``es of
 the segment schema and no per-record objects at all.
 
-**Positions and commits** follow Kafka: ``position`` is the next offset to
-fetch; a record counts as consumed once handed out (returned by ``poll`` or
-yielded by the iterator); ``commit()`` stores the consumed positions (or the
-``offsets`` given) as the group's committed offsets, synchronously or, with
+**Positions and commits** follow Kafka: ``position`` is the offset of the next
+record handed out; a record counts as consumed once handed out (returned by
+``poll`` or yielded by the iterator). Fetched records wait in one buffer until
+then, so ``poll``, the iterator and ``batches`` may be mixed, each going on
+where the other stopped; a seek, pause or revocation drops a partition's
+buffered records and fetches them again. ``commit()`` stores the consumed
+positions (or the ``offsets`` given) as the group's committed offsets, synchronously or, with
 ``asynchronous=True``, on a background thread returning a Future. Auto-commit
 commits consumed positions every ``auto_commit_interval_ms`` at the next
 poll, before a rebalance revokes partitions, and on ``close``. Together with
@@ -62,6 +65,7 @@ happens inside ``poll``, so a consumer that stops polling for longer than
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import json
@@ -144,6 +148,28 @@ def records_of(topic: str, partition: int, batch: pa.RecordBatch) -> list[Record
     rows = zip(itertools.repeat(topic, n), itertools.repeat(partition, n), offsets, ts, keys,
                values, headers)
     return list(map(Record._make, rows))
+
+
+class _Fetched:
+    """A fetched batch of one partition, handed out from row ``start`` on.
+
+    The consumer's buffer holds these between the fetch and the hand-out, so
+    ``poll`` and the iterators share one stream: whatever one of them leaves
+    in the buffer the other hands out next, and nothing fetched is dropped
+    without rewinding the fetch position to it.
+    """
+
+    __slots__ = ("tp", "batch", "start", "_records")
+
+    def __init__(self, tp: TopicPartition, batch: pa.RecordBatch):
+        self.tp, self.batch, self.start = tp, batch, 0
+        self._records: list[Record] | None = None
+
+    def records(self) -> list[Record]:
+        """Every row as a Record, built once (the iterator hands them out one by one)."""
+        if self._records is None:
+            self._records = records_of(self.tp[0], self.tp[1], self.batch)
+        return self._records
 
 
 def _tp(tp: Any) -> TopicPartition:
@@ -544,8 +570,10 @@ class Consumer:
         self._positions: dict[TopicPartition, int] = {}
         self._consumed: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
-        self._iter_last: Record | None = None
-        self._seq = 0  # bumped by seek/assignment changes: a running iterator drops its chunk
+        # Fetched, not yet handed out, in fetch order. _positions is where the next
+        # fetch of a partition starts (past its buffered records); _consumed is the
+        # offset after the last record handed out, what commit() stores.
+        self._buffer: collections.deque[_Fetched] = collections.deque()
         self._on_assign: Callable[[list[TopicPartition]], Any] | None = None
         self._on_revoke: Callable[[list[TopicPartition]], Any] | None = None
         self._on_lost: Callable[[list[TopicPartition]], Any] | None = None
@@ -648,8 +676,8 @@ class Consumer:
         return self._subscription
 
     def _set_assignment(self, tps: list[TopicPartition]) -> None:
-        self._seq += 1
         keep = set(tps)
+        self._drop_buffered({tp for tp in self._assignment if tp not in keep})
         self._assignment = list(tps)
         for d in (self._positions, self._consumed):
             for tp in list(d):
@@ -670,8 +698,18 @@ class Consumer:
         tp = self._check_assigned(tp)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"seek offset must be a non-negative integer, not {offset!r}")
-        self._seq += 1
+        self._drop_buffered({tp})
         self._positions[tp] = self._consumed[tp] = offset
+
+    def _drop_buffered(self, tps: set[TopicPartition]) -> None:
+        """Forget fetched records of ``tps`` not handed out yet, and fetch them again
+        from the offset after the last one handed out (so none is skipped)."""
+        if not tps or not self._buffer:
+            return
+        self._buffer = collections.deque(f for f in self._buffer if f.tp not in tps)
+        for tp in tps:
+            if tp in self._positions:
+                self._positions[tp] = self._consumed[tp]
 
     def seek_to_beginning(self, *tps: Any) -> None:
         for tp in (tps or self._assignment):
@@ -723,7 +761,9 @@ class Consumer:
     def pause(self, *tps: Any) -> None:
         """Stop fetching from these partitions until resume() (positions kept)."""
         for tp in tps:
-            self._paused.add(self._check_assigned(tp))
+            tp = self._check_assigned(tp)
+            self._paused.add(tp)
+            self._drop_buffered({tp})  # a paused partition hands out nothing, buffered or not
 
     def resume(self, *tps: Any) -> None:
         for tp in tps:
@@ -735,11 +775,15 @@ class Consumer:
     # -- polling -----------------------------------------------------------------------
     def poll_batches(self, timeout: float = 1.0, max_records: int | None = None) -> list[Batch]:
         """Arrow batches of up to ``max_records`` records, waiting up to ``timeout`` s
-        for the first; [] if none came. Records handed out count as consumed."""
-        out = self._fetch(timeout, max_records or self.max_poll_records)
-        for b in out:
-            self._consumed[(b.topic, b.partition)] = b.next_offset
-        return out
+        for the first; [] if none came. Records handed out count as consumed.
+
+        Raises IllegalState (closed, or neither subscribed nor assigned), ValueError
+        (``max_records`` not a positive integer) and the group's and source's errors.
+        """
+        max_records = max_records or self.max_poll_records
+        if not self._fill(timeout, max_records):
+            return []
+        return self._take(max_records)
 
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[Record]:
         """Records (in offset order per partition) as :class:`Record` tuples; see poll_batches."""
@@ -749,86 +793,115 @@ class Consumer:
         return out
 
     def __iter__(self) -> Iterator[Record]:
-        """Every record, blocking for new ones: a never-ending iterator (until close())."""
+        """Every record, blocking for new ones: a never-ending iterator (until close()).
+
+        It hands out the same stream as poll() (they may be mixed); a record
+        counts as consumed once yielded.
+        """
         while not self._closed:
-            seq = self._seq
-            for b in self._fetch_or_stop():
-                tp = (b.topic, b.partition)
-                for r in records_of(b.topic, b.partition, b.records):
-                    if self._seq != seq:  # seek/rebalance meanwhile: drop the rest
-                        break
-                    self._iter_last = r
-                    yield r
-                else:
-                    self._consumed[tp] = b.next_offset
-                    self._iter_last = None
+            head = self._buffer[0] if self._buffer else None
+            if head is None or head.start == 0:
+                # Between batches, run poll's housekeeping (auto-commit, rebalance): it
+                # may drop buffered records, so the head is read again after it.
+                if not self._fill_or_stop():
                     continue
-                break
+                head = self._buffer[0]
+            records, tp = head.records(), head.tp
+            last = len(records) - 1
+            while True:
+                i = head.start
+                r = records[i]
+                head.start = i + 1
+                if i == last:  # gone before the yield: poll() must not see it empty
+                    self._buffer.popleft()
+                self._consumed[tp] = r.offset + 1
+                yield r
+                # poll(), seek(), pause() may have taken or dropped the head meanwhile
+                if i == last or not self._buffer or self._buffer[0] is not head:
+                    break
 
     def batches(self) -> Iterator[Batch]:
         """Every record as Arrow batches, blocking for new ones (never ends until close())."""
         while not self._closed:
-            seq = self._seq
-            for b in self._fetch_or_stop():
-                if self._seq != seq:
-                    break
-                self._consumed[(b.topic, b.partition)] = b.next_offset
-                yield b
+            if self._fill_or_stop():
+                yield from self._take(self.max_poll_records, max_batches=1)
 
-    def _fetch_or_stop(self) -> list[Batch]:
-        """One fetch for the iterators; [] once close() was called meanwhile."""
+    def _fill_or_stop(self) -> bool:
+        """_fill for the iterators; False once close() was called meanwhile."""
         try:
-            return self._fetch(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records)
+            return self._fill(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records)
         except IllegalState:
             if self._closed:
-                return []
+                return False
             raise
 
-    def _fetch(self, timeout: float, max_records: int) -> list[Batch]:
+    def _take(self, max_records: int, *, max_batches: int | None = None) -> list[Batch]:
+        """Hand out up to ``max_records`` buffered records, in fetch order; they count
+        as consumed. A fetched batch the iterator began is handed out from where it stopped."""
+        out: list[Batch] = []
+        while self._buffer and max_records > 0 and (max_batches is None or len(out) < max_batches):
+            f = self._buffer[0]
+            n = f.batch.num_rows - f.start
+            if n <= max_records:
+                self._buffer.popleft()
+                part = f.batch.slice(f.start) if f.start else f.batch
+            else:
+                n = max_records
+                part = f.batch.slice(f.start, n)
+                f.start += n
+            b = Batch(f.tp[0], f.tp[1], part)
+            self._consumed[f.tp] = b.next_offset
+            out.append(b)
+            max_records -= n
+        return out
+
+    def _fill(self, timeout: float, max_records: int) -> bool:
+        """Housekeeping (auto-commit, group), then, unless records are buffered, fetch
+        up to ``max_records`` into the buffer, waiting up to ``timeout`` s.
+
+        True if the buffer has records to hand out. Raises IllegalState or ValueError
+        (see poll_batches).
+        """
         self._check_open()
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records <= 0:
             raise ValueError(f"max_records must be a positive integer, not {max_records!r}")
         if not self._subscription and not self._manual:
             raise IllegalState("nothing to poll: subscribe() or assign() first")
         deadline = time.monotonic() + max(0.0, timeout)
-        self._mark_iterated()
         while True:
             self._maybe_auto_commit()
             if self._subscription:
-                self._handle_group()
-            fetchable = [tp for tp in self._assignment if tp not in self._paused]
-            self._init_positions(fetchable)
-            remaining = deadline - time.monotonic()
-            wait = int(max(0.0, min(remaining, self.fetch_max_wait_ms / 1000)) * 1000)
-            if self._subscription and (self._state is None or not self._state.assigned
-                                       or self._state.rebalance):
-                wait = min(wait, 50)  # rejoining: check the group again soon
-            if fetchable:
-                got, errors = self._source.fetch({tp: self._positions[tp] for tp in fetchable},
-                                                 max_records, wait)
-            else:
-                got, errors = [], {}
-                if wait:
-                    self._hb_stop.wait(wait / 1000)
-            for tp, e in errors.items():
-                self._positions[tp] = self._consumed[tp] = self._reset_position(tp, e)
-            out = []
-            seq = self._seq
-            for tp, batch, nxt in got:
-                # A rebalance on the heartbeat thread cannot change the assignment
-                # (that happens in _handle_group), so every batch is still ours.
-                self._positions[tp] = nxt
-                out.append(Batch(tp[0], tp[1], batch))
-            if out and seq == self._seq:
-                return out
+                self._handle_group()  # a rebalance drops what it revokes from the buffer
+            if self._buffer:
+                return True
+            self._fetch_into_buffer(deadline, max_records)
+            if self._buffer:
+                return True
             if time.monotonic() >= deadline:
-                return []
+                return False
 
-    def _mark_iterated(self) -> None:
-        last = self._iter_last
-        if last is not None:
-            tp = (last.topic, last.partition)
-            self._consumed[tp] = max(self._consumed.get(tp, 0), last.offset + 1)
+    def _fetch_into_buffer(self, deadline: float, max_records: int) -> None:
+        """One fetch at the positions of the fetchable partitions (buffer empty)."""
+        fetchable = [tp for tp in self._assignment if tp not in self._paused]
+        self._init_positions(fetchable)
+        remaining = deadline - time.monotonic()
+        wait = int(max(0.0, min(remaining, self.fetch_max_wait_ms / 1000)) * 1000)
+        if self._subscription and (self._state is None or not self._state.assigned
+                                   or self._state.rebalance):
+            wait = min(wait, 50)  # rejoining: check the group again soon
+        if not fetchable:
+            if wait:
+                self._hb_stop.wait(wait / 1000)
+            return
+        got, errors = self._source.fetch({tp: self._positions[tp] for tp in fetchable},
+                                         max_records, wait)
+        for tp, e in errors.items():
+            self._positions[tp] = self._consumed[tp] = self._reset_position(tp, e)
+        # A rebalance on the heartbeat thread cannot change the assignment (that
+        # happens in _handle_group, on this thread), so every batch is still ours.
+        for tp, batch, nxt in got:
+            self._positions[tp] = nxt
+            self._buffer.append(_Fetched(tp, batch))
 
     # -- group handling (on the polling thread) -----------------------------------------
     def _join(self) -> MemberState:
@@ -930,7 +1003,6 @@ class Consumer:
 
     # -- commits ---------------------------------------------------------------------------
     def _commit_offsets(self) -> dict[TopicPartition, int]:
-        self._mark_iterated()
         return {tp: off for tp, off in self._consumed.items() if tp in self._assignment}
 
     def commit(self, offsets: Mapping[Any, int] | None = None, *, asynchronous: bool = False,
@@ -960,7 +1032,13 @@ class Consumer:
                      generation: int) -> None:
         if offsets:
             try:
-                self._membership.commit(dict(offsets), member, generation)
+                try:
+                    self._membership.commit(dict(offsets), member, generation)
+                except IllegalGeneration:
+                    newer = self._newer_generation(member, generation)
+                    if newer is None:
+                        raise
+                    self._membership.commit(dict(offsets), member, newer)
             except (UnknownMemberId, IllegalGeneration):
                 # Our membership is gone (Kafka's CommitFailedException): the next
                 # poll gives up the partitions (on_lost) and joins again.
@@ -970,6 +1048,22 @@ class Consumer:
                             self._lost = True
                 raise
         self._last_commit = time.monotonic()
+
+    def _newer_generation(self, member: str | None, generation: int) -> int | None:
+        """After a commit refused with IllegalGeneration: the group's generation if we
+        are still a member and it moved on, else None (we are a zombie).
+
+        A cooperative member keeps its partitions while it rejoins, so the coordinator
+        can complete the next generation before this thread adopts it (at the next
+        poll; the heartbeat thread may not even have heard of it). Committing under
+        that generation is then right: the coordinator still checks that we own, or
+        are revoking, each partition committed. An eager member owns nothing by then.
+        Raises UnknownMemberId if the coordinator no longer knows us.
+        """
+        if member is None:
+            return None
+        st = self._membership.heartbeat(member, generation)
+        return st.generation if st.generation != generation else None
 
     def _commit_quietly(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         try:
@@ -1007,6 +1101,7 @@ class Consumer:
                 pass  # already gone: the group rebalances without us either way
         if self._membership is not None:
             self._membership.close()
+        self._buffer.clear()
         self._source.close()
 
     def _abandon(self) -> None:
