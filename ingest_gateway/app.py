@@ -35,7 +35,6 @@ import json
 import logging
 import secrets
 import threading
-from urllib.parse import parse_qsl
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,6 +48,7 @@ import conf
 from conf.errors import ConfigError, SparklogError
 from conf.topic import InvalidTopicName, validate_topic_name
 from ingest_gateway import codec, params
+from ingest_gateway.params import query_dict
 from ingest_gateway.body import read_json
 from ingest_gateway.broker import Broker, PartResult, parse_acks
 from ingest_gateway.errors import (BadRequest, BufferFull, ControlRequestTooLarge, FlushFailed,
@@ -203,7 +203,7 @@ class Produce:
             elif name == b"x-sparklog-acks":
                 acks_header = value.decode("latin-1")
         raw_q = scope["query_string"]
-        query = dict(parse_qsl(raw_q.decode("latin-1"), keep_blank_values=True)) if raw_q else {}
+        query = query_dict(raw_q.decode("latin-1")) if raw_q else {}
         params = scope["path_params"]
         limit = state.settings.gateway.max_request_size
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -244,7 +244,7 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
     validate_topic_name(topic)
     path_partition = None if raw_partition is None else _partition_param(topic, raw_partition)
     media = codec.media_type(content_type)
-    acks = parse_acks(q.get("acks") or acks_header)
+    acks = parse_acks(q["acks"] if "acks" in q else acks_header)
     pid = _int_param("producer_id", q.get("producer_id"), lo=0, hi=2**63 - 1)
     epoch = _int_param("producer_epoch", q.get("producer_epoch"), lo=0, hi=32767)
     if (pid is None) != (q.get("sequence") is None) or (epoch is not None and pid is None):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -95,7 +96,33 @@ def parse_json(body: bytes, *, max_depth: int) -> Any:
     # Counting brackets (C speed) bounds the depth from above: walk only when it might be over.
     if body.count(b"[") + body.count(b"{") > max_depth and json_depth(doc) > max_depth:
         raise NestingTooDeep(max_depth)
+    # A lone surrogate can only come from a \uD800-\uDFFF escape (UTF-8 cannot carry one):
+    # walk the strings only when the body has such an escape.
+    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(doc):
+        raise BadRequest("the body is not valid JSON text: a string holds a lone UTF-16 "
+                         "surrogate (\\ud800-\\udfff), which no UTF-8 text can carry")
     return doc
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(doc: Any) -> bool:
+    """Whether any string or object key in ``doc`` holds a lone surrogate (no recursion)."""
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
 
 
 def json_depth(doc: Any) -> int:

@@ -69,11 +69,12 @@ CommitListener = Callable[[str, int, int], None]
 
 
 def parse_acks(raw: str | None) -> int:
-    """``0``, ``1`` or ``all``/``-1`` (default) -> 0, 1, -1; raises BadRequest."""
+    """``0``, ``1`` or ``all``/``-1`` (default) -> 0, 1, -1, exactly as written
+    (no whitespace: Kafka's ``acks`` takes none either); raises BadRequest."""
     if raw is None:
         return -1
     try:
-        return ACKS[raw.strip().lower()]
+        return ACKS[raw]
     except KeyError:
         raise BadRequest(f"acks must be 0, 1 or all, not {raw!r}") from None
 

@@ -159,3 +159,19 @@ class TooManyConnections(SparklogError):
         self.open_connections, self.limit = open_connections, limit
         super().__init__(f"the gateway has {open_connections} connections open, more than "
                          f"max.connections={limit}; retry later")
+
+
+class RecordNotJson(SparklogError):
+    """A record asked for in the JSON format whose key or value is not strict JSON
+    (NaN, a number past a double, a lone surrogate, bytes written by the binary or
+    Arrow paths). Like Kafka's RecordDeserializationException it names where the
+    record is, so the client can read it in the binary format or seek past it."""
+
+    code = "record_not_json"
+
+    def __init__(self, topic: str, partition: int, offset: int, part: str, reason: str):
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.part, self.reason = part, reason
+        super().__init__(f"the {part} of record {topic}-{partition}@{offset} is not strict JSON "
+                         f"({reason}): read it with Accept: "
+                         f"application/vnd.kafka.binary.v2+json, or seek to offset {offset + 1}")

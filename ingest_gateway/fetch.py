@@ -27,9 +27,16 @@ that commits new data (no polling of the store), and reads again; after
 ``wait_ms`` it answers with what it has. An offset outside ``[log start, high
 watermark]`` answers 416 with ``log_start_offset`` and ``high_watermark``.
 
+**JSON answers hold only strict JSON.** A stored key or value that is not (NaN,
+1e400, a lone surrogate, bytes written through the binary or Arrow formats) ends
+the answer before it; if it is the first record, the answer is 422
+``record_not_json`` naming topic, partition and offset (Kafka's consumer raises
+RecordDeserializationException there): read it in the binary format or skip it.
+
 Group errors map to HTTP here (added to the app's one table): unknown member
 404, illegal generation / rebalance in progress / partition not assigned /
-inconsistent protocol 409, invalid group id or commit offset 400.
+inconsistent protocol 409, invalid group id, commit offset, session timeout or
+a client string too long 400.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ import asyncio
 import base64
 import concurrent.futures
 import json
+import logging
+import math
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -50,12 +60,14 @@ from starlette.routing import BaseRoute, Route
 from conf.topic import validate_topic_name
 from ingest_gateway import app as _app
 from ingest_gateway.consumer import DirectSource, records_of
-from ingest_gateway.errors import BadRequest, UnsupportedContentType
-from ingest_gateway.groups import (GroupCoordinator, GroupError, IllegalGeneration,
-                                   InconsistentGroupProtocol, InvalidCommitOffset, InvalidGroupId,
+from ingest_gateway.errors import BadRequest, RecordNotJson, UnsupportedContentType
+from ingest_gateway.params import parse_int, query_param
+from ingest_gateway.groups import (GroupCoordinator, GroupError, GroupFieldTooLong,
+                                   IllegalGeneration, InconsistentGroupProtocol,
+                                   InvalidCommitOffset, InvalidGroupId, InvalidSessionTimeout,
                                    PartitionNotAssigned, RebalanceInProgress, UnknownGroup,
                                    UnknownMemberId, validate_group_id)
-from log_layout import OffsetOutOfRange
+from log_layout import OffsetOutOfRange, wall_clock_ms
 
 if TYPE_CHECKING:
     from ingest_gateway.rest_consumers import Instance
@@ -77,7 +89,14 @@ _app.ERRORS.update({
     InconsistentGroupProtocol: (409, 40914),
     InvalidGroupId: (400, 40011),
     InvalidCommitOffset: (400, 40012),
+    InvalidSessionTimeout: (400, 40013),  # Kafka: INVALID_SESSION_TIMEOUT (26)
+    GroupFieldTooLong: (400, 40014),
+    RecordNotJson: (422, 42206),  # Kafka: RecordDeserializationException
 })
+log = logging.getLogger("sparklog.gateway")
+#: how often the hub drops idle REST instances and expired group members when no
+#: request arrives (the REST Proxy's expiration thread also looks every second)
+EXPIRY_INTERVAL_S = 1.0
 
 
 class UnknownConsumerInstance(GroupError, LookupError):
@@ -93,7 +112,13 @@ _app.ERRORS[UnknownConsumerInstance] = (404, 40403)
 
 # -- the hub: waiters, one DirectSource, the coordinator, REST instances ------------------
 class ConsumerHub:
-    """Per-app consumer state. Created lazily on the event loop at the first request."""
+    """Per-app consumer state. Created lazily on the event loop at the first request.
+
+    Its clock (``now_ms``: group sessions, instance idleness) is ``app.state.now_ms``
+    when set (tests set one), else the wall clock. Every EXPIRY_INTERVAL_S a task
+    drops idle REST instances and expired group members, so neither waits for a
+    request to arrive.
+    """
 
     def __init__(self, app_state: Any):
         self.log = app_state.log
@@ -106,11 +131,18 @@ class ConsumerHub:
         # never delays the broker's flushes (which have the broker's pool).
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=8, thread_name_prefix="sparklog-consume")
+        gw = settings.gateway
+        self.now_ms: Any = getattr(app_state, "now_ms", None) or wall_clock_ms
         self.coordinator = GroupCoordinator(
-            self.log, default_session_timeout_ms=settings.gateway.session_timeout_ms)
+            self.log, now_ms=self.now_ms, default_session_timeout_ms=gw.session_timeout_ms,
+            min_session_timeout_ms=gw.group_min_session_timeout_ms,
+            max_session_timeout_ms=gw.group_max_session_timeout_ms)
+        #: consumer.instance.timeout.ms: the default and the longest an instance may ask for
+        self.instance_timeout_ms = gw.consumer_instance_timeout_ms
         self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self.instances: dict[tuple[str, str], Instance] = {}
         self.broker.add_commit_listener(self.committed)
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_periodically())
 
     # -- long-poll ------------------------------------------------------------------
     def committed(self, topic: str, partition: int, high_watermark: int) -> None:
@@ -163,26 +195,51 @@ class ConsumerHub:
                 self._unregister(fut, tps)
 
     # -- REST instances ------------------------------------------------------------------
-    def instance(self, group: str, name: str) -> "Instance":
-        """A live instance (touching it); raises UnknownConsumerInstance."""
-        self.expire_instances()
+    def instance(self, group: str, name: str, *, touch: bool = True) -> "Instance":
+        """A live instance (``touch``: counting as a use); raises UnknownConsumerInstance
+        (also for one idle past its timeout that the periodic expiry has not dropped yet)."""
         inst = self.instances.get((group, name))
+        now = self.now_ms()
+        if inst is not None and self._idle(inst, now):
+            self._drop(inst)
+            inst = None
         if inst is None:
             raise UnknownConsumerInstance(group, name)
-        inst.last_used = time.monotonic()
+        if touch:
+            inst.last_used_ms = now
         return inst
 
-    def expire_instances(self) -> None:
+    def _idle(self, inst: "Instance", now: int) -> bool:
+        # an instance in a request (its lock held, e.g. a long-poll) is in use
+        return now - inst.last_used_ms >= inst.timeout_ms and not inst.lock.locked()
+
+    def _drop(self, inst: "Instance") -> None:
+        """Forget ``inst`` and leave its group in the background. No auto-commit: its
+        client never came back to show it processed what it was last handed, so those
+        records are read again by the group (at least once)."""
+        if self.instances.get((inst.group, inst.name)) is inst:
+            del self.instances[(inst.group, inst.name)]
+        if inst.member_id is not None:
+            asyncio.get_running_loop().run_in_executor(
+                self.executor, _leave_quietly, self.coordinator, inst.group, inst.member_id)
+
+    def expire_instances(self) -> list[tuple[str, str]]:
         """Drop instances idle for their ``consumer.instance.timeout.ms`` (the REST
-        Proxy does the same), leaving their groups in the background."""
-        now = time.monotonic()
-        for key, inst in list(self.instances.items()):
-            if (now - inst.last_used) * 1000 >= inst.timeout_ms and not inst.lock.locked():
-                del self.instances[key]
-                if inst.member_id is not None:
-                    asyncio.get_running_loop().run_in_executor(
-                        self.executor, _leave_quietly, self.coordinator, inst.group,
-                        inst.member_id)
+        Proxy does the same), leaving their groups; returns their (group, name)."""
+        now = self.now_ms()
+        gone = [inst for inst in self.instances.values() if self._idle(inst, now)]
+        for inst in gone:
+            self._drop(inst)
+        return [(inst.group, inst.name) for inst in gone]
+
+    async def _expire_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_INTERVAL_S)
+            try:
+                self.expire_instances()
+                await self.run(self.coordinator.expire)
+            except Exception:  # noqa: BLE001 - a store hiccup must not end expiry for good
+                log.exception("expiring consumer instances and group members failed")
 
 
 def _leave_quietly(coordinator: GroupCoordinator, group: str, member_id: str) -> None:
@@ -225,7 +282,7 @@ def hub_of(request: Request) -> ConsumerHub:
 
 # -- parameters and encoders ----------------------------------------------------------------
 def int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
-    value = _app._int_param(name, request.query_params.get(name), lo=lo, hi=hi)
+    value = _app._int_param(name, query_param(request, name), lo=lo, hi=hi)
     if value is None:
         if default is None:
             raise BadRequest(f"query parameter {name!r} is required")
@@ -246,14 +303,42 @@ def accept(request: Request, default: str = BINARY_V2) -> str:
     return default
 
 
-def _json_value(raw: bytes | None, topic: str, partition: int, offset: int) -> Any:
+def _not_a_json_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400: Python reads inf, which JSON cannot write back
+        raise ValueError(f"{text[:40]} is past the range of a double")
+    return value
+
+
+#: an escaped UTF-16 surrogate (``\ud800``): paired it is fine, alone it cannot be UTF-8
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+#: values nested deeper than this are test-encoded (json's C code recurses)
+_DEEP = 64
+
+
+def _json_value(raw: bytes | None, topic: str, partition: int, offset: int, part: str) -> Any:
+    """``raw`` (a stored key or value) as JSON that the answer can write back.
+
+    Strict JSON only: NaN/Infinity, numbers past a double and lone surrogates
+    parse in Python but cannot be written to a JSON answer. Raises RecordNotJson.
+    """
     if raw is None:
         return None
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest(f"record {topic}-{partition}@{offset} is not JSON; fetch it with "
-                         f"Accept: {BINARY_V2}") from None
+        # decoded first: json.loads(bytes) would also guess UTF-16 and UTF-32
+        value = json.loads(raw.decode("utf-8"), parse_constant=_not_a_json_number,
+                           parse_float=_finite_float)
+        if _SURROGATE_ESCAPE.search(raw) or raw.count(b"[") + raw.count(b"{") > _DEEP:
+            # the rare values that might parse but not encode: try it, as the answer will
+            json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, RecursionError) as e:  # UnicodeError is a ValueError
+        reason = "nested too deep" if isinstance(e, RecursionError) else str(e)[:200]
+        raise RecordNotJson(topic, partition, offset, part, reason) from None
+    return value
 
 
 def _b64(raw: bytes | None) -> str | None:
@@ -261,13 +346,22 @@ def _b64(raw: bytes | None) -> str | None:
 
 
 def records_json(topic: str, partition: int, batches: Sequence[pa.RecordBatch], fmt: str,
-                 ) -> list[dict[str, Any]]:
+                 ) -> tuple[list[dict[str, Any]], RecordNotJson | None]:
+    """REST Proxy record documents of ``batches`` (``fmt`` json or binary).
+
+    Up to the first record that cannot be answered as JSON, as Kafka's consumer
+    hands out the records before one it cannot deserialize: returns the documents
+    before it and its RecordNotJson (None when all could be).
+    """
     out = []
     for b in batches:
         for r in records_of(topic, partition, b):
             if fmt == "json":
-                key = _json_value(r.key, topic, partition, r.offset)
-                value = _json_value(r.value, topic, partition, r.offset)
+                try:
+                    key = _json_value(r.key, topic, partition, r.offset, "key")
+                    value = _json_value(r.value, topic, partition, r.offset, "value")
+                except RecordNotJson as e:
+                    return out, e
                 headers = None if r.headers is None else [
                     {"key": k, "value": None if v is None else v.decode("utf-8", "replace")}
                     for k, v in r.headers]
@@ -280,7 +374,14 @@ def records_json(topic: str, partition: int, batches: Sequence[pa.RecordBatch], 
             if headers:
                 doc["headers"] = headers
             out.append(doc)
-    return out
+    return out, None
+
+
+def not_json_response(e: RecordNotJson) -> Response:
+    """422 naming the record (topic, partition, offset), as a 416 names its offset."""
+    body = _app.error_body(e)
+    body.update(topic=e.topic, partition=e.partition, offset=e.offset)
+    return JSONResponse(body, status_code=_app.status_of(e)[0])
 
 
 def arrow_stream(items: Iterable[tuple[pa.RecordBatch, Mapping[str, str] | None]]) -> bytes:
@@ -307,8 +408,10 @@ def _batches_response(topic: str, partition: int, batches: list[pa.RecordBatch],
                       ) -> Response:
     if fmt == ARROW:
         return Response(arrow_stream((b, None) for b in batches), media_type=ARROW)
-    return JSONResponse(records_json(topic, partition, batches, FORMATS[fmt]),
-                        media_type=V2_RESPONSE)
+    docs, bad = records_json(topic, partition, batches, FORMATS[fmt])
+    if bad is not None and not docs:  # the first record itself: nothing to hand out
+        return not_json_response(bad)
+    return JSONResponse(docs, media_type=V2_RESPONSE)
 
 
 # -- fetch routes ------------------------------------------------------------------------------
@@ -348,15 +451,11 @@ async def get_partition_offsets(request: Request) -> Response:
 
 
 async def read_json(request: Request, *, empty: Any = None) -> Any:
-    body = await request.body()
-    if not body.strip():
-        if empty is None:
-            raise BadRequest("the request needs a JSON body")
-        return empty
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"the body is not valid JSON: {e}") from None
+    """The JSON body within max.control.request.size and max.json.nesting.depth
+    (see :func:`ingest_gateway.body.read_json`, the one body reader of these routes)."""
+    from ingest_gateway.body import read_json as read_bounded_json
+
+    return await read_bounded_json(request, empty=empty)
 
 
 def field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -428,15 +527,20 @@ def offsets_doc(committed: Mapping[tuple[str, int], int]) -> dict[str, Any]:
 
 
 def partitions_query(request: Request) -> list[tuple[str, int]] | None:
-    raw = request.query_params.get("partitions")
+    raw = query_param(request, "partitions")
     if not raw:
         return None
     out = []
     for item in raw.split(","):
         t, sep, p = item.rpartition(":")
-        if not sep or not p.isdigit():
-            raise BadRequest(f"partitions must be TOPIC:PARTITION,..., not {raw!r}")
-        out.append((t, int(p)))
+        try:
+            partition = parse_int(p) if sep else -1
+        except ValueError:
+            partition = -1
+        if partition < 0 or partition >= 2**31:
+            raise BadRequest(f"partitions must be TOPIC:PARTITION,... "
+                             f"(a partition is 0 to 2147483647), not {raw[:200]!r}")
+        out.append((t, partition))
     return out
 
 
@@ -449,7 +553,7 @@ def routes() -> list[BaseRoute]:
                                                get_assignments, get_subscription,
                                                instance_commit, instance_committed,
                                                instance_heartbeat, instance_records,
-                                               subscribe_instance)
+                                               seek_instance, subscribe_instance)
 
     inst = "/consumers/{group}/instances/{instance}"
     return [
@@ -463,6 +567,7 @@ def routes() -> list[BaseRoute]:
         Route(f"{inst}/subscription", get_subscription, methods=["GET"]),
         Route(f"{inst}/assignments", get_assignments, methods=["GET"]),
         Route(f"{inst}/records", instance_records, methods=["GET"]),
+        Route(f"{inst}/positions", seek_instance, methods=["POST"]),
         Route(f"{inst}/offsets", instance_commit, methods=["POST"]),
         Route(f"{inst}/offsets", instance_committed, methods=["GET"]),
         Route(f"{inst}/heartbeat", instance_heartbeat, methods=["POST"]),
@@ -522,6 +627,10 @@ def openapi_paths() -> dict[str, Any]:
                                    "heartbeat_interval_ms": {"type": "integer"},
                                    "assignment": {"type": "array", "items": tp}}}
     offsets = {"type": "object", "properties": {"offsets": {"type": "array", "items": tpo}}}
+    not_json = resp("the first record to hand out is not strict JSON (record_not_json, "
+                    "naming topic, partition, offset): read it as binary or seek past it", err)
+    session_ms = {"type": "integer", "description": "within group.min.session.timeout.ms .. "
+                  "group.max.session.timeout.ms (else 400 invalid_session_timeout)"}
     json_body = lambda schema, required=True: {  # noqa: E731
         "required": required, "content": {"application/json": {"schema": schema}}}
     base = "/consumers/{group}/instances/{instance}"
@@ -538,7 +647,7 @@ def openapi_paths() -> dict[str, Any]:
                                                   "maximum": MAX_WAIT_MS}, "long-poll wait"),
                            p("min_bytes", "query", i64, "answer once this much is there")],
             "responses": {**records, **errors(400, 404, 415),
-                          "416": resp("offset out of range", err)}}},
+                          "416": resp("offset out of range", err), "422": not_json}}},
         "/topics/{topic}/partitions/{partition}/offsets": {"get": {
             "summary": "log start offset and high watermark",
             "parameters": [topic, partition],
@@ -562,8 +671,12 @@ def openapi_paths() -> dict[str, Any]:
                                                        "enum": ["binary", "json", "arrow"]},
                 "auto.offset.reset": {"type": "string", "enum": ["earliest", "latest"]},
                 "auto.commit.enable": {"type": "string"},
-                "session.timeout.ms": {"type": "integer"},
-                "consumer.instance.timeout.ms": {"type": "integer"}}}, required=False),
+                "session.timeout.ms": session_ms,
+                "consumer.instance.timeout.ms": {
+                    "type": "integer", "minimum": 1,
+                    "description": "idle time before the instance is dropped; at most the "
+                                   "gateway's consumer.instance.timeout.ms (its default)"}}},
+                required=False),
             "responses": {"200": resp("instance", {"type": "object", "properties": {
                 "instance_id": {"type": "string"}, "base_uri": {"type": "string"}}},
                 V2_RESPONSE), **errors(400, 409)}}},
@@ -590,7 +703,12 @@ def openapi_paths() -> dict[str, Any]:
                            p("max_bytes", "query", {"type": "integer", "minimum": 1}, "bytes"),
                            p("max_records", "query", {"type": "integer", "minimum": 1,
                                                       "maximum": MAX_COUNT}, "records")],
-            "responses": {**records, **errors(400, 404, 409, 415)}}},
+            "responses": {**records, **errors(400, 404, 409, 415), "422": not_json}}},
+        f"{base}/positions": {"post": {
+            "summary": "seek: the next offsets to fetch of assigned partitions",
+            "parameters": [group, instance],
+            "requestBody": json_body(offsets),
+            "responses": {"204": resp("positions set"), **errors(400, 404, 409)}}},
         f"{base}/offsets": {
             "parameters": [group, instance],
             "post": {"summary": "commit the given offsets, or everything consumed",
@@ -617,11 +735,12 @@ def openapi_paths() -> dict[str, Any]:
             "requestBody": json_body({"type": "object", "required": ["topics"], "properties": {
                 "topics": {"type": "array", "items": {"type": "string"}},
                 "member_id": {"type": "string", "nullable": True},
-                "client_id": {"type": "string"},
+                "client_id": {"type": "string", "maxLength": 255},
                 "strategies": {"type": "array", "items": {
                     "type": "string", "enum": ["range", "roundrobin", "sticky"]}},
-                "session_timeout_ms": {"type": "integer", "minimum": 1},
-                "rebalance_timeout_ms": {"type": "integer", "minimum": 1}}}),
+                "session_timeout_ms": session_ms,
+                "rebalance_timeout_ms": {"type": "integer", "minimum": 1,
+                                         "maximum": 2**31 - 1}}}),
             "responses": {"200": resp("member state", member_state),
                           **errors(400, 404, 409)}}},
         "/groups/{group}/members/{member}/heartbeat": {"post": {
@@ -640,7 +759,8 @@ def openapi_paths() -> dict[str, Any]:
                                                "properties": {
                                                    "member_id": {"type": "string"},
                                                    "generation": {"type": "integer"},
-                                                   "metadata": {"type": "string"},
+                                                   "metadata": {"type": "string",
+                                                                "maxLength": 4096},
                                                    "offsets": {"type": "array", "items": tpo}}}),
                      "responses": {"204": resp("committed"), **errors(400, 404, 409)}},
             "get": {"summary": "committed offsets",

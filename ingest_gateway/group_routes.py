@@ -11,7 +11,12 @@ Mounted with the other consumer routes by ``fetch.routes()``. Routes::
     GET    /groups   /groups/{group}                 list, describe (members, lag)
 
 The coordinator lives in the consumer hub (``fetch.py``), where group errors are
-also mapped to HTTP.
+also mapped to HTTP. Lookups (heartbeat, leave, committed offsets, describe) of a
+group nobody joined keep no state (see ``groups.GroupCoordinator``). Bounds on what
+a client gives: ``session_timeout_ms`` within group.min/max.session.timeout.ms (400
+``invalid_session_timeout``), ``rebalance_timeout_ms`` 1 to 2^31-1, ``client_id`` at
+most 255 characters and commit ``metadata`` at most 4096 (400 ``field_too_long``);
+group ids 1 to 249 characters of ``[a-zA-Z0-9._-]``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from conf.errors import SparklogError
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.fetch import (field, group_of, hub_of, offsets_doc, partitions_query,
                                   read_json, tp_list)
-from ingest_gateway.groups import MemberState, UnknownGroup, describe_from_store
+from ingest_gateway.groups import MemberState
 
 
 # -- the group protocol ----------------------------------------------------------------------
@@ -98,10 +103,5 @@ async def list_groups(request: Request) -> Response:
 async def describe_group(request: Request) -> Response:
     group = group_of(request)
     hub = hub_of(request)
-
-    def work():
-        try:
-            return hub.coordinator.describe(group)
-        except UnknownGroup:
-            return describe_from_store(hub.log, group)
-    return JSONResponse((await hub.run(work)).to_json())
+    # the coordinator reads a group it does not hold from the store (without keeping it)
+    return JSONResponse((await hub.run(hub.coordinator.describe, group)).to_json())

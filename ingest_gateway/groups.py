@@ -65,7 +65,15 @@ COOPERATIVE = "cooperative-sticky"
 STRATEGIES = ("range", "roundrobin", "sticky", COOPERATIVE)
 DEFAULT_SESSION_TIMEOUT_MS = 10_000  # gateway.session.timeout.ms
 DEFAULT_REBALANCE_TIMEOUT_MS = 60_000
-MIN_SESSION_TIMEOUT_MS = 1  # Kafka bounds this by group.min.session.timeout.ms; tests use tiny ones
+#: the coordinator's own bounds on session.timeout.ms when none are given (tests use tiny
+#: timeouts); the gateway passes group.min/max.session.timeout.ms (Kafka: 6000 / 1800000)
+MIN_SESSION_TIMEOUT_MS = 1
+MAX_TIMEOUT_MS = 2**31 - 1  # Kafka's timeouts are int32 milliseconds
+#: longest client_id kept (it is held in memory and becomes part of the member id); Kafka's
+#: protocol allows 32767, but 255 (the bound of Kafka's ids elsewhere) is plenty for a name
+MAX_CLIENT_ID_CHARS = 255
+#: longest commit metadata kept (Kafka's offset.metadata.max.bytes default: 4096)
+MAX_METADATA_CHARS = 4096
 
 TopicPartition = tuple[str, int]
 
@@ -158,6 +166,30 @@ class InvalidCommitOffset(GroupError, ValueError):
         self.reason = reason
         super().__init__(f"cannot commit offset {offset!r} for {topic}-{partition} in consumer "
                          f"group {group!r}: {reason}")
+
+
+class InvalidSessionTimeout(GroupError, ValueError):
+    """A session timeout outside group.min/max.session.timeout.ms (Kafka's
+    INVALID_SESSION_TIMEOUT, error 26)."""
+
+    code = "invalid_session_timeout"
+
+    def __init__(self, group: str, value: object, lo: int, hi: int):
+        self.group, self.value, self.lo, self.hi = group, value, lo, hi
+        super().__init__(f"session.timeout.ms={value!r} for consumer group {group!r} is outside "
+                         f"group.min.session.timeout.ms={lo} .. group.max.session.timeout.ms={hi}")
+
+
+class GroupFieldTooLong(GroupError, ValueError):
+    """A client-given string the coordinator would hold (client_id, commit metadata)
+    longer than its bound."""
+
+    code = "field_too_long"
+
+    def __init__(self, group: str, name: str, length: int, limit: int):
+        self.group, self.name, self.length, self.limit = group, name, length, limit
+        super().__init__(f"{name} for consumer group {group!r} has {length} characters, "
+                         f"more than {limit}")
 
 
 def validate_group_id(group: object) -> str:
@@ -329,6 +361,9 @@ class _Group:
         self.last_owners: dict[TopicPartition, str] = {}
         self.write_lock = threading.Lock()
         self.doc_seq = 0  # documents built (under the coordinator lock)
+        #: operations under way that let go of the coordinator lock midway (a commit
+        #: writing to the store): the group stays in memory until they end
+        self.busy = 0
         self.written_seq = 0  # the newest one written (under write_lock)
 
     @property
@@ -356,14 +391,29 @@ class GroupCoordinator:
     ``now_ms`` is the clock (tests pass their own). Session expiry is checked
     lazily on every call and by :meth:`expire` (the gateway calls it
     periodically so a silent group still rebalances).
+
+    **Memory holds only live groups.** A group is kept in memory while it has
+    members or an operation on it is under way; once empty it is dropped, since
+    everything worth keeping (offsets, generation, strategy) is in its store
+    document by then. Lookups (heartbeat, leave, state, committed, describe)
+    never add a group: otherwise every unknown name asked about would stay in
+    memory for good (50,000 lookups held 40 MB). :meth:`groups_in_memory`
+    counts what is held.
+
+    Session timeouts a client gives are bounded by ``min_session_timeout_ms`` ..
+    ``max_session_timeout_ms`` (the gateway passes group.min/max.session.timeout.ms).
     """
 
     def __init__(self, log: Log, *, now_ms: Callable[[], int] = wall_clock_ms,
                  default_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
+                 max_session_timeout_ms: int = MAX_TIMEOUT_MS,
                  on_change: Callable[[str], None] | None = None):
         self.log = log
         self.now_ms = now_ms
         self.default_session_timeout_ms = default_session_timeout_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
         #: called with the group name after membership or assignment changed
         #: (the gateway wakes long-polling members with it)
         self.on_change = on_change
@@ -371,15 +421,48 @@ class GroupCoordinator:
         self._lock = threading.RLock()
 
     # -- lookup ---------------------------------------------------------------
-    def _group(self, group: str, *, create: bool = True) -> _Group:
+    def _group(self, group: str) -> _Group:
+        """The group in memory, loaded from the store (or new) if it is not there yet.
+
+        Only operations that change a group call this, and every one of them ends
+        with :meth:`_release`. Raises InvalidGroupId.
+        """
         validate_group_id(group)
         g = self._groups.get(group)
         if g is None:
-            doc = self.log.read_group_offsets(group)
-            if doc is None and not create:
-                raise UnknownGroup(group)
-            g = self._groups[group] = _Group(group, doc)
+            g = self._groups[group] = _Group(group, self.log.read_group_offsets(group))
         return g
+
+    def _peek(self, group: str) -> _Group | None:
+        """For lookups: the group in memory, else a copy read from the store that is
+        not kept (None if the store has none). Raises InvalidGroupId."""
+        validate_group_id(group)
+        g = self._groups.get(group)
+        if g is not None:
+            return g
+        doc = self.log.read_group_offsets(group)
+        return None if doc is None else _Group(group, doc)
+
+    def _live(self, group: str, member_id: object) -> _Group:
+        """The group in memory, for calls of a member; a group that is not in memory
+        has no members. Raises InvalidGroupId or UnknownMemberId."""
+        validate_group_id(group)
+        g = self._groups.get(group)
+        if g is None:
+            raise UnknownMemberId(group, member_id)
+        return g
+
+    def _release(self, g: _Group) -> None:
+        """Drop ``g`` from memory if nothing there is worth keeping: no members, no
+        rebalance, no operation under way (all its documents are then written)."""
+        if (not g.members and not g.preparing and g.busy == 0
+                and self._groups.get(g.name) is g):
+            del self._groups[g.name]
+
+    def groups_in_memory(self) -> int:
+        """How many groups the coordinator holds in memory (live ones, or under way)."""
+        with self._lock:
+            return len(self._groups)
 
     def _member(self, g: _Group, member_id: object) -> Member:
         m = g.members.get(member_id) if isinstance(member_id, str) else None
@@ -388,6 +471,29 @@ class GroupCoordinator:
         return m
 
     # -- membership -------------------------------------------------------------
+    def check_session_timeout(self, group: str, session: object) -> None:
+        """Raises InvalidSessionTimeout unless ``session`` is an int within the bounds."""
+        lo, hi = self.min_session_timeout_ms, self.max_session_timeout_ms
+        if isinstance(session, bool) or not isinstance(session, int) or not lo <= session <= hi:
+            raise InvalidSessionTimeout(group, session, lo, hi)
+
+    def _check_join(self, group: str, client_id: object, session: object,
+                    rebalance_timeout_ms: object) -> None:
+        """Raises GroupFieldTooLong, InvalidSessionTimeout or ValueError."""
+        if not isinstance(client_id, str):
+            raise ValueError(f"client_id must be a string, not {client_id!r}")
+        if len(client_id) > MAX_CLIENT_ID_CHARS:
+            raise GroupFieldTooLong(group, "client_id", len(client_id), MAX_CLIENT_ID_CHARS)
+        if not client_id.isprintable():
+            # it becomes part of the member id, which is logged and put in URLs
+            raise ValueError(f"client_id must be printable text (no control characters), "
+                             f"not {client_id[:64]!r}")
+        self.check_session_timeout(group, session)
+        v = rebalance_timeout_ms
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TIMEOUT_MS:
+            raise ValueError(f"rebalance.timeout.ms must be an integer of milliseconds from 1 "
+                             f"to {MAX_TIMEOUT_MS}, not {v!r}")
+
     def join(self, group: str, topics: Iterable[str], *, member_id: str | None = None,
              client_id: str = "", strategies: Sequence[str] = ("range",),
              session_timeout_ms: int | None = None,
@@ -395,9 +501,12 @@ class GroupCoordinator:
         """Join (``member_id=None``) or rejoin after a rebalance signal.
 
         Raises InvalidGroupId, UnknownTopic (subscribed topics must exist),
-        UnknownMemberId (a rejoin of a removed member), InconsistentGroupProtocol
-        or ValueError for bad timeouts or strategies.
+        UnknownMemberId (a rejoin of a removed member), InconsistentGroupProtocol,
+        InvalidSessionTimeout (outside the coordinator's bounds), GroupFieldTooLong
+        (client_id over MAX_CLIENT_ID_CHARS) or ValueError for other bad timeouts
+        or strategies.
         """
+        validate_group_id(group)
         topics = frozenset(topics)
         if not topics:
             raise ValueError("a group member must subscribe to at least one topic")
@@ -410,82 +519,96 @@ class GroupCoordinator:
                              f"use {', '.join(STRATEGIES)}")
         session = self.default_session_timeout_ms if session_timeout_ms is None \
             else session_timeout_ms
-        for name, v in (("session.timeout.ms", session),
-                        ("rebalance.timeout.ms", rebalance_timeout_ms)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < MIN_SESSION_TIMEOUT_MS:
-                raise ValueError(f"{name} must be a positive integer of milliseconds, not {v!r}")
+        self._check_join(group, client_id, session, rebalance_timeout_ms)
         with self._lock:
-            g = self._group(group)
-            now = self.now_ms()
-            self._tick(g, now)
-            if member_id is None:
-                self._check_protocol(g, strategies)
-                member_id = f"{client_id or 'consumer'}-{uuid.uuid4().hex[:12]}"
-                m = g.members[member_id] = Member(member_id, client_id, topics, strategies,
-                                                  session, rebalance_timeout_ms, now, -1)
-                self._start_rebalance(g, now)
-            else:
-                m = self._member(g, member_id)
-                m.last_heartbeat_ms = now
-                if m.topics != topics or m.strategies != strategies:
-                    self._check_protocol(g, strategies, ignore=member_id)
-                    m.topics, m.strategies = topics, strategies
+            g = self._live(group, member_id) if member_id is not None else self._group(group)
+            try:
+                now = self.now_ms()
+                self._tick(g, now)
+                if member_id is None:
+                    self._check_protocol(g, strategies)
+                    member_id = f"{client_id or 'consumer'}-{uuid.uuid4().hex[:12]}"
+                    m = g.members[member_id] = Member(member_id, client_id, topics, strategies,
+                                                      session, rebalance_timeout_ms, now, -1)
                     self._start_rebalance(g, now)
-                m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance_timeout_ms
-            if g.preparing:
-                m.joined_generation = g.generation + 1
-                if not self._cooperative(g):
-                    m.assignment = ()  # rejoining = revoked everything (eager protocol)
-                self._maybe_complete(g, now)
-            return self._state(g, m)
+                else:
+                    m = self._member(g, member_id)
+                    m.last_heartbeat_ms = now
+                    if m.topics != topics or m.strategies != strategies:
+                        self._check_protocol(g, strategies, ignore=member_id)
+                        m.topics, m.strategies = topics, strategies
+                        self._start_rebalance(g, now)
+                    m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance_timeout_ms
+                if g.preparing:
+                    m.joined_generation = g.generation + 1
+                    if not self._cooperative(g):
+                        m.assignment = ()  # rejoining = revoked everything (eager protocol)
+                    self._maybe_complete(g, now)
+                return self._state(g, m)
+            finally:
+                self._release(g)
 
     def heartbeat(self, group: str, member_id: str, generation: int) -> MemberState:
         """Keep a member alive; the answer says whether to rejoin and what it owns.
 
         A member that rejoined and waits for the others gets ``assigned=False``
-        until the generation completes. Raises UnknownMemberId (the member was
-        removed: join again) or IllegalGeneration (a generation the group never had).
+        until the generation completes. Raises InvalidGroupId, UnknownMemberId (the
+        member was removed: join again) or IllegalGeneration (a generation the group
+        never had).
         """
         with self._lock:
-            g = self._group(group)
-            now = self.now_ms()
-            self._tick(g, now)
-            m = self._member(g, member_id)
-            m.last_heartbeat_ms = now
-            # Every member still here rejoined for the current generation (the others
-            # were removed), so an older generation only means it has not heard of
-            # the newest yet: answer with it. A generation from the future is a bug.
-            if generation > max(g.generation, m.joined_generation):
-                raise IllegalGeneration(group, member_id, generation, g.generation)
-            return self._state(g, m)
+            g = self._live(group, member_id)
+            try:
+                now = self.now_ms()
+                self._tick(g, now)
+                m = self._member(g, member_id)
+                m.last_heartbeat_ms = now
+                # Every member still here rejoined for the current generation (the others
+                # were removed), so an older generation only means it has not heard of
+                # the newest yet: answer with it. A generation from the future is a bug.
+                if generation > max(g.generation, m.joined_generation):
+                    raise IllegalGeneration(group, member_id, generation, g.generation)
+                return self._state(g, m)
+            finally:
+                self._release(g)
 
     def leave(self, group: str, member_id: str) -> None:
         """Remove a member at once (a clean close); its partitions are rebalanced.
 
-        Raises UnknownMemberId if it is no longer a member.
+        Raises InvalidGroupId, or UnknownMemberId if it is no longer a member.
         """
         with self._lock:
-            g = self._group(group)
-            now = self.now_ms()
-            self._tick(g, now)
-            self._member(g, member_id)
-            self._remove(g, [member_id], now)
+            g = self._live(group, member_id)
+            try:
+                now = self.now_ms()
+                self._tick(g, now)
+                self._member(g, member_id)
+                self._remove(g, [member_id], now)
+            finally:
+                self._release(g)
 
     def expire(self) -> list[tuple[str, str]]:
-        """Remove members whose session timed out in every group; returns (group, member)."""
+        """Remove members whose session timed out in every group (and groups left
+        empty); returns (group, member) of those removed."""
         out: list[tuple[str, str]] = []
         with self._lock:
             now = self.now_ms()
             for g in list(self._groups.values()):
                 out.extend((g.name, m) for m in self._tick(g, now))
+                self._release(g)
         return out
 
     def state(self, group: str, member_id: str) -> MemberState:
-        """A member's current state without counting as a heartbeat."""
+        """A member's current state without counting as a heartbeat.
+
+        Raises InvalidGroupId or UnknownMemberId."""
         with self._lock:
-            g = self._group(group)
-            self._tick(g, self.now_ms())
-            return self._state(g, self._member(g, member_id))
+            g = self._live(group, member_id)
+            try:
+                self._tick(g, self.now_ms())
+                return self._state(g, self._member(g, member_id))
+            finally:
+                self._release(g)
 
     # -- internals of membership ---------------------------------------------------
     def _check_protocol(self, g: _Group, offered: Sequence[str], ignore: str | None = None) -> None:
@@ -592,32 +715,76 @@ class GroupCoordinator:
                metadata: str = "") -> None:
         """Commit next-offsets-to-read for partitions, durably, all or nothing.
 
-        Raises UnknownMemberId, IllegalGeneration, PartitionNotAssigned (see the
-        module docstring), RebalanceInProgress (a member that already rejoined
-        no longer owns anything), UnknownTopic/UnknownPartition, or
-        InvalidCommitOffset (not an integer, negative, or past the high watermark).
+        Raises InvalidGroupId, UnknownMemberId, IllegalGeneration,
+        PartitionNotAssigned (see the module docstring), RebalanceInProgress (a
+        member that already rejoined no longer owns anything),
+        UnknownTopic/UnknownPartition, InvalidCommitOffset (not an integer,
+        negative, or past the high watermark) or GroupFieldTooLong (metadata over
+        MAX_METADATA_CHARS).
         """
+        validate_group_id(group)
+        if not isinstance(metadata, str):
+            raise ValueError(f"commit metadata must be a string, not {metadata!r}")
+        if len(metadata) > MAX_METADATA_CHARS:
+            raise GroupFieldTooLong(group, "metadata", len(metadata), MAX_METADATA_CHARS)
         with self._lock:
-            g = self._group(group)
-            now = self.now_ms()
-            self._tick(g, now)
             if member_id is None:
-                if g.members:
-                    raise UnknownMemberId(group, member_id)
+                g = self._group(group)  # a member-less commit may be a group's first
             else:
-                m = self._member(g, member_id)
-                if generation != g.generation:
-                    raise IllegalGeneration(group, member_id, generation, g.generation)
-                cooperative = self._cooperative(g)
-                if m.joined_generation == g.generation + 1 and g.preparing and not cooperative:
-                    raise RebalanceInProgress(group, g.generation)
-                # a cooperative member may still commit what it is giving up
-                owned = set(m.assignment) | {tp for tp, o in g.revoking.items()
-                                             if o == member_id}
-                for tp in offsets:
-                    if tuple(tp) not in owned:
-                        raise PartitionNotAssigned(group, member_id, tp[0], tp[1], generation)
-                m.last_heartbeat_ms = now  # a commit shows the member is alive
+                g = self._live(group, member_id)
+            g.busy += 1  # keeps g in memory while the lock is let go below
+        try:
+            with self._lock:
+                now = self.now_ms()
+                self._check_committer(g, offsets, member_id, generation, now)
+            checked = self._checked_offsets(group, offsets)
+            with self._lock:
+                # Re-check: a rebalance may have completed while we looked at high
+                # watermarks outside the lock.
+                if member_id is not None:
+                    if member_id not in g.members:
+                        raise UnknownMemberId(group, member_id)
+                    if g.generation != generation:
+                        raise IllegalGeneration(group, member_id, generation, g.generation)
+                elif g.members:
+                    raise UnknownMemberId(group, member_id)
+                for (topic, partition), offset in checked.items():
+                    g.offsets.setdefault(topic, {})[partition] = {
+                        "offset": offset, "metadata": metadata, "commit_ms": now}
+                seq, doc = g.snapshot_doc()
+            self._write(g, seq, doc)
+        finally:
+            with self._lock:
+                g.busy -= 1
+                self._release(g)
+
+    def _check_committer(self, g: _Group, offsets: Mapping[TopicPartition, int],
+                         member_id: str | None, generation: int, now: int) -> None:
+        """May this member commit these partitions now? (under the lock; see commit)"""
+        self._tick(g, now)
+        if member_id is None:
+            if g.members:
+                raise UnknownMemberId(g.name, member_id)
+            return
+        m = self._member(g, member_id)
+        if generation != g.generation:
+            raise IllegalGeneration(g.name, member_id, generation, g.generation)
+        cooperative = self._cooperative(g)
+        if m.joined_generation == g.generation + 1 and g.preparing and not cooperative:
+            raise RebalanceInProgress(g.name, g.generation)
+        # a cooperative member may still commit what it is giving up
+        owned = set(m.assignment) | {tp for tp, o in g.revoking.items() if o == member_id}
+        for tp in offsets:
+            if tuple(tp) not in owned:
+                raise PartitionNotAssigned(g.name, member_id, tp[0], tp[1], generation)
+        m.last_heartbeat_ms = now  # a commit shows the member is alive
+
+    def _checked_offsets(self, group: str, offsets: Mapping[TopicPartition, int],
+                         ) -> dict[TopicPartition, int]:
+        """``offsets`` checked against their partitions (store reads: outside the lock).
+
+        Raises UnknownTopic/UnknownPartition or InvalidCommitOffset.
+        """
         checked = {}
         for tp, offset in offsets.items():
             topic, partition = tp
@@ -630,21 +797,7 @@ class GroupCoordinator:
                 raise InvalidCommitOffset(group, topic, partition, offset,
                                           f"the high watermark is {plog.high_watermark()}")
             checked[(topic, partition)] = offset
-        with self._lock:
-            # Re-check: a rebalance may have completed while we looked at high
-            # watermarks outside the lock.
-            if member_id is not None:
-                if member_id not in g.members:
-                    raise UnknownMemberId(group, member_id)
-                if g.generation != generation:
-                    raise IllegalGeneration(group, member_id, generation, g.generation)
-            elif g.members:
-                raise UnknownMemberId(group, member_id)
-            for (topic, partition), offset in checked.items():
-                g.offsets.setdefault(topic, {})[partition] = {
-                    "offset": offset, "metadata": metadata, "commit_ms": now}
-            seq, doc = g.snapshot_doc()
-        self._write(g, seq, doc)
+        return checked
 
     def _persist(self, g: _Group, now: int) -> None:
         self._write(g, *g.snapshot_doc())
@@ -663,9 +816,12 @@ class GroupCoordinator:
 
     def committed(self, group: str, partitions: Iterable[TopicPartition] | None = None,
                   ) -> dict[TopicPartition, int]:
-        """Committed offsets of a group (all, or those of ``partitions`` that have one)."""
+        """Committed offsets of a group (all, or those of ``partitions`` that have one);
+        empty for a group nobody committed for. Raises InvalidGroupId."""
         with self._lock:
-            g = self._group(group)
+            g = self._peek(group)
+            if g is None:
+                return {}
             allc = {(t, p): v["offset"] for t, parts in g.offsets.items() for p, v in parts.items()}
         if partitions is None:
             return allc
@@ -679,10 +835,13 @@ class GroupCoordinator:
         return sorted(live | set(self.log.groups()))
 
     def describe(self, group: str) -> GroupDescription:
-        """Members, assignment and lag per partition; raises UnknownGroup."""
+        """Members, assignment and lag per partition; raises InvalidGroupId or UnknownGroup."""
         with self._lock:
-            g = self._group(group, create=False)
+            g = self._peek(group)
+            if g is None:
+                raise UnknownGroup(group)
             self._tick(g, self.now_ms())
+            self._release(g)
             owners = g.owners()
             members = tuple({"member_id": m.member_id, "client_id": m.client_id,
                              "topics": sorted(m.topics),

@@ -40,7 +40,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from conf.errors import SparklogError
-from ingest_gateway.errors import RequestTimeout, TooManyConnections
+from ingest_gateway.errors import BadRequest, RequestTimeout, TooManyConnections
 
 
 class GatewayHttpProtocol(HttpToolsProtocol):
@@ -117,6 +117,15 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.transport.write(self._raw_answer(RequestTimeout(self.read_timeout_ms)))
         self.transport.close()
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes its parser refuses (a request line or headers past
+        the parser's size bound, a malformed request), as JSON like every other error."""
+        self._cancel_read_timer()
+        self.transport.write(self._raw_answer(BadRequest(
+            f"the request is not valid HTTP/1.1 or its request line or headers are too "
+            f"large ({msg.rstrip('.')})")))
+        self.transport.close()
+
     # -- answers outside the app ----------------------------------------------------------
     def _error(self, exc: SparklogError) -> tuple[int, bytes]:
         """(status, JSON body) from the gateway's one error table, counted in its metrics."""
@@ -147,7 +156,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         await send({"type": "http.response.body", "body": body})
 
 
-_REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
+_REASONS = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}
 
 
 def protocol_class(*, read_timeout_ms: int, max_connections: int) -> type[GatewayHttpProtocol]:

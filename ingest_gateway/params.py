@@ -11,6 +11,7 @@ only: an optional ``-`` then 1 to 40 digits, matched in full.
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl
 
 from ingest_gateway.errors import BadRequest
 from log_layout import UnknownPartition
@@ -56,3 +57,28 @@ def partition_param(topic: str, raw: str) -> int:
     if value < 0:
         raise UnknownPartition(topic, value, 0)
     return value
+
+
+def query_dict(raw: str) -> dict[str, str]:
+    """The query string ``raw`` as a dict; a parameter given twice is a BadRequest.
+
+    (``?acks=0&acks=all``: which one wins differs between proxies and servers,
+    so a request that says two things is refused rather than half-obeyed.)
+    """
+    out: dict[str, str] = {}
+    for name, value in parse_qsl(raw, keep_blank_values=True):
+        if name in out:
+            raise BadRequest(f"query parameter {name!r} is given more than once")
+        out[name] = value
+    return out
+
+
+def query_param(request, name: str) -> str | None:
+    """The query parameter ``name`` of a Starlette ``request`` (None if absent).
+
+    Raises BadRequest when it is given more than once.
+    """
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise BadRequest(f"query parameter {name!r} is given more than once")
+    return values[0] if values else None

@@ -1,6 +1,8 @@
 """Kafka REST Proxy v2 consumer instances: consumers the gateway runs on behalf of
 REST clients (state held by the gateway; an instance idle for its
-consumer.instance.timeout.ms, default 5 minutes, is dropped).
+consumer.instance.timeout.ms, default 5 minutes, is dropped and leaves its group,
+whether or not requests arrive; an instance may ask for a shorter timeout, not a
+longer one).
 
 Mounted with the other consumer routes by ``fetch.routes()``. Routes::
 
@@ -9,6 +11,7 @@ Mounted with the other consumer routes by ``fetch.routes()``. Routes::
     GET    /consumers/{group}/instances/{instance}/subscription
     GET    /consumers/{group}/instances/{instance}/assignments
     GET    /consumers/{group}/instances/{instance}/records?timeout=&max_bytes=
+    POST   /consumers/{group}/instances/{instance}/positions    seek {"offsets": [...]}
     POST   /consumers/{group}/instances/{instance}/offsets      commit (given, or all consumed)
     GET    /consumers/{group}/instances/{instance}/offsets      committed offsets
     POST   /consumers/{group}/instances/{instance}/heartbeat
@@ -16,13 +19,24 @@ Mounted with the other consumer routes by ``fetch.routes()``. Routes::
 
 Instances are kept in the consumer hub (``fetch.py``); records are read with its
 long-poll fetch and answered in its formats (JSON, binary, Arrow; see ``fetch.py``).
+
+**Positions move only past what an answer delivers.** In the JSON format a record
+whose key or value is not strict JSON ends the answer's records of its partition
+(Kafka's consumer does the same before a record it cannot deserialize); when it
+is the first thing to hand out, the answer is 422 ``record_not_json`` naming topic,
+partition and offset, and the position stays on it: read it in the binary format,
+or seek past it (``/positions``). So neither the position nor an auto-commit ever
+passes a record that was not delivered.
+
+Client-given names are bounded: group ids and instance names 1 to 249 characters
+of ``[a-zA-Z0-9._-]`` (Kafka's topic names), ``session.timeout.ms`` within
+group.min/max.session.timeout.ms (400 ``invalid_session_timeout``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -32,11 +46,13 @@ from starlette.responses import JSONResponse, Response
 
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.fetch import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT, MAX_WAIT_MS,
-                                  V2_RESPONSE, ConsumerHub, accept, arrow_stream, field, group_of,
-                                  hub_of, int_q, offsets_doc, partitions_query, read_json,
-                                  records_json, tp_list)
-from ingest_gateway.groups import (GroupCoordinator, GroupError, MemberState, RebalanceInProgress,
-                                   UnknownMemberId, validate_group_id)
+                                  V2_RESPONSE, ConsumerHub, UnknownConsumerInstance, accept, arrow_stream, field, group_of,
+                                  hub_of, int_q, not_json_response, offsets_doc,
+                                  partitions_query, read_json, records_json, tp_list)
+from ingest_gateway.groups import (GroupCoordinator, GroupError, MemberState,
+                                   PartitionNotAssigned, RebalanceInProgress, UnknownMemberId,
+                                   validate_group_id)
+from ingest_gateway.params import parse_int
 
 
 # -- REST Proxy v2 consumer instances --------------------------------------------------------
@@ -56,7 +72,7 @@ class Instance:
     assignment: tuple[tuple[str, int], ...] = ()
     positions: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
     timeout_ms: int = 300_000  # consumer.instance.timeout.ms
-    last_used: float = dataclasses.field(default_factory=time.monotonic)
+    last_used_ms: int = 0  # by the hub's clock
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
     def sync(self, hub: ConsumerHub) -> None:
@@ -109,16 +125,16 @@ class Instance:
                 raise
 
 
-def _positive_ms(doc: Any, name: str, default: int | None) -> int | None:
+def _positive_ms(doc: Any, name: str, default: int | None, hi: int = 2**31 - 1) -> int | None:
     raw = field(doc, name, (int, str), default)
     if raw is None:
         return None
-    try:
-        value = int(raw)
+    try:  # a string must be plain ASCII digits: int() would take " 1", "1_0", "١"
+        value = raw if isinstance(raw, int) else parse_int(raw)
     except ValueError:
         raise BadRequest(f"{name} must be an integer of milliseconds, not {raw!r}") from None
-    if not 1 <= value <= 2**31 - 1:
-        raise BadRequest(f"{name} must be between 1 and {2**31 - 1} ms, not {value}")
+    if not 1 <= value <= hi:
+        raise BadRequest(f"{name} must be between 1 and {hi} ms, not {value}")
     return value
 
 
@@ -134,17 +150,27 @@ async def create_instance(request: Request) -> Response:
     if reset not in ("earliest", "latest"):
         raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")
     auto_commit = field(doc, "auto.commit.enable", (str, bool), "true")
+    if str(auto_commit).lower() not in ("true", "false"):
+        raise BadRequest(f"auto.commit.enable must be true or false, not {auto_commit!r}")
     auto_commit = str(auto_commit).lower() == "true"
-    session = _positive_ms(doc, "session.timeout.ms", None)
-    timeout = _positive_ms(doc, "consumer.instance.timeout.ms", 300_000)
     hub = hub_of(request)
-    hub.expire_instances()
-    if (group, name) in hub.instances:
+    session = _positive_ms(doc, "session.timeout.ms", None)
+    if session is not None:  # refused now, not at the first subscription
+        hub.coordinator.check_session_timeout(group, session)
+    # shorter than the gateway's own timeout, never longer: it bounds the state held
+    timeout = _positive_ms(doc, "consumer.instance.timeout.ms", hub.instance_timeout_ms,
+                           hi=hub.instance_timeout_ms)
+    try:
+        hub.instance(group, name, touch=False)  # drops it first if it expired
+        exists = True
+    except UnknownConsumerInstance:
+        exists = False
+    if exists:
         return JSONResponse({"error_code": 40902, "error": "consumer_instance_exists",
                              "message": f"consumer instance {name!r} already exists in group "
                                         f"{group!r}"}, status_code=409)
     hub.instances[(group, name)] = Instance(group, name, fmt, reset, auto_commit, session,
-                                            timeout_ms=timeout)
+                                            timeout_ms=timeout, last_used_ms=hub.now_ms())
     base = str(request.base_url).rstrip("/")
     return JSONResponse({"instance_id": name,
                          "base_uri": f"{base}/consumers/{group}/instances/{name}"},
@@ -200,22 +226,67 @@ async def instance_records(request: Request) -> Response:
                        if positions else ([], {}))
         for tp, e in errors.items():  # out of range: auto.offset.reset
             inst.positions[tp] = e.log_start if inst.auto_offset_reset == "earliest" else e.log_end
-        for tp, _b, nxt in got:
-            inst.positions[tp] = nxt
+        # the answer is built (and encoded) before any position moves, and positions
+        # move only past the records it holds
+        response, after = _records_answer(got, fmt)
+        inst.positions.update(after)
+        inst.last_used_ms = hub.now_ms()  # a long-poll was use until its end
+    return response
+
+
+def _records_answer(got: list, fmt: str) -> tuple[Response, dict[tuple[str, int], int]]:
+    """The answer to a records request and, per partition, the position after what it
+    delivers (see the module doc: JSON stops a partition at a record that is not JSON)."""
     if fmt == ARROW:
-        return Response(arrow_stream((b, {"topic": t, "partition": str(p)})
-                                     for (t, p), b, _ in got), media_type=ARROW)
-    out = []
-    for (t, p), b, _ in got:
-        out.extend(records_json(t, p, [b], FORMATS[fmt]))
-    return JSONResponse(out, media_type=V2_RESPONSE)
+        return (Response(arrow_stream((b, {"topic": t, "partition": str(p)})
+                                      for (t, p), b, _ in got), media_type=ARROW),
+                {tp: nxt for tp, _b, nxt in got})
+    out: list[dict[str, Any]] = []
+    after: dict[tuple[str, int], int] = {}
+    first_bad = None
+    stopped = set()
+    for tp, b, nxt in got:
+        if tp in stopped:
+            continue
+        docs, bad = records_json(tp[0], tp[1], [b], FORMATS[fmt])
+        out.extend(docs)
+        if bad is None:
+            after[tp] = nxt
+        else:
+            after[tp] = bad.offset
+            stopped.add(tp)
+            first_bad = first_bad or bad
+    if not out and first_bad is not None:
+        return not_json_response(first_bad), after
+    return JSONResponse(out, media_type=V2_RESPONSE), after
+
+
+async def seek_instance(request: Request) -> Response:
+    """REST Proxy v2 ``POST .../positions``: the next offsets to fetch, e.g. past a
+    record that is not JSON. Raises PartitionNotAssigned for a partition the instance
+    does not own now, BadRequest for a negative offset."""
+    hub, inst = _instance(request)
+    doc = await read_json(request)
+    offsets = tp_list(field(doc, "offsets", list), with_offset=True)
+    async with inst.lock:
+        await hub.run(inst.sync, hub)
+        for (t, p), offset in offsets.items():
+            if (t, p) not in inst.assignment:
+                raise PartitionNotAssigned(inst.group, inst.member_id, t, p, inst.generation)
+            if offset < 0:
+                raise BadRequest(f"offset of {t}-{p} must not be negative, not {offset}")
+        inst.positions.update(offsets)
+    return Response(status_code=204)
 
 
 async def instance_commit(request: Request) -> Response:
     hub, inst = _instance(request)
     doc = await read_json(request, empty={})
+    if not isinstance(doc, dict):  # only an empty body means "everything delivered"
+        raise BadRequest("the body must be a JSON object (or empty, to commit every "
+                         "delivered record)")
     offsets = None
-    if isinstance(doc, dict) and doc.get("offsets") is not None:
+    if doc.get("offsets") is not None:
         offsets = tp_list(doc["offsets"], with_offset=True)
     async with inst.lock:
         if inst.member_id is None:
@@ -229,7 +300,9 @@ async def instance_committed(request: Request) -> Response:
     tps = partitions_query(request)
     if tps is None:
         doc = await read_json(request, empty={})
-        if isinstance(doc, dict) and doc.get("partitions") is not None:
+        if not isinstance(doc, dict):
+            raise BadRequest("the body must be a JSON object (or empty)")
+        if doc.get("partitions") is not None:
             tps = tp_list(doc["partitions"], with_offset=False)
     committed = await hub.run(hub.coordinator.committed, inst.group,
                                               tps if tps is not None else inst.assignment)

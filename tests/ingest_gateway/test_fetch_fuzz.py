@@ -1,5 +1,6 @@
 """schemathesis fuzzes the consumer routes (``fetch.openapi_paths``) against a live
-gateway: no input may cause a 5xx. Same approach as test_fuzz.py (CLI in a subprocess)."""
+gateway: no input may cause a 5xx. Same approach as test_fuzz.py (CLI in a subprocess);
+``SPARKLOG_FUZZ_EXAMPLES=N`` runs N examples per operation instead of 10."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_no_input_to_the_consumer_routes_causes_a_server_error(tmp_path):
                         log_path=str(tmp_path / "gateway.log")) as gw:
         run = subprocess.run(
             [schemathesis, "run", str(schema), "--url", gw.url, "--checks", "not_a_server_error",
-             "--max-examples", "10", "--phases", "examples,fuzzing", "--seed", "7",
+             "--max-examples", os.environ.get("SPARKLOG_FUZZ_EXAMPLES", "10"),
+             "--phases", "examples,fuzzing", "--seed", "7",
              "--request-timeout", "30", "--no-color"],
             capture_output=True, text=True, timeout=400, cwd=tmp_path,
             env={**os.environ, "SCHEMATHESIS_HOOKS": ""})

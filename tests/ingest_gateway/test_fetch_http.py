@@ -17,7 +17,7 @@ import urllib3
 from ingest_gateway.consumer import Consumer, HttpMembership
 from ingest_gateway.groups import UnknownMemberId
 from tests.ingest_gateway.consumers import drive
-from tests.ingest_gateway.gateway_proc import wait_for
+from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -33,6 +33,17 @@ def produce(gw, topic, partition, values, *, fmt=BINARY_V2):
                                  body={"records": records}, content_type=fmt)
     assert status == 200, body
     return body
+
+
+@pytest.fixture(scope="module")
+def gateway(gateway_store):
+    """conftest's gateway, but members here may have short sessions (1.5 s: a killed
+    member's partitions move within the test), below Kafka's 6 s minimum."""
+    url, options = gateway_store
+    with GatewayProcess(url, options, settings={"gateway.linger.ms": 2,
+                                                "gateway.group.min.session.timeout.ms": 100},
+                        ) as gw:
+        yield gw
 
 
 @pytest.fixture
@@ -97,6 +108,41 @@ def test_messages_in_every_format_and_typed_errors(gateway, topic):
     assert status == 404 and body["error"] == "unknown_topic"
     status, body, _ = gateway.request("GET", f"/topics/{topic}/partitions/1/offsets")
     assert body == {"beginning_offset": 0, "end_offset": 3}
+
+
+NOT_JSON = {"nan": b"NaN", "minus-infinity": b"-Infinity", "past-a-double": b"1e400",
+            "lone-surrogate": b'"\\ud800"', "bytes": b"\xff\xfe\x00", "text": b"not json",
+            "deep": b"[" * 100_000 + b"]" * 100_000}
+
+
+@pytest.mark.parametrize("bad", list(NOT_JSON), ids=list(NOT_JSON))
+def test_a_record_that_is_not_json_answers_422_not_500_and_its_neighbours_are_served(
+        gateway, topic, bad):
+    # stored through the binary format, which takes any bytes
+    produce(gateway, topic, 0, [b'{"a":1}', NOT_JSON[bad], b'"\\ud83d\\ude00 ok"'])
+    base = f"/topics/{topic}/partitions/0/messages"
+    status, body, _ = gateway.request("GET", f"{base}?offset=0&count=10",
+                                      headers={"Accept": JSON_V2})
+    assert status == 200 and [r["offset"] for r in body] == [0]  # the records before it
+    status, body, _ = gateway.request("GET", f"{base}?offset=1&count=10",
+                                      headers={"Accept": JSON_V2})
+    assert status == 422 and body["error"] == "record_not_json", body
+    assert (body["topic"], body["partition"], body["offset"]) == (topic, 0, 1)
+    status, body, _ = gateway.request("GET", f"{base}?offset=2", headers={"Accept": JSON_V2})
+    assert status == 200 and body[0]["value"] == "\U0001f600 ok"  # a surrogate pair is fine
+    status, body, _ = gateway.request("GET", f"{base}?offset=1", headers={"Accept": BINARY_V2})
+    assert status == 200 and base64.b64decode(body[0]["value"]) == NOT_JSON[bad]
+
+
+def test_a_key_that_is_not_json_answers_422(gateway, topic):
+    status, body, _ = gateway.request(
+        "POST", f"/topics/{topic}/partitions/2",
+        body={"records": [{"key": base64.b64encode(b"Infinity").decode(), "value": None}]},
+        content_type=BINARY_V2)
+    assert status == 200, body
+    status, body, _ = gateway.request("GET", f"/topics/{topic}/partitions/2/messages?offset=0",
+                                      headers={"Accept": JSON_V2})
+    assert status == 422 and "key" in body["message"] and body["offset"] == 0
 
 
 def test_rest_proxy_consumer_instance(gateway, topic):

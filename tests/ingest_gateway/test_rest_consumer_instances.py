@@ -1,0 +1,169 @@
+"""REST Proxy v2 consumer instances (issue 11): they expire after
+consumer.instance.timeout.ms of no use without any request arriving, and a record
+that is not strict JSON is never skipped: not by the position, not by an auto-commit.
+
+Expiry runs against a gateway served in this process (uvicorn on a thread, real
+sockets) whose clock the test sets, so no test waits for time to pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import uuid
+
+import pytest
+
+import conf
+from ingest_gateway import fetch
+from ingest_gateway.app import create_app
+from log_layout import open_log
+from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
+from tests.ingest_gateway.test_fetch_http import produce
+
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+TIMEOUT_MS = 60_000  # the gateway's consumer.instance.timeout.ms here
+
+
+class Clock:
+    def __init__(self, t: int = 1_000_000):
+        self.t = t
+
+    def __call__(self) -> int:
+        return self.t
+
+
+class InProcessGateway(GatewayProcess):
+    """The gateway app on uvicorn in a thread of this process, with ``clock`` as its
+    clock (``app.state.now_ms``), so its consumer hub can be looked at directly."""
+
+    def __init__(self, store_url: str, clock: Clock, settings: dict):
+        super().__init__(store_url, settings=settings)
+        self.clock = clock
+
+    def start(self) -> "InProcessGateway":
+        import uvicorn
+
+        settings = conf.load({"store.url": self.store_url, **self.settings})
+        self.app = create_app(settings, open_log(self.store_url, fsync=False),
+                              extra_routes=fetch.routes())
+        self.app.state.now_ms = self.clock
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, lifespan="on",
+                                loop="asyncio", ws="none", log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="gateway", daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.server.started, timeout=30, what="the in-process gateway")
+        return self
+
+    def stop(self, timeout: float = 30) -> int:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+        return 0
+
+    def kill(self) -> None:
+        self.stop()
+
+    @property
+    def hub(self) -> fetch.ConsumerHub:
+        return self.app.state.consumer_hub
+
+
+@pytest.fixture
+def clocked(tmp_path):
+    url = str(tmp_path / "store")
+    lg = open_log(url, fsync=False)
+    lg.create_topic("t", {"partitions": 2})
+    clock = Clock()
+    with InProcessGateway(url, clock, {"gateway.consumer.instance.timeout.ms": TIMEOUT_MS}) as gw:
+        yield gw
+
+
+def test_idle_instance_expires_and_leaves_its_group_without_a_request(clocked):
+    gw = clocked
+    status, _, _ = gw.request("POST", "/consumers/g", body={"name": "idle",
+                                                            "session.timeout.ms": 1_800_000})
+    assert status == 200
+    inst = "/consumers/g/instances/idle"
+    assert gw.request("POST", f"{inst}/subscription", body={"topics": ["t"]})[0] == 204
+    assert len(gw.request("GET", "/groups/g")[1]["members"]) == 1
+    gw.clock.t += TIMEOUT_MS - 1
+    assert gw.request("GET", f"{inst}/subscription")[0] == 200  # still there: used again now
+    gw.clock.t += TIMEOUT_MS
+    # no request to any instance: the hub's own expiry drops it and leaves the group
+    wait_for(lambda: ("g", "idle") not in gw.hub.instances, timeout=30,
+             what="the idle instance to expire")
+    wait_for(lambda: gw.hub.coordinator.groups_in_memory() == 0, timeout=30,
+             what="the instance's member to leave")
+    assert gw.request("GET", "/groups/g")[1]["members"] == []
+    status, body, _ = gw.request("GET", f"{inst}/subscription")
+    assert status == 404 and body["error"] == "unknown_consumer_instance"
+
+
+def test_an_instance_past_its_timeout_is_gone_for_the_next_request(clocked):
+    gw = clocked
+    assert gw.request("POST", "/consumers/g", body={"name": "a"})[0] == 200
+    gw.clock.t += TIMEOUT_MS  # whether or not the periodic expiry has run yet
+    assert gw.request("GET", "/consumers/g/instances/a/subscription")[0] == 404
+    assert gw.request("POST", "/consumers/g", body={"name": "a"})[0] == 200  # name free again
+
+
+def test_instance_timeout_may_be_shorter_than_the_gateways_not_longer(clocked):
+    gw = clocked
+    status, body, _ = gw.request("POST", "/consumers/g", body={
+        "name": "long", "consumer.instance.timeout.ms": TIMEOUT_MS + 1})
+    assert status == 400 and str(TIMEOUT_MS) in body["message"]
+    status, _, _ = gw.request("POST", "/consumers/g", body={
+        "name": "short", "consumer.instance.timeout.ms": 1000})
+    assert status == 200
+    gw.clock.t += 1000
+    wait_for(lambda: ("g", "short") not in gw.hub.instances, timeout=30,
+             what="the instance to expire after its own 1000 ms")
+
+
+# -- records that cannot be answered as JSON ------------------------------------------------
+def _instance(gw, group, **kw):
+    name = f"i-{uuid.uuid4().hex[:6]}"
+    status, body, _ = gw.request("POST", f"/consumers/{group}", body={
+        "name": name, "format": "json", "auto.offset.reset": "earliest", **kw})
+    assert status == 200, body
+    return f"/consumers/{group}/instances/{name}"
+
+
+def _records(gw, inst, accept=JSON_V2):
+    return gw.request("GET", f"{inst}/records?timeout=0", headers={"Accept": accept})
+
+
+def test_instance_stops_at_a_record_that_is_not_json_and_never_commits_past_it(gateway, gateway_log):
+    topic = f"j-{uuid.uuid4().hex[:8]}"
+    gateway_log.create_topic(topic, {"partitions": 1})
+    produce(gateway, topic, 0, [b"1", b"2", b"NaN", b"3"])  # binary: stored as given
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    inst = _instance(gateway, group)  # auto-commit on
+    assert gateway.request("POST", f"{inst}/subscription", body={"topics": [topic]})[0] == 204
+    status, body, _ = _records(gateway, inst)
+    assert status == 200 and [r["value"] for r in body] == [1, 2]  # the records before it
+    for _ in range(2):  # asked again: the same record, the same answer
+        status, body, _ = _records(gateway, inst)
+        assert status == 422 and body["error"] == "record_not_json", body
+        assert (body["topic"], body["partition"], body["offset"]) == (topic, 0, 2)
+        assert body["error_code"] == 42206 and "binary" in body["message"]
+    assert gateway.request("POST", f"{inst}/offsets", body={})[0] == 204  # commit consumed
+    status, body, _ = gateway.request("GET", f"/groups/{group}/offsets")
+    assert body["offsets"][0]["offset"] == 2  # not past the record never delivered
+    # the client reads it as binary ...
+    status, body, _ = _records(gateway, inst, accept=BINARY_V2)
+    assert status == 200 and [base64.b64decode(r["value"]) for r in body] == [b"NaN", b"3"]
+    # ... or, in a second instance of another group, seeks past it
+    other = _instance(gateway, f"h-{uuid.uuid4().hex[:8]}")
+    assert gateway.request("POST", f"{other}/subscription", body={"topics": [topic]})[0] == 204
+    _records(gateway, other)
+    status, _, _ = gateway.request("POST", f"{other}/positions", body={
+        "offsets": [{"topic": topic, "partition": 0, "offset": 3}]})
+    assert status == 204
+    status, body, _ = _records(gateway, other)
+    assert status == 200 and [r["value"] for r in body] == [3]
+    status, body, _ = gateway.request("POST", f"{other}/positions", body={
+        "offsets": [{"topic": topic, "partition": 1, "offset": 0}]})
+    assert status == 409 and body["error"] == "partition_not_assigned"
