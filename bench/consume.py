@@ -52,7 +52,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import urllib3  # noqa: E402
 
-from ingest_gateway.consumer import Consumer  # noqa: E402
+from ingest_gateway.client import Consumer  # noqa: E402
 from bench.common import machine, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
@@ -236,7 +236,7 @@ def main() -> int:
     e2e_count, e2e_rate = (500, 500.0) if args.quick else (5_000, 1_000.0)
     wake_count = 100 if args.quick else 1_000
 
-    from tests.ingest_gateway.gateway_proc import GatewayProcess
+    from jobs.gateway_process import GatewayProcess
 
     work = tempfile.mkdtemp(prefix="sparklog-bench-consume-")
     try:

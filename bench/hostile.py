@@ -49,9 +49,9 @@ sys.path.insert(0, ROOT)
 import pyarrow as pa  # noqa: E402
 
 from bench.common import write_results  # noqa: E402
-from bench.produce import _http_open_loop, _json_requests  # noqa: E402
+from bench.http_load import http_open_loop, json_produce_requests  # noqa: E402
 from log_layout import open_log  # noqa: E402
-from tests.ingest_gateway.gateway_proc import GatewayProcess  # noqa: E402
+from jobs.gateway_process import GatewayProcess  # noqa: E402
 
 TOPIC = "bench"
 PARTITIONS = 4
@@ -222,8 +222,8 @@ class Attack:
 
 # -- (a) latency without and with the attack ---------------------------------------------------
 def _load(port: int, records: int, rate: float, seconds: float) -> dict:
-    requests = _json_requests(TOPIC, records, "all")
-    return asyncio.run(_http_open_loop(port, requests, seconds, CONNECTIONS, records,
+    requests = json_produce_requests(TOPIC, records, "all")
+    return asyncio.run(http_open_loop(port, requests, seconds, CONNECTIONS, records,
                                        rate * records))
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import sys
@@ -44,9 +43,10 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from bench.common import write_results  # noqa: E402
+from bench.http_load import http_closed_loop, http_open_loop, json_produce_requests  # noqa: E402
 from ingest_gateway.client import Producer  # noqa: E402
 from log_layout import open_log  # noqa: E402
-from tests.ingest_gateway.gateway_proc import GatewayProcess  # noqa: E402
+from jobs.gateway_process import GatewayProcess  # noqa: E402
 
 VALUE_BYTES = 100
 PARTITIONS = 4
@@ -63,137 +63,6 @@ PAPER = {"a_rest_batch1": 50_000, "b_rest_batch50": 400_000, "c_producer_send": 
 LOAD_FRACTION = 0.5
 
 
-# -- a minimal keep-alive HTTP/1.1 load generator --------------------------------------
-class _Conn(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.waiter: asyncio.Future | None = None
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        head_end = self.buf.find(b"\r\n\r\n")
-        if head_end < 0 or self.waiter is None:
-            return
-        head = bytes(self.buf[:head_end]).lower()
-        i = head.find(b"content-length:")
-        length = int(head[i + 15:head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
-        if len(self.buf) >= head_end + 4 + length:
-            status = int(self.buf[9:12])
-            del self.buf[:head_end + 4 + length]
-            w, self.waiter = self.waiter, None
-            w.set_result(status)
-
-    def connection_lost(self, exc) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ConnectionError("connection lost"))
-
-    async def ask(self, request: bytes) -> int:
-        """Send one request; its answer's HTTP status."""
-        self.waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
-        return await self.waiter
-
-
-async def _connect(port: int, connections: int) -> list[_Conn]:
-    """Keep-alive connections, opened before the clock starts (set-up is not measured)."""
-    loop = asyncio.get_running_loop()
-    return [(await loop.create_connection(_Conn, "127.0.0.1", port))[1]
-            for _ in range(connections)]
-
-
-def _http_result(ok: int, errors: int, records_per_request: int, elapsed: float,
-                 latencies: list[float]) -> dict:
-    lat = np.array(latencies) * 1000
-    return {"msgs_per_s": ok * records_per_request / elapsed, "elapsed": elapsed,
-            "requests": ok + errors, "errors": errors, "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99))}
-
-
-async def _http_load(port: int, requests: list[bytes], seconds: float, connections: int,
-                     records_per_request: int) -> dict:
-    latencies: list[float] = []
-    done = 0
-    errors = 0
-    conns = await _connect(port, connections)
-    stop_at = time.perf_counter() + seconds
-
-    async def worker(k: int) -> None:
-        nonlocal done, errors
-        conn = conns[k]
-        i = k
-        while time.perf_counter() < stop_at:
-            t0 = time.perf_counter()
-            status = await conn.ask(requests[i % len(requests)])
-            latencies.append(time.perf_counter() - t0)
-            if status == 200:
-                done += 1
-            else:
-                errors += 1
-            i += connections
-        conn.transport.close()
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker(k) for k in range(connections)))
-    return _http_result(done, errors, records_per_request, time.perf_counter() - t0, latencies)
-
-
-async def _http_open_loop(port: int, requests: list[bytes], seconds: float, connections: int,
-                          records_per_request: int, rate: float) -> dict:
-    """Requests at a fixed rate whatever the answers (open loop), on a pool of
-    keep-alive connections. Latency counts from when a request was due, so a
-    stall delays (and charges) every request behind it: no coordinated omission."""
-    conns = await _connect(port, connections)
-    idle: asyncio.Queue = asyncio.Queue()
-    for c in conns:
-        idle.put_nowait(c)
-    latencies: list[float] = []
-    errors = 0
-
-    async def one(request: bytes, due: float) -> None:
-        nonlocal errors
-        conn = await idle.get()
-        status = await conn.ask(request)
-        latencies.append(time.perf_counter() - due)
-        errors += status != 200
-        idle.put_nowait(conn)
-
-    tasks: set[asyncio.Task] = set()
-    t0 = time.perf_counter()
-    sent = 0
-    while True:
-        now = time.perf_counter()
-        if now >= t0 + seconds:
-            break
-        due = t0 + sent / rate
-        if due > now:
-            await asyncio.sleep(due - now)
-            continue
-        task = asyncio.create_task(one(requests[sent % len(requests)], due))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        sent += 1
-    await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - t0
-    for c in conns:
-        c.transport.close()
-    return _http_result(sent - errors, errors, records_per_request, elapsed, latencies)
-
-
-def _json_requests(topic: str, records: int, acks: str, count: int = 64) -> list[bytes]:
-    out = []
-    for k in range(count):
-        body = json.dumps({"records": [{"value": f"{k:02d}" + "x" * (VALUE_BYTES - 4)}
-                                       for _ in range(records)]}).encode()
-        out.append(f"POST /topics/{topic}?acks={acks} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                   f"Content-Type: application/vnd.kafka.json.v2+json\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    return out
-
-
 def run_rest(port: int, topic: str, records: int, acks: str, seconds: float,
              connections: int, rate: float | None = None) -> dict:
     """Closed loop (each connection sends its next request on the answer), or open
@@ -203,10 +72,10 @@ def run_rest(port: int, topic: str, records: int, acks: str, seconds: float,
         uvloop.install()
     except ImportError:
         pass
-    requests = _json_requests(topic, records, acks)
+    requests = json_produce_requests(topic, records, acks, value_bytes=VALUE_BYTES)
     if rate is None:
-        return asyncio.run(_http_load(port, requests, seconds, connections, records))
-    return asyncio.run(_http_open_loop(port, requests, seconds, connections, records,
+        return asyncio.run(http_closed_loop(port, requests, seconds, connections, records))
+    return asyncio.run(http_open_loop(port, requests, seconds, connections, records,
                                        rate / records))
 
 
@@ -320,7 +189,7 @@ def run_raw_asgi(seconds: float, connections: int) -> dict:
     gateway could answer on this machine right now (the ceiling of case a)."""
     import subprocess
 
-    from tests.ingest_gateway.gateway_proc import free_port, wait_for
+    from jobs.gateway_process import free_port, wait_for
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", RAW_APP % port])

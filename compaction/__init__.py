@@ -2,6 +2,7 @@
 
 ``cleaner`` holds Kafka's cleaner rules for one partition (plan from the
 manifest, vectorised dedup, commit through ``log_layout``), ``rollup`` merges
-runs of small segments, ``result`` is what each step reports. The Spark job
+runs of small segments; each is a ``log_layout.maintenance.MaintenanceStep``
+(the skeleton and result type every maintenance step shares). The Spark job
 that runs them over many partitions is ``jobs.maintain``.
 """

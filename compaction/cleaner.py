@@ -31,21 +31,21 @@ The rules (Kafka's ``LogCleaner``/``Cleaner``, with sparklog's manifest as the l
 Every function takes ``now_ms``; none reads the clock. The commit rebases over
 concurrent appends; if another maintenance job replaced one of the segments
 first, :func:`compact_partition` reports a conflict and leaves the work for
-the next run.
+the next run (the skeleton of every maintenance step: ``log_layout.maintenance``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction.result import StepResult
 from conf.topic import TopicConfig
 from log_layout import Manifest, PartitionLog, SegmentInfo
-from log_layout.errors import MaintenanceConflict, MissingSegment
+from log_layout.maintenance import MaintenanceStep, NothingToDo, StepResult
 
 #: Arrow payload per record besides key and value: offset, timestamp, two
 #: variable-length offsets and validity bits (used to size output segments).
@@ -208,6 +208,78 @@ def read_range(plog: PartitionLog, m: Manifest, segments: tuple[SegmentInfo, ...
     return pa.concat_tables(tables).combine_chunks()
 
 
+@dataclasses.dataclass(frozen=True)
+class CleanPass:
+    """A due cleaning pass, read: the plan, its survivors cut into output segments, and
+    the estimated payload bytes before and after (for a dry run's estimate)."""
+
+    plan: CleanPlan
+    chunks: list[pa.Table]
+    records_after: int
+    estimate_before: int
+    estimate_after: int
+
+    @property
+    def bytes_before(self) -> int:
+        return sum(s.bytes for s in self.plan.segments)
+
+
+class Compaction(MaintenanceStep[CleanPass]):
+    """The cleaner as a maintenance step (see :func:`compact_partition`)."""
+
+    action = "compact"
+
+    def __init__(self, config: TopicConfig, now_ms: int, *, force: bool = False,
+                 memory_budget_bytes: int = MEMORY_BUDGET_BYTES):
+        self.config, self.now_ms, self.force = config, now_ms, force
+        self.memory_budget_bytes = memory_budget_bytes
+
+    def plan(self, plog: PartitionLog, m: Manifest) -> CleanPass | NothingToDo:
+        config = self.config
+        plan = plan_clean(m, config, self.now_ms)
+        if plan is None:
+            return NothingToDo("not a compacted topic" if not config.compacted
+                               else "nothing cleanable")
+        if not (plan.due or (self.force and plan.segments)):
+            return NothingToDo(f"dirty ratio {plan.dirty_ratio:.2f} below {plan.min_ratio:.2f}")
+        horizon = dict(cleaned_before=plan.first_dirty_offset, now_ms=self.now_ms,
+                       delete_retention_ms=config.delete_retention_ms)
+        if sum(s.bytes for s in plan.segments) <= self.memory_budget_bytes:  # one read per file
+            table = read_range(plog, m, plan.segments)
+            kept = survivors(table, **horizon)
+            before, after = int(record_sizes(table).sum()), int(record_sizes(kept).sum())
+            del table
+        else:  # two reads of each file, one file in memory at a time
+            kept, before, after = survivors_streaming(plog, m, plan.segments, **horizon)
+        return CleanPass(plan, split_by_bytes(kept, config.segment_bytes), kept.num_rows,
+                         before, after)
+
+    def _result(self, plog: PartitionLog, work: CleanPass, **more: Any) -> StepResult:
+        plan = work.plan
+        return StepResult(action=self.action, topic=plog.topic, partition=plog.partition,
+                          changed=True, segments_before=len(plan.segments),
+                          records_before=sum(s.count for s in plan.segments),
+                          records_after=work.records_after, bytes_before=work.bytes_before,
+                          note=f"dirty ratio {plan.dirty_ratio:.2f}", **more)
+
+    def preview(self, plog: PartitionLog, m: Manifest, work: CleanPass) -> StepResult:
+        after = int(work.bytes_before * work.estimate_after / work.estimate_before) \
+            if work.estimate_before else 0
+        return self._result(plog, work, dry_run=True, segments_after=len(work.chunks),
+                            bytes_after=after, log_start_offset=m.log_start_offset)
+
+    def apply(self, plog: PartitionLog, m: Manifest, work: CleanPass) -> StepResult:
+        plan = work.plan
+        new = plog.replace_segments(plan.segments, work.chunks, committer="compaction",
+                                    now_ms=self.now_ms,
+                                    cleaned_offset=plan.first_uncleanable_offset)
+        lo, hi = plan.segments[0].base_offset, plan.segments[-1].last_offset
+        written = [s for s in new.segments if s.base_offset >= lo and s.last_offset <= hi]
+        return self._result(plog, work, segments_after=len(written),
+                            bytes_after=sum(s.bytes for s in written),
+                            log_start_offset=new.log_start_offset)
+
+
 def compact_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
                       dry_run: bool = False, force: bool = False,
                       memory_budget_bytes: int = MEMORY_BUDGET_BYTES) -> StepResult:
@@ -217,52 +289,7 @@ def compact_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
     range). A cleanable range larger than ``memory_budget_bytes`` (file bytes)
     is cleaned segment by segment in two passes (:func:`survivors_streaming`).
     A conflicting concurrent maintenance commit or a segment vacuumed under
-    the pass yields a result with a ``conflict`` note and no change.
+    the pass yields a result with ``conflict`` set and no change.
     """
-    topic, partition = plog.topic, plog.partition
-    m = plog.snapshot()
-    plan = plan_clean(m, config, now_ms)
-    if plan is None:
-        note = "not a compacted topic" if not config.compacted else "nothing cleanable"
-        return StepResult.unchanged("compact", topic, partition, note, dry_run=dry_run,
-                                    log_start_offset=m.log_start_offset)
-    if not (plan.due or (force and plan.segments)):
-        return StepResult.unchanged("compact", topic, partition,
-                                    f"dirty ratio {plan.dirty_ratio:.2f} below "
-                                    f"{plan.min_ratio:.2f}", dry_run=dry_run,
-                                    log_start_offset=m.log_start_offset)
-    bytes_before = sum(s.bytes for s in plan.segments)
-    horizon = dict(cleaned_before=plan.first_dirty_offset, now_ms=now_ms,
-                   delete_retention_ms=config.delete_retention_ms)
-    try:
-        if bytes_before <= memory_budget_bytes:  # one read of each file
-            table = read_range(plog, m, plan.segments)
-            kept = survivors(table, **horizon)
-            estimate_before = int(record_sizes(table).sum())
-            estimate_after = int(record_sizes(kept).sum())
-            del table
-        else:  # two reads of each file, one file in memory at a time
-            kept, estimate_before, estimate_after = survivors_streaming(
-                plog, m, plan.segments, **horizon)
-    except MissingSegment as e:
-        return StepResult.unchanged("compact", topic, partition, f"conflict: {e}",
-                                    dry_run=dry_run, log_start_offset=m.log_start_offset)
-    chunks = split_by_bytes(kept, config.segment_bytes)
-    base = dict(action="compact", topic=topic, partition=partition, changed=True,
-                dry_run=dry_run, segments_before=len(plan.segments),
-                records_before=sum(s.count for s in plan.segments), records_after=kept.num_rows,
-                bytes_before=bytes_before, note=f"dirty ratio {plan.dirty_ratio:.2f}")
-    if dry_run:
-        after = int(bytes_before * estimate_after / estimate_before) if estimate_before else 0
-        return StepResult(segments_after=len(chunks), bytes_after=after,
-                          log_start_offset=m.log_start_offset, **base)
-    try:
-        new = plog.replace_segments(plan.segments, chunks, committer="compaction", now_ms=now_ms,
-                                    cleaned_offset=plan.first_uncleanable_offset)
-    except MaintenanceConflict as e:
-        return StepResult.unchanged("compact", topic, partition, f"conflict: {e}",
-                                    log_start_offset=m.log_start_offset)
-    lo, hi = plan.segments[0].base_offset, plan.segments[-1].last_offset
-    written = [s for s in new.segments if s.base_offset >= lo and s.last_offset <= hi]
-    return StepResult(segments_after=len(written), bytes_after=sum(s.bytes for s in written),
-                      log_start_offset=new.log_start_offset, **base)
+    return Compaction(config, now_ms, force=force,
+                      memory_budget_bytes=memory_budget_bytes).run(plog, dry_run=dry_run)

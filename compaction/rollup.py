@@ -21,10 +21,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from compaction.cleaner import read_range
-from compaction.result import StepResult
 from conf.topic import TopicConfig
 from log_layout import Manifest, PartitionLog, SegmentInfo
-from log_layout.errors import MaintenanceConflict, MissingSegment
+from log_layout.maintenance import (CONFLICTS, MaintenanceStep, NothingToDo, StepResult,
+                                    conflict_note)
 
 
 def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...]]:
@@ -52,40 +52,55 @@ def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...
     return groups
 
 
+Group = tuple[SegmentInfo, ...]
+
+
+class Rollup(MaintenanceStep[list[Group]]):
+    """Roll-up as a maintenance step (see :func:`rollup_partition`); each group is its
+    own commit, and a conflict on one group leaves the others merged."""
+
+    action = "rollup"
+
+    def __init__(self, config: TopicConfig, now_ms: int):
+        self.config, self.now_ms = config, now_ms
+
+    def plan(self, plog: PartitionLog, m: Manifest) -> list[Group] | NothingToDo:
+        return plan_rollup(m, self.config) or NothingToDo("no small segments to merge")
+
+    def preview(self, plog: PartitionLog, m: Manifest, groups: list[Group]) -> StepResult:
+        records = sum(s.count for g in groups for s in g)
+        size = sum(s.bytes for g in groups for s in g)
+        return StepResult(self.action, plog.topic, plog.partition, True, True,
+                          sum(len(g) for g in groups), len(groups), records, records,
+                          size, size, log_start_offset=m.log_start_offset)
+
+    def apply(self, plog: PartitionLog, m: Manifest, groups: list[Group]) -> StepResult:
+        done_before = done_after = done_segments = done_records = merged = 0
+        notes = []
+        for group in groups:
+            try:
+                table: pa.Table = read_range(plog, m, group)
+                new = plog.replace_segments(group, [table], committer="rollup",
+                                            now_ms=self.now_ms)
+            except CONFLICTS as e:  # this group is left to the next run; the rest go on
+                notes.append(conflict_note(e))
+                continue
+            m = new
+            lo, hi = group[0].base_offset, group[-1].last_offset
+            written = [s for s in new.segments if s.base_offset >= lo and s.last_offset <= hi]
+            merged += 1
+            done_segments += len(group)
+            done_records += table.num_rows
+            done_before += sum(s.bytes for s in group)
+            done_after += sum(s.bytes for s in written)
+        # a roll-up keeps every record: before and after are the records it rewrote
+        return StepResult(self.action, plog.topic, plog.partition, merged > 0, False,
+                          done_segments, merged, done_records, done_records, done_before,
+                          done_after, note="; ".join(notes),
+                          log_start_offset=m.log_start_offset, conflict=bool(notes))
+
+
 def rollup_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
                      dry_run: bool = False) -> StepResult:
     """Merge every planned group of one partition; report segments and bytes before/after."""
-    topic, partition = plog.topic, plog.partition
-    m = plog.snapshot()
-    groups = plan_rollup(m, config)
-    if not groups:
-        return StepResult.unchanged("rollup", topic, partition, "no small segments to merge",
-                                    dry_run=dry_run, log_start_offset=m.log_start_offset)
-    seg_before = sum(len(g) for g in groups)
-    bytes_before = sum(s.bytes for g in groups for s in g)
-    records = sum(s.count for g in groups for s in g)
-    if dry_run:
-        return StepResult("rollup", topic, partition, True, True, seg_before, len(groups),
-                          records, records, bytes_before, bytes_before,
-                          log_start_offset=m.log_start_offset)
-    done_before = done_after = done_segments = done_records = merged = 0
-    notes = []
-    for group in groups:
-        try:
-            table: pa.Table = read_range(plog, m, group)
-            new = plog.replace_segments(group, [table], committer="rollup", now_ms=now_ms)
-        except (MaintenanceConflict, MissingSegment) as e:
-            notes.append(f"conflict: {e}")
-            continue
-        m = new
-        lo, hi = group[0].base_offset, group[-1].last_offset
-        written = [s for s in new.segments if s.base_offset >= lo and s.last_offset <= hi]
-        merged += 1
-        done_segments += len(group)
-        done_records += table.num_rows
-        done_before += sum(s.bytes for s in group)
-        done_after += sum(s.bytes for s in written)
-    # a roll-up keeps every record: before and after are the records it rewrote
-    return StepResult("rollup", topic, partition, merged > 0, False, done_segments, merged,
-                      done_records, done_records, done_before, done_after,
-                      note="; ".join(notes), log_start_offset=m.log_start_offset)
+    return Rollup(config, now_ms).run(plog, dry_run=dry_run)

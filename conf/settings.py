@@ -4,7 +4,9 @@ dataclasses.
 
 Keys are dotted and lower case (``gateway.linger.ms``); the environment
 variable of a key is ``SPARKLOG_`` + the key upper-cased with dots as
-underscores (``SPARKLOG_GATEWAY_LINGER_MS``). A value that does not parse, or
+underscores (``SPARKLOG_GATEWAY_LINGER_MS``). Keys ending in ``.ms`` are
+durations (``conf.durations``: ``30s``, ``5m``; a bare number is milliseconds).
+A value that does not parse, or
 a ``SPARKLOG_<SECTION>_*`` variable that names no key, stops start-up with a
 :class:`~conf.errors.ConfigError` naming the key and the value.
 """
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from conf.durations import parse_duration_ms
 from conf.errors import ConfigError
 from conf.topic import TOPIC_KEYS, TopicConfig
 
@@ -99,6 +102,8 @@ def _coerce(key: str, raw: Any, kind: type) -> Any:
         if text in ("false", "0", "no", "off"):
             return False
         raise ConfigError(key, raw, "expected true or false")
+    if kind is int and key.endswith(".ms"):  # a duration: "5s" works, a bare 5 is 5 ms
+        return parse_duration_ms(raw, key=key)
     if kind is int:
         try:
             value = raw if isinstance(raw, int) and not isinstance(raw, bool) else int(str(raw))

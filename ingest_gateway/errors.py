@@ -1,11 +1,16 @@
-"""Typed errors of the gateway's HTTP edge (the log's own live in ``log_layout.errors``).
+"""Typed errors of the gateway and its clients (the log's own live in ``log_layout.errors``).
 
 Each carries its facts as attributes and reads as a sentence; ``code`` is the
 machine-readable name the gateway puts beside the numeric REST-Proxy-style
-``error_code`` (see ``ingest_gateway.app.ERRORS``).
+``error_code`` (the one table: ``ingest_gateway.http.errors.ERRORS``). The
+consumer-group errors are raised by the coordinator and, read back from a
+gateway's answer, by the clients; the last section holds the clients' own. A
+client process loads this module, so it holds no server code.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from conf.errors import SparklogError
 
@@ -175,3 +180,168 @@ class RecordNotJson(SparklogError):
         super().__init__(f"the {part} of record {topic}-{partition}@{offset} is not strict JSON "
                          f"({reason}): read it with Accept: "
                          f"application/vnd.kafka.binary.v2+json, or seek to offset {offset + 1}")
+
+
+# -- consumer groups (raised by the coordinator, raised again by the clients) --------
+class GroupError(SparklogError):
+    """Base of the consumer-group errors."""
+
+    code = "group_error"
+
+
+class InvalidGroupId(GroupError, ValueError):
+    code = "invalid_group_id"
+
+    def __init__(self, group: object, reason: str):
+        self.group, self.reason = group, reason
+        super().__init__(f"invalid consumer group id {group!r}: {reason}")
+
+
+class UnknownGroup(GroupError, LookupError):
+    code = "unknown_group"
+
+    def __init__(self, group: str):
+        self.group = group
+        super().__init__(f"consumer group {group!r} has no members and no committed offsets")
+
+
+class UnknownMemberId(GroupError, LookupError):
+    """The member left, expired, or was never part of the group (join again)."""
+
+    code = "unknown_member_id"
+
+    def __init__(self, group: str, member_id: object):
+        self.group, self.member_id = group, member_id
+        super().__init__(f"member {member_id!r} is not in consumer group {group!r} "
+                         f"(it left or missed its session timeout): join again")
+
+
+class IllegalGeneration(GroupError):
+    """A request from an older generation than the group's (a zombie after a rebalance)."""
+
+    code = "illegal_generation"
+
+    def __init__(self, group: str, member_id: object, generation: int, current: int):
+        self.group, self.member_id = group, member_id
+        self.generation, self.current = generation, current
+        super().__init__(f"member {member_id!r} of consumer group {group!r} sent generation "
+                         f"{generation}, but the group is at generation {current}")
+
+
+class RebalanceInProgress(GroupError):
+    """The group is rebalancing: rejoin before fetching or committing more."""
+
+    code = "rebalance_in_progress"
+
+    def __init__(self, group: str, generation: int):
+        self.group, self.generation = group, generation
+        super().__init__(f"consumer group {group!r} is rebalancing after generation "
+                         f"{generation}: rejoin the group")
+
+
+class PartitionNotAssigned(GroupError):
+    """A commit for a partition the member does not own in its generation."""
+
+    code = "partition_not_assigned"
+
+    def __init__(self, group: str, member_id: object, topic: str, partition: int,
+                 generation: int):
+        self.group, self.member_id = group, member_id
+        self.topic, self.partition, self.generation = topic, partition, generation
+        super().__init__(f"member {member_id!r} of consumer group {group!r} does not own "
+                         f"{topic}-{partition} in generation {generation}")
+
+
+class InconsistentGroupProtocol(GroupError):
+    code = "inconsistent_group_protocol"
+
+    def __init__(self, group: str, offered: Sequence[str], group_strategies: Sequence[str]):
+        self.group, self.offered, self.group_strategies = group, tuple(offered), tuple(group_strategies)
+        super().__init__(f"consumer group {group!r} uses assignment strategies "
+                         f"{', '.join(group_strategies)}; the joining member supports only "
+                         f"{', '.join(offered)}")
+
+
+class InvalidCommitOffset(GroupError, ValueError):
+    code = "invalid_commit_offset"
+
+    def __init__(self, group: str, topic: str, partition: int, offset: object, reason: str):
+        self.group, self.topic, self.partition, self.offset = group, topic, partition, offset
+        self.reason = reason
+        super().__init__(f"cannot commit offset {offset!r} for {topic}-{partition} in consumer "
+                         f"group {group!r}: {reason}")
+
+
+class InvalidSessionTimeout(GroupError, ValueError):
+    """A session timeout outside group.min/max.session.timeout.ms (Kafka's
+    INVALID_SESSION_TIMEOUT, error 26)."""
+
+    code = "invalid_session_timeout"
+
+    def __init__(self, group: str, value: object, lo: int, hi: int):
+        self.group, self.value, self.lo, self.hi = group, value, lo, hi
+        super().__init__(f"session.timeout.ms={value!r} for consumer group {group!r} is outside "
+                         f"group.min.session.timeout.ms={lo} .. group.max.session.timeout.ms={hi}")
+
+
+class GroupFieldTooLong(GroupError, ValueError):
+    """A client-given string the coordinator would hold (client_id, commit metadata)
+    longer than its bound."""
+
+    code = "field_too_long"
+
+    def __init__(self, group: str, name: str, length: int, limit: int):
+        self.group, self.name, self.length, self.limit = group, name, length, limit
+        super().__init__(f"{name} for consumer group {group!r} has {length} characters, "
+                         f"more than {limit}")
+
+
+class UnknownConsumerInstance(GroupError, LookupError):
+    """A REST Proxy consumer instance that does not exist (or expired)."""
+
+    code = "unknown_consumer_instance"
+
+    def __init__(self, group: str, instance: str):
+        self.group, self.instance = group, instance
+        super().__init__(f"consumer instance {instance!r} of group {group!r} does not exist")
+
+
+# -- the clients' own ---------------------------------------------------------------------
+class ProduceError(SparklogError):
+    """The gateway refused a batch (or the delivery timeout passed)."""
+
+    code = "produce_failed"
+
+    def __init__(self, topic: str, partition: int, status: int | None, error: str, message: str):
+        self.topic, self.partition, self.status = topic, partition, status
+        self.error, self.message = error, message
+        where = f"{topic}-{partition}" if partition >= 0 else f"topic {topic!r}"
+        super().__init__(f"producing to {where} failed"
+                         f"{'' if status is None else f' with HTTP {status}'}: {message}")
+
+
+class NoOffsetForPartition(SparklogError, LookupError):
+    """``auto_offset_reset='none'`` and the partition has no committed offset."""
+
+    code = "no_offset_for_partition"
+
+    def __init__(self, topic: str, partition: int, group: str | None):
+        self.topic, self.partition, self.group = topic, partition, group
+        super().__init__(f"{topic}-{partition} has no committed offset in group {group!r} and "
+                         f"auto_offset_reset is 'none': seek() before polling")
+
+
+class IllegalState(SparklogError, RuntimeError):
+    code = "illegal_state"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+class GatewayError(SparklogError):
+    """An error answer of the gateway without a more specific local type."""
+
+    def __init__(self, status: int, code: str, message: str):
+        self.status, self.code, self.message = status, code, message
+        super().__init__(f"gateway answered {status} {code}: {message}")

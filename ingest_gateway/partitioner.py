@@ -55,7 +55,7 @@ class StickyPartitioner:
 
     As in Kafka (KIP-480), keyless records stay on one partition until that
     partition's open batch is closed (``linger.ms`` or ``batch.size`` reached:
-    the broker calls :meth:`batch_closed`); then the next partition round-robin
+    the batcher calls :meth:`batch_closed`); then the next partition round-robin
     takes over, skipping partitions whose flush is still under way as Kafka's
     adaptive partitioning (KIP-794) skips slow ones. One linger window of keyless
     requests thus makes one segment and one commit, not one per partition, and

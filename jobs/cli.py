@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
 import conf
+from conf.durations import parse_duration_ms
 from conf.errors import ConfigError, SparklogError
 
 import jobs.commands
@@ -42,6 +43,20 @@ def integer(minimum: int):
         return int(text)
 
     parse.__name__ = f"integer >= {minimum}"  # argparse names the type in some messages
+    return parse
+
+
+def duration(minimum: int):
+    """An argparse type: a duration in ms of at least ``minimum`` ms (``conf.durations``:
+    ``500ms``, ``10s``, ``5m``, ``1h``, ``2d``; a bare number is milliseconds)."""
+
+    def parse(text: str) -> int:
+        try:
+            return parse_duration_ms(text, key="duration", minimum=minimum)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {e.reason}") from None
+
+    parse.__name__ = "duration"  # argparse names the type in some messages
     return parse
 
 
@@ -129,18 +144,6 @@ def gateway_url(args: argparse.Namespace, settings: conf.Settings) -> str:
         raise ConfigError("--bootstrap-server", given,
                           "expected an http(s) URL or HOST:PORT, e.g. http://127.0.0.1:8082")
     return url.rstrip("/")
-
-
-def open_log_from(settings: conf.Settings):
-    """The log named by the settings' store (storage options for S3 endpoints)."""
-    from log_layout import open_log
-
-    options = {}
-    if settings.store.s3_endpoint_url:
-        options = {"client_kwargs": {"endpoint_url": settings.store.s3_endpoint_url}}
-    return open_log(settings.store.url, storage_options=options or None,
-                    fsync=settings.store.fsync,
-                    manifest_versions_retained=settings.store.manifest_versions_retained)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

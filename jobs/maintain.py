@@ -32,12 +32,13 @@ if __name__ == "__main__":  # spark-submit runs this file as a script: make the 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compaction.cleaner import compact_partition, plan_clean
-from compaction.result import StepResult
 from compaction.rollup import plan_rollup, rollup_partition
 from conf.errors import SparklogError
 from conf.topic import TopicConfig
-from log_layout import Log, PartitionLog, open_log
-from retention.policy import plan_retention, retain_partition, vacuum_partition
+from log_layout import Log, PartitionLog, shared_log
+from log_layout.maintenance import StepResult
+from retention.policy import plan_retention, retain_partition
+from retention.vacuum import vacuum_partition
 
 #: steps in the order they run on a partition: retention first (nothing is
 #: compacted that is about to be dropped), vacuum last (it deletes what the
@@ -99,7 +100,7 @@ class RunSummary:
                  "files_deleted"), 0))
             row["partitions"] += 1
             row["changed"] += int(r.changed)
-            row["conflicts"] += int(r.note.startswith("conflict"))
+            row["conflicts"] += int(r.conflict)
             if r.changed:
                 for key in ("segments_before", "segments_after", "records_before",
                             "records_after", "bytes_before", "bytes_after", "files_deleted"):
@@ -162,25 +163,13 @@ def has_work(plog: PartitionLog, config: TopicConfig, now_ms: int, steps: Sequen
     return "rollup" in steps and bool(plan_rollup(m, config))
 
 
-_logs: dict[tuple, Log] = {}
-_logs_lock = threading.Lock()
-
-
-def _open(task: PartitionTask) -> Log:
-    """One Log per store per Python worker (Spark reuses workers across tasks)."""
-    key = (task.url, repr(sorted((task.storage_options or {}).items())),
-           task.manifest_versions_retained)
-    with _logs_lock:
-        if key not in _logs:
-            _logs[key] = open_log(task.url, storage_options=task.storage_options,
-                                  manifest_versions_retained=task.manifest_versions_retained)
-        return _logs[key]
-
-
 def run_task(task: PartitionTask) -> list[dict[str, Any]]:
     """Executor side: maintain one partition; results as dicts (errors as a result too)."""
     try:
-        plog = _open(task).partition(task.topic, task.partition)
+        # one Log per store per Python worker (Spark reuses workers across tasks)
+        log = shared_log(task.url, storage_options=task.storage_options,
+                         manifest_versions_retained=task.manifest_versions_retained)
+        plog = log.partition(task.topic, task.partition)
         config = TopicConfig.from_kafka(task.config)
         results = maintain_partition(plog, config, task.now_ms, steps=task.steps,
                                      dry_run=task.dry_run, force=task.force)

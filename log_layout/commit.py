@@ -27,7 +27,8 @@
 Every commit of a partition -- appends, claims, maintenance swaps, vacuum's
 clean-up of the ``removed`` list -- is this loop, :func:`run`: snapshot, build
 the next version on it (the builder rebases by being called again, or raises
-to stop), try to create it, and on a lost race re-read and build again.
+to stop), try to create it, and on a lost race re-read and build again. A
+topic's config changes (``Log.alter_topic``) run the same loop on config versions.
 
 Maintenance (:meth:`PartitionLog.replace_segments`) swaps a set of
 consecutive segments for new ones within the same offsets; if a producer

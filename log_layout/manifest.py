@@ -46,7 +46,8 @@ re-reads and is fenced (higher ``leader_epoch``) or rebases (maintenance only).
 the retention job deletes them only after ``file.delete.delay.ms`` and a reader
 holding an older snapshot never meets a missing file. ``producers`` keeps the
 last five batches of each idempotent producer, so a retried batch is answered
-with its original offsets even after a gateway restart.
+with its original offsets even after a gateway restart (the rules that read and
+extend it: ``idempotence``).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from log_layout import paths, segment
-from log_layout.errors import CorruptManifest, InvalidProducerEpoch, OutOfOrderSequence
+from log_layout.errors import CorruptManifest
 
 FORMAT = 1  # a whole version
 DELTA_FORMAT = 2  # a delta of the version before
@@ -154,16 +155,6 @@ class Manifest:
         """Segments holding any offset in ``[start, end)``, in offset order."""
         return [s for s in self.segments if s.last_offset >= start and s.base_offset < end]
 
-    def check_producer(self, batch: ProducerBatch) -> tuple[int, int] | None:
-        """Validate an idempotent batch against the committed producer state.
-
-        Returns the original ``(base_offset, last_offset)`` if this exact batch
-        was committed before (a retry), or None if it is the next batch.
-        Raises InvalidProducerEpoch for a stale epoch and OutOfOrderSequence
-        for a gap or an overlap.
-        """
-        return check_sequence(self.producers.get(batch.producer_id), batch, self.partition)
-
     # -- changes (each returns a new snapshot for version + 1) -----------
     def next(self, **changes: Any) -> "Manifest":
         unknown = changes.keys() - _MANIFEST_FIELDS
@@ -205,17 +196,6 @@ class Manifest:
         whole.__dict__.update({f: self.__dict__[f] for f in _MANIFEST_FIELDS},
                               segments=parent.segments + self.segments)
         return whole
-
-    def with_producers(self, batches: Sequence[tuple[ProducerBatch, int]]) -> dict[int, ProducerEntry]:
-        """Producer state after appending ``(batch, base_offset)`` pairs."""
-        producers = dict(self.producers)
-        for batch, base in batches:
-            entry = producers.get(batch.producer_id)
-            kept = entry.batches if entry is not None and entry.epoch == batch.producer_epoch else ()
-            record = (batch.first_sequence, batch.last_sequence, base, base + batch.count - 1)
-            producers[batch.producer_id] = ProducerEntry(
-                batch.producer_epoch, (kept + (record,))[-PRODUCER_BATCHES_KEPT:])
-        return producers
 
     # -- encoding ----------------------------------------------------------
     def _segment_columns(self) -> tuple[str, ...]:
@@ -372,29 +352,6 @@ def _int(value: Any) -> int:
     if type(value) is not int:
         raise ValueError(f"expected an integer, found {value!r}")
     return value
-
-
-def check_sequence(entry: ProducerEntry | None, batch: ProducerBatch,
-                   partition: int) -> tuple[int, int] | None:
-    """Kafka's idempotence rules for one batch against a producer's state.
-
-    Returns the original offsets of a duplicate, None for the expected next
-    batch; raises InvalidProducerEpoch or OutOfOrderSequence otherwise.
-    """
-    if entry is None or batch.producer_epoch > entry.epoch:
-        # A new producer (or a bumped epoch) starts its sequence at 0.
-        if batch.first_sequence != 0:
-            raise OutOfOrderSequence(batch.producer_id, partition, 0, batch.first_sequence)
-        return None
-    if batch.producer_epoch < entry.epoch:
-        raise InvalidProducerEpoch(batch.producer_id, batch.producer_epoch, entry.epoch)
-    for first, last, base, last_off in entry.batches:
-        if first == batch.first_sequence and last == batch.last_sequence:
-            return base, last_off
-    expected = entry.last_sequence + 1
-    if batch.first_sequence != expected:
-        raise OutOfOrderSequence(batch.producer_id, partition, expected, batch.first_sequence)
-    return None
 
 
 def segments_after_replace(segments: Iterable[SegmentInfo], remove: Iterable[SegmentInfo],

@@ -15,43 +15,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
+from conf.topic import TopicConfig
 from log_layout import reader, vacuum as garbage, writer as writes
 from log_layout.commit import wall_clock_ms
 from log_layout.manifest import Manifest, SegmentInfo
+from log_layout.store import Store
 from log_layout.vacuum import UnreferencedFile, VacuumReport
 from log_layout.versions import Versions
 from log_layout.writer import AppendResult, PartitionWriter
-
-if TYPE_CHECKING:
-    from conf.topic import TopicConfig
 
 __all__ = ["PartitionLog", "PartitionWriter", "AppendResult", "UnreferencedFile",
            "VacuumReport", "wall_clock_ms"]
 
 
-class Topics(Protocol):
-    """What a partition needs of its log (``topics.Log``): the store, the topic's
-    metadata (``.config``, ``.topic_id``) and how many manifest versions to keep."""
-
-    store: Any
-    manifest_versions_retained: int
-
-    def topic(self, name: str, *, refresh: bool = False) -> Any: ...
-
-
 class PartitionLog:
-    """Reads and commits of one partition. Thread-safe; cheap to keep around."""
+    """Reads and commits of one partition. Thread-safe; cheap to keep around.
 
-    def __init__(self, log: Topics, topic: str, partition: int, topic_id: str = ""):
-        self.log, self.store = log, log.store
+    It is given what it needs of its topic, and never asks the log: the topic's
+    ``config`` (the :class:`log_layout.topics.Log` that made it hands it each newer
+    config it reads, see :meth:`use_config`), the incarnation ``topic_id`` it reads,
+    ``current_topic_id()`` (the topic's id now, read from the store: a reader follows
+    a re-created topic, see ``versions``) and how many manifest versions vacuum keeps.
+    """
+
+    def __init__(self, store: Store, topic: str, partition: int, topic_id: str = "", *,
+                 config: TopicConfig, current_topic_id: Callable[[], str],
+                 manifest_versions_retained: int = 100):
+        self.store = store
         self.topic, self.partition = topic, partition
+        self.manifest_versions_retained = manifest_versions_retained
+        self._config = config
         #: the partition's manifest versions (paths, reads, the newest, the next)
-        self.versions = Versions(log.store, topic, partition, topic_id, self._current_topic_id)
+        self.versions = Versions(store, topic, partition, topic_id, current_topic_id)
         self.folder = self.versions.folder
         self.manifest_folder = self.versions.manifest_folder
 
@@ -63,12 +62,13 @@ class PartitionLog:
         """The topic incarnation read: a reader follows a re-created topic."""
         return self.versions.topic_id
 
-    def _current_topic_id(self) -> str:
-        return self.log.topic(self.topic, refresh=True).topic_id
+    def config(self) -> TopicConfig:
+        """The topic's config, as the log that made this partition last read it."""
+        return self._config
 
-    def config(self) -> "TopicConfig":
-        """The topic's config (the log caches it: see ``Log.topic``)."""
-        return self.log.topic(self.topic).config
+    def use_config(self, config: TopicConfig) -> None:
+        """Take ``config`` as the topic's config from now on (an append reads it once)."""
+        self._config = config
 
     # -- snapshots ---------------------------------------------------------
     def snapshot(self, *, refresh: bool = True) -> Manifest:
@@ -148,12 +148,12 @@ class PartitionLog:
         of the topic (a writer that outlived a delete and re-create).
         """
         return garbage.unreferenced(self.versions, now,
-                                    retained=self.log.manifest_versions_retained)
+                                    retained=self.manifest_versions_retained)
 
     def orphans(self, now: int | None = None) -> list[UnreferencedFile]:
         """Files left by crashed writers (unnamed segments, temp files) and by writers of
         an earlier incarnation of the topic (foreign manifests)."""
-        return garbage.orphans(self.versions, now, retained=self.log.manifest_versions_retained)
+        return garbage.orphans(self.versions, now, retained=self.manifest_versions_retained)
 
     def vacuum(self, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> VacuumReport:
         """Delete unreferenced files older than ``delay_ms``; old manifests go oldest first.
@@ -162,4 +162,4 @@ class PartitionLog:
         ``dry_run`` reports without deleting.
         """
         return garbage.vacuum(self.versions, now_ms=now_ms, delay_ms=delay_ms,
-                              retained=self.log.manifest_versions_retained, dry_run=dry_run)
+                              retained=self.manifest_versions_retained, dry_run=dry_run)

@@ -63,7 +63,7 @@ MAINTENANCE_FOLDER = "_maintenance"
 #: top-level names the log keeps for itself: no topic may take them
 RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
-#: ``_cluster.json`` at the root (store.py imports this module, so it is spelled here)
+#: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)
 
 

@@ -8,10 +8,18 @@ removed first, so a topic is never half visible. ``alter_topic`` never
 rewrites it: each change is a new ``_config/<version>.json`` created
 exclusively (the newest wins), so two concurrent alters cannot lose either
 change, and a crash mid-alter leaves the old or the new config, nothing between.
+An alter is the optimistic loop of ``commit.run``: read the newest config
+version, build the change on it, create the next version, and on a lost race
+read again and re-apply the change on top of the winner's.
+
+:class:`Log` also hands out the store's small documents kept by other layers:
+consumer groups' offsets (``group_offsets``) and the maintenance history
+(``maintenance_history``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -20,20 +28,15 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import dataclasses
-
+from conf.errors import ConfigError
 from conf.topic import TopicConfig
-from log_layout import paths
+from log_layout import commit, group_offsets, maintenance_history, paths, versions
 from log_layout.errors import (CorruptManifest, SparklogError, TopicExists, UnknownPartition,
                                UnknownTopic)
-from log_layout.manifest import Manifest
 from log_layout.partition import PartitionLog, wall_clock_ms
-from log_layout.store import Store, open_store
+from log_layout.store import Store
 
 CLUSTER_META = paths.CLUSTER_META
-_history_lock = threading.Lock()
-_last_history_ns = 0
-HISTORY_FOLDER = f"{paths.MAINTENANCE_FOLDER}/history"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +65,8 @@ class Log:
         self.manifest_versions_retained = manifest_versions_retained
         self._topic_cache_ms = topic_cache_ms
         self._topics: dict[str, tuple[float, TopicInfo]] = {}
-        self._partitions: dict[tuple[str, int], PartitionLog] = {}
+        #: topic -> partition number -> its PartitionLog (by topic: a read hands them configs)
+        self._partitions: dict[str, dict[int, PartitionLog]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -125,10 +129,8 @@ class Log:
         return False
 
     def _create_partition(self, topic: str, partition: int, now: int, topic_id: str) -> None:
-        m = Manifest(topic=topic, partition=partition, version=0, committed_ms=now)
         # Version 0 is empty; an existing one (a crashed create) is just as good.
-        self.store.put_exclusive(f"{paths.manifest_folder(topic, partition)}/"
-                                 f"{paths.manifest_name(0, topic_id)}", m.to_json())
+        versions.create_first_version(self.store, topic, partition, topic_id, now)
 
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
@@ -147,8 +149,16 @@ class Log:
         if hit is not None and not refresh and time.monotonic() - hit[0] < self._topic_cache_ms / 1e3:
             return hit[1]
         info, _version = self._read_topic(name)
-        self._topics[name] = (time.monotonic(), info)
+        self._remember(info)
         return info
+
+    def _remember(self, info: TopicInfo) -> None:
+        """Cache ``info`` and hand its config to the topic's partitions (they never ask)."""
+        self._topics[info.name] = (time.monotonic(), info)
+        with self._lock:
+            cached = list(self._partitions.get(info.name, {}).values())
+        for p in cached:
+            p.use_config(info.config)
 
     def _read_topic(self, name: str) -> tuple[TopicInfo, int]:
         """The topic's metadata and config version: ``_topic.json`` as created, with the
@@ -161,9 +171,9 @@ class Log:
             raise UnknownTopic(name) from None
         doc = _parse_topic(path, raw)
         folder = paths.topic_config_folder(name)
-        versions = sorted((v for f in self.store.list(folder)
+        numbers = sorted((v for f in self.store.list(folder)
                            if (v := paths.manifest_version(f.name)) is not None), reverse=True)
-        for version in versions:
+        for version in numbers:
             change = f"{folder}/{paths.topic_config_name(version)}"
             try:
                 raw = self.store.read(change)
@@ -172,30 +182,33 @@ class Log:
             altered = _parse_topic(change, raw)
             # a change made for an earlier incarnation (an alter racing its delete) is not ours
             if altered.get("topic_id", "") == doc.get("topic_id", ""):
-                return _topic_info(change, {**doc, "configs": altered["configs"]}), versions[0]
-        return _topic_info(path, doc), versions[0] if versions else 0
+                return _topic_info(change, {**doc, "configs": altered["configs"]}), numbers[0]
+        return _topic_info(path, doc), numbers[0] if numbers else 0
 
     def alter_topic(self, name: str, configs: Mapping[str, Any]) -> TopicInfo:
         """Change configs (Kafka names) over the current ones; partitions may grow, never
         shrink. Concurrent alters do not lose each other's changes: each change is a new
         config version created exclusively, and a loser re-applies its change on top of
         the winner's. Raises UnknownTopic, InvalidTopicName or ConfigError."""
-        while True:
-            info, version = self._read_topic(name)
+        def build(read: tuple[TopicInfo, int]) -> TopicInfo:
+            info, _version = read
             config = TopicConfig.from_kafka(configs, base=info.config)
             if config.partitions < info.config.partitions:
-                from conf.errors import ConfigError
-
                 raise ConfigError("partitions", config.partitions,
                                   f"partitions can only grow (topic {name!r} has "
                                   f"{info.config.partitions})")
-            for p in range(info.config.partitions, config.partitions):
+            return TopicInfo(name, config, info.created_ms, info.topic_id)
+
+        def attempt(read: tuple[TopicInfo, int], new: TopicInfo) -> TopicInfo | None:
+            info, version = read
+            for p in range(info.config.partitions, new.config.partitions):
                 self._create_partition(name, p, wall_clock_ms(), info.topic_id)
-            new = TopicInfo(name, config, info.created_ms, info.topic_id)
             change = f"{paths.topic_config_folder(name)}/{paths.topic_config_name(version + 1)}"
-            if self.store.put_exclusive(change, _encode_topic(new)):
-                self._topics[name] = (time.monotonic(), new)
-                return new
+            return new if self.store.put_exclusive(change, _encode_topic(new)) else None
+
+        new = commit.run(lambda: self._read_topic(name), build, attempt)
+        self._remember(new)
+        return new
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its data; raises UnknownTopic."""
@@ -203,17 +216,15 @@ class Log:
         self.store.delete([paths.topic_meta(name)])
         self._topics.pop(name, None)
         with self._lock:
-            for key in [k for k in self._partitions if k[0] == name]:
-                del self._partitions[key]
+            self._partitions.pop(name, None)
         self.store.delete_tree(paths.topic_folder(name))
 
     # -- partitions ------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """A partition of an existing topic; raises UnknownTopic or UnknownPartition."""
-        key = (topic, partition)
         info = self.topic(topic)  # cached: at most topic_cache_ms stale
         with self._lock:
-            hit = self._partitions.get(key)
+            hit = self._partitions.get(topic, {}).get(partition)
         if hit is not None and hit.topic_id == info.topic_id:
             return hit
         if isinstance(partition, bool) or not isinstance(partition, int) \
@@ -223,10 +234,19 @@ class Log:
                     or not 0 <= partition < info.partitions:
                 raise UnknownPartition(topic, partition, info.partitions)
         with self._lock:
-            hit = self._partitions.get(key)
+            cached = self._partitions.setdefault(topic, {})
+            hit = cached.get(partition)
             if hit is None or hit.topic_id != info.topic_id:  # new, or the topic was re-created
-                hit = self._partitions[key] = PartitionLog(self, topic, partition, info.topic_id)
+                hit = cached[partition] = self._new_partition(info, partition)
             return hit
+
+    def _new_partition(self, info: TopicInfo, partition: int) -> PartitionLog:
+        topic = info.name
+        newest = self._topics.get(topic, (0.0, info))[1]  # read meanwhile, not yet handed out
+        config = newest.config if newest.topic_id == info.topic_id else info.config
+        return PartitionLog(self.store, topic, partition, info.topic_id, config=config,
+                            current_topic_id=lambda: self.topic(topic, refresh=True).topic_id,
+                            manifest_versions_retained=self.manifest_versions_retained)
 
     def partitions(self, topic: str) -> list[PartitionLog]:
         return [self.partition(topic, p) for p in range(self.topic(topic).partitions)]
@@ -242,34 +262,22 @@ class Log:
 
     # -- small documents other layers keep in the store -----------------------
     def read_group_offsets(self, group: str) -> dict[str, Any] | None:
-        """A consumer group's committed-offsets document, or None."""
-        try:
-            return json.loads(self.store.read(paths.group_offsets(group)))
-        except FileNotFoundError:
-            return None
+        """A consumer group's committed-offsets document, or None (see ``group_offsets``)."""
+        return group_offsets.read_group_offsets(self.store, group)
 
     def write_group_offsets(self, group: str, doc: Mapping[str, Any]) -> None:
-        self.store.put_replace(paths.group_offsets(group), json.dumps(doc).encode())
+        group_offsets.write_group_offsets(self.store, group, doc)
 
     def groups(self) -> list[str]:
-        return sorted(f.name[:-5] for f in self.store.list(paths.GROUPS_FOLDER)
-                      if f.name.endswith(".json"))
+        return group_offsets.groups(self.store)
 
     def append_history(self, record: Mapping[str, Any]) -> None:
-        """Add one maintenance run's metrics (one file per run: object stores cannot append)."""
-        # Nanoseconds, never repeating within a process, so runs list in the order they ran.
-        global _last_history_ns
-        with _history_lock:
-            ns = _last_history_ns = max(time.time_ns(), _last_history_ns + 1)
-        name = f"{HISTORY_FOLDER}/{ns:020d}-{uuid.uuid4().hex[:8]}.json"
-        self.store.put_exclusive(name, json.dumps(dict(record)).encode())
+        """Add one maintenance run's record (see ``maintenance_history``)."""
+        maintenance_history.append_history(self.store, record)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Maintenance runs, oldest first (the newest ``limit`` if given)."""
-        names = sorted(f.name for f in self.store.list(HISTORY_FOLDER) if f.name.endswith(".json"))
-        if limit is not None:
-            names = names[-limit:]
-        return [json.loads(self.store.read(f"{HISTORY_FOLDER}/{n}")) for n in names]
+        return maintenance_history.history(self.store, limit)
 
 
 def _parse_topic(path: str, raw: bytes) -> dict[str, Any]:
@@ -303,10 +311,3 @@ def _encode_topic(info: TopicInfo) -> bytes:
     if info.topic_id:
         doc["topic_id"] = info.topic_id
     return json.dumps(doc, indent=1).encode()
-
-
-def open_log(url: str, *, storage_options: Mapping[str, Any] | None = None,
-             fsync: bool = True, manifest_versions_retained: int = 100) -> Log:
-    """Open the log stored at ``url`` (see ``store.open_store``)."""
-    return Log(open_store(url, storage_options=storage_options, fsync=fsync),
-               manifest_versions_retained=manifest_versions_retained)

@@ -32,6 +32,20 @@ def version_json(new: Manifest, parent: Manifest | None) -> bytes:
     return new.to_json(delta_of=parent if delta else None)
 
 
+def version_path(topic: str, partition: int, version: int, topic_id: str) -> str:
+    """The store path of version ``version`` of incarnation ``topic_id`` of a partition."""
+    return f"{paths.manifest_folder(topic, partition)}/{paths.manifest_name(version, topic_id)}"
+
+
+def create_first_version(store, topic: str, partition: int, topic_id: str,
+                         committed_ms: int) -> bool:
+    """Create a new partition's version 0, empty; False if it exists (a crashed create
+    left it, and it is just as good)."""
+    m = Manifest(topic=topic, partition=partition, version=0, committed_ms=committed_ms)
+    return store.put_exclusive(version_path(topic, partition, 0, topic_id),
+                               version_json(m, None))
+
+
 class Versions:
     """The manifest versions of one partition, and the newest one seen. Thread-safe.
 
@@ -52,6 +66,7 @@ class Versions:
     def path(self, version: int, topic_id: str | None = None) -> str:
         """The store path of version ``version`` of incarnation ``topic_id`` (default:
         the one followed now)."""
+        # the folder is kept, not rebuilt: this runs several times per append
         name = paths.manifest_name(version, self.topic_id if topic_id is None else topic_id)
         return f"{self.manifest_folder}/{name}"
 

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from log_layout import commit, segment
+from log_layout import commit, idempotence, segment
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
                                OutOfOrderSequence, TopicRecreated)
-from log_layout.manifest import (Manifest, ProducerBatch, SegmentInfo, check_sequence,
-                                 segments_after_replace)
+from log_layout.manifest import Manifest, ProducerBatch, SegmentInfo, segments_after_replace
 from log_layout.segment_commit import SegmentPuts, append_commit
 from log_layout.versions import Versions
 
@@ -128,11 +127,10 @@ class PartitionWriter:
         producers = m.producers
         for batch, row in producer_batches:
             entry = producers.get(batch.producer_id)
-            if check_sequence(entry, batch, self.partition.partition) is not None:
+            if idempotence.check_sequence(entry, batch, self.partition.partition) is not None:
                 raise OutOfOrderSequence(batch.producer_id, self.partition.partition,
                                          entry.last_sequence + 1, batch.first_sequence)
-            producers = dataclasses.replace(m, producers=producers).with_producers(
-                [(batch, base + row)])
+            producers = idempotence.after_appends(producers, [(batch, base + row)])
         stats = {"base_offset": base, "last_offset": base + table.num_rows - 1,
                  "count": table.num_rows, "min_ts": table.min_ts, "max_ts": table.max_ts}
         changes = {"next_offset": base + table.num_rows, "producers": producers,

@@ -26,7 +26,8 @@ Streaming admission control:
     ``maxOffsetsPerTrigger``   at most this many offsets per micro-batch, shared
                                across partitions in proportion to their backlog
     ``minOffsetsPerTrigger``   wait for this many new offsets ...
-    ``maxTriggerDelay``        ... but no longer than this (``15m`` default; ``10s``, ``500ms``)
+    ``maxTriggerDelay``        ... but no longer than this (``15m`` default; ``10s``, ``500ms``;
+                               a bare number is milliseconds)
 
 Splitting and behaviour:
     ``minPartitions``          at least this many Spark partitions (large ranges split)
@@ -55,6 +56,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from conf import durations
+from conf.errors import ConfigError
 from pipeline.errors import InvalidSourceOption
 
 EARLIEST, LATEST = -2, -1
@@ -154,18 +157,14 @@ def _int(name: str, raw: str, minimum: int) -> int:
     return value
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
-_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
-            "d": 86_400_000}
-
-
 def parse_duration_ms(name: str, raw: str) -> int:
-    """``15m``, ``10s``, ``500ms``, ``1h``, ``2d`` or plain milliseconds (Spark's time strings)."""
-    match = _DURATION.match(str(raw))
-    if not match:
-        raise InvalidSourceOption(name, raw, "must be a duration such as 500ms, 10s, 15m or 1h")
-    unit = match.group(2).lower() if match.group(2) else None
-    return int(match.group(1)) * _UNIT_MS[unit]
+    """Option ``name``'s duration in ms (``conf.durations``: ``500ms``, ``10s``, ``15m``,
+    ``1h``, ``2d``; a bare number is milliseconds, as in Spark's time strings).
+    Raises InvalidSourceOption."""
+    try:
+        return durations.parse_duration_ms(str(raw), key=name)
+    except ConfigError as e:
+        raise InvalidSourceOption(name, raw, e.reason) from None
 
 
 def _json(name: str, raw: str) -> Any:

@@ -19,31 +19,14 @@ import json
 import logging
 import math
 import re
-import threading
-from typing import Any
 
-from log_layout import Log, SegmentInfo, UnknownTopic, open_log
+from log_layout import Log, SegmentInfo, UnknownTopic
 from pipeline.errors import DataLoss, InvalidSourceOption, NoOffsetForTimestamp
 from pipeline.options import EARLIEST, LATEST, SourceOptions
 
 log_ = logging.getLogger("sparklog.source")
 
 TP = tuple[str, int]
-
-_logs: dict[str, Log] = {}
-_logs_lock = threading.Lock()
-
-
-def open_cached(description: dict[str, Any]) -> Log:
-    """The log of a store description, opened once per process (Python workers are reused)."""
-    key = json.dumps(description, sort_keys=True, default=str)
-    with _logs_lock:
-        log = _logs.get(key)
-        if log is None:
-            log = _logs[key] = open_log(description["url"],
-                                        storage_options=description.get("storage_options"))
-        return log
-
 
 @dataclasses.dataclass(frozen=True)
 class Slice:

@@ -44,7 +44,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               ReadMinRows, SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from log_layout import MissingSegment, OffsetOutOfRange
+from log_layout import MissingSegment, OffsetOutOfRange, shared_log
 from pipeline import planning
 from pipeline.errors import PartitionsRemoved
 from pipeline.options import SourceOptions, parse
@@ -128,7 +128,7 @@ def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
     range is re-read through the newest manifest; if retention deleted it,
     that is data loss.
     """
-    log = planning.open_cached(opts.store_description)
+    log = shared_log(**opts.store_description)
     part = log.partition(s.topic, s.partition)
     try:
         batches = part.read_segment(s.segment, s.start, s.end).to_batches()
@@ -150,7 +150,7 @@ class BatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list["SliceInput"]:
-        log = planning.open_cached(self.opts.store_description)
+        log = shared_log(**self.opts.store_description)
         tps = planning.topic_partitions(log, self.opts)
         starts = planning.resolve_starts(log, self.opts, tps, default="earliest")
         ends = planning.resolve_ends(log, self.opts, tps)
@@ -194,7 +194,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @property
     def log(self):
-        return planning.open_cached(self.opts.store_description)
+        return shared_log(**self.opts.store_description)
 
     def initialOffset(self) -> dict:
         tps = planning.topic_partitions(self.log, self.opts)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from log_layout import Log, open_log
+from log_layout import Log, open_log, open_log_from_settings
 from pipeline.errors import TableError
 
 VALUE_FORMATS = ("raw", "string", "json")
@@ -131,11 +131,11 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
                 storage_options: Mapping[str, Any] | None = None, log: Log | None = None,
                 once: bool = True, value_format: str = "raw", schema=None,
                 warehouse: str | None = None, checkpoint: str | None = None,
-                options: Mapping[str, str] | None = None, processing_time: str | None = None):
+                options: Mapping[str, str] | None = None, trigger_ms: int | None = None):
     """Materialise ``topic`` into the Delta table ``table``; returns the StreamingQuery.
 
     ``once=True`` runs ``Trigger.AvailableNow`` and waits for it to finish;
-    otherwise the query keeps running (``processing_time`` like ``"10 seconds"``)
+    otherwise the query keeps running (a micro-batch every ``trigger_ms``, if given)
     and the caller stops it. ``options`` are more ``sparklog`` source options
     (``maxOffsetsPerTrigger``, ``startingOffsets`` for a new table...).
     Raises TableError for a bad name, format or schema, UnknownTopic for a
@@ -144,11 +144,11 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     from pyspark.sql import functions as F
 
     check_table_name(table)
-    if log is None:
-        if store is None:
-            import conf
+    if log is None and store is None:
+        import conf
 
-            store = conf.load().store.url
+        log = open_log_from_settings(conf.load(), storage_options=storage_options)
+    elif log is None:
         log = open_log(store, storage_options=storage_options)
     info = log.topic(topic, refresh=True)
     value_schema = _value_schema(spark, log, topic, table, value_format, schema)
@@ -178,8 +178,8 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
         writer = writer.format("delta").outputMode("append").option("path", path)
     if once:
         writer = writer.trigger(availableNow=True)
-    elif processing_time:
-        writer = writer.trigger(processingTime=processing_time)
+    elif trigger_ms:
+        writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
     query = writer.start()
     if once:
         query.awaitTermination()

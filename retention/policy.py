@@ -1,4 +1,4 @@
-"""Time and size retention of one partition, and deletion of unreferenced files.
+"""Time and size retention of one partition.
 
 Kafka's rules (``UnifiedLog.deleteRetentionMsBreachedSegments`` and
 ``deleteRetentionSizeBreachedSegments``), with the manifest as the log:
@@ -14,21 +14,18 @@ Kafka's rules (``UnifiedLog.deleteRetentionMsBreachedSegments`` and
 * whole segments only, oldest first; the log start offset moves to the base
   offset of the first kept segment.
 
-:func:`vacuum_partition` then deletes files no manifest names any more --
-superseded by compaction or roll-up, dropped by retention, orphans of crashed
-writers -- once older than ``file.delete.delay.ms``, and manifest versions
-beyond the store's retained window (``PartitionLog.vacuum``). Time is the
-``now_ms`` parameter throughout.
+The dropped files are deleted later by vacuum (``retention.vacuum``). Time is
+the ``now_ms`` parameter throughout; the step's skeleton (dry run, conflicts)
+is ``log_layout.maintenance``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from compaction.result import StepResult
 from conf.topic import TopicConfig
 from log_layout import Manifest, PartitionLog, SegmentInfo
-from log_layout.errors import MaintenanceConflict
+from log_layout.maintenance import MaintenanceStep, NothingToDo, StepResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,39 +61,38 @@ def plan_retention(m: Manifest, config: TopicConfig, now_ms: int) -> RetentionPl
     return RetentionPlan(candidates[:n], m.segments[n].base_offset, by_time, by_size)
 
 
+class Retention(MaintenanceStep[RetentionPlan]):
+    """Retention as a maintenance step (see :func:`retain_partition`)."""
+
+    action = "retention"
+
+    def __init__(self, config: TopicConfig, now_ms: int):
+        self.config, self.now_ms = config, now_ms
+
+    def plan(self, plog: PartitionLog, m: Manifest) -> RetentionPlan | NothingToDo:
+        plan = plan_retention(m, self.config, self.now_ms)
+        if plan is None:
+            return NothingToDo("cleanup.policy has no delete" if not self.config.deletes
+                               else "nothing expired")
+        return plan
+
+    def preview(self, plog: PartitionLog, m: Manifest, plan: RetentionPlan) -> StepResult:
+        return self._result(plog, plan, dry_run=True)
+
+    def apply(self, plog: PartitionLog, m: Manifest, plan: RetentionPlan) -> StepResult:
+        plog.replace_segments(plan.drop, [], committer="retention", now_ms=self.now_ms,
+                              log_start_offset=plan.new_log_start_offset)
+        return self._result(plog, plan, dry_run=False)
+
+    def _result(self, plog: PartitionLog, plan: RetentionPlan, *, dry_run: bool) -> StepResult:
+        return StepResult(self.action, plog.topic, plog.partition, True, dry_run,
+                          len(plan.drop), 0, sum(s.count for s in plan.drop), 0,
+                          sum(s.bytes for s in plan.drop), 0,
+                          note=f"{plan.by_time} by time, {plan.by_size} by size",
+                          log_start_offset=plan.new_log_start_offset)
+
+
 def retain_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
                      dry_run: bool = False) -> StepResult:
     """Drop the segments retention allows and move the log start offset forward."""
-    topic, partition = plog.topic, plog.partition
-    m = plog.snapshot()
-    plan = plan_retention(m, config, now_ms)
-    if plan is None:
-        note = "cleanup.policy has no delete" if not config.deletes else "nothing expired"
-        return StepResult.unchanged("retention", topic, partition, note, dry_run=dry_run,
-                                    log_start_offset=m.log_start_offset)
-    result = StepResult("retention", topic, partition, True, dry_run, len(plan.drop), 0,
-                        sum(s.count for s in plan.drop), 0, sum(s.bytes for s in plan.drop), 0,
-                        note=f"{plan.by_time} by time, {plan.by_size} by size",
-                        log_start_offset=plan.new_log_start_offset)
-    if dry_run:
-        return result
-    try:
-        plog.replace_segments(plan.drop, [], committer="retention", now_ms=now_ms,
-                              log_start_offset=plan.new_log_start_offset)
-    except MaintenanceConflict as e:
-        return StepResult.unchanged("retention", topic, partition, f"conflict: {e}",
-                                    log_start_offset=m.log_start_offset)
-    return result
-
-
-def vacuum_partition(plog: PartitionLog, config: TopicConfig, now_ms: int, *,
-                     dry_run: bool = False) -> StepResult:
-    """Delete this partition's unreferenced files older than ``file.delete.delay.ms``."""
-    report = plog.vacuum(now_ms=now_ms, delay_ms=config.file_delete_delay_ms, dry_run=dry_run)
-    segs = [f for f in report.deleted if f.reason != "manifest"]
-    return StepResult("vacuum", plog.topic, plog.partition, bool(report.deleted), dry_run,
-                      files_deleted=len(report.deleted),
-                      bytes_before=sum(f.size for f in segs), bytes_after=0,
-                      note=f"{len(report.kept)} files within file.delete.delay.ms"
-                      if report.kept else "",
-                      log_start_offset=plog.snapshot(refresh=False).log_start_offset)
+    return Retention(config, now_ms).run(plog, dry_run=dry_run)

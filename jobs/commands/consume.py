@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from conf.errors import ConfigError
-    from ingest_gateway.consumer import Consumer
-    from jobs.cli import gateway_url, open_log_from, settings_from
+    from ingest_gateway.client import Consumer
+    from jobs.cli import gateway_url, settings_from
+    from log_layout import open_log_from_settings
 
     if args.offset is not None and args.partition is None:
         raise ConfigError("--offset", args.offset, "--offset needs --partition")
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.via_gateway:
         consumer = Consumer(gateway=gateway, group_id=args.group, **kw)
     else:
-        consumer = Consumer(log=open_log_from(settings),
+        consumer = Consumer(log=open_log_from_settings(settings),
                             gateway=gateway if args.group else None, group_id=args.group, **kw)
     out = sys.stdout
     count = 0

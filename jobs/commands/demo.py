@@ -63,14 +63,14 @@ def _start_gateway(store: str, port: int) -> subprocess.Popen:
 def run(args: argparse.Namespace) -> int:
     import urllib3
     from rich.console import Console
-    from rich.table import Table
 
     from ingest_gateway.client import Consumer, Producer
-    from jobs.cli import open_log_from, settings_from
+    from jobs.cli import settings_from
+    from log_layout import open_log_from_settings
 
     console = Console()
     settings = settings_from(args)
-    log = open_log_from(settings)
+    log = open_log_from_settings(settings)
     console.rule(f"[bold]sparklog demo[/bold] on {log.url}")
     for topic in (EVENTS, PROFILES):
         if topic in log.topics():

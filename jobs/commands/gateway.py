@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conf.errors import ConfigError
-    from ingest_gateway.server import serve
+    from ingest_gateway.server.runner import serve
     from jobs.cli import settings_from
 
     settings = settings_from(args, **{"gateway.host": args.host, "gateway.port": args.port})
@@ -35,8 +35,5 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--storage-options", args.storage_options, f"not JSON: {e}") from None
         if not isinstance(options, dict):
             raise ConfigError("--storage-options", args.storage_options, "expected a JSON object")
-    from ingest_gateway.fetch import routes as consumer_routes  # fetch + consumer groups
-
-    serve(settings, storage_options=options, log_level=args.log_level,
-          extra_routes=consumer_routes())
+    serve(settings, storage_options=options, log_level=args.log_level)
     return 0

@@ -52,12 +52,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ingest_gateway.groups import describe_from_store, validate_group_id
-    from jobs.cli import gateway_url, open_log_from, settings_from
+    from ingest_gateway.client.group_protocol import validate_group_id
+    from ingest_gateway.server.groups.store import describe_from_store
+    from jobs.cli import gateway_url, settings_from
+    from log_layout import open_log_from_settings
 
     settings = settings_from(args)
     url = gateway_url(args, settings)
-    lg = open_log_from(settings)
+    lg = open_log_from_settings(settings)
     console = Console()
     if args.action == "list":
         names = set(lg.groups())

@@ -11,22 +11,9 @@ a summary table, and appends the run to the maintenance history.
 from __future__ import annotations
 
 import argparse
-import re
 import time
 
-from jobs.cli import integer
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """``"5m"`` -> 300000; units ms, s, m, h, d (no unit = seconds)."""
-    match = _DURATION.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive duration like 30s, 5m or 1h, "
-                                         f"got {text!r}")
-    return int(float(match.group(1)) * _UNIT_MS[match.group(2) or "s"])
+from jobs.cli import duration, integer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,8 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--force", action="store_true",
                            help="clean even below min.cleanable.dirty.ratio")
         if name == "maintain":
-            p.add_argument("--every", type=parse_duration_ms, metavar="DURATION", nargs="?",
-                           const=-1, help="repeat every DURATION (e.g. 5m; default "
+            p.add_argument("--every", type=duration(1), metavar="DURATION", nargs="?",
+                           const=-1, help="repeat every DURATION (e.g. 30s, 5m, 1h; a bare "
+                                          "number is milliseconds; default "
                                           "maintenance.interval.ms) until interrupted")
             p.add_argument("--runs", type=integer(1), metavar="N",
                            help="with --every: stop after N runs")
@@ -92,12 +80,12 @@ def _console():
 
 def run_command(args: argparse.Namespace) -> int:
     from conf.errors import SparklogError
-    from jobs.cli import open_log_from, settings_from
-    from log_layout import wall_clock_ms
+    from jobs.cli import settings_from
+    from log_layout import open_log_from_settings, wall_clock_ms
 
     console = _console()
     settings = settings_from(args)
-    log = open_log_from(settings)
+    log = open_log_from_settings(settings)
     every = getattr(args, "every", None)
     if every == -1:
         every = settings.maintenance.interval_ms
@@ -177,9 +165,10 @@ def show_history(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from jobs.cli import open_log_from, settings_from
+    from jobs.cli import settings_from
+    from log_layout import open_log_from_settings
 
-    log = open_log_from(settings_from(args))
+    log = open_log_from_settings(settings_from(args))
     runs = log.history(limit=args.limit)
     console = _console()
     if args.json:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from jobs.cli import duration
+
 
 def _pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
@@ -31,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder of the tables (default: <store>/_tables for a local store)")
     p.add_argument("--checkpoint", metavar="DIR",
                    help="checkpoint folder (default: <warehouse>/_checkpoints/<table>)")
-    p.add_argument("--trigger", metavar="INTERVAL", default=None,
-                   help="micro-batch interval of a continuous run, e.g. '10 seconds'")
+    p.add_argument("--trigger", metavar="DURATION", type=duration(1), default=None,
+                   help="micro-batch interval of a continuous run, e.g. 10s or 1m "
+                        "(a bare number is milliseconds)")
     p.add_argument("--option", metavar="KEY=VALUE", type=_pair, action="append", default=[],
                    help="a sparklog source option, e.g. maxOffsetsPerTrigger=100000")
     p.add_argument("--master", help="Spark master (default: setting spark.master)")
@@ -42,12 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from jobs.cli import open_log_from, settings_from
+    from jobs.cli import settings_from
+    from log_layout import open_log_from_settings
     from pipeline import tables
     from pipeline.spark import session
 
     settings = settings_from(args)
-    log = open_log_from(settings)
+    log = open_log_from_settings(settings)
     log.topic(args.topic)  # fail fast, before Spark starts, on an unknown topic
     tables.check_table_name(args.table)  # and on a bad table name
     console = Console(stderr=True)
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     query = tables.materialize(
         spark, args.topic, args.table, log=log, once=args.once, value_format=args.value_format,
         schema=args.schema, warehouse=args.warehouse, checkpoint=args.checkpoint,
-        options=dict(args.option), processing_time=args.trigger)
+        options=dict(args.option), trigger_ms=args.trigger)
     if not args.once:
         console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")
         try:

@@ -31,13 +31,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from jobs.cli import open_log_from, settings_from
+    from jobs.cli import settings_from
+    from log_layout import open_log_from_settings
     from jobs.errors import QueryError
     from pipeline import tables
     from pipeline.spark import session
 
     settings = settings_from(args)
-    log = open_log_from(settings)
+    log = open_log_from_settings(settings)
     spark = session(master=args.master, settings=settings)
     # tables first: a table materialised under a topic's name keeps that name
     tables.register_tables(spark, args.warehouse or tables.default_warehouse(log))

@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     import conf
-    from jobs.cli import open_log_from, settings_from
-    from log_layout import TopicExists
+    from jobs.cli import settings_from
+    from log_layout import TopicExists, open_log_from_settings
 
     settings = settings_from(args)
-    lg = open_log_from(settings)
+    lg = open_log_from_settings(settings)
     console = Console()
     if args.action == "list":
         for name in lg.topics():

@@ -8,7 +8,7 @@ import pytest
 
 from log_layout import open_log
 from tests.conftest import make_log_url
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 # The memory backend lives inside one process, so a gateway subprocess cannot share it.
 GATEWAY_BACKENDS = ["file", "s3"]

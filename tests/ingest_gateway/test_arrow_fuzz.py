@@ -29,7 +29,7 @@ import pytest
 import urllib3
 
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 ARROW = "application/vnd.apache.arrow.stream"
 CASES = 300

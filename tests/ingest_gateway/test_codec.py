@@ -9,14 +9,14 @@ import pyarrow as pa
 import pytest
 
 from conf.topic import TopicConfig
-from ingest_gateway import codec, ipc_size
+from ingest_gateway.server import codec, codec_arrow, codec_json, ipc_size
 from ingest_gateway.errors import (BadRequest, InvalidKey, InvalidValue, MissingKey,
                                    NestingTooDeep, UncompressedTooLarge, UnsupportedContentType)
 from log_layout import InvalidRecords, RecordTooLarge, UnknownPartition
 
 
 def parse(records, media=codec.JSON_V2, partitions=3, path_partition=None):
-    return codec.json_to_parsed(json.dumps({"records": records}).encode(), media, topic="t",
+    return codec_json.json_to_parsed(json.dumps({"records": records}).encode(), media, topic="t",
                                 partitions=partitions, path_partition=path_partition,
                                 sticky=lambda: 1)
 
@@ -56,7 +56,7 @@ def test_arrow_checks_are_vectorized_too():
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    parsed = codec.arrow_to_parsed(sink.getvalue().to_pybytes(), topic="t", partitions=1,
+    parsed = codec_arrow.arrow_to_parsed(sink.getvalue().to_pybytes(), topic="t", partitions=1,
                                    path_partition=0, sticky=lambda: 0)
     with pytest.raises(RecordTooLarge) as e:
         codec.check_records("t", TopicConfig(max_message_bytes=100), parsed.parts[0])
@@ -77,7 +77,7 @@ def test_json_refusals(records, error):
 # -- refused at parse: what would fail a flush or a JSON fetch (issue 11) ------------------
 def parse_text(text: str | bytes, media=codec.JSON_V2, **kw):
     body = text.encode() if isinstance(text, str) else text
-    return codec.json_to_parsed(body, media, topic="t", partitions=1, path_partition=None,
+    return codec_json.json_to_parsed(body, media, topic="t", partitions=1, path_partition=None,
                                 sticky=lambda: 0, **kw)
 
 
@@ -129,7 +129,7 @@ def arrow_bytes(table: pa.Table, compression=None) -> bytes:
 
 
 def parse_arrow(body: bytes, **kw):
-    return codec.arrow_to_parsed(body, topic="t", partitions=1, path_partition=0,
+    return codec_arrow.arrow_to_parsed(body, topic="t", partitions=1, path_partition=0,
                                  sticky=lambda: 0, **kw)
 
 

@@ -11,10 +11,16 @@ import time
 import pyarrow as pa
 import pytest
 
-from ingest_gateway.consumer import Batch, Consumer, IllegalState, NoOffsetForPartition, Record
-from ingest_gateway.groups import GroupCoordinator, UnknownMemberId
+from ingest_gateway.client import Batch, Consumer, IllegalState, NoOffsetForPartition, Record
+from ingest_gateway.errors import UnknownMemberId
+from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from log_layout import OffsetOutOfRange, UnknownPartition, UnknownTopic
 from tests.ingest_gateway import consumers
+
+
+def generation(c: Consumer) -> int:
+    """The generation ``c`` was last assigned in (its group metadata)."""
+    return c.group_metadata().generation
 
 
 class Clock:
@@ -131,9 +137,10 @@ def test_seek_positions_pause_and_resume(log, topic):
         c.seek_to_end()
         assert (c.position(("t", 0)), c.position(("t", 1))) == (10, 1)
         assert c.watermarks(("t", 0)) == (0, 10)
-        c.seek(("t", 0), 99)  # out of range: auto_offset_reset=earliest applies
-        assert c.poll(0.1) == [] or True
-        assert c.position(("t", 0)) in (0, 10)
+        c.seek(("t", 0), 99)  # out of range: auto_offset_reset=earliest starts over at 0
+        got = c.poll(5)
+        assert [(r.partition, r.offset) for r in got] == [(0, i) for i in range(10)]
+        assert c.position(("t", 0)) == 10
         with pytest.raises(IllegalState, match="not assigned"):
             c.seek(("other", 0), 1)
         with pytest.raises(ValueError):
@@ -219,7 +226,7 @@ def test_three_members_over_six_partitions_get_two_each(group_env):
     for i, c in enumerate(cs):
         c.subscribe(["g6"], group="g", on_assign=lambda tps, i=i: assigned.__setitem__(i, tps))
     drive(cs, lambda: sorted(len(c.assignment()) for c in cs) == [2, 2, 2]
-          and len({c._generation for c in cs}) == 1, "2 partitions each")
+          and len({generation(c) for c in cs}) == 1, "2 partitions each")
     owned = sorted(tp for c in cs for tp in c.assignment())
     assert owned == [("g6", p) for p in range(6)]
     assert {i: sorted(v) for i, v in assigned.items()} == {i: sorted(c.assignment())
@@ -248,7 +255,7 @@ def test_silent_member_loses_partitions_and_the_others_resume_at_least_once(grou
             c.commit()
 
     drive([a, b], lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3
-          and a._generation == b._generation, "a balanced group", sink=process_and_commit)
+          and generation(a) == generation(b), "a balanced group", sink=process_and_commit)
     drive([a, b], lambda: sum(1 for p, _ in processed if ("g6", p) in b.assignment()) >= 14,
           "b to make progress", sink=process_and_commit)
     # b processes one more poll without committing, then dies without leaving
@@ -257,12 +264,13 @@ def test_silent_member_loses_partitions_and_the_others_resume_at_least_once(grou
     processed.extend((r.partition, r.offset) for r in last)
     by_b_uncommitted = {(r.partition, r.offset) for r in last}
     b._abandon()
-    b_member = b._member_id
+    b_member = b.group_metadata().member_id
     # Time passes for the coordinator only; a keeps heartbeating (real threads).
     for _ in range(2):
         clock.t += 600
+        a_member = a.group_metadata().member_id
         wait_until(lambda: next(m for m in coord.describe("g").members
-                                if m["member_id"] == a._member_id)["last_heartbeat_ms"] == clock.t,
+                                if m["member_id"] == a_member)["last_heartbeat_ms"] == clock.t,
                    "a heartbeat at the new time")
     assert b_member not in {m["member_id"] for m in coord.describe("g").members}
     drive([a], lambda: len(a.assignment()) == 6 and set(processed) >= everything,
@@ -276,7 +284,7 @@ def test_silent_member_loses_partitions_and_the_others_resume_at_least_once(grou
     assert dups <= by_b_uncommitted  # duplicates only after b's last commit
     # the zombie's commit is rejected
     with pytest.raises(UnknownMemberId):
-        coord.commit("g", {("g6", 0): 1}, member_id=b_member, generation=b._generation)
+        coord.commit("g", {("g6", 0): 1}, member_id=b_member, generation=generation(b))
     a.close()
     assert coord.committed("g") == {("g6", p): 30 for p in range(6)}
 
@@ -291,7 +299,7 @@ def test_two_groups_each_get_everything_members_of_one_share(group_env):
     pub.subscribe("g6", group="other")
     names = {id(q1): "q1", id(q2): "q2", id(pub): "pub"}
     drive([q1, q2], lambda: len(q1.assignment()) == 3 and len(q2.assignment()) == 3
-          and q1._generation == q2._generation, "the queue group to balance")
+          and generation(q1) == generation(q2), "the queue group to balance")
     drive([pub], lambda: len(pub.assignment()) == 6, "the other group's member")
     for p in range(6):  # produced once both groups are stable: no rebalance re-reads
         prod.send(p, [b"%d-%d" % (p, i) for i in range(5)])
@@ -328,13 +336,13 @@ def test_async_commit_auto_commit_and_lost_membership(group_env):
     fut = c.commit(asynchronous=True)
     fut.result(10)
     assert coord.committed("g")[("g6", 0)] == 3
-    old = c._member_id
+    old = c.group_metadata().member_id
     clock.t += 5000  # the session expires
     with pytest.raises(UnknownMemberId):
         c.commit(offsets={("g6", 0): 3})
     drive([c], lambda: lost and c.assignment(), "a new membership")
     assert sorted(lost[0]) == [("g6", p) for p in range(6)]
-    assert c._member_id != old and len(assigned) == 2
+    assert c.group_metadata().member_id != old and len(assigned) == 2
     c.close()
 
 
@@ -348,7 +356,7 @@ def test_cooperative_consumer_revokes_only_moved_partitions(group_env):
     b = member(log, coord, client_id="b", **kw)
     b.subscribe("g6", group="g")
     drive([a, b], lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3
-          and a._generation == b._generation and not coord.describe("g").state.startswith("Prep"),
+          and generation(a) == generation(b) and not coord.describe("g").state.startswith("Prep"),
           "a cooperative hand-over")
     assert len(revoked) == 1 and len(revoked[0]) == 3  # only the moved ones, once
     assert not set(revoked[0]) & set(a.assignment())

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from ingest_gateway.consumer import Consumer
+from ingest_gateway.client import Consumer
 
 PARTITIONS, PER_PARTITION = 4, 250
 SAFETY_S = 60  # a hang (the iterator waiting for records it skipped) fails, not blocks

@@ -37,11 +37,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from ingest_gateway.consumer import Consumer
-from ingest_gateway.groups import GroupCoordinator
+from ingest_gateway.client import Consumer
+from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from log_layout import open_log
 from tests.ingest_gateway.consumers import drive
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 PARTITIONS = 4
 SAFETY_S = 20.0  # bound on any one wait: a lost record fails the test instead of hanging

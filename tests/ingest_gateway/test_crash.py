@@ -13,7 +13,7 @@ import pytest
 from ingest_gateway.client import Producer
 from log_layout import open_log
 from tests.conftest import make_log_url
-from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
+from jobs.gateway_process import GatewayProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

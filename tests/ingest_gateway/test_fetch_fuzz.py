@@ -1,4 +1,4 @@
-"""schemathesis fuzzes the consumer routes (``fetch.openapi_paths``) against a live
+"""schemathesis fuzzes the consumer routes (``openapi_consumers.consumer_paths``) against a live
 gateway: no input may cause a 5xx. Same approach as test_fuzz.py (CLI in a subprocess);
 ``SPARKLOG_FUZZ_EXAMPLES=N`` runs N examples per operation instead of 10."""
 
@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from ingest_gateway import fetch
-from ingest_gateway.openapi import document
+from ingest_gateway.http.openapi import document
+from ingest_gateway.http.openapi_consumers import consumer_paths
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def test_no_input_to_the_consumer_routes_causes_a_server_error(tmp_path):
     url = str(tmp_path / "store")
     open_log(url).create_topic("fuzz", {"partitions": 2})
     doc = document()
-    doc["paths"] = fetch.openapi_paths()
+    doc["paths"] = consumer_paths()
     schema = tmp_path / "consumer-openapi.json"
     schema.write_text(json.dumps(doc))
     schemathesis = os.path.join(os.path.dirname(sys.executable), "schemathesis")

@@ -14,14 +14,20 @@ import pyarrow as pa
 import pytest
 import urllib3
 
-from ingest_gateway.consumer import Consumer, HttpMembership
-from ingest_gateway.groups import UnknownMemberId
+from ingest_gateway.client import Consumer
+from ingest_gateway.client.gateway_transport import HttpMembership
+from ingest_gateway.errors import UnknownMemberId
 from tests.ingest_gateway.consumers import drive
-from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
+from jobs.gateway_process import GatewayProcess, wait_for
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 ARROW = "application/vnd.apache.arrow.stream"
+
+
+def generation(c: Consumer) -> int:
+    """The generation ``c`` was last assigned in (its group metadata)."""
+    return c.group_metadata().generation
 
 
 def produce(gw, topic, partition, values, *, fmt=BINARY_V2):
@@ -189,7 +195,7 @@ def member(gw, client_id, **kw):
 
 def balanced(cs, n):
     return (all(len(c.assignment()) == n for c in cs)
-            and len({c._generation for c in cs}) == 1)
+            and len({generation(c) for c in cs}) == 1)
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
@@ -228,7 +234,7 @@ def test_killed_member_loses_partitions_others_resume_at_least_once(gateway, top
     last = b.poll(5)  # processed, never committed: the only records allowed twice
     processed.extend((r.partition, r.offset) for r in last)
     uncommitted = {(r.partition, r.offset) for r in last}
-    b_member, b_generation = b._member_id, b._generation
+    b_member, b_generation = b.group_metadata().member_id, generation(b)
     b._abandon()  # killed: no leave, no commit, no heartbeats
     drive([a], lambda: len(a.assignment()) == 6 and set(processed) >= everything,
           "a to take over after b's session timeout", sink=process_and_commit)

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,10 @@ import uuid
 
 import pytest
 
-from ingest_gateway.groups import (MAX_CLIENT_ID_CHARS, MAX_METADATA_CHARS, GroupCoordinator,
-                                   GroupFieldTooLong, InvalidSessionTimeout, UnknownGroup,
+from ingest_gateway.errors import (GroupFieldTooLong, InvalidSessionTimeout, UnknownGroup,
                                    UnknownMemberId)
+from ingest_gateway.server.groups.coordinator import GroupCoordinator
+from ingest_gateway.server.groups.state import MAX_CLIENT_ID_CHARS, MAX_METADATA_CHARS
 
 
 class Clock:

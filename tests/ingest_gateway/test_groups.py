@@ -6,11 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from ingest_gateway.groups import (GroupCoordinator, IllegalGeneration, InconsistentGroupProtocol,
+from ingest_gateway.errors import (IllegalGeneration, InconsistentGroupProtocol,
                                    InvalidCommitOffset, InvalidGroupId, PartitionNotAssigned,
-                                   RebalanceInProgress, UnknownGroup, UnknownMemberId,
-                                   assign_range, assign_roundrobin, assign_sticky,
-                                   describe_from_store)
+                                   RebalanceInProgress, UnknownGroup, UnknownMemberId)
+from ingest_gateway.server.groups.assignors import assign_range, assign_roundrobin, assign_sticky
+from ingest_gateway.server.groups.coordinator import GroupCoordinator
+from ingest_gateway.server.groups.store import describe_from_store
 from log_layout import UnknownTopic
 
 

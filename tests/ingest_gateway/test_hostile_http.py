@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
+from jobs.gateway_process import GatewayProcess, wait_for
 
 CONTROL_LIMIT = 256 * 1024
 READ_TIMEOUT_MS = 1500
@@ -306,21 +306,21 @@ def test_connections_beyond_max_connections_get_503_and_are_closed(edge_gw):
 @pytest.mark.parametrize("raw", [" 1", "1 ", "+1", "1_0", "\u0661", "\uff11", "", "-", "1\n",
                                  "0x1", "1" * 41, None])
 def test_parse_int_takes_ascii_decimal_only(raw):
-    from ingest_gateway.params import parse_int
+    from ingest_gateway.http.params import parse_int
 
     with pytest.raises(ValueError):
         parse_int(raw)
 
 
 def test_parse_int_reads_plain_numbers():
-    from ingest_gateway.params import parse_int
+    from ingest_gateway.http.params import parse_int
 
     assert [parse_int(x) for x in ["0", "7", "-3", "0012", "9" * 40]] == \
         [0, 7, -3, 12, int("9" * 40)]
 
 
 def test_parse_json_bounds_depth_without_recursion():
-    from ingest_gateway.body import json_depth, parse_json
+    from ingest_gateway.http.body import json_depth, parse_json
     from ingest_gateway.errors import BadRequest, NestingTooDeep
 
     assert json_depth({"a": [1, {"b": []}]}) == 4 and json_depth(5) == 0

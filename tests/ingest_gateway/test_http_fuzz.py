@@ -7,9 +7,9 @@ connection; and the gateway must still be up and serving afterwards.
 
 The schemathesis part runs its CLI in a subprocess (its pytest plugin does not load
 under this pytest, see test_fuzz.py) with ``--phases stateful``: sequences of calls
-chained by OpenAPI links, the ones schemathesis infers from the schema plus
-:data:`LINKS` (consumer instance and group member ids, which it cannot infer), a
-fixed seed, ``not_a_server_error``. Run longer with::
+chained by OpenAPI links, the ones schemathesis infers from the schema plus the
+document's own (``ingest_gateway.http.openapi_links``: consumer instance and group
+member ids, which it cannot infer), a fixed seed, ``not_a_server_error``. Run longer with::
 
     SPARKLOG_FUZZ_EXAMPLES=500 .venv/bin/python -m pytest -p no:cacheprovider \\
         tests/ingest_gateway/test_http_fuzz.py tests/ingest_gateway/test_fuzz.py \\
@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from ingest_gateway.openapi import document
+from ingest_gateway.http.openapi import document
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 #: examples per operation of the schemathesis runs (and scenarios of the stateful phase)
 FUZZ_EXAMPLES = os.environ.get("SPARKLOG_FUZZ_EXAMPLES")
@@ -490,80 +490,11 @@ def test_the_gateway_is_still_up_and_serving_after_the_hostile_requests(target):
 
 
 # -- schemathesis, stateful -------------------------------------------------------------------
-def _ref(path: str, method: str) -> str:
-    return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method
-
-
-_INST = "/consumers/{group}/instances/{instance}"
-_SAME_INSTANCE = {"path.group": "$request.path.group", "path.instance": "$request.path.instance"}
-#: (path, method, status) -> {link name: (target path, method, parameters, requestBody)}:
-#: what schemathesis cannot infer (ids handed out in a body under another name). Added to
-#: the document unless it already links that response to that operation.
-LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str], Any]]] = {
-    ("/consumers/{group}", "post", "200"): {
-        f"Instance{name}": (path, method, {"path.group": "$request.path.group",
-                                          "path.instance": "$response.body#/instance_id"}, body)
-        for name, path, method, body in [
-            ("Subscribe", f"{_INST}/subscription", "post", None),
-            ("Subscription", f"{_INST}/subscription", "get", None),
-            ("Assignments", f"{_INST}/assignments", "get", None),
-            ("Records", f"{_INST}/records", "get", None),
-            ("Seek", f"{_INST}/positions", "post", None),
-            ("Commit", f"{_INST}/offsets", "post", None),
-            ("Committed", f"{_INST}/offsets", "get", None),
-            ("Heartbeat", f"{_INST}/heartbeat", "post", None),
-            ("Delete", _INST, "delete", None)]},
-    (f"{_INST}/subscription", "post", "204"): {
-        f"Subscribed{name}": (path, method, _SAME_INSTANCE, None)
-        for name, path, method in [("Records", f"{_INST}/records", "get"),
-                                   ("Assignments", f"{_INST}/assignments", "get"),
-                                   ("Commit", f"{_INST}/offsets", "post"),
-                                   ("Seek", f"{_INST}/positions", "post"),
-                                   ("Delete", _INST, "delete")]},
-    ("/groups/{group}/members", "post", "200"): {
-        "MemberHeartbeat": ("/groups/{group}/members/{member}/heartbeat", "post",
-                            {"path.group": "$request.path.group",
-                             "path.member": "$response.body#/member_id"},
-                            {"generation": "$response.body#/generation"}),
-        "MemberLeave": ("/groups/{group}/members/{member}", "delete",
-                        {"path.group": "$request.path.group",
-                         "path.member": "$response.body#/member_id"}, None),
-        "MemberCommit": ("/groups/{group}/offsets", "post", {"path.group": "$request.path.group"},
-                         {"member_id": "$response.body#/member_id",
-                          "generation": "$response.body#/generation",
-                          "offsets": []}),
-        "MemberDescribe": ("/groups/{group}", "get", {"path.group": "$request.path.group"}, None),
-    },
-}
-
-
-def with_links(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """``doc`` with :data:`LINKS` added where missing; and how many were added."""
-    doc = copy.deepcopy(doc)
-    added = 0
-    for (path, method, status), links in LINKS.items():
-        response = doc["paths"][path][method]["responses"][status]
-        have = response.setdefault("links", {})
-        linked = {link.get("operationRef") for link in have.values()}
-        for name, (to_path, to_method, parameters, body) in links.items():
-            assert to_method in doc["paths"][to_path], (to_path, to_method)
-            if _ref(to_path, to_method) in linked:
-                continue
-            link: dict[str, Any] = {"operationRef": _ref(to_path, to_method),
-                                    "parameters": parameters}
-            if body is not None:
-                link["requestBody"] = body
-            have[name] = link
-            added += 1
-    return doc, added
-
-
 def _stateful_run(tmp_path, max_examples: str, timeout: float) -> str:
     store = str(tmp_path / "store")
     open_log(store).create_topic(TOPIC, {"partitions": 2})
-    doc, _added = with_links(document())
-    schema = tmp_path / "openapi-with-links.json"
-    schema.write_text(json.dumps(doc))
+    schema = tmp_path / "openapi.json"
+    schema.write_text(json.dumps(document()))
     schemathesis = os.path.join(os.path.dirname(sys.executable), "schemathesis")
     log_path = tmp_path / "gateway.log"
     with GatewayProcess(store, settings={"gateway.linger.ms": 1}, log_path=str(log_path)) as gw:
@@ -582,9 +513,14 @@ def _stateful_run(tmp_path, max_examples: str, timeout: float) -> str:
 
 
 def test_links_name_real_operations():
-    """Every link, the document's own and :data:`LINKS`, points at an operation of the
-    document (a renamed route must not leave the stateful fuzz silently unchained)."""
-    doc, _added = with_links(document())
+    """Every link of the document points at an operation of the document (a renamed
+    route must not leave the stateful fuzz silently unchained), and the ids schemathesis
+    cannot infer are linked."""
+    doc = document()
+    members = doc["paths"]["/groups/{group}/members"]["post"]["responses"]["200"]["links"]
+    instances = doc["paths"]["/consumers/{group}"]["post"]["responses"]["200"]["links"]
+    assert {"MemberHeartbeat", "MemberCommit"} <= set(members)
+    assert {"InstanceSubscribe", "InstanceRecords", "InstanceDelete"} <= set(instances)
     for item in doc["paths"].values():
         for op in item.values():
             for response in op.get("responses", {}).values() if isinstance(op, dict) else ():

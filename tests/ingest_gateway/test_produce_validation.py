@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
+from jobs.gateway_process import GatewayProcess, wait_for
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 ARROW = "application/vnd.apache.arrow.stream"

@@ -6,7 +6,7 @@ import pytest
 
 from log_layout import open_log
 from tests.conftest import make_log_url
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 
 def produce(gw: GatewayProcess, topic: str, *values: str) -> tuple[int, object]:

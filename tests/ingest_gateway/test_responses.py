@@ -7,8 +7,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest_gateway.app import _v2_offsets_json
-from ingest_gateway.broker import PartResult
+from ingest_gateway.http.produce import v2_offsets_json
+from ingest_gateway.server.batches import PartResult
 
 
 def reference(positions, results) -> bytes:
@@ -37,10 +37,10 @@ def requests(draw):
 @given(requests())
 def test_hand_encoded_answer_equals_json_dumps(request):
     positions, results = request
-    assert _v2_offsets_json(positions, results) == reference(positions, results)
+    assert v2_offsets_json(positions, results) == reference(positions, results)
 
 
 def test_one_partition_offsets_are_consecutive_from_the_base():
-    body = json.loads(_v2_offsets_json([(2, 0), (2, 1), (2, 2)], [PartResult(2, 3, 40)]))
+    body = json.loads(v2_offsets_json([(2, 0), (2, 1), (2, 2)], [PartResult(2, 3, 40)]))
     assert [o["offset"] for o in body["offsets"]] == [40, 41, 42]
     assert {o["partition"] for o in body["offsets"]} == {2}

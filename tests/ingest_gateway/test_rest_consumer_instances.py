@@ -15,10 +15,10 @@ import uuid
 import pytest
 
 import conf
-from ingest_gateway import fetch
-from ingest_gateway.app import create_app
+from ingest_gateway.http.app import create_app
+from ingest_gateway.server.consumer_hub import ConsumerHub
 from log_layout import open_log
-from tests.ingest_gateway.gateway_proc import GatewayProcess, wait_for
+from jobs.gateway_process import GatewayProcess, wait_for
 from tests.ingest_gateway.test_fetch_http import produce
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -36,7 +36,7 @@ class Clock:
 
 class InProcessGateway(GatewayProcess):
     """The gateway app on uvicorn in a thread of this process, with ``clock`` as its
-    clock (``app.state.now_ms``), so its consumer hub can be looked at directly."""
+    clock (``create_app(now_ms=)``), so its consumer hub can be looked at directly."""
 
     def __init__(self, store_url: str, clock: Clock, settings: dict):
         super().__init__(store_url, settings=settings)
@@ -46,9 +46,7 @@ class InProcessGateway(GatewayProcess):
         import uvicorn
 
         settings = conf.load({"store.url": self.store_url, **self.settings})
-        self.app = create_app(settings, open_log(self.store_url, fsync=False),
-                              extra_routes=fetch.routes())
-        self.app.state.now_ms = self.clock
+        self.app = create_app(settings, open_log(self.store_url, fsync=False), now_ms=self.clock)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, lifespan="on",
                                 loop="asyncio", ws="none", log_level="warning")
         self.server = uvicorn.Server(config)
@@ -66,7 +64,7 @@ class InProcessGateway(GatewayProcess):
         self.stop()
 
     @property
-    def hub(self) -> fetch.ConsumerHub:
+    def hub(self) -> ConsumerHub:
         return self.app.state.consumer_hub
 
 

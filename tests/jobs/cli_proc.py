@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.ingest_gateway.gateway_proc import ROOT
+from jobs.gateway_process import ROOT
 
 NO_GATEWAY = "http://127.0.0.1:9"  # the discard port: nothing listens, connect is refused
 

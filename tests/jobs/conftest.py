@@ -7,7 +7,7 @@ import pytest
 
 from log_layout import open_log
 from tests.ingest_gateway.conftest import gateway, gateway_log, gateway_store  # noqa: F401
-from tests.ingest_gateway.gateway_proc import GatewayProcess
+from jobs.gateway_process import GatewayProcess
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from jobs.cli import main
-from jobs.commands.maintain import parse_duration_ms
+from jobs.cli import duration
 from log_layout import open_log
 from tests.compaction.helpers import T0, keyed
 
@@ -67,7 +67,8 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     seed(str(tmp_path / "s"))
     assert main(["--store", str(tmp_path / "s"), "compact", "--no-spark", "--topic", "nope"]) == 2
     assert "no such topic: nope" in capsys.readouterr().err
-    assert parse_duration_ms("5m") == 300_000 and parse_duration_ms("250ms") == 250
+    every = duration(1)
+    assert every("5m") == 300_000 and every("250ms") == 250 and every("5") == 5  # bare = ms
     with pytest.raises(SystemExit):
         main(["maintain", "--every", "soon"])
 

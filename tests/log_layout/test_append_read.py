@@ -7,15 +7,8 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from log_layout import (SEGMENT_SCHEMA, InvalidRecords, OffsetOutOfRange, ProducerBatch,
-                        InvalidProducerEpoch, OutOfOrderSequence)
+from log_layout import SEGMENT_SCHEMA, InvalidRecords, OffsetOutOfRange
 from tests.log_layout.helpers import offsets_and_values, table, values
-
-
-@pytest.fixture
-def part(log):
-    log.create_topic("t")
-    return log.partition("t", 0)
 
 
 def test_round_trip_and_watermarks(part):
@@ -137,23 +130,3 @@ def test_record_batch_input_and_many_batches(part):
     w.append(batch)
     w.append(pa.Table.from_batches([pa.RecordBatch.from_pydict({"value": values(5, 2)})] * 3))
     assert part.read_table(0).column("value").to_pylist() == values(0, 5) + values(5, 2) * 3
-
-
-def test_idempotent_producer_state(part):
-    w = part.claim("w")
-    b0 = ProducerBatch(producer_id=7, producer_epoch=0, first_sequence=0, count=3)
-    b1 = ProducerBatch(7, 0, 3, 2)
-    r = w.append(table(0, 5), producer_batches=[(b0, 0), (b1, 3)])
-    assert r.batch_offsets == ((0, 2), (3, 4))
-    m = part.snapshot()
-    assert m.check_producer(b0) == (0, 2) and m.check_producer(b1) == (3, 4)
-    assert m.check_producer(ProducerBatch(7, 0, 5, 1)) is None
-    with pytest.raises(OutOfOrderSequence) as e:
-        m.check_producer(ProducerBatch(7, 0, 9, 1))
-    assert (e.value.expected, e.value.got) == (5, 9)
-    with pytest.raises(OutOfOrderSequence):  # a duplicate handed to append is refused
-        w.append(table(5, 3), producer_batches=[(b0, 0)])
-    assert part.high_watermark() == 5
-    w.append(table(5, 1), producer_batches=[(ProducerBatch(7, 1, 0, 1), 0)])  # new epoch
-    with pytest.raises(InvalidProducerEpoch):
-        part.snapshot().check_producer(ProducerBatch(7, 0, 5, 1))

@@ -11,13 +11,11 @@ from tests.log_layout.helpers import table
 
 
 @pytest.fixture
-def part(log):
-    log.create_topic("t")
-    p = log.partition("t", 0)
-    w = p.claim("w")
+def two_segments(part):
+    """``part`` with two segments: offsets 0..9 at ts 100, 10..19 at ts 200."""
+    w = part.claim("w")
     w.append(table(0, 10, ts=100))
     w.append(table(10, 10, ts=200))
-    return p
 
 
 def _reopen(part, store):
@@ -33,6 +31,7 @@ def _all_reads(p):
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty"])
+@pytest.mark.usefixtures("two_segments")
 def test_corrupt_segment(part, damage):
     seg = part.snapshot().segments[0]
     path = f"{part.folder}/{seg.file}"
@@ -73,6 +72,7 @@ def test_decode_rejects_a_foreign_schema():
         segment_format.decode(sink.getvalue(), path="p", crc32=None)
 
 
+@pytest.mark.usefixtures("two_segments")
 def test_missing_segment(part):
     seg = part.snapshot().segments[1]
     part.store.delete([f"{part.folder}/{seg.file}"])
@@ -99,6 +99,7 @@ GARBAGE_MANIFESTS = {
 
 
 @pytest.mark.parametrize("name", list(GARBAGE_MANIFESTS))
+@pytest.mark.usefixtures("two_segments")
 def test_garbage_manifest(part, store, name):
     m = part.snapshot()
     path = part.versions.path(m.version + 1)
@@ -135,6 +136,7 @@ def _edit_manifest(part, edit):
     lambda d: d.__setitem__("producers", {"p": {"epoch": 0, "batches": []}}),
 ], ids=["count-type", "ragged", "file-type", "path-trick", "next-type", "wrong-version",
         "wrong-partition", "producer-id"])
+@pytest.mark.usefixtures("two_segments")
 def test_well_formed_json_with_wrong_contents(part, store, edit):
     path = _edit_manifest(part, edit)
     with pytest.raises(CorruptManifest) as e:

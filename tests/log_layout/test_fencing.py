@@ -9,12 +9,6 @@ from log_layout import Fenced, InvalidRecords, MaintenanceConflict
 from tests.log_layout.helpers import offsets_and_values, table, values
 
 
-@pytest.fixture
-def part(log):
-    log.create_topic("t")
-    return log.partition("t", 0)
-
-
 def test_claim_bumps_epoch_and_fences_the_old_writer(part):
     old = part.claim("gw-1")
     assert old.epoch == 1

@@ -21,7 +21,8 @@ from tests.log_layout.helpers import table
 
 
 @pytest.fixture(params=[False, True], ids=["page-cache", "fsync"])
-def part(request, tmp_path):
+def local_part(request, tmp_path):
+    """Partition 0 of topic ``t`` on a local store (with and without fsync)."""
     log = open_log(str(tmp_path / "store"), fsync=request.param, manifest_versions_retained=2)
     log.create_topic("t")
     return log.partition("t", 0)
@@ -33,16 +34,16 @@ def _paths(p, info, version):
             os.path.join(root, p.manifest_folder, os.path.basename(p.versions.path(version))))
 
 
-def test_an_append_is_one_file_with_two_names(part):
-    w = part.claim("w")
+def test_an_append_is_one_file_with_two_names(local_part):
+    w = local_part.claim("w")
     r = w.append(table(0, 50))
-    m = part.snapshot()
+    m = local_part.snapshot()
     info = m.segments[-1]
-    seg_path, version_path = _paths(part, info, r.version)
+    seg_path, version_path = _paths(local_part, info, r.version)
     assert os.path.samefile(seg_path, version_path) and os.stat(seg_path).st_nlink == 2
     assert os.path.getsize(seg_path) > info.bytes  # the segment, then the manifest
     whole = pa.ipc.open_file(pa.OSFile(seg_path)).read_all()  # still plain Arrow IPC
-    assert whole.equals(part.read_segment(info))
+    assert whole.equals(local_part.read_segment(info))
     assert whole.column("value").to_pylist() == [f"v{i}".encode() for i in range(50)]
     with open(version_path, "rb") as f:
         data = f.read()
@@ -50,34 +51,34 @@ def test_an_append_is_one_file_with_two_names(part):
     carried, delta_of = Manifest.from_file(data, path=version_path)
     # an append between checkpoints carries a delta: its own segment only
     assert delta_of == r.version - 1 and carried.segments == (info,)
-    assert carried.on_top_of(part.version(delta_of), path=version_path) == m
-    fresh = open_log(part.store.root).partition("t", 0)  # a reader with no cache
+    assert carried.on_top_of(local_part.version(delta_of), path=version_path) == m
+    fresh = open_log(local_part.store.root).partition("t", 0)  # a reader with no cache
     assert fresh.snapshot() == m and fresh.read_table(0).num_rows == 50
-    assert part.orphans() == []
+    assert local_part.orphans() == []
 
 
-def test_a_lost_race_leaves_nothing_and_rebases(part):
-    part.claim("w")
-    a, b = part.writer(), open_log(part.store.root).partition("t", 0).writer()
+def test_a_lost_race_leaves_nothing_and_rebases(local_part):
+    local_part.claim("w")
+    a, b = local_part.writer(), open_log(local_part.store.root).partition("t", 0).writer()
     a.append(table(0, 3))
     # b still holds the snapshot before a's append: its first commit loses the version
     r = b.append(table(3, 4))
     assert (r.base_offset, r.last_offset) == (3, 6)
-    assert part.read_table(0).column("value").to_pylist() == [f"v{i}".encode() for i in range(7)]
-    assert part.orphans() == []
+    assert local_part.read_table(0).column("value").to_pylist() == [f"v{i}".encode() for i in range(7)]
+    assert local_part.orphans() == []
 
 
-def test_vacuum_cuts_the_manifest_off_a_segment_that_outlives_its_version(part):
-    w = part.claim("w")
+def test_vacuum_cuts_the_manifest_off_a_segment_that_outlives_its_version(local_part):
+    w = local_part.claim("w")
     versions = {}  # segment file -> the version that appended it
     for i in range(20):
         r = w.append(table(i * 10, 10))
-        versions[part.snapshot().segments[-1].file] = r.version
-    m = part.snapshot()
-    sizes = {s.file: os.path.getsize(os.path.join(part.store.root, part.folder, s.file))
+        versions[local_part.snapshot().segments[-1].file] = r.version
+    m = local_part.snapshot()
+    sizes = {s.file: os.path.getsize(os.path.join(local_part.store.root, local_part.folder, s.file))
              for s in m.segments}
     assert all(sizes[s.file] > s.bytes for s in m.segments)
-    report = part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
+    report = local_part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
     assert {f.reason for f in report.deleted} == {"manifest"}
     # versions from newest-2 (manifest_versions_retained=2) rounded down to a whole one
     # (a multiple of CHECKPOINT_INTERVAL, so kept deltas stay readable) stay
@@ -85,24 +86,24 @@ def test_vacuum_cuts_the_manifest_off_a_segment_that_outlives_its_version(part):
     kept_versions = {f for f, v in versions.items() if v >= keep_from}
     assert 0 < len(kept_versions) < len(m.segments)
     for s in m.segments:
-        path = os.path.join(part.store.root, part.folder, s.file)
+        path = os.path.join(local_part.store.root, local_part.folder, s.file)
         if s.file in kept_versions:
             assert os.path.getsize(path) == sizes[s.file] and os.stat(path).st_nlink == 2
         else:  # its version is gone: back to the bare segment, still plain Arrow IPC
             assert os.path.getsize(path) == s.bytes and os.stat(path).st_nlink == 1
-            assert pa.ipc.open_file(pa.OSFile(path)).read_all().equals(part.read_segment(s))
-    assert part.read_table(0).num_rows == 200
-    fresh = open_log(part.store.root).partition("t", 0)
+            assert pa.ipc.open_file(pa.OSFile(path)).read_all().equals(local_part.read_segment(s))
+    assert local_part.read_table(0).num_rows == 200
+    fresh = open_log(local_part.store.root).partition("t", 0)
     assert fresh.snapshot() == m
     assert all(fresh.version(v).version == v for v in range(keep_from, m.version + 1))
 
 
 @pytest.mark.parametrize("damage", ["length", "magic", "payload", "footer_length"])
-def test_a_damaged_trailer_is_a_corrupt_manifest(part, damage):
-    w = part.claim("w")
+def test_a_damaged_trailer_is_a_corrupt_manifest(local_part, damage):
+    w = local_part.claim("w")
     r = w.append(table(0, 5))
-    info = part.snapshot().segments[-1]
-    _, version_path = _paths(part, info, r.version)
+    info = local_part.snapshot().segments[-1]
+    _, version_path = _paths(local_part, info, r.version)
     with open(version_path, "r+b") as f:
         data = bytearray(f.read())
         footer = int.from_bytes(data[-10:-6], "little")
@@ -118,59 +119,59 @@ def test_a_damaged_trailer_is_a_corrupt_manifest(part, damage):
         f.seek(0)
         f.write(data)
     with pytest.raises(CorruptManifest) as e:
-        open_log(part.store.root).partition("t", 0).version(r.version)
+        open_log(local_part.store.root).partition("t", 0).version(r.version)
     assert version_path.endswith(e.value.path)
-    assert part.read_segment(info).num_rows == 5  # the segment's own bytes are intact
+    assert local_part.read_segment(info).num_rows == 5  # the segment's own bytes are intact
 
 
-def test_a_json_manifest_longer_than_the_first_read_parses(part, monkeypatch):
+def test_a_json_manifest_longer_than_the_first_read_parses(local_part, monkeypatch):
     monkeypatch.setattr(versions_module, "MANIFEST_TAIL_BYTES", 256)
-    w = part.claim("w")
+    w = local_part.claim("w")
     for i in range(8):
         w.append(table(i, 1))
-    claimed = part.claim("w2")  # a claim commits a JSON manifest, ~1.5 KB here
-    m = part.snapshot()
+    claimed = local_part.claim("w2")  # a claim commits a JSON manifest, ~1.5 KB here
+    m = local_part.snapshot()
     assert m.leader == "w2"
-    fresh = open_log(part.store.root).partition("t", 0)
+    fresh = open_log(local_part.store.root).partition("t", 0)
     assert fresh.snapshot() == m
     assert claimed.append(table(8, 1)).base_offset == 8
     # and a carried manifest longer than the first read: read again, from the end
-    assert open_log(part.store.root).partition("t", 0).snapshot() == part.snapshot()
+    assert open_log(local_part.store.root).partition("t", 0).snapshot() == local_part.snapshot()
 
 
-def test_a_version_vacuumed_while_it_is_read_is_gone_not_corrupt(part, monkeypatch):
-    w = part.claim("w")
+def test_a_version_vacuumed_while_it_is_read_is_gone_not_corrupt(local_part, monkeypatch):
+    w = local_part.claim("w")
     r = w.append(table(0, 5))
-    info = part.snapshot().segments[-1]
-    _, version_path = _paths(part, info, r.version)
-    read_tail = part.store.read_tail
+    info = local_part.snapshot().segments[-1]
+    _, version_path = _paths(local_part, info, r.version)
+    read_tail = local_part.store.read_tail
 
     def vacuumed_meanwhile(p, n):
-        with open(part.store._abs(p), "rb") as f:  # the reader opened it before the vacuum
-            part.store.delete_linked(p, info.bytes)
+        with open(os.path.join(local_part.store.root, p), "rb") as f:  # the reader opened it before the vacuum
+            local_part.store.delete_linked(p, info.bytes)
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - n))
             return f.read(), size
 
-    monkeypatch.setattr(part.store, "read_tail", vacuumed_meanwhile)
+    monkeypatch.setattr(local_part.store, "read_tail", vacuumed_meanwhile)
     with pytest.raises(FileNotFoundError):  # as if it had gone before the read: callers retry
-        part.version(r.version)
-    monkeypatch.setattr(part.store, "read_tail", read_tail)
-    assert not os.path.exists(version_path) and os.path.getsize(part.store._abs(
-        f"{part.folder}/{info.file}")) == info.bytes
-    assert part.read_segment(info).num_rows == 5
+        local_part.version(r.version)
+    monkeypatch.setattr(local_part.store, "read_tail", read_tail)
+    assert not os.path.exists(version_path) and os.path.getsize(os.path.join(
+        local_part.store.root, local_part.folder, info.file)) == info.bytes
+    assert local_part.read_segment(info).num_rows == 5
 
 
-def test_vacuum_cuts_exactly_when_the_first_read_misses_the_trailer(part, monkeypatch):
+def test_vacuum_cuts_exactly_when_the_first_read_misses_the_trailer(local_part, monkeypatch):
     """The first read from a version's end may not reach its trailer (a large footer):
     vacuum reads on, as a reader does, and cuts the segment to its own bytes."""
     monkeypatch.setattr(versions_module, "MANIFEST_TAIL_BYTES", 64)  # less than a footer
-    w = part.claim("w")
+    w = local_part.claim("w")
     for i in range(CHECKPOINT_INTERVAL + 4):
         w.append(table(i, 3))
-    m = part.snapshot()
-    part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
+    m = local_part.snapshot()
+    local_part.vacuum(now_ms=wall_clock_ms(), delay_ms=60_000)
     first = m.segments[0]  # its version is long gone
-    assert os.path.getsize(os.path.join(part.store.root, part.folder, first.file)) == first.bytes
-    assert part.read_segment(first).num_rows == 3
+    assert os.path.getsize(os.path.join(local_part.store.root, local_part.folder, first.file)) == first.bytes
+    assert local_part.read_segment(first).num_rows == 3

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from log_layout import Manifest, ProducerBatch, SegmentInfo
+from log_layout.idempotence import after_appends
 
 
 def seg(i: int) -> SegmentInfo:
@@ -47,7 +48,7 @@ def test_incremental_encoding_equals_full(ops):
 
 
 def test_round_trip_all_fields():
-    producers = Manifest("t", 3, 0).with_producers([(ProducerBatch(9, 1, 0, 4), 100)])
+    producers = after_appends({}, [(ProducerBatch(9, 1, 0, 4), 100)])
     m = Manifest("t", 3, 7, leader_epoch=2, leader="gw", log_start_offset=10, next_offset=40,
                  segments=(seg(1), seg(2), seg(3)), removed=((seg(0).file, 123),),
                  producers=producers, committer="append", committed_ms=99, cleaned_offset=20)

@@ -17,12 +17,6 @@ from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 from tests.log_layout.helpers import table, values
 
 
-@pytest.fixture
-def part(log):
-    log.create_topic("t")
-    return log.partition("t", 0)
-
-
 def _stored(p, version):
     return Manifest.from_file(p.versions.read_file(p.versions.path(version)),
                               path=f"v{version}")

@@ -126,7 +126,7 @@ def test_a_listing_that_raced_a_claim_does_not_fence_the_new_writer(tmp_path):
     import threading
 
     from log_layout import Log
-    from log_layout.store import LocalStore
+    from log_layout.local_store import LocalStore
 
     listed, release = threading.Event(), threading.Event()
 

@@ -109,6 +109,23 @@ def test_partition_cache_sees_growth_from_another_log(log):
     assert other.partition("t", 1).high_watermark() == 0
 
 
+def test_a_partition_is_handed_each_config_its_log_reads(log):
+    """A partition never asks its log: the log hands it every newer config it reads,
+    from its own alters at once and from another process's on its next read."""
+    log.create_topic("t")
+    part = log.partition("t", 0)
+    w = part.claim("w")
+    log.alter_topic("t", {"message.timestamp.type": "LogAppendTime"})
+    assert part.config().message_timestamp_type == "LogAppendTime"
+    w.append(pa.table({"value": [b"v"], "timestamp": pa.array([5], pa.int64())}), now_ms=99)
+    assert part.read_table(0).column("timestamp").cast(pa.int64()).to_pylist() == [99_000]
+    other = open_log(log.url, storage_options=getattr(log.store, "storage_options", None))
+    other.alter_topic("t", {"compression.type": "zstd"})
+    assert part.config().compression is None  # not read yet
+    log.topic("t", refresh=True)
+    assert part.config().compression == "zstd" and log.partition("t", 0) is part
+
+
 def test_delete_topic(log):
     log.create_topic("t", {"partitions": 2})
     log.partition("t", 1).claim("w").append(pa_table(3))

@@ -13,12 +13,6 @@ from tests.log_layout.helpers import table, values
 DAY = 86_400_000
 
 
-@pytest.fixture
-def part(log):
-    log.create_topic("t")
-    return log.partition("t", 0)
-
-
 def _compact_first(p, now_ms):
     """Replace the first segment by a copy of itself (as a roll-up would); its file is superseded."""
     seg = p.snapshot().segments[0]
@@ -129,10 +123,10 @@ def test_old_manifests_are_vacuumed_and_stale_caches_recover(store):
     assert reader.snapshot().version == top + 1
 
 
-def test_commit_never_names_a_file_older_than_half_the_delay(part, monkeypatch):
+def test_commit_never_names_a_file_older_than_half_the_delay(log, part, monkeypatch):
     """A writer that kept losing for longer than half of file.delete.delay.ms rewrites its
     segment, so a vacuum judging by the real clock cannot delete it between write and commit."""
-    part.log.alter_topic("t", {"file.delete.delay.ms": 1_000})
+    log.alter_topic("t", {"file.delete.delay.ms": 1_000})
     w = part.claim("w")
     w.append(table(0, 2))
     clock = [wall_clock_ms()]

@@ -60,7 +60,7 @@ def _crash_inside_commit(store, n: int) -> None:
     that creates the version; others before the conditional PUT."""
     import signal
 
-    from log_layout import store as store_module
+    from log_layout import local_store as store_module
 
     commits = []
 

@@ -38,7 +38,7 @@ def test_kafka_options_parse_and_kafka_dot_options_are_ignored():
     ({"subscribe": "a", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
      "larger than maxOffsetsPerTrigger"),
     ({"subscribe": "a", "failOnDataLoss": "yes"}, "must be true or false"),
-    ({"subscribe": "a", "maxTriggerDelay": "soon"}, "must be a duration"),
+    ({"subscribe": "a", "maxTriggerDelay": "soon"}, "expected a duration"),
     ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "none"}, "must be error or latest"),
     ({"subscribe": "a", "fetch.max.bytes": "1"}, "is not an option of the sparklog source"),
     ({"subscribe": "a", "storageOptions": "[]"}, "must be a JSON object"),

@@ -8,7 +8,8 @@ import pytest
 
 from jobs.maintain import maintain_partition, run
 from log_layout import OffsetOutOfRange
-from retention.policy import plan_retention, retain_partition, vacuum_partition
+from retention.policy import plan_retention, retain_partition
+from retention.vacuum import vacuum_partition
 from tests.compaction.helpers import T0, keyed, rows
 
 HOUR = 3_600_000

@@ -5,45 +5,35 @@ to arrive whole, ``connections.max.idle.ms`` between requests, ``max.connections
 
 SIGTERM and SIGINT start a graceful shutdown: uvicorn stops accepting
 connections and lets open requests finish, then the app's lifespan closes the
-broker, which flushes every accepted record before the process exits.
+batcher, which flushes every accepted record before the process exits.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import conf
-from log_layout import open_log
-
-
-def storage_options_for(settings: conf.Settings,
-                        explicit: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """Storage options: ``explicit`` if given, else the S3 endpoint from the settings
-    (credentials then come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)."""
-    if explicit:
-        return dict(explicit)
-    if settings.store.s3_endpoint_url:
-        return {"client_kwargs": {"endpoint_url": settings.store.s3_endpoint_url}}
-    return None
+from log_layout.opening import open_log_from_settings
 
 
 def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None = None,
-          extra_routes: Sequence[Any] = (), log_level: str = "warning") -> None:
-    """Serve until SIGTERM/SIGINT on ``gateway.host``:``gateway.port`` (blocking)."""
+          log_level: str = "warning") -> None:
+    """Serve every route until SIGTERM/SIGINT on ``gateway.host``:``gateway.port`` (blocking).
+
+    The store is ``store.url`` (``storage_options`` override what the settings imply).
+    """
     import uvicorn
 
-    from ingest_gateway.app import create_app
-    from ingest_gateway.http_protocol import protocol_class
+    from ingest_gateway.http.app import create_app
+    from ingest_gateway.http.http_protocol import protocol_class
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log_ = open_log(settings.store.url, storage_options=storage_options_for(settings, storage_options),
-                    fsync=settings.store.fsync,
-                    manifest_versions_retained=settings.store.manifest_versions_retained)
-    app = create_app(settings, log_, extra_routes=extra_routes)
+    log_ = open_log_from_settings(settings, storage_options=storage_options)
+    app = create_app(settings, log_)
     # Start-up objects (modules, settings) never die: keep them out of every collection,
     # and collect young objects less often (a produce request allocates many short-lived
     # ones; the default threshold of 700 runs gen-0 collections every few requests).

@@ -41,6 +41,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from conf.errors import SparklogError
 from ingest_gateway.errors import BadRequest, RequestTimeout, TooManyConnections
+from ingest_gateway.http.errors import error_body, refusal, status_of
 
 
 class GatewayHttpProtocol(HttpToolsProtocol):
@@ -129,11 +130,9 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     # -- answers outside the app ----------------------------------------------------------
     def _error(self, exc: SparklogError) -> tuple[int, bytes]:
         """(status, JSON body) from the gateway's one error table, counted in its metrics."""
-        from ingest_gateway.app import _refusal, error_body, status_of
-
         state = getattr(self.config.loaded_app, "state", None)
         if state is not None and hasattr(state, "metrics"):
-            status, body, _headers = _refusal(state, exc)
+            status, body, _headers = refusal(state, exc)
         else:
             status, body = status_of(exc)[0], error_body(exc)
         return status, json.dumps(body, separators=(",", ":")).encode()

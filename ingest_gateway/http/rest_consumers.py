@@ -4,7 +4,7 @@ consumer.instance.timeout.ms, default 5 minutes, is dropped and leaves its group
 whether or not requests arrive; an instance may ask for a shorter timeout, not a
 longer one).
 
-Mounted with the other consumer routes by ``fetch.routes()``. Routes::
+Mounted by ``app.create_app`` with every other route. Routes::
 
     POST   /consumers/{group}                                  create an instance
     POST   /consumers/{group}/instances/{instance}/subscription   {"topics": [...]}
@@ -17,8 +17,9 @@ Mounted with the other consumer routes by ``fetch.routes()``. Routes::
     POST   /consumers/{group}/instances/{instance}/heartbeat
     DELETE /consumers/{group}/instances/{instance}              leave the group
 
-Instances are kept in the consumer hub (``fetch.py``); records are read with its
-long-poll fetch and answered in its formats (JSON, binary, Arrow; see ``fetch.py``).
+Instances (``server.rest_instances``) are kept in the consumer hub
+(``server.consumer_hub``); records are read with its long-poll fetch and answered
+in the formats of ``record_docs`` (JSON, binary, Arrow).
 
 **Positions move only past what an answer delivers.** In the JSON format a record
 whose key or value is not strict JSON ends the answer's records of its partition
@@ -35,94 +36,24 @@ group.min/max.session.timeout.ms (400 ``invalid_session_timeout``).
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
-from ingest_gateway.errors import BadRequest
-from ingest_gateway.fetch import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT, MAX_WAIT_MS,
-                                  V2_RESPONSE, ConsumerHub, UnknownConsumerInstance, accept, arrow_stream, field, group_of,
-                                  hub_of, int_q, not_json_response, offsets_doc,
-                                  partitions_query, read_json, records_json, tp_list)
-from ingest_gateway.groups import (GroupCoordinator, GroupError, MemberState,
-                                   PartitionNotAssigned, RebalanceInProgress, UnknownMemberId,
-                                   validate_group_id)
-from ingest_gateway.params import parse_int
-
-
-# -- REST Proxy v2 consumer instances --------------------------------------------------------
-@dataclasses.dataclass
-class Instance:
-    """A consumer the gateway runs on behalf of a REST client (positions live here)."""
-
-    group: str
-    name: str
-    fmt: str
-    auto_offset_reset: str
-    auto_commit: bool
-    session_timeout_ms: int | None
-    topics: tuple[str, ...] = ()
-    member_id: str | None = None
-    generation: int = -1
-    assignment: tuple[tuple[str, int], ...] = ()
-    positions: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
-    timeout_ms: int = 300_000  # consumer.instance.timeout.ms
-    last_used_ms: int = 0  # by the hub's clock
-    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
-
-    def sync(self, hub: ConsumerHub) -> None:
-        """Blocking: heartbeat, follow a rebalance (commit, rejoin), take a new assignment."""
-        if not self.topics:
-            return
-        coord = hub.coordinator
-        st = None
-        if self.member_id is not None:
-            try:
-                st = coord.heartbeat(self.group, self.member_id, self.generation)
-            except UnknownMemberId:  # expired: start over from the committed offsets
-                self.member_id, self.generation, self.assignment = None, -1, ()
-                self.positions.clear()
-        if st is None:
-            st = self._join(coord)
-        if st.rebalance:
-            if self.auto_commit:
-                self.commit(hub, None, quiet=True)
-            self.assignment = ()
-            self.positions.clear()
-            st = self._join(coord)
-        if st.assigned and st.generation != self.generation:
-            self.generation, self.assignment = st.generation, st.assignment
-            self.positions = {}
-            committed = coord.committed(self.group, self.assignment)
-            for tp in self.assignment:
-                if tp in committed:
-                    self.positions[tp] = committed[tp]
-                else:
-                    start, end = hub.source.watermarks(tp)
-                    self.positions[tp] = start if self.auto_offset_reset == "earliest" else end
-
-    def _join(self, coord: GroupCoordinator) -> MemberState:
-        st = coord.join(self.group, self.topics, member_id=self.member_id, client_id=self.name,
-                        session_timeout_ms=self.session_timeout_ms)
-        self.member_id = st.member_id
-        return st
-
-    def commit(self, hub: ConsumerHub, offsets: Mapping[tuple[str, int], int] | None, *,
-               quiet: bool = False) -> None:
-        todo = dict(self.positions) if offsets is None else dict(offsets)
-        if not todo or self.member_id is None:
-            return
-        try:
-            hub.coordinator.commit(self.group, todo, member_id=self.member_id,
-                                   generation=self.generation)
-        except GroupError:
-            if not quiet:
-                raise
+from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.errors import (BadRequest, PartitionNotAssigned, RebalanceInProgress,
+                                   UnknownConsumerInstance, UnknownMemberId)
+from ingest_gateway.http.body import read_json
+from ingest_gateway.http.params import parse_int
+from ingest_gateway.http.record_docs import arrow_stream, not_json_response, records_json
+from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT,
+                                          MAX_WAIT_MS, V2_RESPONSE, accept, field, group_of,
+                                          hub_of, int_q, offsets_doc, partitions_query, tp_list)
+from ingest_gateway.server.consumer_hub import ConsumerHub
+from ingest_gateway.server.rest_instances import Instance
 
 
 def _positive_ms(doc: Any, name: str, default: int | None, hi: int = 2**31 - 1) -> int | None:
@@ -192,7 +123,7 @@ async def subscribe_instance(request: Request) -> Response:
         for t in topics:
             await hub.run(hub.log.topic, t)
         inst.topics = tuple(topics)
-        await hub.run(inst.sync, hub)
+        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
     return Response(status_code=204)
 
 
@@ -204,7 +135,7 @@ async def get_subscription(request: Request) -> Response:
 async def get_assignments(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
-        await hub.run(inst.sync, hub)
+        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
     return JSONResponse({"partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]},
                         media_type=V2_RESPONSE)
 
@@ -215,10 +146,10 @@ async def instance_records(request: Request) -> Response:
     timeout = int_q(request, "timeout", 1000, 0, MAX_WAIT_MS)
     max_bytes = int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
     async with inst.lock:
-        await hub.run(inst.sync, hub)
+        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
         if inst.auto_commit and inst.positions:
             # what the last answer handed out counts as processed now (Kafka's poll())
-            await hub.run(lambda: inst.commit(hub, None, quiet=True))
+            await hub.run(lambda: inst.commit(hub.coordinator, None, quiet=True))
         positions = {tp: inst.positions[tp] for tp in inst.assignment}
         got, errors = (await hub.fetch(positions, max_records=int_q(request, "max_records", 500,
                                                                        1, MAX_COUNT),
@@ -269,7 +200,7 @@ async def seek_instance(request: Request) -> Response:
     doc = await read_json(request)
     offsets = tp_list(field(doc, "offsets", list), with_offset=True)
     async with inst.lock:
-        await hub.run(inst.sync, hub)
+        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
         for (t, p), offset in offsets.items():
             if (t, p) not in inst.assignment:
                 raise PartitionNotAssigned(inst.group, inst.member_id, t, p, inst.generation)
@@ -291,7 +222,7 @@ async def instance_commit(request: Request) -> Response:
     async with inst.lock:
         if inst.member_id is None:
             raise RebalanceInProgress(inst.group, inst.generation)
-        await hub.run(lambda: inst.commit(hub, offsets))
+        await hub.run(lambda: inst.commit(hub.coordinator, offsets))
     return Response(status_code=204)
 
 
@@ -305,14 +236,14 @@ async def instance_committed(request: Request) -> Response:
         if doc.get("partitions") is not None:
             tps = tp_list(doc["partitions"], with_offset=False)
     committed = await hub.run(hub.coordinator.committed, inst.group,
-                                              tps if tps is not None else inst.assignment)
+                              tps if tps is not None else inst.assignment)
     return JSONResponse(offsets_doc(committed), media_type=V2_RESPONSE)
 
 
 async def instance_heartbeat(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
-        await hub.run(inst.sync, hub)
+        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
     return JSONResponse({"generation": inst.generation, "member_id": inst.member_id,
                          "partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]})
 
@@ -321,7 +252,7 @@ async def delete_instance(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
         if inst.auto_commit:
-            await hub.run(lambda: inst.commit(hub, None, quiet=True))
+            await hub.run(lambda: inst.commit(hub.coordinator, None, quiet=True))
         if inst.member_id is not None:
             try:
                 await hub.run(hub.coordinator.leave, inst.group, inst.member_id)
@@ -329,3 +260,20 @@ async def delete_instance(request: Request) -> Response:
                 pass
         hub.instances.pop((inst.group, inst.name), None)
     return Response(status_code=204)
+
+
+def routes() -> list[BaseRoute]:
+    """The REST Proxy v2 consumer instance routes."""
+    inst = "/consumers/{group}/instances/{instance}"
+    return [
+        Route("/consumers/{group}", create_instance, methods=["POST"]),
+        Route(f"{inst}/subscription", subscribe_instance, methods=["POST"]),
+        Route(f"{inst}/subscription", get_subscription, methods=["GET"]),
+        Route(f"{inst}/assignments", get_assignments, methods=["GET"]),
+        Route(f"{inst}/records", instance_records, methods=["GET"]),
+        Route(f"{inst}/positions", seek_instance, methods=["POST"]),
+        Route(f"{inst}/offsets", instance_commit, methods=["POST"]),
+        Route(f"{inst}/offsets", instance_committed, methods=["GET"]),
+        Route(f"{inst}/heartbeat", instance_heartbeat, methods=["POST"]),
+        Route(inst, delete_instance, methods=["DELETE"]),
+    ]

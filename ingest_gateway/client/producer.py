@@ -15,7 +15,7 @@ gateway answers (Kafka's Java client does the same with ``FutureRecordMetadata``
 over ``ProduceRequestResult``). A sender thread closes a batch after
 ``linger_ms`` or at ``batch_size`` bytes, builds its Arrow columns once, and
 posts it as an Arrow IPC stream to ``/topics/{topic}/partitions/{p}`` over a
-keep-alive urllib3 pool, with at most ``max_in_flight`` requests outstanding.
+keep-alive connection pool (``session``), with at most ``max_in_flight`` requests outstanding.
 :meth:`Producer.send_batch` takes whole Arrow columns for bulk producers (no
 per-record Python work at all).
 
@@ -37,147 +37,21 @@ import secrets
 import threading
 import time
 from collections import deque
-from typing import Any, NamedTuple
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import quote
 
-import numpy as np
 import pyarrow as pa
 import urllib3
 
-from conf.errors import SparklogError
-from ingest_gateway.codec import headers_size
+from ingest_gateway.client.batch import (NO_LIMIT, BatchHandle, SendBatch, SendHandle,
+                                         header_dicts, headers_size, to_bytes)
+from ingest_gateway.client.delivery import Delivery
+from ingest_gateway.client.session import RetryPolicy, Session
+from ingest_gateway.errors import ProduceError
 from ingest_gateway.partitioner import partition_for_key
-from log_layout.segment import HEADER_TYPE
-
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
-_RETRIABLE_STATUS = {429, 500, 502, 503, 504}
-_NO_LIMIT = 1 << 62
-#: requests of one partition out at once, and with idempotence batches not yet answered
-#: that may be sent, at most. The gateway remembers a producer's last 5 batches per
-#: partition (as Kafka's broker does), so a batch retried after its first answer was
-#: lost is still known as a duplicate only if no more than 4 later batches of its
-#: partition were written meanwhile (Kafka's max.in.flight <= 5 rule).
-_MAX_OUT_PER_PARTITION = 5
 
 
-class RecordMetadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int | None  # None with acks=0
-
-
-class BatchMetadata(NamedTuple):
-    topic: str
-    partition: int
-    base_offset: int | None
-    count: int
-
-
-class ProduceError(SparklogError):
-    """The gateway refused a batch (or the delivery timeout passed)."""
-
-    code = "produce_failed"
-
-    def __init__(self, topic: str, partition: int, status: int | None, error: str, message: str):
-        self.topic, self.partition, self.status = topic, partition, status
-        self.error, self.message = error, message
-        where = f"{topic}-{partition}" if partition >= 0 else f"topic {topic!r}"
-        super().__init__(f"producing to {where} failed"
-                         f"{'' if status is None else f' with HTTP {status}'}: {message}")
-
-
-class _Batch:
-    __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "nbytes",
-                 "created", "future", "sequence", "table", "count", "has_keys", "unknown",
-                 "doomed", "max_record", "ordinal")
-
-    def __init__(self, topic: str, partition: int, now: float):
-        self.topic, self.partition = topic, partition
-        self.keys: list[Any] = []
-        self.values: list[Any] = []
-        self.headers: list[Any] | None = None
-        self.timestamps: list[Any] | None = None
-        self.nbytes = 0
-        self.created = now
-        self.future: concurrent.futures.Future = concurrent.futures.Future()
-        self.sequence = -1
-        self.table: pa.Table | None = None
-        self.count = 0
-        self.has_keys = False
-        #: an attempt's outcome is unknown (no answer, or a 5xx): it may yet be written
-        self.unknown = False
-        #: set when an earlier batch of the partition failed and this one cannot follow
-        self.doomed: ProduceError | None = None
-        #: the topic's max.message.bytes when the batch opened (send()'s fast path)
-        self.max_record = _NO_LIMIT
-        #: its place among its partition's batches (0, 1, ...), set when it closes
-        self.ordinal = 0
-
-    def to_table(self) -> pa.Table:
-        if self.table is not None:
-            return self.table
-        cols = {"value": _binary_array(self.values)}
-        if self.has_keys:
-            cols["key"] = _binary_array(self.keys)
-        if self.timestamps is not None:
-            self.timestamps += [None] * (len(self.values) - len(self.timestamps))
-            cols["timestamp"] = pa.array(self.timestamps, pa.int64())
-        if self.headers is not None:
-            self.headers += [None] * (len(self.values) - len(self.headers))
-            cols["headers"] = pa.array(self.headers, HEADER_TYPE)
-        return pa.table(cols)
-
-
-class SendHandle:
-    """What ``send`` returns: a light future-like reference to one record of a batch."""
-
-    __slots__ = ("_batch", "_index")
-
-    def __init__(self, batch: _Batch, index: int):
-        self._batch, self._index = batch, index
-
-    def result(self, timeout: float | None = None) -> RecordMetadata:
-        """(topic, partition, offset) once acknowledged; raises ProduceError."""
-        meta: BatchMetadata = self._batch.future.result(timeout)
-        offset = None if meta.base_offset is None else meta.base_offset + self._index
-        return RecordMetadata(meta.topic, meta.partition, offset)
-
-    get = result
-
-    def done(self) -> bool:
-        return self._batch.future.done()
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self._batch.future.exception(timeout)
-
-    def add_done_callback(self, fn) -> None:
-        self._batch.future.add_done_callback(lambda _f: fn(self))
-
-
-class BatchHandle:
-    """What ``send_batch`` returns: the batch's (topic, partition, base_offset, count)."""
-
-    __slots__ = ("_batch",)
-
-    def __init__(self, batch: _Batch):
-        self._batch = batch
-
-    def result(self, timeout: float | None = None) -> BatchMetadata:
-        return self._batch.future.result(timeout)
-
-    def done(self) -> bool:
-        return self._batch.future.done()
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self._batch.future.exception(timeout)
-
-    def add_done_callback(self, fn) -> None:
-        """Call ``fn(handle)`` once the batch is acknowledged or failed (on the
-        producer's I/O thread; at once if already done)."""
-        self._batch.future.add_done_callback(lambda _f: fn(self))
-
-
-class Producer:
+class Producer(Delivery):
     """Batches records per partition and posts them to a gateway (thread-safe).
 
     Kafka-named options: ``acks`` (0, 1, "all"), ``linger_ms``, ``batch_size``
@@ -209,42 +83,40 @@ class Producer:
             raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
         if linger_ms < 0 or batch_size < 1 or max_in_flight < 1:
             raise ValueError("linger_ms must be >= 0, batch_size and max_in_flight >= 1")
-        url = urlsplit(bootstrap_servers if "://" in bootstrap_servers
-                       else f"http://{bootstrap_servers}")
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"bootstrap_servers must be an http(s) URL, not {bootstrap_servers!r}")
         self.acks = "all" if acks == "-1" else acks
         self.linger_s = linger_ms / 1000
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
         self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.retry_backoff_s = retry_backoff_ms / 1000
         self.buffer_memory = buffer_memory
         self.max_block_s = max_block_ms / 1000
         self._queued = 0  # bytes of keys and values sent but not yet answered
         self.producer_id = secrets.randbits(63) if enable_idempotence else None
         self.producer_epoch = 0
-        self._pool = urllib3.HTTPConnectionPool(
-            url.hostname, url.port or 80, maxsize=max_in_flight + 1, block=True, retries=False,
-            timeout=urllib3.Timeout(connect=min(5.0, request_timeout_ms / 1000),
-                                    read=request_timeout_ms / 1000)) \
-            if url.scheme == "http" else urllib3.HTTPSConnectionPool(
-            url.hostname, url.port or 443, maxsize=max_in_flight + 1, block=True, retries=False)
+        try:
+            self._session = Session(
+                bootstrap_servers, max_connections=max_in_flight + 1, block=True,
+                connect_timeout_s=min(5.0, request_timeout_ms / 1000),
+                read_timeout_s=request_timeout_ms / 1000,
+                retry=RetryPolicy(backoff_s=retry_backoff_ms / 1000))
+        except ValueError:
+            raise ValueError(f"bootstrap_servers must be an http(s) URL, "
+                             f"not {bootstrap_servers!r}") from None
         # send() takes the bare mutex (a C-level context manager); the sender waits
         # on a condition over the same mutex.
         self._mutex = threading.Lock()
         self._lock = threading.Condition(self._mutex)
-        self._open: dict[tuple[str, int], _Batch] = {}
-        self._ready: deque[_Batch] = deque()
+        self._open: dict[tuple[str, int], SendBatch] = {}
+        self._ready: deque[SendBatch] = deque()
         self._sticky: dict[str, int] = {}
         #: topic -> its sticky partition's open batch (send()'s fast path)
-        self._sticky_open: dict[str, _Batch] = {}
+        self._sticky_open: dict[str, SendBatch] = {}
         self._partitions: dict[str, int] = {}
         #: topic -> its max.message.bytes, read with the partition count
         self._max_record: dict[str, int] = {}
         self._sequences: dict[tuple[str, int], int] = {}
         #: idempotent batches sent but not answered, per partition, in sequence order
-        self._unacked: dict[tuple[str, int], list[_Batch]] = {}
+        self._unacked: dict[tuple[str, int], list[SendBatch]] = {}
         #: batches closed so far per partition: a batch's ordinal (see _next_ready)
         self._closed_batches: dict[tuple[str, int], int] = {}
         #: partitions whose order is lost: a batch failed with an unknown outcome
@@ -273,7 +145,7 @@ class Producer:
     def _read_topic(self, topic: str) -> int:
         """Ask the gateway for the topic's partition count and max.message.bytes."""
         try:
-            r = self._pool.request("GET", f"/topics/{quote(topic, safe='')}")
+            r = self._session.send("GET", f"/topics/{quote(topic, safe='')}")
             doc = json.loads(r.data or b"null")
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             raise ProduceError(topic, -1, None, "connection",
@@ -282,7 +154,7 @@ class Producer:
             raise ProduceError(topic, -1, r.status, (doc or {}).get("error", ""),
                                (doc or {}).get("message", r.data.decode(errors="replace")))
         limit = (doc.get("configs") or {}).get("max.message.bytes")
-        self._max_record[topic] = _NO_LIMIT if limit is None else int(limit)
+        self._max_record[topic] = NO_LIMIT if limit is None else int(limit)
         n = self._partitions[topic] = len(doc["partitions"])
         return n
 
@@ -294,10 +166,10 @@ class Producer:
         than failing its whole batch at the gateway.
         """
         self._read_topic(topic)
-        limit = self._max_record.get(topic, _NO_LIMIT)
+        limit = self._max_record.get(topic, NO_LIMIT)
         if size <= limit:
             return None
-        batch = _Batch(topic, partition, time.monotonic())
+        batch = SendBatch(topic, partition, time.monotonic())
         error = ProduceError(
             topic, partition, 413, "record_too_large",
             f"a record of {size} bytes exceeds max.message.bytes={limit} of topic {topic!r}")
@@ -328,7 +200,7 @@ class Producer:
         is milliseconds since the epoch (default: the gateway's flush time).
         """
         if value.__class__ is not bytes and value is not None:
-            value = _to_bytes("value", value)
+            value = to_bytes("value", value)
         handle = None
         if key is None and partition is None and headers is None and timestamp is None:
             # The common case, about a third cheaper: a plain keyless record joins the
@@ -365,17 +237,17 @@ class Producer:
                 headers: Any, timestamp: int | None) -> SendHandle:
         """send()'s general path: any key, partition, headers or timestamp."""
         if key is not None and key.__class__ is not bytes:
-            key = _to_bytes("key", key)
+            key = to_bytes("key", key)
         sticky = partition is None and key is None
         if partition is None:
             partition = partition_for_key(key, self.partitions_for(topic)) if key is not None \
                 else self._sticky_partition(topic)
         if headers is not None:
-            headers = _headers(headers)
+            headers = header_dicts(headers)
         size = len(value) if value is not None else 0
         record_size = size + (len(key) if key is not None else 0) + (
             headers_size(headers) if headers else 0)
-        if record_size > self._max_record.get(topic, _NO_LIMIT):
+        if record_size > self._max_record.get(topic, NO_LIMIT):
             refused = self._refused(topic, partition, record_size)
             if refused is not None:
                 return refused
@@ -425,12 +297,12 @@ class Producer:
                                    f"unanswered exceed buffer_memory={self.buffer_memory}")
             self._lock.wait(left)
 
-    def _new_batch(self, topic: str, partition: int) -> _Batch:
+    def _new_batch(self, topic: str, partition: int) -> SendBatch:
         """Under the lock: open a batch for (topic, partition)."""
         if self._closed:
             raise RuntimeError("the producer is closed")
-        batch = self._open[(topic, partition)] = _Batch(topic, partition, time.monotonic())
-        batch.max_record = self._max_record.get(topic, _NO_LIMIT)
+        batch = self._open[(topic, partition)] = SendBatch(topic, partition, time.monotonic())
+        batch.max_record = self._max_record.get(topic, NO_LIMIT)
         if self._sticky.get(topic) == partition:
             self._sticky_open[topic] = batch
         self._lock.notify()
@@ -457,7 +329,7 @@ class Producer:
                 raise RuntimeError("the producer is closed")
             if self._queued > self.buffer_memory:
                 self._wait_for_room()
-            batch = _Batch(topic, partition, time.monotonic())
+            batch = SendBatch(topic, partition, time.monotonic())
             batch.table = table
             batch.nbytes = table.get_total_buffer_size()
             self._queued += batch.nbytes
@@ -465,7 +337,7 @@ class Producer:
             self._lock.notify()
         return BatchHandle(batch)
 
-    def _close_batch(self, batch: _Batch) -> None:
+    def _close_batch(self, batch: SendBatch) -> None:
         """Under the lock: assign sequences, queue for sending (keeps partition order)."""
         key = (batch.topic, batch.partition)
         if self._open.get(key) is batch:
@@ -486,181 +358,7 @@ class Producer:
         self._outstanding += 1
         self._ready.append(batch)
 
-    def _run(self) -> None:
-        # Like Kafka's sender: a batch is only drained when a request slot is free, so
-        # while all slots are busy the open batches keep growing (up to batch_size).
-        while True:
-            self._slots.acquire()
-            with self._lock:
-                while True:
-                    if not self._ready:
-                        now = time.monotonic()
-                        wait = None
-                        for batch in list(self._open.values()):
-                            due = batch.created + self.linger_s
-                            if due <= now or self._flush_now or self._closed:
-                                self._close_batch(batch)
-                            else:
-                                wait = due - now if wait is None else min(wait, due - now)
-                        if not self._open:
-                            self._flush_now = False
-                    batch = self._next_ready()
-                    if batch is not None or (self._closed and not self._open and not self._ready):
-                        break
-                    self._lock.wait(wait if not self._ready else None)  # or a delivery ends
-                if batch is not None:
-                    key = (batch.topic, batch.partition)
-                    self._out[key] = self._out.get(key, 0) + 1
-            if batch is None:
-                self._slots.release()
-                return
-            self._workers.submit(self._deliver, batch)
 
-    def _next_ready(self) -> _Batch | None:
-        """Under the lock: take the first ready batch whose partition may have one more
-        request out (ready batches of one partition stay in sequence order).
-
-        With idempotence a batch also goes only if it is at most 4 batches after its
-        partition's oldest batch not yet answered. Counting requests alone let later
-        batches be written one after the other while an earlier one, written but not
-        yet answered, waited to retry; its retry then fell outside the 5 batches the
-        gateway remembers, and was refused as out of order.
-        """
-        for i, batch in enumerate(self._ready):
-            key = (batch.topic, batch.partition)
-            if self._out.get(key, 0) >= _MAX_OUT_PER_PARTITION:
-                continue
-            unanswered = self._unacked.get(key)
-            if unanswered and batch.ordinal - unanswered[0].ordinal >= _MAX_OUT_PER_PARTITION:
-                continue
-            del self._ready[i]
-            return batch
-        return None
-
-    def _deliver(self, batch: _Batch) -> None:
-        failure: ProduceError | None = None
-        try:
-            meta = self._post(batch)
-        except BaseException as e:  # noqa: BLE001 - every failure goes to the handles
-            failure = e if isinstance(e, ProduceError) else ProduceError(
-                batch.topic, batch.partition, None, type(e).__name__, str(e))
-            if not isinstance(e, ProduceError):
-                batch.unknown = True
-        finally:
-            self._slots.release()
-            with self._lock:
-                key = (batch.topic, batch.partition)
-                self._out[key] -= 1
-                if not self._out[key]:
-                    del self._out[key]
-                if self.producer_id is not None:
-                    self._settle_sequences(batch, failure)
-                if failure is not None:
-                    self._count_failure(batch.count, failure)
-                self._outstanding -= 1
-                self._queued -= batch.nbytes
-                self._lock.notify_all()
-        # handles resolve after the sequences are settled: a caller reacting to the
-        # failure by sending again gets a sequence that fits
-        if failure is not None:
-            batch.future.set_exception(failure)
-        else:
-            batch.future.set_result(meta)
-
-    def _settle_sequences(self, batch: _Batch, failure: ProduceError | None) -> None:
-        """Under the lock: the batch is answered; after a failure, keep the partition's
-        sequence without a gap, as Kafka's producer does.
-
-        A batch that surely was not written (every attempt answered 4xx) gives its
-        sequence numbers back: the partition's later batches are renumbered and their
-        retries fit again. One that may yet be written (an attempt went unanswered
-        or got a 5xx) leaves a gap that nothing may fill: the later batches fail
-        naming it, and so does every later send to that partition.
-        """
-        key = (batch.topic, batch.partition)
-        unacked = self._unacked.get(key, [])
-        if batch in unacked:
-            unacked.remove(batch)
-        if not unacked:
-            self._unacked.pop(key, None)
-        if failure is None or key in self._poisoned:
-            return
-        later = [b for b in unacked if b.sequence > batch.sequence]
-        # renumber the later batches up to the first that may have been written
-        known = 0 if batch.unknown else next(
-            (i for i, b in enumerate(later) if b.unknown), len(later))
-        for b in later[:known]:
-            b.sequence -= batch.count
-        if not batch.unknown and known == len(later):
-            self._sequences[key] -= batch.count
-            return
-        cause = self._poisoned[key] = ProduceError(
-            batch.topic, batch.partition, failure.status, "earlier_batch_failed",
-            f"a batch (sequence {batch.sequence}) failed ({failure.message or failure.error}) "
-            "and a batch of this partition may yet be written out of order: this producer "
-            "cannot keep order on this partition any more; create a new Producer")
-        for doomed in later[known:]:
-            doomed.doomed = cause
-
-    def _body(self, batch: _Batch) -> bytes:
-        table = batch.to_table()
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-        batch.values = batch.keys = []  # type: ignore[assignment]  (free them early)
-        return sink.getvalue()
-
-    def _post(self, batch: _Batch) -> BatchMetadata:
-        body = memoryview(self._body(batch))
-        base = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}?acks={self.acks}"
-        if self.producer_id is not None:
-            base += f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
-        deadline = time.monotonic() + self.delivery_timeout_s
-        backoff = self.retry_backoff_s
-        while True:
-            if batch.doomed is not None:
-                raise batch.doomed
-            # the sequence is read per attempt: an earlier batch's failure may renumber it
-            path = base if self.producer_id is None else f"{base}&sequence={batch.sequence}"
-            status, doc, retry_after = None, None, None
-            try:
-                r = self._pool.urlopen("POST", path, body=body,
-                                       headers={"Content-Type": ARROW_STREAM}, retries=False)
-                status = r.status
-                doc = json.loads(r.data) if r.data else {}
-                retry_after = r.headers.get("Retry-After")
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
-                doc = {"error": "connection", "message": f"{type(e).__name__}: {e}"}
-            if status == 200:
-                part = doc["offsets"][0]
-                if part.get("error_code") is None:
-                    return BatchMetadata(batch.topic, part["partition"], part["base_offset"],
-                                         part["count"])
-                doc = {"error": "partition_error", "message": part.get("error")}
-                batch.unknown = True  # e.g. a failed flush: the commit's outcome is not known
-            if status is None or status >= 500 or (
-                    status == 409 and doc.get("error") == "out_of_order_sequence"
-                    and doc.get("sequence", 0) < doc.get("expected_sequence", 0)):
-                # no answer, a server error, or a sequence already passed that the gateway
-                # no longer remembers: this batch may have been written
-                batch.unknown = True
-            retriable = status is None or status in _RETRIABLE_STATUS or (
-                status == 409 and doc.get("error") == "out_of_order_sequence"
-                and doc.get("sequence", 0) > doc.get("expected_sequence", 0))
-            if not retriable or self.producer_id is None and status is None:
-                # Without idempotence a blind retry after a lost answer could duplicate.
-                raise ProduceError(batch.topic, batch.partition, status, doc.get("error", ""),
-                                   doc.get("message", ""))
-            if time.monotonic() + backoff > deadline:
-                raise ProduceError(batch.topic, batch.partition, status, "delivery_timeout",
-                                   f"gave up after delivery_timeout_ms: {doc.get('message')}")
-            delay = backoff
-            if retry_after and retry_after.isdigit():
-                delay = max(delay, min(float(retry_after), 5.0))
-            time.sleep(delay)
-            backoff = min(backoff * 2, 1.0)
-
-    # -- flushing and closing ----------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> None:
         """Send every open batch now and wait until all are answered."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -688,45 +386,10 @@ class Producer:
                 self._lock.notify_all()
             self._sender.join(timeout)
             self._workers.shutdown(wait=True)
-            self._pool.close()
+            self._session.close()
 
     def __enter__(self) -> "Producer":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _to_bytes(field: str, x: Any) -> bytes:
-    if isinstance(x, bytes):
-        return x
-    if isinstance(x, str):
-        return x.encode()
-    if isinstance(x, (bytearray, memoryview)):
-        return bytes(x)
-    raise TypeError(f"{field} must be bytes or str, not {type(x).__name__}")
-
-
-def _headers(headers: Any) -> list[dict[str, Any]]:
-    items = headers.items() if isinstance(headers, dict) else headers
-    return [{"key": k, "value": None if v is None else _to_bytes("header value", v)}
-            for k, v in items]
-
-
-# The consumer lives in its own module (consumer.py); it is part of the client API too.
-from ingest_gateway.consumer import Consumer, Record  # noqa: E402,F401
-
-
-def _binary_array(items: list[bytes | None]) -> pa.Array:
-    """A binary array from bytes objects: one join and one length pass, about 4x faster
-    than ``pa.array(items)``; with nulls it falls back to ``pa.array``."""
-    try:
-        data = b"".join(items)  # TypeError on a None
-    except TypeError:
-        return pa.array(items, pa.binary())
-    if len(data) >= 2**31:
-        return pa.array(items, pa.binary())  # int32 offsets would overflow
-    offsets = np.zeros(len(items) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, items), dtype=np.int32, count=len(items)), out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), len(items),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])

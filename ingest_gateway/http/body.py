@@ -24,7 +24,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 
 from ingest_gateway.errors import BadRequest, ControlRequestTooLarge, NestingTooDeep
-from ingest_gateway.params import parse_int
+from ingest_gateway.http.params import parse_int
 
 #: bodies up to this size are parsed on the event loop: json.loads of 64 KiB takes about
 #: 0.5 ms here, a thread hop about 65 us; above it, parsing would stall other clients longer

@@ -1,7 +1,7 @@
 """The group protocol routes of the gateway, for clients that keep their own
 positions (the Python Consumer).
 
-Mounted with the other consumer routes by ``fetch.routes()``. Routes::
+Mounted by ``app.create_app`` with every other route. Routes::
 
     POST   /groups/{group}/members                   join or rejoin -> member state
     POST   /groups/{group}/members/{member}/heartbeat  {"generation": g} -> member state
@@ -10,9 +10,10 @@ Mounted with the other consumer routes by ``fetch.routes()``. Routes::
     GET    /groups/{group}/offsets                   committed offsets
     GET    /groups   /groups/{group}                 list, describe (members, lag)
 
-The coordinator lives in the consumer hub (``fetch.py``), where group errors are
-also mapped to HTTP. Lookups (heartbeat, leave, committed offsets, describe) of a
-group nobody joined keep no state (see ``groups.GroupCoordinator``). Bounds on what
+The coordinator lives in the consumer hub (``server.consumer_hub``); group errors
+are mapped to HTTP in the one table (``http.errors``). Lookups (heartbeat, leave,
+committed offsets, describe) of a group nobody joined keep no state (see
+``server.groups.coordinator``). Bounds on what
 a client gives: ``session_timeout_ms`` within group.min/max.session.timeout.ms (400
 ``invalid_session_timeout``), ``rebalance_timeout_ms`` 1 to 2^31-1, ``client_id`` at
 most 255 characters and commit ``metadata`` at most 4096 (400 ``field_too_long``);
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from conf.errors import SparklogError
+from ingest_gateway.client.group_protocol import MemberState
 from ingest_gateway.errors import BadRequest
-from ingest_gateway.fetch import (field, group_of, hub_of, offsets_doc, partitions_query,
-                                  read_json, tp_list)
-from ingest_gateway.groups import MemberState
+from ingest_gateway.http.body import read_json
+from ingest_gateway.http.requests import (field, group_of, hub_of, offsets_doc, partitions_query,
+                                          tp_list)
 
 
 # -- the group protocol ----------------------------------------------------------------------
@@ -105,3 +108,16 @@ async def describe_group(request: Request) -> Response:
     hub = hub_of(request)
     # the coordinator reads a group it does not hold from the store (without keeping it)
     return JSONResponse((await hub.run(hub.coordinator.describe, group)).to_json())
+
+
+def routes() -> list[BaseRoute]:
+    """The group protocol routes."""
+    return [
+        Route("/groups", list_groups, methods=["GET"]),
+        Route("/groups/{group}", describe_group, methods=["GET"]),
+        Route("/groups/{group}/members", join_group, methods=["POST"]),
+        Route("/groups/{group}/members/{member}/heartbeat", heartbeat, methods=["POST"]),
+        Route("/groups/{group}/members/{member}", leave_group, methods=["DELETE"]),
+        Route("/groups/{group}/offsets", commit_offsets, methods=["POST"]),
+        Route("/groups/{group}/offsets", get_committed, methods=["GET"]),
+    ]

@@ -1,15 +1,19 @@
 """The OpenAPI 3 document of the gateway, served at ``/openapi.json``.
 
 It describes the real request and response shapes (schemathesis fuzzes a live
-gateway against it in the tests), so a change of a handler's shape belongs here
-too.
+gateway against it in the tests, chaining calls by the document's links), so a
+change of a handler's shape belongs here too. The consumer routes' path items
+are in ``openapi_consumers``, the links in ``openapi_links``.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from ingest_gateway import codec
+from ingest_gateway.http.openapi_consumers import consumer_paths
+from ingest_gateway.http.openapi_links import add_links
+from ingest_gateway.server import codec
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
@@ -80,6 +84,22 @@ def _records_body(binary: bool) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
+    """The whole OpenAPI 3 document: every route, its links (``openapi_links``), the schemas."""
+    paths = {**_topic_paths(), **_admin_paths(), **_operations_paths(), **consumer_paths()}
+    add_links(paths)
+    doc = {
+        "openapi": "3.0.3",
+        "info": {"title": "sparklog ingest gateway", "version": "1",
+                 "description": "Kafka REST Proxy v2 produce, an Arrow fast path, v3 topic admin."},
+        "paths": paths,
+        "components": {"schemas": _schemas()},
+    }
+    # the path items share constant pieces: a caller may change its copy freely
+    return copy.deepcopy(doc)
+
+
+def _topic_paths() -> dict[str, Any]:
+    """v2 topic reads and produce."""
     produce_body = {"required": True, "content": {
         codec.JSON_V2: {"schema": _records_body(False)},
         codec.PLAIN_JSON: {"schema": _records_body(False)},
@@ -94,92 +114,94 @@ def document() -> dict[str, Any]:
                       "application/json": {"schema": {"$ref": "#/components/schemas/ArrowProduceResponse"}},
                   }}
     produce_errors = _errors(400, 404, 409, 413, 415, 422, 429, 503)
-    topic_v3 = {"$ref": "#/components/schemas/TopicV3"}
-    doc = {
-        "openapi": "3.0.3",
-        "info": {"title": "sparklog ingest gateway", "version": "1",
-                 "description": "Kafka REST Proxy v2 produce, an Arrow fast path, v3 topic admin."},
-        "paths": {
-            "/topics": {"get": {"summary": "topic names", "responses": {
-                "200": _resp("names", {"type": "array", "items": {"type": "string"}},
-                             codec.V2_RESPONSE_TYPE)}}},
-            "/topics/{topic}": {
-                "parameters": [TOPIC],
-                "get": {"summary": "describe a topic", "responses": {
-                    "200": _resp("the topic", {"$ref": "#/components/schemas/TopicV2"},
-                                 codec.V2_RESPONSE_TYPE), **_errors(400, 404)}},
-                "post": {"summary": "produce records", "parameters": PRODUCE_PARAMS,
-                         "requestBody": produce_body,
-                         "responses": {"200": produce_ok, **produce_errors}}},
-            "/topics/{topic}/partitions": {
-                "parameters": [TOPIC],
-                "get": {"summary": "partitions of a topic", "responses": {
-                    "200": _resp("partitions", {"type": "array", "items": {
-                        "$ref": "#/components/schemas/Partition"}}, codec.V2_RESPONSE_TYPE),
-                    **_errors(400, 404)}}},
-            "/topics/{topic}/partitions/{partition}": {
-                "parameters": [TOPIC, {**_param("partition", "path",
-                                                {"type": "integer", "minimum": 0},
-                                                "partition number"), "example": 0}],
-                "post": {"summary": "produce records to one partition", "parameters": PRODUCE_PARAMS,
-                         "requestBody": produce_body,
-                         "responses": {"200": produce_ok, **produce_errors}}},
-            "/v3/clusters": {"get": {"summary": "the cluster", "responses": {
-                "200": _resp("one cluster", {"type": "object", "required": ["data"], "properties": {
-                    "data": {"type": "array", "items": {"$ref": "#/components/schemas/Cluster"}}}})}}},
-            "/v3/clusters/{cluster_id}": {
-                "parameters": [CLUSTER],
-                "get": {"summary": "the cluster", "responses": {
-                    "200": _resp("the cluster", {"$ref": "#/components/schemas/Cluster"}),
-                    **_errors(404)}}},
-            "/v3/clusters/{cluster_id}/topics": {
-                "parameters": [CLUSTER],
-                "get": {"summary": "topics", "responses": {
-                    "200": _resp("topics", {"type": "object", "properties": {
-                        "data": {"type": "array", "items": topic_v3}}}), **_errors(404)}},
-                "post": {"summary": "create a topic", "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/CreateTopic"}}}},
-                    "responses": {"201": _resp("created", topic_v3), **_errors(400, 404, 413)}}},
-            "/v3/clusters/{cluster_id}/topics/{topic}": {
-                "parameters": [CLUSTER, TOPIC],
-                "get": {"summary": "describe a topic", "responses": {
-                    "200": _resp("the topic", topic_v3), **_errors(400, 404)}},
-                "delete": {"summary": "delete a topic and its data", "responses": {
-                    "204": _resp("deleted"), **_errors(400, 404)}}},
-            "/v3/clusters/{cluster_id}/topics/{topic}/configs": {
-                "parameters": [CLUSTER, TOPIC],
-                "get": {"summary": "a topic's configs", "responses": {
-                    "200": _resp("configs", {"type": "object", "properties": {"data": {
-                        "type": "array", "items": {"$ref": "#/components/schemas/Config"}}}}),
-                    **_errors(400, 404)}}},
-            "/v3/clusters/{cluster_id}/topics/{topic}/configs:alter": {
-                "parameters": [CLUSTER, TOPIC],
-                "post": {"summary": "change configs", "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/AlterConfigs"}}}},
-                    "responses": {"204": _resp("changed"), **_errors(400, 404, 413)}}},
-            "/v3/clusters/{cluster_id}/topics/{topic}/partitions": {
-                "parameters": [CLUSTER, TOPIC],
-                "get": {"summary": "partitions with offsets and sizes", "responses": {
-                    "200": _resp("partitions", {"type": "object", "properties": {"data": {
-                        "type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}}),
-                    **_errors(400, 404)}}},
-            "/v3/producers": {"post": {"summary": "a fresh idempotent producer id", "responses": {
-                "200": _resp("id and epoch", {"type": "object", "required": ["producer_id"],
-                                              "properties": {"producer_id": {"type": "integer"},
-                                                             "producer_epoch": {"type": "integer"}}})}}},
-            "/healthz": {"get": {"summary": "liveness", "responses": {"200": _resp("alive", {
-                "type": "object"})}}},
-            "/readyz": {"get": {"summary": "readiness", "responses": {
-                "200": _resp("ready", {"type": "object"}), **_errors(503)}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
-                "200": _resp("text exposition", {"type": "string"}, "text/plain")}}},
-        },
-        "components": {"schemas": _schemas()},
+    return {
+        "/topics": {"get": {"summary": "topic names", "responses": {
+            "200": _resp("names", {"type": "array", "items": {"type": "string"}},
+                         codec.V2_RESPONSE_TYPE)}}},
+        "/topics/{topic}": {
+            "parameters": [TOPIC],
+            "get": {"summary": "describe a topic", "responses": {
+                "200": _resp("the topic", {"$ref": "#/components/schemas/TopicV2"},
+                             codec.V2_RESPONSE_TYPE), **_errors(400, 404)}},
+            "post": {"summary": "produce records", "parameters": PRODUCE_PARAMS,
+                     "requestBody": produce_body,
+                     "responses": {"200": produce_ok, **produce_errors}}},
+        "/topics/{topic}/partitions": {
+            "parameters": [TOPIC],
+            "get": {"summary": "partitions of a topic", "responses": {
+                "200": _resp("partitions", {"type": "array", "items": {
+                    "$ref": "#/components/schemas/Partition"}}, codec.V2_RESPONSE_TYPE),
+                **_errors(400, 404)}}},
+        "/topics/{topic}/partitions/{partition}": {
+            "parameters": [TOPIC, {**_param("partition", "path",
+                                            {"type": "integer", "minimum": 0},
+                                            "partition number"), "example": 0}],
+            "post": {"summary": "produce records to one partition", "parameters": PRODUCE_PARAMS,
+                     "requestBody": produce_body,
+                     "responses": {"200": produce_ok, **produce_errors}}},
     }
-    from ingest_gateway.fetch import openapi_paths  # the consumer routes (fetch.py)
 
-    doc["paths"].update(openapi_paths())
-    return doc
+
+def _admin_paths() -> dict[str, Any]:
+    """The v3 cluster and topic admin API, producer ids."""
+    topic_v3 = {"$ref": "#/components/schemas/TopicV3"}
+    return {
+        "/v3/clusters": {"get": {"summary": "the cluster", "responses": {
+            "200": _resp("one cluster", {"type": "object", "required": ["data"], "properties": {
+                "data": {"type": "array", "items": {"$ref": "#/components/schemas/Cluster"}}}})}}},
+        "/v3/clusters/{cluster_id}": {
+            "parameters": [CLUSTER],
+            "get": {"summary": "the cluster", "responses": {
+                "200": _resp("the cluster", {"$ref": "#/components/schemas/Cluster"}),
+                **_errors(404)}}},
+        "/v3/clusters/{cluster_id}/topics": {
+            "parameters": [CLUSTER],
+            "get": {"summary": "topics", "responses": {
+                "200": _resp("topics", {"type": "object", "properties": {
+                    "data": {"type": "array", "items": topic_v3}}}), **_errors(404)}},
+            "post": {"summary": "create a topic", "requestBody": {"required": True, "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/CreateTopic"}}}},
+                "responses": {"201": _resp("created", topic_v3), **_errors(400, 404, 413)}}},
+        "/v3/clusters/{cluster_id}/topics/{topic}": {
+            "parameters": [CLUSTER, TOPIC],
+            "get": {"summary": "describe a topic", "responses": {
+                "200": _resp("the topic", topic_v3), **_errors(400, 404)}},
+            "delete": {"summary": "delete a topic and its data", "responses": {
+                "204": _resp("deleted"), **_errors(400, 404)}}},
+        "/v3/clusters/{cluster_id}/topics/{topic}/configs": {
+            "parameters": [CLUSTER, TOPIC],
+            "get": {"summary": "a topic's configs", "responses": {
+                "200": _resp("configs", {"type": "object", "properties": {"data": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/Config"}}}}),
+                **_errors(400, 404)}}},
+        "/v3/clusters/{cluster_id}/topics/{topic}/configs:alter": {
+            "parameters": [CLUSTER, TOPIC],
+            "post": {"summary": "change configs", "requestBody": {"required": True, "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/AlterConfigs"}}}},
+                "responses": {"204": _resp("changed"), **_errors(400, 404, 413)}}},
+        "/v3/clusters/{cluster_id}/topics/{topic}/partitions": {
+            "parameters": [CLUSTER, TOPIC],
+            "get": {"summary": "partitions with offsets and sizes", "responses": {
+                "200": _resp("partitions", {"type": "object", "properties": {"data": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}}),
+                **_errors(400, 404)}}},
+        "/v3/producers": {"post": {"summary": "a fresh idempotent producer id", "responses": {
+            "200": _resp("id and epoch", {"type": "object", "required": ["producer_id"],
+                                          "properties": {"producer_id": {"type": "integer"},
+                                                         "producer_epoch": {"type": "integer"}}})}}},
+    }
+
+
+def _operations_paths() -> dict[str, Any]:
+    """Liveness, readiness, metrics."""
+    return {
+        "/healthz": {"get": {"summary": "liveness", "responses": {"200": _resp("alive", {
+            "type": "object"})}}},
+        "/readyz": {"get": {"summary": "readiness", "responses": {
+            "200": _resp("ready", {"type": "object"}), **_errors(503)}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
+            "200": _resp("text exposition", {"type": "string"}, "text/plain")}}},
+    }
 
 
 def _schemas() -> dict[str, Any]:

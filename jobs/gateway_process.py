@@ -1,8 +1,9 @@
-"""A real gateway in a subprocess (``python -m jobs.cli gateway``) on a free loopback port.
+"""A real gateway in a child process (``python -m jobs.cli gateway``) on a free loopback port.
 
-Used by the HTTP tests, the crash test and the benchmark: a subprocess is the
-only way to SIGKILL a gateway, and it keeps the gateway's event loop off the
-test's GIL.
+For tests and benchmarks (here, and for applications that test against a real
+gateway, as one would with a Kafka testcontainer): a child process is the only
+way to SIGKILL a gateway, and it keeps the gateway's event loop off the
+caller's GIL. ``with GatewayProcess("file:///tmp/log") as gw: gw.url``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 import urllib3
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: the project folder (the child imports the same checkout as its parent)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def free_port() -> int:

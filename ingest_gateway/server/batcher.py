@@ -1,7 +1,7 @@
 """Per-partition batching, flushing, acks and idempotence of one gateway.
 
 Lifecycle of a record: a produce request is parsed into one Arrow table per
-partition (``codec``); :meth:`Broker.produce` checks it (size, keys, producer
+partition (``codec``); :meth:`Batcher.produce` checks it (size, keys, producer
 sequence, buffer room) for *every* partition before it adds anything, so a
 refused request leaves nothing behind. The tables join the partition's open
 :class:`Batch`. A batch is flushed when it is ``linger.ms`` old, holds
@@ -11,7 +11,8 @@ one manifest commit, done on a worker thread (store I/O never runs on the event
 loop) with at most one flush in flight per partition, so partition order holds
 and a slow flush of P never delays produce to Q. While a flush is in flight the
 next batch fills; once full it waits in the partition's queue and another opens,
-so no flush grows past the thresholds (a huge one would hold the GIL for long). Each batch has ONE asyncio future, resolved when its flush
+so no flush grows past the thresholds (a huge one would hold the GIL for long).
+Each batch has ONE asyncio future, resolved when its flush
 ends; requests keep (batch, part) references into it and compute their offsets
 from the batch's base offset, never one future per record.
 
@@ -27,9 +28,10 @@ its request is parsed (``codec``), so one bad record never costs its neighbours.
 Idempotence: a request may carry (producer_id, producer_epoch) and per
 partition a first sequence. The committed state lives in the manifest
 (``Manifest.producers``, last five batches per producer), so it survives a
-restart; batches that are accepted but not yet committed are checked here, so a
-retry arriving before the flush is answered with the pending batch's offsets and
-not written twice.
+restart; batches that are accepted but not yet committed (``PartitionState.pending``)
+are checked too, so a retry arriving before the flush is answered with the
+pending batch's offsets and not written twice. The rules, for both, are
+``log_layout.idempotence``.
 
 Every partition this gateway writes is claimed first (``PartitionLog.claim``,
 which bumps the leader epoch and fences the previous writer). A writer that is
@@ -39,9 +41,7 @@ fenced in turn stops writing that partition and answers ``NotLeader``.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
-import dataclasses
 import logging
 import os
 import time
@@ -53,105 +53,21 @@ import pyarrow as pa
 
 from conf.settings import GatewaySettings
 from conf.topic import TopicConfig
-from ingest_gateway.codec import Parsed, Rows, check_records, part_bytes, to_table
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
-from ingest_gateway.metrics import GatewayMetrics
 from ingest_gateway.partitioner import StickyPartitioner
-from log_layout import (AppendResult, Fenced, InvalidProducerEpoch, Log, OutOfOrderSequence,
-                        PartitionLog, PartitionWriter, ProducerBatch, TopicInfo, UnknownTopic,
-                        check_sequence)
-from log_layout.manifest import PRODUCER_BATCHES_KEPT, ProducerEntry
+from ingest_gateway.server.batches import Batch, PartitionState, PartResult, Ticket
+from ingest_gateway.server.codec import Parsed, check_records, to_table
+from ingest_gateway.server.metrics import GatewayMetrics
+from log_layout import (AppendResult, Fenced, Log, PartitionLog, PartitionWriter, ProducerBatch,
+                        TopicExists, TopicInfo, UnknownTopic)
+from log_layout.idempotence import check_with_pending, sort_out
 
 log = logging.getLogger("sparklog.gateway")
 
-ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 CommitListener = Callable[[str, int, int], None]
 
 
-def parse_acks(raw: str | None) -> int:
-    """``0``, ``1`` or ``all``/``-1`` (default) -> 0, 1, -1, exactly as written
-    (no whitespace: Kafka's ``acks`` takes none either); raises BadRequest."""
-    if raw is None:
-        return -1
-    try:
-        return ACKS[raw]
-    except KeyError:
-        raise BadRequest(f"acks must be 0, 1 or all, not {raw!r}") from None
-
-
-class Batch:
-    """One partition's records between two flushes, resolved once by its flush."""
-
-    __slots__ = ("parts", "producers", "rows", "nbytes", "future", "starts", "dropped",
-                 "result", "error", "acked")
-
-    def __init__(self, future: asyncio.Future):
-        self.parts: list[pa.Table | Rows] = []
-        #: (ProducerBatch, index of its part)
-        self.producers: list[tuple[ProducerBatch, int]] = []
-        self.rows = 0
-        self.nbytes = 0
-        self.future = future
-        #: after the flush: the first offset's row of each part within the segment
-        self.starts: list[int] = []
-        #: after the flush: part index -> why it was not written (or its duplicate offsets)
-        self.dropped: dict[int, Exception | tuple[int, int]] = {}
-        self.result: AppendResult | None = None
-        self.error: Exception | None = None
-        #: rows answered before the flush (acks=0 or 1): lost if the flush fails
-        self.acked = 0
-
-    def add(self, part: "pa.Table | Rows") -> int:
-        self.parts.append(part)
-        self.rows += part.num_rows
-        self.nbytes += part_bytes(part)
-        return len(self.parts) - 1
-
-
-class PartitionState:
-    """What the gateway holds for one partition it writes."""
-
-    def __init__(self, plog: PartitionLog, writer: PartitionWriter, info: TopicInfo):
-        self.plog, self.writer = plog, writer
-        self.topic, self.partition = plog.topic, plog.partition
-        #: which incarnation of the topic: one deleted and created again is another
-        self.incarnation = (info.created_ms, info.topic_id)
-        self.current: Batch | None = None
-        self.flushing: Batch | None = None
-        #: full batches closed while a flush was in flight, flushed in order
-        self.queue: collections.deque[Batch] = collections.deque()
-        self.flush_again = False
-        self.timer: asyncio.TimerHandle | None = None
-        #: producer id -> [(batch descriptor, Batch, part index)] accepted, not committed
-        self.pending: dict[int, list[tuple[ProducerBatch, Batch, int]]] = {}
-        #: the offset the next accepted record will get, if every flush succeeds
-        self.assigned = writer.partition.snapshot(refresh=False).next_offset
-        self.stopped: NotLeader | None = None
-
-
-@dataclasses.dataclass
-class PartResult:
-    """Where one partition's share of a request went."""
-
-    partition: int
-    count: int
-    base_offset: int | None = None
-    error: Exception | None = None
-
-
-@dataclasses.dataclass
-class _Ticket:
-    """A request's claim on a batch (or a committed duplicate's original offsets)."""
-
-    partition: int
-    count: int
-    batch: Batch | None = None
-    part: int = -1
-    predicted: int | None = None
-    committed: tuple[int, int] | None = None
-
-
-class Broker:
+class Batcher:
     """The write side of one gateway: create on the event loop, ``await close()`` to stop."""
 
     def __init__(self, log_: Log, settings: GatewaySettings, *, topic_defaults: TopicConfig,
@@ -225,8 +141,6 @@ class Broker:
         return info
 
     def _auto_create(self, topic: str) -> TopicInfo:
-        from log_layout import TopicExists
-
         try:
             return self.log.create_topic(topic, self.topic_defaults)
         except TopicExists:
@@ -301,9 +215,9 @@ class Broker:
                     raise BadRequest(f"an idempotent request needs a sequence for partition {p}")
                 batches[p] = ProducerBatch(pid, epoch, sequences[p], table.num_rows)
         # Validate every partition first: nothing is added unless all pass.
-        tickets: dict[int, _Ticket] = {}
+        tickets: dict[int, Ticket] = {}
         for p, table in parsed.parts.items():
-            ticket = _Ticket(p, table.num_rows)
+            ticket = Ticket(p, table.num_rows)
             if p in batches:
                 dup = self._check_sequence(states[p], batches[p])
                 if isinstance(dup, tuple) and isinstance(dup[0], Batch):
@@ -326,29 +240,18 @@ class Broker:
 
     def _check_sequence(self, state: PartitionState, pb: ProducerBatch):
         """None for the next batch; a committed duplicate's (base, last) offsets; or
-        (Batch, part) of a pending duplicate. Raises the idempotence errors."""
+        (Batch, part) of a pending duplicate. Raises the idempotence errors
+        (the rules: ``log_layout.idempotence``)."""
         committed = state.plog.snapshot(refresh=False).producers.get(pb.producer_id)
-        if committed is not None and committed.epoch == pb.producer_epoch:
-            for first, last, base, last_off in committed.batches:
-                if first == pb.first_sequence and last == pb.last_sequence:
-                    return base, last_off
-        pending = state.pending.get(pb.producer_id)
-        if not pending:
-            return check_sequence(committed, pb, state.partition)
-        for q, batch, part in pending:
-            if q.producer_epoch == pb.producer_epoch and q.first_sequence == pb.first_sequence \
-                    and q.count == pb.count:
-                return batch, part
-        last = pending[-1][0]
-        if pb.producer_epoch < last.producer_epoch:
-            raise InvalidProducerEpoch(pb.producer_id, pb.producer_epoch, last.producer_epoch)
-        expected = last.last_sequence + 1 if pb.producer_epoch == last.producer_epoch else 0
-        if pb.first_sequence != expected:
-            raise OutOfOrderSequence(pb.producer_id, state.partition, expected, pb.first_sequence)
-        return None
+        pending = state.pending.get(pb.producer_id) or []
+        verdict = check_with_pending(committed, [q for q, _, _ in pending], pb, state.partition)
+        if verdict.pending is not None:
+            _, batch, part = pending[verdict.pending]
+            return batch, part
+        return verdict.committed
 
     def _add(self, state: PartitionState, table: pa.Table, pb: ProducerBatch | None,
-             ticket: _Ticket) -> None:
+             ticket: Ticket) -> None:
         batch = state.current
         if batch is None:
             loop = asyncio.get_running_loop()
@@ -371,7 +274,7 @@ class Broker:
         if self._full(batch):
             self._flush(state)
 
-    async def _answer(self, ticket: _Ticket, acks: int) -> PartResult:
+    async def _answer(self, ticket: Ticket, acks: int) -> PartResult:
         if ticket.committed is not None:
             return PartResult(ticket.partition, ticket.count, ticket.committed[0])
         batch = ticket.batch
@@ -440,22 +343,13 @@ class Broker:
     def _write(self, state: PartitionState, batch: Batch) -> AppendResult:
         """On a flush thread: drop parts whose sequence no longer fits, append the rest."""
         m = state.plog.snapshot(refresh=False)
-        sim: dict[int, ProducerEntry] = dict(m.producers)
         accepted: list[tuple[ProducerBatch, int]] = []
-        for pb, part in batch.producers:
-            try:
-                dup = check_sequence(sim.get(pb.producer_id), pb, state.partition)
-            except (OutOfOrderSequence, InvalidProducerEpoch) as e:
-                batch.dropped[part] = e  # an earlier batch of this producer failed
-                continue
-            if dup is not None:
-                batch.dropped[part] = dup
-                continue
-            entry = sim.get(pb.producer_id)
-            kept = entry.batches if entry is not None and entry.epoch == pb.producer_epoch else ()
-            sim[pb.producer_id] = ProducerEntry(pb.producer_epoch, (kept + (
-                (pb.first_sequence, pb.last_sequence, -1, -1),))[-PRODUCER_BATCHES_KEPT:])
-            accepted.append((pb, part))
+        fates = sort_out(m.producers, [pb for pb, _ in batch.producers], state.partition)
+        for (pb, part), fate in zip(batch.producers, fates):
+            if fate is None:
+                accepted.append((pb, part))
+            else:  # a duplicate's offsets, or why it no longer fits (an earlier batch failed)
+                batch.dropped[part] = fate
         row = 0
         tables = []
         starts = []

@@ -1,0 +1,28 @@
+"""The Python clients of a sparklog gateway: what an application embeds.
+
+::
+
+    from ingest_gateway.client import Consumer, Producer
+
+:class:`Producer` batches records per partition and posts them as Arrow to a
+gateway (``producer``, ``delivery``, ``batch``); :class:`Consumer` reads through a
+gateway or straight from the store (``consumer``, ``consumer_polling``,
+``consumer_group``, ``gateway_transport``, ``direct``). Both talk HTTP through
+one ``session`` with one retry policy. Importing this package loads no server
+code (no Starlette, no uvicorn): only the shared ``ingest_gateway.errors`` and
+``ingest_gateway.partitioner`` besides these modules; a consumer's direct mode
+loads the group coordinator's store functions when it is built.
+"""
+
+from ingest_gateway.client.batch import BatchHandle, BatchMetadata, RecordMetadata, SendHandle
+from ingest_gateway.client.consumer import Consumer
+from ingest_gateway.client.consumer_group import GroupMetadata
+from ingest_gateway.client.group_protocol import MemberState
+from ingest_gateway.client.producer import Producer
+from ingest_gateway.client.records import Batch, Record, TopicPartition
+from ingest_gateway.errors import (GatewayError, IllegalState, NoOffsetForPartition,
+                                   ProduceError)
+
+__all__ = ["Producer", "Consumer", "Record", "Batch", "TopicPartition", "RecordMetadata",
+           "BatchMetadata", "SendHandle", "BatchHandle", "MemberState", "GroupMetadata", "ProduceError",
+           "IllegalState", "NoOffsetForPartition", "GatewayError"]

@@ -1,0 +1,168 @@
+"""The gateway's HTTP API: a Starlette app whose handlers validate and delegate.
+
+Routes (the OpenAPI document at ``/openapi.json`` is the reference, see
+``openapi``), one module per group of routes::
+
+    POST   /topics/{topic}[/partitions/{partition}]   produce           (produce)
+    GET    /topics ...  /v3/clusters ...  POST /v3/producers  topics, admin  (topics)
+    GET    .../messages  .../offsets  POST /fetch           fetch             (fetch_routes)
+    /groups/...                                             group protocol    (group_routes)
+    /consumers/...                                          REST instances    (rest_consumers)
+    GET    /healthz  /readyz  /metrics  /openapi.json       operations        (here)
+
+:func:`create_app` mounts every route; the one error table is ``errors``. The
+engine behind the handlers (batcher, codec, consumer hub, group coordinator) is
+``ingest_gateway.server``; handlers reach it as ``request.app.state.batcher`` /
+``.log`` and the hub through ``requests.hub_of``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+import conf
+from conf.errors import SparklogError
+from ingest_gateway.errors import ControlRequestTooLarge, ShuttingDown
+from ingest_gateway.http import fetch_routes, group_routes, rest_consumers, topics
+from ingest_gateway.http.errors import http_error, refusal, sparklog_error
+from ingest_gateway.http.openapi import document
+from ingest_gateway.http.produce import Produce, send_json
+from ingest_gateway.http.topics import batcher_of, cluster_id
+from ingest_gateway.server import codec_json
+from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from log_layout import Log
+
+log = logging.getLogger("sparklog.gateway")
+
+
+# -- operations -----------------------------------------------------------------------------
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "gateway_id": batcher_of(request).id})
+
+
+async def readyz(request: Request) -> Response:
+    batcher = batcher_of(request)
+    if batcher.closing:
+        raise ShuttingDown()
+    await cluster_id(request)  # the store answers
+    return JSONResponse({"status": "ready", "buffered_bytes": batcher.buffered})
+
+
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(document())
+
+
+def routes() -> list[BaseRoute]:
+    """Every route of the gateway, consumer routes first (as they were always mounted)."""
+    return [
+        *fetch_routes.routes(), *rest_consumers.routes(), *group_routes.routes(),
+        Route("/topics/{topic}", Produce(), methods=["POST"]),
+        Route("/topics/{topic}/partitions/{partition}", Produce(), methods=["POST"]),
+        *topics.routes(),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+
+
+class GatewayApp:
+    """The ASGI app: produce requests go straight to :class:`Produce`, the rest to Starlette.
+
+    A one-record produce request is the gateway's hottest path. Through Starlette
+    it would pass four middleware layers and a regular-expression match against
+    every route (the consumer routes come first); here it costs one string split.
+    ``state`` is the Starlette app's.
+    """
+
+    def __init__(self, app: Starlette):
+        self.starlette = app
+        self.state = app.state
+        self._produce = Produce()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            if path.startswith("/topics/"):
+                parts = path[8:].split("/")
+                if len(parts) == 1 and parts[0]:
+                    params = {"topic": parts[0]}
+                elif len(parts) == 3 and parts[0] and parts[1] == "partitions" and parts[2]:
+                    params = {"topic": parts[0], "partition": parts[2]}
+                else:
+                    params = None
+                if params is not None:
+                    scope["app"] = self.starlette
+                    scope["path_params"] = params
+                    await self._produce(scope, receive, send)
+                    return
+        if scope["type"] == "http" and await self._refused_by_length(scope, send):
+            return
+        await self.starlette(scope, receive, send)
+
+    async def _refused_by_length(self, scope: Any, send: Any) -> bool:
+        """Answer 413 (and True) if a request other than produce declares a body over
+        ``max.control.request.size``: before any route runs, so even a route that never
+        reads its body cannot be made to wait for one. Chunked bodies declare no length;
+        :func:`ingest_gateway.http.body.read_body` stops those."""
+        limit = self.state.settings.gateway.max_control_request_size
+        for name, value in scope["headers"]:
+            # bytes.isdigit is ASCII only; httptools already refused a malformed length
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                status, body, _ = refusal(self.state, ControlRequestTooLarge(int(value), limit))
+                await send_json(send, status, body, [(b"content-type", b"application/json")])
+                return True
+        return False
+
+
+def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = None,
+               flush_threads: int | None = None,
+               now_ms: Callable[[], int] | None = None) -> GatewayApp:
+    """The gateway app over ``log_``, every route mounted; the batcher starts and stops
+    with the app's lifespan.
+
+    ``now_ms`` is the consumer hub's clock (group sessions, idle REST instances;
+    default the wall clock). Handlers reach ``request.app.state.batcher``, ``.log``,
+    ``.settings``, ``.metrics``.
+    """
+    metrics_ = GatewayMetrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        batcher = Batcher(log_, settings.gateway, topic_defaults=settings.topic, metrics=metrics_,
+                          gateway_id=gateway_id, flush_threads=flush_threads)
+        metrics_.watch_buffer(lambda: batcher.buffered)
+        app.state.batcher = batcher
+        # off the loop and off the start-up path: readiness does not wait for it
+        threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
+        log.info("gateway %s serving %s", batcher.id, log_.url)
+        try:
+            yield
+        finally:
+            await batcher.close()
+            log.info("gateway %s flushed and stopped", batcher.id)
+
+    app = Starlette(routes=routes(), lifespan=lifespan,
+                    exception_handlers={SparklogError: sparklog_error,
+                                        HTTPException: http_error})
+    app.state.settings = settings
+    app.state.log = log_
+    app.state.metrics = metrics_
+    app.state.cluster_id = None
+    app.state.now_ms = now_ms
+    return GatewayApp(app)

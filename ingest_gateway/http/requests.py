@@ -1,0 +1,111 @@
+"""What the consumer routes share: media types, bounds, the hub, request parsing helpers.
+
+The consumer routes (``fetch_routes``, ``group_routes``, ``rest_consumers``)
+read their parameters and JSON bodies through these helpers, so every one
+refuses a malformed field the same way (400 ``malformed_request``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+
+from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.errors import BadRequest, UnsupportedContentType
+from ingest_gateway.http.params import int_param, parse_int, query_param
+from ingest_gateway.server.consumer_hub import ConsumerHub
+
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+ARROW = "application/vnd.apache.arrow.stream"
+V2_RESPONSE = "application/vnd.kafka.v2+json"
+FORMATS = {JSON_V2: "json", BINARY_V2: "binary", ARROW: "arrow"}
+MAX_WAIT_MS = 300_000
+MAX_COUNT = 1_000_000
+
+
+def hub_of(request: Request) -> ConsumerHub:
+    """The app's consumer hub, created at the first consumer request (on the loop)."""
+    state = request.app.state
+    hub = getattr(state, "consumer_hub", None)
+    if hub is None:
+        hub = state.consumer_hub = ConsumerHub(state.log, state.batcher, state.settings.gateway,
+                                               now_ms=state.now_ms)
+    return hub
+
+
+def int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
+    value = int_param(name, query_param(request, name), lo=lo, hi=hi)
+    if value is None:
+        if default is None:
+            raise BadRequest(f"query parameter {name!r} is required")
+        return default
+    return value
+
+
+def accept(request: Request, default: str = BINARY_V2) -> str:
+    raw = request.headers.get("accept", "")
+    for part in raw.split(","):
+        mt = part.split(";")[0].strip()
+        if mt in FORMATS:
+            return mt
+        if mt in ("application/json", "application/vnd.kafka.v2+json"):
+            return JSON_V2
+    if raw and "*/*" not in raw:
+        raise UnsupportedContentType(raw, tuple(FORMATS))
+    return default
+
+
+def field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    if not isinstance(doc, dict):
+        raise BadRequest("the body must be a JSON object")
+    if name not in doc or doc[name] is None:
+        if default is ...:
+            raise BadRequest(f"field {name!r} is required")
+        return default
+    v = doc[name]
+    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise BadRequest(f"field {name!r} must be {kind}, not {v!r}")
+    if not isinstance(v, kind):
+        raise BadRequest(f"field {name!r} has the wrong type: {v!r}")
+    return v
+
+
+def tp_list(items: Any, *, with_offset: bool) -> dict[tuple[str, int], int] | list[tuple[str, int]]:
+    if not isinstance(items, list):
+        raise BadRequest("expected a list of {topic, partition" + (", offset}" if with_offset else "}"))
+    out: dict = {}
+    for i, it in enumerate(items):
+        t = field(it, "topic", str)
+        p = field(it, "partition", int)
+        out[(t, p)] = field(it, "offset", int) if with_offset else None
+    return out if with_offset else list(out)
+
+
+def group_of(request: Request) -> str:
+    return validate_group_id(request.path_params["group"])
+
+
+def offsets_doc(committed: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+    return {"offsets": [{"topic": t, "partition": p, "offset": o, "metadata": ""}
+                        for (t, p), o in sorted(committed.items())]}
+
+
+def partitions_query(request: Request) -> list[tuple[str, int]] | None:
+    raw = query_param(request, "partitions")
+    if not raw:
+        return None
+    out = []
+    for item in raw.split(","):
+        t, sep, p = item.rpartition(":")
+        try:
+            partition = parse_int(p) if sep else -1
+        except ValueError:
+            partition = -1
+        if partition < 0 or partition >= 2**31:
+            raise BadRequest(f"partitions must be TOPIC:PARTITION,... "
+                             f"(a partition is 0 to 2147483647), not {raw[:200]!r}")
+        out.append((t, partition))
+    return out

@@ -1,0 +1,93 @@
+"""What the batcher holds per partition, and what it answers per request.
+
+A :class:`Batch` is one partition's records between two flushes with its ONE
+future; a request's share of it is a :class:`Ticket` (batch, part index), from
+which its offsets follow once the batch is flushed (:class:`PartResult`).
+:class:`PartitionState` is everything the gateway keeps for a partition it
+writes: open, flushing and queued batches, the idempotent batches accepted
+and not committed (``pending``), the offsets predicted for acks=1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+
+import pyarrow as pa
+
+from ingest_gateway.errors import NotLeader
+from ingest_gateway.server.codec import Rows, part_bytes
+from log_layout import AppendResult, PartitionLog, PartitionWriter, ProducerBatch, TopicInfo
+
+
+class Batch:
+    """One partition's records between two flushes, resolved once by its flush."""
+
+    __slots__ = ("parts", "producers", "rows", "nbytes", "future", "starts", "dropped",
+                 "result", "error", "acked")
+
+    def __init__(self, future: asyncio.Future):
+        self.parts: list[pa.Table | Rows] = []
+        #: (ProducerBatch, index of its part)
+        self.producers: list[tuple[ProducerBatch, int]] = []
+        self.rows = 0
+        self.nbytes = 0
+        self.future = future
+        #: after the flush: the first offset's row of each part within the segment
+        self.starts: list[int] = []
+        #: after the flush: part index -> why it was not written (or its duplicate offsets)
+        self.dropped: dict[int, Exception | tuple[int, int]] = {}
+        self.result: AppendResult | None = None
+        self.error: Exception | None = None
+        #: rows answered before the flush (acks=0 or 1): lost if the flush fails
+        self.acked = 0
+
+    def add(self, part: "pa.Table | Rows") -> int:
+        self.parts.append(part)
+        self.rows += part.num_rows
+        self.nbytes += part_bytes(part)
+        return len(self.parts) - 1
+
+
+class PartitionState:
+    """What the gateway holds for one partition it writes."""
+
+    def __init__(self, plog: PartitionLog, writer: PartitionWriter, info: TopicInfo):
+        self.plog, self.writer = plog, writer
+        self.topic, self.partition = plog.topic, plog.partition
+        #: which incarnation of the topic: one deleted and created again is another
+        self.incarnation = (info.created_ms, info.topic_id)
+        self.current: Batch | None = None
+        self.flushing: Batch | None = None
+        #: full batches closed while a flush was in flight, flushed in order
+        self.queue: collections.deque[Batch] = collections.deque()
+        self.flush_again = False
+        self.timer: asyncio.TimerHandle | None = None
+        #: producer id -> [(batch descriptor, Batch, part index)] accepted, not committed
+        self.pending: dict[int, list[tuple[ProducerBatch, Batch, int]]] = {}
+        #: the offset the next accepted record will get, if every flush succeeds
+        self.assigned = writer.partition.snapshot(refresh=False).next_offset
+        self.stopped: NotLeader | None = None
+
+
+@dataclasses.dataclass
+class PartResult:
+    """Where one partition's share of a request went."""
+
+    partition: int
+    count: int
+    base_offset: int | None = None
+    error: Exception | None = None
+
+
+@dataclasses.dataclass
+class Ticket:
+    """A request's claim on a batch (or a committed duplicate's original offsets)."""
+
+    partition: int
+    count: int
+    batch: Batch | None = None
+    part: int = -1
+    predicted: int | None = None
+    committed: tuple[int, int] | None = None

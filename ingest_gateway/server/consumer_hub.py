@@ -1,0 +1,195 @@
+"""The gateway's consumer hub: long-poll waiters, one shared reader, the group coordinator,
+the REST consumer instances.
+
+**Long-poll.** A fetch registers a waiter for its partitions *before* it reads
+the store, then reads; if fewer than ``min_bytes`` are available it sleeps on
+the waiter, which the batcher's commit listener completes right after the flush
+that commits new data (no polling of the store), and reads again; after
+``wait_ms`` it answers with what it has. Store reads (and group commits) run on
+the hub's own threads, so a burst of fetches never delays the batcher's flushes.
+The HTTP routes over it are ``ingest_gateway.http.fetch_routes``,
+``group_routes`` and ``rest_consumers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from conf.settings import GatewaySettings
+from ingest_gateway.errors import GroupError, UnknownConsumerInstance
+from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server.groups.coordinator import GroupCoordinator
+from ingest_gateway.server.rest_instances import Instance
+from log_layout import Log, wall_clock_ms
+from log_layout.direct_reader import DirectReader, Fetched
+
+log = logging.getLogger("sparklog.gateway")
+#: how often the hub drops idle REST instances and expired group members when no
+#: request arrives (the REST Proxy's expiration thread also looks every second)
+EXPIRY_INTERVAL_S = 1.0
+
+
+class ConsumerHub:
+    """Per-app consumer state. Created on the event loop (the app creates it lazily, at
+    the first consumer request).
+
+    Its clock (``now_ms``: group sessions, instance idleness) is the one given (tests
+    give one), else the wall clock. Every EXPIRY_INTERVAL_S a task drops idle REST
+    instances and expired group members, so neither waits for a request to arrive.
+    """
+
+    def __init__(self, log_: Log, batcher: Batcher, settings: GatewaySettings, *,
+                 now_ms: Callable[[], int] | None = None):
+        self.log = log_
+        self.batcher = batcher
+        # Reads share one DirectReader: its per-partition segment cache is a dict whose
+        # entries are replaced whole, so concurrent fetches need no lock.
+        self.source = DirectReader(self.log)
+        # Store I/O of consumers runs on threads of its own, so a burst of fetches
+        # never delays the batcher's flushes (which have the batcher's pool).
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="sparklog-consume")
+        gw = settings
+        self.now_ms: Callable[[], int] = now_ms or wall_clock_ms
+        self.coordinator = GroupCoordinator(
+            self.log, now_ms=self.now_ms, default_session_timeout_ms=gw.session_timeout_ms,
+            min_session_timeout_ms=gw.group_min_session_timeout_ms,
+            max_session_timeout_ms=gw.group_max_session_timeout_ms)
+        #: consumer.instance.timeout.ms: the default and the longest an instance may ask for
+        self.instance_timeout_ms = gw.consumer_instance_timeout_ms
+        self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self.instances: dict[tuple[str, str], Instance] = {}
+        self.batcher.add_commit_listener(self.committed)
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_periodically())
+
+    # -- long-poll ------------------------------------------------------------------
+    def committed(self, topic: str, partition: int, high_watermark: int) -> None:
+        """The batcher's commit listener (on the loop): wake fetches of this partition."""
+        for fut in self.waiters.pop((topic, partition), ()):
+            if not fut.done():
+                fut.set_result(high_watermark)
+
+    def _register(self, tps: Iterable[tuple[str, int]]) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        for tp in tps:
+            self.waiters.setdefault(tp, set()).add(fut)
+        return fut
+
+    def _unregister(self, fut: asyncio.Future, tps: Iterable[tuple[str, int]]) -> None:
+        for tp in tps:
+            s = self.waiters.get(tp)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    self.waiters.pop(tp, None)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        """Run blocking store work (reads, group commits) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def _read(self, positions: Mapping[tuple[str, int], int], max_records: int):
+        return self.source.read_available(positions, max_records)
+
+    async def fetch(self, positions: Mapping[tuple[str, int], int], *, max_records: int,
+                    max_bytes: int, wait_ms: int, min_bytes: int):
+        """Long-poll read: ((tp, batch, next), ...), {tp: OffsetOutOfRange}."""
+        deadline = time.monotonic() + wait_ms / 1000
+        tps = list(positions)
+        while True:
+            fut = self._register(tps)
+            try:
+                got, errors = await self.run(self._read, positions, max_records)
+                got = cut_to_bytes(got, max_bytes)
+                size = sum(b.nbytes for _, b, _ in got)
+                remaining = deadline - time.monotonic()
+                if errors or remaining <= 0 or (size >= min_bytes and (got or min_bytes <= 0)):
+                    return got, errors
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), remaining)
+                except asyncio.TimeoutError:
+                    got, errors = await self.run(self._read, positions, max_records)
+                    return cut_to_bytes(got, max_bytes), errors
+            finally:
+                self._unregister(fut, tps)
+
+    # -- REST instances ------------------------------------------------------------------
+    def instance(self, group: str, name: str, *, touch: bool = True) -> Instance:
+        """A live instance (``touch``: counting as a use); raises UnknownConsumerInstance
+        (also for one idle past its timeout that the periodic expiry has not dropped yet)."""
+        inst = self.instances.get((group, name))
+        now = self.now_ms()
+        if inst is not None and self._idle(inst, now):
+            self._drop(inst)
+            inst = None
+        if inst is None:
+            raise UnknownConsumerInstance(group, name)
+        if touch:
+            inst.last_used_ms = now
+        return inst
+
+    def _idle(self, inst: Instance, now: int) -> bool:
+        # an instance in a request (its lock held, e.g. a long-poll) is in use
+        return now - inst.last_used_ms >= inst.timeout_ms and not inst.lock.locked()
+
+    def _drop(self, inst: Instance) -> None:
+        """Forget ``inst`` and leave its group in the background. No auto-commit: its
+        client never came back to show it processed what it was last handed, so those
+        records are read again by the group (at least once)."""
+        if self.instances.get((inst.group, inst.name)) is inst:
+            del self.instances[(inst.group, inst.name)]
+        if inst.member_id is not None:
+            asyncio.get_running_loop().run_in_executor(
+                self.executor, _leave_quietly, self.coordinator, inst.group, inst.member_id)
+
+    def expire_instances(self) -> list[tuple[str, str]]:
+        """Drop instances idle for their ``consumer.instance.timeout.ms`` (the REST
+        Proxy does the same), leaving their groups; returns their (group, name)."""
+        now = self.now_ms()
+        gone = [inst for inst in self.instances.values() if self._idle(inst, now)]
+        for inst in gone:
+            self._drop(inst)
+        return [(inst.group, inst.name) for inst in gone]
+
+    async def _expire_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_INTERVAL_S)
+            try:
+                self.expire_instances()
+                await self.run(self.coordinator.expire)
+            except Exception:  # noqa: BLE001 - a store hiccup must not end expiry for good
+                log.exception("expiring consumer instances and group members failed")
+
+
+def _leave_quietly(coordinator: GroupCoordinator, group: str, member_id: str) -> None:
+    try:
+        coordinator.leave(group, member_id)
+    except GroupError:
+        pass  # already expired
+
+
+def cut_to_bytes(got: Fetched, max_bytes: int) -> Fetched:
+    """Keep whole batches while under ``max_bytes`` (at least one record, as Kafka)."""
+    out, size = [], 0
+    for tp, batch, nxt in got:
+        if out and size + batch.nbytes > max_bytes:
+            per = max(1, batch.nbytes // max(1, batch.num_rows))
+            rows = (max_bytes - size) // per
+            if rows > 0:
+                part = batch.slice(0, rows)
+                out.append((tp, part, int(part.column(0)[-1].as_py()) + 1))
+            break
+        if not out and batch.nbytes > max_bytes and batch.num_rows > 1:
+            per = max(1, batch.nbytes // batch.num_rows)
+            rows = max(1, max_bytes // per)
+            if rows < batch.num_rows:
+                part = batch.slice(0, rows)
+                out.append((tp, part, int(part.column(0)[-1].as_py()) + 1))
+                break
+        out.append((tp, batch, nxt))
+        size += batch.nbytes
+    return out

@@ -1,0 +1,153 @@
+"""Stores on any fsspec filesystem: S3 (s3fs), memory, HDFS (pyarrow), ...
+
+The contract of every primitive is the ``store`` module's; this module is how
+fsspec keeps it: a conditional PUT (``If-None-Match: *``) on S3, a
+check-and-set under a lock in memory, create-without-overwrite elsewhere.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from log_layout.errors import StoreError
+from log_layout.store import FileInfo, Store
+
+_memory_lock = threading.Lock()
+
+
+class FsspecStore(Store):
+    """Any fsspec filesystem: S3 (s3fs), memory, HDFS (pyarrow), ..."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        scheme = urlsplit(url).scheme
+        try:
+            self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        except (ImportError, ValueError) as e:
+            raise StoreError(url, f"cannot open a {scheme}:// filesystem: {e}") from e
+        self.scheme = scheme
+        self.root = root.rstrip("/")
+        # s3fs caches listings; the log must always see other writers' files.
+        self._is_s3 = scheme in ("s3", "s3a")
+        if scheme == "memory":
+            self.fs.makedirs(self.root, exist_ok=True)
+
+    def _abs(self, path: str) -> str:
+        return f"{self.root}/{path}" if path else self.root
+
+    def read(self, path: str) -> bytes:
+        return self.fs.cat_file(self._abs(path))
+
+    def exists(self, path: str) -> bool:
+        if self._is_s3:
+            self.fs.invalidate_cache(self._abs(path))
+        return self.fs.exists(self._abs(path))
+
+    def put_exclusive(self, path: str, data: bytes) -> bool:
+        full = self._abs(path)
+        if self.scheme == "memory":
+            with _memory_lock:
+                if self.fs.exists(full):
+                    return False
+                self.fs.pipe_file(full, bytes(data))
+            return True
+        if self._is_s3:
+            data = bytes(data)
+            for attempt in range(10):
+                try:
+                    self.fs.pipe_file(full, data, mode="create")
+                except FileExistsError:
+                    return False
+                except OSError as e:
+                    code = _s3_error_code(e)
+                    if code in ("PreconditionFailed", "412"):  # somebody else created it
+                        return False
+                    if code in ("ConditionalRequestConflict", "409") and attempt < 9:
+                        continue  # a concurrent conditional PUT is in flight: ask again
+                    raise
+                return True
+        # Other filesystems (HDFS): create-without-overwrite.
+        try:
+            with self.fs.open(full, "xb") as f:
+                f.write(data)
+        except FileExistsError:
+            return False
+        return True
+
+    def put_new(self, path: str, data: bytes) -> None:
+        if self.scheme == "memory":
+            if not self.put_exclusive(path, data):
+                raise FileExistsError(path)
+        else:  # a unique name: an unconditional PUT cannot replace anyone's file
+            self.fs.pipe_file(self._abs(path), bytes(data))
+
+    def put_replace(self, path: str, data: bytes) -> None:
+        self.fs.pipe_file(self._abs(path), bytes(data))
+
+    def _ls(self, folder: str) -> list[dict]:
+        full = self._abs(folder)
+        try:
+            return self.fs.ls(full, detail=True, refresh=True) if self._is_s3 \
+                else self.fs.ls(full, detail=True)
+        except FileNotFoundError:
+            return []
+
+    def list(self, folder: str) -> list[FileInfo]:
+        out = []
+        for e in self._ls(folder):
+            if e.get("type") != "file":
+                continue
+            mtime = e.get("LastModified") or e.get("mtime") or e.get("created")
+            if hasattr(mtime, "timestamp"):
+                mtime_ms = int(mtime.timestamp() * 1000)
+            else:
+                mtime_ms = int(float(mtime or 0) * 1000)
+            out.append(FileInfo(e["name"].rstrip("/").rsplit("/", 1)[-1], int(e.get("size") or 0),
+                                mtime_ms))
+        return out
+
+    def list_folders(self, folder: str) -> list[str]:
+        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self._ls(folder)
+                if e.get("type") == "directory"]
+
+    def delete(self, paths: Iterable[str]) -> None:
+        full = [self._abs(p) for p in paths]
+        if not full:
+            return
+        for p in full:
+            try:
+                self.fs.rm_file(p)
+            except FileNotFoundError:
+                pass
+
+    def delete_tree(self, folder: str) -> None:
+        try:
+            self.fs.rm(self._abs(folder), recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"url": self.url, "storage_options": self.storage_options}
+
+
+def _s3_error_code(error: BaseException) -> str | None:
+    """The S3 error code behind an exception s3fs raised (it wraps botocore's as OSError)."""
+    seen = 0
+    while error is not None and seen < 5:
+        response = getattr(error, "response", None)
+        if isinstance(response, dict):
+            err = response.get("Error") or {}
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            return str(err.get("Code") or status or "")
+        text = str(error)
+        if "PreconditionFailed" in text or "pre-conditions you specified did not hold" in text:
+            return "PreconditionFailed"
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None

@@ -1,0 +1,376 @@
+"""The shape of the code, read from its source: layers, cycles, sizes, the client's weight.
+
+Every rule reads the product's files with ``ast`` (nothing here imports the
+product, except the one check that must: what ``import ingest_gateway.client``
+loads, run in a fresh interpreter). A failure lists every offender with
+``file:line``, so one run is the whole to-do list.
+
+The tables below are the design; change them on purpose, in review:
+
+- ``LAYERS``: which top-level package may import which. The graph is
+  ``jobs -> {pipeline, compaction, retention, ingest_gateway} -> log_layout -> conf``;
+  a layer may import any layer below it, never one beside or above it.
+- ``FORBIDDEN_THIRD_PARTY``: libraries a package must never import (no Spark in
+  the gateway or the storage layer: a gateway is not a Spark application).
+- ``CLIENT_MAY_LOAD``: the gateway modules, beside ``ingest_gateway.client*``,
+  that a client process may load (they hold no server code).
+
+An import counts wherever it is written: at module level, inside a function,
+under ``if TYPE_CHECKING:`` (a type-only import is still a design dependency).
+``from pkg import name`` counts as an import of ``pkg.name`` when that is a
+module, else of ``pkg``. Importing ``a.b`` also runs ``a/__init__.py``; that
+implicit arrow is not counted, or every package that re-exports its own
+modules would be a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# layer -> the layers it may import (its own package is always allowed).
+LAYERS: dict[str, set[str]] = {
+    "conf": set(),
+    "log_layout": {"conf"},
+    "ingest_gateway": {"log_layout", "conf"},
+    "pipeline": {"log_layout", "conf"},
+    "compaction": {"log_layout", "conf"},
+    "retention": {"log_layout", "conf"},
+    "jobs": {"pipeline", "compaction", "retention", "ingest_gateway", "log_layout", "conf"},
+}
+
+SPARK = {"pyspark", "py4j", "delta", "deltalake"}
+# package -> top-level modules it must not import; "*" applies to every product package.
+FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
+    "*": {"tests", "bench"},
+    "log_layout": SPARK,
+    "ingest_gateway": SPARK,
+}
+
+# Gateway modules a client may load besides ingest_gateway and ingest_gateway.client*.
+CLIENT_MAY_LOAD = {"ingest_gateway.errors", "ingest_gateway.partitioner"}
+# Loaded by a client process means the server came along.
+SERVER_LIBRARIES = {"starlette", "uvicorn", "pyspark"}
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+class Import(NamedTuple):
+    """One import statement's target: a product module, or a third-party top-level name."""
+    source: str        # importing module, e.g. "ingest_gateway.app"
+    target: str        # imported product module, or third-party top-level name
+    product: bool      # target is a product module
+    name: str          # the dotted name as written (resolved if relative)
+    where: str         # "path:line" of the statement
+
+
+# -- reading the source -----------------------------------------------------------------------
+
+def product_packages(root: Path = ROOT) -> list[str]:
+    """The top-level packages of the product that exist under ``root``, in ``LAYERS`` order."""
+    return [name for name in LAYERS if (root / name / "__init__.py").is_file()]
+
+
+def modules_of(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """Every module of ``packages`` under ``root``: dotted name -> file (``__init__`` = package)."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of dotted ``name`` that is a product module, else None."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def _absolute_base(node: ast.ImportFrom, module: str, path: Path) -> str:
+    """The absolute module a (possibly relative) ``from X import`` statement names."""
+    if not node.level:
+        return node.module or ""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, path: Path,
+             modules: dict[str, Path]) -> list[str]:
+    """The dotted names one import statement brings in, submodules resolved."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = _absolute_base(node, module, path)
+    names = []
+    for alias in node.names:
+        submodule = f"{base}.{alias.name}"
+        names.append(submodule if submodule in modules else base)
+    return names
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path], root: Path = ROOT) -> list[Import]:
+    """Every import written anywhere in ``path`` (functions and TYPE_CHECKING blocks included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        where = f"{path.relative_to(root)}:{node.lineno}"
+        for name in _targets(node, module, path, modules):
+            target = _resolve(name, modules)
+            if target is None:
+                found.append(Import(module, name.split(".")[0], False, name, where))
+            elif target != module:
+                found.append(Import(module, target, True, name, where))
+    return found
+
+
+def import_graph(root: Path = ROOT, packages: Iterable[str] | None = None) -> list[Import]:
+    """Every import statement of every product module under ``root``."""
+    modules = modules_of(root, product_packages(root) if packages is None else packages)
+    return [imp for module, path in modules.items() for imp in imports_of(module, path, modules, root)]
+
+
+# -- cycles -----------------------------------------------------------------------------------
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of ``graph`` (iterative: no recursion limit on a long chain)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components
+
+
+def _shortest_cycle(graph: dict[str, set[str]], start: str, within: set[str]) -> list[str]:
+    """The shortest path ``start -> ... -> start`` inside ``within`` (breadth first)."""
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph.get(node, ())):
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if child in within and child not in parents and child != start:
+                    parents[child] = node
+                    following.append(child)
+        frontier = following
+    return []
+
+
+def import_cycles(imports: Iterable[Import]) -> list[str]:
+    """One line per cycle of product modules: the shortest cycle and every arrow inside it."""
+    imports = [imp for imp in imports if imp.product]
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        graph.setdefault(imp.source, set()).add(imp.target)
+        graph.setdefault(imp.target, set())
+    report = []
+    for component in _strongly_connected(graph):
+        if len(component) < 2:
+            continue
+        members = set(component)
+        cycle = _shortest_cycle(graph, component[0], members)
+        arrows = sorted({f"{imp.source} -> {imp.target} ({imp.where})" for imp in imports
+                         if imp.source in members and imp.target in members})
+        report.append(f"cycle of {len(component)} modules, e.g. {' -> '.join(cycle)}; "
+                      f"its arrows: " + "; ".join(arrows))
+    return report
+
+
+# -- the rules --------------------------------------------------------------------------------
+
+def test_every_packaged_product_package_has_a_layer():
+    includes = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]["find"]["include"]
+    unplaced = [name.rstrip("*") for name in includes if name.rstrip("*") not in LAYERS]
+    assert not unplaced, f"packages with no place in LAYERS: {unplaced}"
+
+
+def test_no_import_cycle_between_product_modules():
+    cycles = import_cycles(import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_imports_follow_the_layers():
+    wrong = sorted(
+        f"{imp.where}: {imp.source} -> {imp.target}"
+        for imp in import_graph() if imp.product
+        for source, target in [(imp.source.split(".")[0], imp.target.split(".")[0])]
+        if source != target and target not in LAYERS[source])
+    assert not wrong, "arrows outside the layers:\n" + "\n".join(wrong)
+
+
+def test_no_forbidden_third_party_import():
+    wrong = sorted({
+        f"{imp.where}: {imp.source} imports {imp.name}"
+        for imp in import_graph() if not imp.product
+        if imp.target in FORBIDDEN_THIRD_PARTY["*"]
+        | FORBIDDEN_THIRD_PARTY.get(imp.source.split(".")[0], set())})
+    assert not wrong, "forbidden imports:\n" + "\n".join(wrong)
+
+
+def test_bench_imports_nothing_from_tests():
+    modules = modules_of(ROOT, product_packages())
+    wrong = sorted({
+        f"{imp.where}: imports {imp.name}"
+        for path in sorted((ROOT / "bench").glob("*.py"))
+        for imp in imports_of(f"bench.{path.stem}", path, modules)
+        if not imp.product and imp.target == "tests"})
+    assert not wrong, "bench/ imports tests/ (move what it needs into the product):\n" + "\n".join(wrong)
+
+
+_CLIENT_PROBE = """
+import json, sys
+missing = []
+try:
+    import ingest_gateway.client as client
+    missing = [name for name in ("Producer", "Consumer") if not hasattr(client, name)]
+    error = None
+except Exception as exc:  # reported by the test, with the modules loaded so far
+    error = repr(exc)
+print(json.dumps({"modules": sorted(sys.modules), "missing": missing, "error": error}))
+"""
+
+
+@pytest.fixture(scope="module")
+def client_process() -> dict:
+    """What a fresh interpreter holds after ``import ingest_gateway.client``."""
+    done = subprocess.run([sys.executable, "-c", _CLIENT_PROBE], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_client_import_loads_no_server_code(client_process):
+    assert client_process["error"] is None, client_process["error"]
+    modules = client_process["modules"]
+    libraries = sorted({name.split(".")[0] for name in modules} & SERVER_LIBRARIES)
+    gateway = [name for name in modules
+               if name.startswith("ingest_gateway.") and name not in CLIENT_MAY_LOAD
+               and name != "ingest_gateway.client" and not name.startswith("ingest_gateway.client.")]
+    assert not libraries and not gateway, (
+        f"import ingest_gateway.client loads server libraries {libraries} "
+        f"and gateway modules outside the client {gateway}")
+
+
+def test_client_exports_producer_and_consumer(client_process):
+    assert client_process["error"] is None, client_process["error"]
+    assert not client_process["missing"], f"ingest_gateway.client lacks {client_process['missing']}"
+
+
+def test_no_product_module_over_the_line_limit():
+    wrong = []
+    for path in modules_of(ROOT, product_packages()).values():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            wrong.append((lines, f"{path.relative_to(ROOT)}: {lines} lines"))
+    assert not wrong, (f"modules over {MAX_MODULE_LINES} lines:\n"
+                       + "\n".join(text for _, text in sorted(wrong, reverse=True)))
+
+
+def test_no_function_over_the_line_limit():
+    wrong = []
+    for path in modules_of(ROOT, product_packages()).values():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    wrong.append((size, f"{path.relative_to(ROOT)}:{node.lineno} "
+                                        f"{node.name}: {size} lines"))
+    assert not wrong, (f"functions over {MAX_FUNCTION_LINES} lines:\n"
+                       + "\n".join(text for _, text in sorted(wrong, reverse=True)))
+
+
+# -- the checker checks itself on a small tree, so a rule cannot pass by seeing nothing ---------
+
+_TREE = {
+    "low/__init__.py": "from low.base import thing\n",
+    "low/base.py": "import json\n",
+    "low/sub/__init__.py": "",
+    "low/sub/leaf.py": "from .. import base\nfrom ..base import thing\n",
+    "high/__init__.py": "",
+    "high/a.py": ("from typing import TYPE_CHECKING\n"
+                  "if TYPE_CHECKING:\n    from high import b\n"
+                  "import low.sub.leaf as leaf\n"),
+    "high/b.py": "def f():\n    from high.c import g\n",
+    "high/c.py": "import pyspark.sql\nfrom high import a, missing_name\n",
+}
+
+
+def test_graph_reads_every_kind_of_import_and_finds_the_cycle(tmp_path):
+    for name, text in _TREE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    imports = import_graph(tmp_path, ["low", "high"])
+    arrows = {(imp.source, imp.target, imp.product) for imp in imports}
+    assert arrows == {
+        ("low", "low.base", True),
+        ("low.base", "json", False),
+        ("low.sub.leaf", "low.base", True),          # relative, as a submodule and as a name
+        ("high.a", "typing", False),
+        ("high.a", "high.b", True),                  # under TYPE_CHECKING
+        ("high.a", "low.sub.leaf", True),
+        ("high.b", "high.c", True),                  # inside a function
+        ("high.c", "pyspark", False),
+        ("high.c", "high.a", True),                  # `from pkg import module`
+        ("high.c", "high", True),                    # `from pkg import name`
+    }
+    [cycle] = import_cycles(imports)
+    assert "e.g. high.a -> high.b -> high.c -> high.a;" in cycle
+    assert "high.b -> high.c (high/b.py:2)" in cycle
