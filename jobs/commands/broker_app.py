@@ -1,0 +1,82 @@
+"""``sparklog broker-app``: the gateways as a supervised Spark application (``jobs.broker_app``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+
+from jobs.cli import integer
+
+DESCRIPTION = """\
+Run the ingest gateway as a long-running Spark application: each gateway slot is a
+single-task Spark job whose task hosts the gateway in its own Python process, and a
+driver thread per slot submits the job again whenever it fails or ends. Kill the
+task's Python or its executor and Spark runs the gateway again (on a spare core when
+the executor is gone). Slot S listens on port BASE+S of its executor's host; the
+driver prints each slot's address when it changes (and keeps it in --addresses-file).
+
+Phase 1 of issue 13: only --gateways 1 is accepted, since partition leadership
+across gateways (assignment, NOT_LEADER, client routing) is not built yet.
+Keep one executor's worth of cores spare, so a lost executor's gateway has
+somewhere to go. SIGTERM or SIGINT stops the application."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("broker-app", help="run the gateway as a supervised Spark application",
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gateways", type=integer(1), default=1, metavar="N",
+                   help="gateway slots (only 1 for now; see above)")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master, e.g. spark://host:7077 (default: local[N+1] "
+                        "with task retries)")
+    p.add_argument("--port", type=integer(1), metavar="BASE",
+                   help="slot S listens on BASE+S (default: gateway.port, 8082)")
+    p.add_argument("--bind-host", metavar="HOST",
+                   help="address the gateway binds on its executor (default: the "
+                        "executor's SPARK_LOCAL_IP, else 0.0.0.0)")
+    p.add_argument("--storage-options", metavar="JSON",
+                   help="fsspec storage options as JSON, passed to every gateway")
+    p.add_argument("--addresses-file", metavar="PATH",
+                   help="keep each slot's address and state in this JSON file (on the driver)")
+    p.add_argument("--log-level", default="warning",
+                   choices=["debug", "info", "warning", "error"], help="the gateways' log level")
+    p.set_defaults(handler=run)
+
+
+def _override_pairs(args: argparse.Namespace) -> dict[str, str]:
+    """Every ``--set`` pair, before and after the command name (the later win)."""
+    pairs = dict(args.set)
+    for _key, late in sorted((k, v) for k, v in vars(args).items() if re.fullmatch(r"set_\d+", k)):
+        pairs.update(late)
+    return pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    from conf.errors import ConfigError
+    from jobs import broker_app
+    from jobs.cli import settings_from
+
+    broker_app.check_gateways(args.gateways)  # before Spark starts: a one-line refusal
+    settings = settings_from(args)  # a bad --set fails here, not in every task
+    if args.storage_options:
+        try:
+            if not isinstance(json.loads(args.storage_options), dict):
+                raise ValueError("expected a JSON object")
+        except ValueError as e:
+            raise ConfigError("--storage-options", args.storage_options, str(e)) from None
+    store = settings.store.url
+    if "://" not in store:
+        store = os.path.abspath(store)  # executors run in their worker's own folder
+    base = args.port or settings.gateway.port
+    if base + args.gateways - 1 > 65535:
+        raise ConfigError("--port", base, f"slots up to {base + args.gateways - 1} exceed 65535")
+    pairs = {k: v for k, v in _override_pairs(args).items() if k != "store.url"}
+    task = broker_app.GatewayTask(store_url=store, base_port=base,
+                                  settings=tuple(sorted(pairs.items())),
+                                  bind_host=args.bind_host, storage_options=args.storage_options,
+                                  log_level=args.log_level)
+    return broker_app.run(task, args.gateways, master=args.master,
+                          addresses_file=args.addresses_file)

@@ -1,0 +1,59 @@
+"""``sparklog broker-app`` without a cluster: its Spark settings, its tasks' command
+line, and the refusals that must come before Spark starts (no JVM in these tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conf.errors import ConfigError
+from jobs.broker_app import TASK_MAX_FAILURES, GatewayTask, check_gateways, spark_conf
+from jobs.cli import main
+
+
+def test_spark_settings_keep_a_gateway_task_alive():
+    conf = spark_conf("spark://127.0.0.1:7077", 1)
+    assert conf["spark.master"] == "spark://127.0.0.1:7077"
+    assert conf["spark.speculation"] == "false"  # a second copy would fight for the port
+    assert conf["spark.excludeOnFailure.enabled"] == "false"
+    assert int(conf["spark.task.maxFailures"]) > 4
+    timeout_s = int(conf["spark.network.timeout"].rstrip("s"))
+    assert 20 <= timeout_s <= 30
+    assert int(conf["spark.network.timeoutInterval"].rstrip("s")) < timeout_s
+
+
+def test_local_mode_retries_tasks_too():
+    # local[N] ignores spark.task.maxFailures: local[N,F] is how it retries a task
+    assert spark_conf(None, 1)["spark.master"] == f"local[2,{TASK_MAX_FAILURES}]"
+
+
+def test_a_slot_runs_the_cli_gateway_on_base_port_plus_slot():
+    task = GatewayTask("/data/log", 9000, settings=(("store.fsync", "false"),),
+                       storage_options='{"anon": true}')
+    assert task.argv(0, "10.0.0.5") == [
+        "--store", "/data/log", "--set", "store.fsync=false", "gateway", "--host", "10.0.0.5",
+        "--port", "9000", "--log-level", "warning", "--storage-options", '{"anon": true}']
+    assert "9003" in task.argv(3, "h")
+
+
+def test_more_than_one_gateway_is_refused_with_the_reason():
+    check_gateways(1)
+    with pytest.raises(ConfigError, match="leadership across gateways .* not built yet"):
+        check_gateways(2)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gateways", "2"], "--gateways"),
+    (["--storage-options", "[1]"], "--storage-options"),
+    (["--set", "gateway.port=x"], "gateway.port"),
+    (["--port", "65536"], "65535"),
+])
+def test_bad_values_fail_before_spark_starts(tmp_path, capsys, args, needle):
+    assert main(["--store", str(tmp_path / "s"), "broker-app", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sparklog: error: ") and needle in err, err
+
+
+def test_a_gateway_count_below_one_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["broker-app", "--gateways", "0"])
+    assert "expected an integer >= 1" in capsys.readouterr().err
