@@ -2,7 +2,7 @@
 
 A group's document is ``_groups/<group>.json`` (``paths.group_offsets``; the
 group name follows the topic-name rules). Its content belongs to the gateway's
-group coordinator (``ingest_gateway.groups``); this module only stores it,
+group coordinator (``ingest_gateway.server.groups``); this module only stores it,
 replaced whole on each commit (``Store.put_replace``: readers see the old or the
 new document, never a mix).
 """

@@ -68,7 +68,7 @@ MAX_FUNCTION_LINES = 80
 
 class Import(NamedTuple):
     """One import statement's target: a product module, or a third-party top-level name."""
-    source: str        # importing module, e.g. "ingest_gateway.app"
+    source: str        # importing module, e.g. "ingest_gateway.http.app"
     target: str        # imported product module, or third-party top-level name
     product: bool      # target is a product module
     name: str          # the dotted name as written (resolved if relative)
