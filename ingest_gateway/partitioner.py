@@ -54,10 +54,10 @@ class StickyPartitioner:
     """Keyless records: Kafka's sticky partitioner, moving on when the batch closes.
 
     As in Kafka (KIP-480), keyless records stay on one partition until that
-    partition's open batch is closed (``linger.ms`` or ``batch.size`` reached:
+    partition's open batch is closed (its flush starts, or ``batch.size`` is reached:
     the batcher calls :meth:`batch_closed`); then the next partition round-robin
     takes over, skipping partitions whose flush is still under way as Kafka's
-    adaptive partitioning (KIP-794) skips slow ones. One linger window of keyless
+    adaptive partitioning (KIP-794) skips slow ones. One group of keyless
     requests thus makes one segment and one commit, not one per partition, and
     a new batch does not queue behind a flush in flight while a partition is free.
     """

@@ -4,17 +4,22 @@ Lifecycle of a record: a produce request is parsed into one Arrow table per
 partition (``codec``); :meth:`Batcher.produce` checks it (size, keys, producer
 sequence, buffer room) for *every* partition before it adds anything, so a
 refused request leaves nothing behind. The tables join the partition's open
-:class:`Batch`. A batch is flushed when it is ``linger.ms`` old, holds
-``batch.size`` bytes or ``flush.messages`` records, or at shutdown. A flush is
-ONE ``PartitionWriter.append`` of the concatenated tables: one segment file and
-one manifest commit, done on a worker thread (store I/O never runs on the event
-loop) with at most one flush in flight per partition, so partition order holds
-and a slow flush of P never delays produce to Q. While a flush is in flight the
-next batch fills; once full it waits in the partition's queue and another opens,
-so no flush grows past the thresholds (a huge one would hold the GIL for long).
-Each batch has ONE asyncio future, resolved when its flush
-ends; requests keep (batch, part) references into it and compute their offsets
-from the batch's base offset, never one future per record.
+:class:`Batch`. Flushes are a *group commit*: a batch of a partition with no
+flush in flight is flushed at once (at the end of the event loop's turn, so the
+requests parsed in that turn go together); while a flush is in flight, arrivals
+gather and go together in the next flush, when it ends. A batch also goes at
+``batch.size`` bytes or ``flush.messages`` records, and at shutdown. The
+gateway does not linger (neither does Kafka's broker: ``linger.ms`` is the
+client's setting); ``gateway.linger.ms`` > 0, for compatibility, makes a new
+batch wait that long too. A flush is ONE ``PartitionWriter.append`` of the
+concatenated tables: one segment file and one manifest commit, on a worker
+thread (store I/O never runs on the event loop), at most one in flight per
+partition, so partition order holds and a slow flush of P never delays Q.
+While a flush is in flight the next batch fills; once full it waits in the
+partition's queue and another opens, so no flush grows past the thresholds.
+Each batch has ONE asyncio future, resolved when its flush ends; requests keep
+(batch, part) references into it and compute their offsets from the batch's
+base offset, never one future per record.
 
 Acks: ``0`` answers at once with no offsets; ``1`` answers once the records are
 in the batch, with the offsets they will get (predicted from the partition's
@@ -55,16 +60,21 @@ from conf.settings import GatewaySettings
 from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
-from ingest_gateway.server.batches import Batch, PartitionState, PartResult, Ticket
-from ingest_gateway.server.codec import Parsed, check_records, to_table
+from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
+                                           Ticket, write_batch)
+from ingest_gateway.server.codec import Parsed, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
-from log_layout import (AppendResult, Fenced, Log, PartitionLog, PartitionWriter, ProducerBatch,
-                        TopicExists, TopicInfo, UnknownTopic)
-from log_layout.idempotence import check_with_pending, sort_out
+from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
+                        PartitionWriter, ProducerBatch, TopicExists, TopicInfo, UnknownTopic)
+from log_layout.idempotence import check_with_pending
 
 log = logging.getLogger("sparklog.gateway")
 
 CommitListener = Callable[[str, int, int], None]
+
+#: how long a batch whose sequence is ahead of the expected one waits for its
+#: predecessors before it is refused as out of order (see ``Batcher._tickets``)
+SEQUENCE_HOLD_S = 1.0
 
 
 class Batcher:
@@ -214,17 +224,7 @@ class Batcher:
                 if sequences is None or p not in sequences:
                     raise BadRequest(f"an idempotent request needs a sequence for partition {p}")
                 batches[p] = ProducerBatch(pid, epoch, sequences[p], table.num_rows)
-        # Validate every partition first: nothing is added unless all pass.
-        tickets: dict[int, Ticket] = {}
-        for p, table in parsed.parts.items():
-            ticket = Ticket(p, table.num_rows)
-            if p in batches:
-                dup = self._check_sequence(states[p], batches[p])
-                if isinstance(dup, tuple) and isinstance(dup[0], Batch):
-                    ticket.batch, ticket.part = dup
-                elif dup is not None:
-                    ticket.committed = dup
-            tickets[p] = ticket
+        tickets = await self._tickets(parsed, states, batches)
         for p, table in parsed.parts.items():
             ticket = tickets[p]
             if ticket.batch is None and ticket.committed is None:
@@ -237,6 +237,53 @@ class Batcher:
         for p, ticket in tickets.items():
             results.append(await self._answer(ticket, acks))
         return results
+
+    async def _tickets(self, parsed: Parsed, states: dict[int, PartitionState],
+                       batches: dict[int, ProducerBatch]) -> dict[int, Ticket]:
+        """Validate every partition first (nothing is added unless all pass): each one's
+        ticket, a duplicate's already filled in.
+
+        A batch whose sequence is *ahead* of the next expected one is held (up to
+        SEQUENCE_HOLD_S) instead of refused: the Producer sends up to 5 batches of a
+        partition at once over several connections, so a later one can arrive first.
+        It is checked again whenever the partition's idempotent state changes; once
+        its predecessor is accepted it fits. Refusing it (Kafka's broker does, but
+        Kafka's producer keeps a partition's requests in order on one connection)
+        made the client back off 50 ms doubling to 1 s while every later batch waited.
+        The wait ends at the bound, or at shutdown, with the refusal it would have had.
+        """
+        deadline = None
+        while True:
+            tickets: dict[int, Ticket] = {}
+            try:
+                for p, table in parsed.parts.items():
+                    ticket = Ticket(p, table.num_rows)
+                    if p in batches:
+                        dup = self._check_sequence(states[p], batches[p])
+                        if isinstance(dup, tuple) and isinstance(dup[0], Batch):
+                            ticket.batch, ticket.part = dup
+                        elif dup is not None:
+                            ticket.committed = dup
+                    tickets[p] = ticket
+                return tickets
+            except OutOfOrderSequence as e:
+                now = time.monotonic()
+                deadline = deadline or now + SEQUENCE_HOLD_S
+                if e.got < e.expected or now >= deadline or self.closing:
+                    self.metrics.out_of_order()
+                    raise
+                state = states[e.partition]
+                if state.sequence_changed is None:
+                    state.sequence_changed = asyncio.get_running_loop().create_future()
+                try:
+                    await asyncio.wait_for(asyncio.shield(state.sequence_changed),
+                                           deadline - now)
+                except TimeoutError:
+                    pass
+                if self.closing:
+                    raise ShuttingDown() from None
+                if state.stopped is not None:
+                    raise state.stopped from None
 
     def _check_sequence(self, state: PartitionState, pb: ProducerBatch):
         """None for the next batch; a committed duplicate's (base, last) offsets; or
@@ -256,11 +303,13 @@ class Batcher:
         if batch is None:
             loop = asyncio.get_running_loop()
             batch = state.current = Batch(loop.create_future())
-            if self.settings.linger_ms > 0:
+            if self.settings.linger_ms > 0:  # the compatibility knob: a fixed wait
                 state.timer = loop.call_later(self.settings.linger_ms / 1000,
                                               self._linger_expired, state, batch)
+            elif state.flushing is None and not state.queue:
+                loop.call_soon(self._linger_expired, state, batch)  # idle: flush at once
             else:
-                loop.call_soon(self._linger_expired, state, batch)
+                state.flush_again = True  # group commit: goes when the flush in flight ends
         before = batch.nbytes
         part = batch.add(table)
         self.buffered += batch.nbytes - before
@@ -268,6 +317,7 @@ class Batcher:
         if pb is not None:
             batch.producers.append((pb, part))
             state.pending.setdefault(pb.producer_id, []).append((pb, batch, part))
+            state.wake_held()
         ticket.batch, ticket.part = batch, part
         ticket.predicted = state.assigned
         state.assigned += table.num_rows
@@ -288,6 +338,8 @@ class Batcher:
             return PartResult(ticket.partition, ticket.count, error=batch.error)
         dropped = batch.dropped.get(ticket.part)
         if isinstance(dropped, Exception):
+            if isinstance(dropped, OutOfOrderSequence):
+                self.metrics.out_of_order()
             return PartResult(ticket.partition, ticket.count, error=dropped)
         if dropped is not None:
             return PartResult(ticket.partition, ticket.count, dropped[0])
@@ -337,44 +389,8 @@ class Batcher:
             return
         state.flushing = batch
         started = time.perf_counter()
-        fut = asyncio.get_running_loop().run_in_executor(self.executor, self._write, state, batch)
+        fut = asyncio.get_running_loop().run_in_executor(self.executor, write_batch, state, batch)
         fut.add_done_callback(lambda f: self._flushed(state, batch, f, started))
-
-    def _write(self, state: PartitionState, batch: Batch) -> AppendResult:
-        """On a flush thread: drop parts whose sequence no longer fits, append the rest."""
-        m = state.plog.snapshot(refresh=False)
-        accepted: list[tuple[ProducerBatch, int]] = []
-        fates = sort_out(m.producers, [pb for pb, _ in batch.producers], state.partition)
-        for (pb, part), fate in zip(batch.producers, fates):
-            if fate is None:
-                accepted.append((pb, part))
-            else:  # a duplicate's offsets, or why it no longer fits (an earlier batch failed)
-                batch.dropped[part] = fate
-        row = 0
-        tables = []
-        starts = []
-        for i, t in enumerate(batch.parts):
-            starts.append(row)
-            if i not in batch.dropped:
-                tables.append(t)
-                row += t.num_rows
-        batch.starts = starts
-        if not tables:
-            raise _NothingToWrite()
-        table = to_table(tables)
-        try:
-            return state.writer.append(table, producer_batches=[(pb, starts[part])
-                                                                for pb, part in accepted])
-        except Fenced:
-            raise
-        except Exception:
-            # The commit's outcome may be unknown (the store failed mid-call): re-read, so
-            # an idempotent retry is checked against what really got committed.
-            try:
-                state.plog.snapshot()
-            except Exception:  # the store is still failing; the next flush re-reads
-                pass
-            raise
 
     def _flushed(self, state: PartitionState, batch: Batch, fut: concurrent.futures.Future,
                  started: float) -> None:
@@ -387,8 +403,9 @@ class Batcher:
                 pending[:] = [e for e in pending if e[1] is not batch]
                 if not pending:
                     del state.pending[pb.producer_id]
+        state.wake_held()  # pending shrank: the committed state is what a held batch meets
         exc = fut.exception()
-        if isinstance(exc, _NothingToWrite):
+        if isinstance(exc, NothingToWrite):
             exc = None
         elif exc is None:
             batch.result = fut.result()
@@ -455,9 +472,8 @@ class Batcher:
     async def close(self) -> None:
         """Stop accepting, flush everything accepted, release the flush threads."""
         self.closing = True
+        for state in self._states.values():
+            state.wake_held()
         await self.flush_all()
         self.executor.shutdown(wait=True)
 
-
-class _NothingToWrite(Exception):
-    """Every part of a batch was dropped (stale sequences): no segment to write."""

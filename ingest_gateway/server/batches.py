@@ -6,6 +6,7 @@ which its offsets follow once the batch is flushed (:class:`PartResult`).
 :class:`PartitionState` is everything the gateway keeps for a partition it
 writes: open, flushing and queued batches, the idempotent batches accepted
 and not committed (``pending``), the offsets predicted for acks=1.
+:func:`write_batch` is what a flush does with a batch on a flush thread.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import dataclasses
 import pyarrow as pa
 
 from ingest_gateway.errors import NotLeader
-from ingest_gateway.server.codec import Rows, part_bytes
-from log_layout import AppendResult, PartitionLog, PartitionWriter, ProducerBatch, TopicInfo
+from ingest_gateway.server.codec import Rows, part_bytes, to_table
+from log_layout import (AppendResult, Fenced, PartitionLog, PartitionWriter, ProducerBatch,
+                        TopicInfo)
+from log_layout.idempotence import sort_out
 
 
 class Batch:
@@ -69,6 +72,15 @@ class PartitionState:
         #: the offset the next accepted record will get, if every flush succeeds
         self.assigned = writer.partition.snapshot(refresh=False).next_offset
         self.stopped: NotLeader | None = None
+        #: resolved (and dropped) when ``pending`` or the committed producer state
+        #: changes: requests held for an earlier sequence check again
+        self.sequence_changed: asyncio.Future | None = None
+
+    def wake_held(self) -> None:
+        """Wake the requests held for an earlier sequence of this partition."""
+        waiter, self.sequence_changed = self.sequence_changed, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 @dataclasses.dataclass
@@ -91,3 +103,44 @@ class Ticket:
     part: int = -1
     predicted: int | None = None
     committed: tuple[int, int] | None = None
+
+
+def write_batch(state: PartitionState, batch: Batch) -> AppendResult:
+    """On a flush thread: drop parts whose sequence no longer fits, append the rest."""
+    m = state.plog.snapshot(refresh=False)
+    accepted: list[tuple[ProducerBatch, int]] = []
+    fates = sort_out(m.producers, [pb for pb, _ in batch.producers], state.partition)
+    for (pb, part), fate in zip(batch.producers, fates):
+        if fate is None:
+            accepted.append((pb, part))
+        else:  # a duplicate's offsets, or why it no longer fits (an earlier batch failed)
+            batch.dropped[part] = fate
+    row = 0
+    tables = []
+    starts = []
+    for i, t in enumerate(batch.parts):
+        starts.append(row)
+        if i not in batch.dropped:
+            tables.append(t)
+            row += t.num_rows
+    batch.starts = starts
+    if not tables:
+        raise NothingToWrite()
+    table = to_table(tables)
+    try:
+        return state.writer.append(table, producer_batches=[(pb, starts[part])
+                                                            for pb, part in accepted])
+    except Fenced:
+        raise
+    except Exception:
+        # The commit's outcome may be unknown (the store failed mid-call): re-read, so
+        # an idempotent retry is checked against what really got committed.
+        try:
+            state.plog.snapshot()
+        except Exception:  # the store is still failing; the next flush re-reads
+            pass
+        raise
+
+
+class NothingToWrite(Exception):
+    """Every part of a batch was dropped (stale sequences): no segment to write."""

@@ -2,8 +2,9 @@
 
 Exposed at ``/metrics``: records and bytes in per topic, flush latency, records
 per flush (batch size), bytes buffered (accepted, not yet flushed), requests by
-route and status, errors by machine-readable code, and failed flushes per topic
-with the records they lost (answered at acks=0 or 1 before the flush failed).
+route and status, errors by machine-readable code, failed flushes per topic
+with the records they lost (answered at acks=0 or 1 before the flush failed), and
+every ``out_of_order_sequence`` answer (refused requests and batches dropped at flush).
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ class GatewayMetrics:
         self.records_lost = Counter(
             "sparklog_gateway_records_lost", "records answered at acks=0 or 1 whose flush "
             "then failed: acknowledged, never written", ["topic"], registry=r)
+        self.out_of_order_sequence = Counter(
+            "sparklog_gateway_out_of_order_sequence", "idempotent batches answered "
+            "out_of_order_sequence (a gap or an overlap in a producer's sequence); zero in "
+            "normal operation: a batch that overtook its predecessor is held, not refused",
+            registry=r)
         # Children are cached: .labels() costs more than .inc() on the hot path.
         self._topic_children: dict[str, tuple[Counter, Counter]] = {}
 
@@ -65,6 +71,9 @@ class GatewayMetrics:
     def flush_failed(self, topic: str, code: str, records_lost: int) -> None:
         self.flush_failures.labels(topic, code).inc()
         self.records_lost.labels(topic).inc(records_lost)
+
+    def out_of_order(self) -> None:
+        self.out_of_order_sequence.inc()
 
     def rejected(self, code: str) -> None:
         self.errors.labels(code).inc()

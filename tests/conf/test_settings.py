@@ -14,7 +14,7 @@ from conf.topic import TOPIC_KEYS
 def test_defaults_load_frozen():
     s = load(environ={})
     assert s.store.url == "./sparklog-data" and s.store.fsync is True
-    assert s.gateway.host == "127.0.0.1" and s.gateway.port == 8082 and s.gateway.linger_ms == 5
+    assert s.gateway.host == "127.0.0.1" and s.gateway.port == 8082 and s.gateway.linger_ms == 0
     assert s.topic == TopicConfig()  # Kafka's defaults
     assert s.topic.retention_ms == 604_800_000 and s.topic.max_message_bytes == 1_048_588
     with pytest.raises(dataclasses.FrozenInstanceError):

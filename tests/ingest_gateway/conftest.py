@@ -24,7 +24,7 @@ def gateway_store(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def gateway(gateway_store):
     url, options = gateway_store
-    with GatewayProcess(url, options, settings={"gateway.linger.ms": 2}) as gw:
+    with GatewayProcess(url, options) as gw:  # the default: group commit, no linger
         yield gw
 
 
