@@ -1,0 +1,352 @@
+"""sparklog side by side with Apache Kafka on this machine, in one run.
+
+Apache Kafka (the broker ``org.apache.kafka:kafka_2.13`` 4.x and ``kafka-tools``)
+is fetched from Maven Central into ``.cache/kafka/`` on the first run (a small
+pom and ``mvn dependency:copy-dependencies``; nothing of Kafka is committed) and
+runs as a single-node KRaft broker on 127.0.0.1; sparklog runs as a gateway
+subprocess on a local store. Both sides at the same durability: Kafka's default
+leaves flushing to the OS (no ``flush.messages``), sparklog runs with
+``store.fsync=false``. 100-byte values, acks=all, no compression on either side.
+
+Workloads, each run against both systems in turn (A B A B ..., ``--repeat`` times,
+default 3), each on a fresh topic; the table shows the median and the best run and
+the 1-minute load average after every run:
+
+1. one synchronous one-record request at a time (sparklog: a REST v2 POST on a
+   keep-alive connection; Kafka: confluent-kafka ``produce`` + ``flush``, linger.ms=0);
+2. one-record requests with 64 outstanding (64 keep-alive connections; Kafka: a
+   window of 64 unacknowledged ``produce`` calls, linger.ms=0);
+3. batched produce of N records, 4 partitions, linger 5 ms, idempotent
+   (``Producer.send`` vs confluent-kafka ``produce``), and the bulk paths
+   (``Producer.send_batch`` of Arrow columns vs Kafka's Java ``ProducerPerformance``);
+4. one consumer reading those N records, per record through the gateway vs
+   confluent-kafka (and sparklog's Arrow batches against the same Kafka figure);
+5. end-to-end p50/p99 at a steady 5,000 msgs/s, idempotent producer, linger 5 ms,
+   one partition: send time stamped in the value, read by a consumer in this process;
+   sparklog's gateway ``out_of_order_sequence`` answers over the run are counted;
+6. bytes on disk per record after (3): every file of the topic (``du``; a file
+   with two names counts once), and the bytes written (apparent size; for Kafka
+   the ``.log`` files, whose indexes are preallocated sparse files);
+7. Spark ``sum(length(value))`` over the topic of (3): ``format("sparklog")`` against
+   Spark's own ``format("kafka")`` (``spark-sql-kafka-0-10_2.13`` of the installed
+   pyspark, fetched like Kafka), one local[2] SparkSession; off with ``--quick``.
+
+Every Kafka producer uses ``batch.size`` = 1 MiB, as sparklog's Producer does.
+``--durable`` compares fsync with fsync instead: sparklog ``store.fsync=true``
+against Kafka ``log.flush.interval.messages=1`` (writes ``vs_kafka_durable.*``).
+
+``ratio`` follows DESIGN.md: sparklog / Kafka, or Kafka / sparklog for latency and
+bytes, so higher is better for sparklog everywhere; targets are issue 18's.
+
+    python bench/vs_kafka.py --repeat 3   # full (a few minutes after the first fetch)
+    python bench/vs_kafka.py --quick      # under a minute once Kafka is cached (CI)
+
+Writes bench/results/vs_kafka.json (DESIGN.md format), vs_kafka.md and vs_kafka.png
+(``*.quick.*`` with --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.common import RESULTS, machine, write_results  # noqa: E402
+from bench.kafka_side import kafka_clients as kc  # noqa: E402
+from bench.kafka_side import sparklog_clients as sc  # noqa: E402
+from bench.kafka_side.broker import KafkaBroker  # noqa: E402
+from bench.kafka_side.fetch import fetch_kafka  # noqa: E402
+from bench.kafka_side.measure import VALUE_BYTES, disk_usage  # noqa: E402
+from bench.kafka_side.report import bar_chart, markdown, print_table  # noqa: E402
+from bench.kafka_side.spark_side import SparkReads, connector_jars  # noqa: E402
+from jobs.gateway_process import GatewayProcess  # noqa: E402
+
+PARTITIONS = 4
+LINGER_MS = 5
+OUTSTANDING = 64
+E2E_RATE = 5_000.0
+#: the sizes of the unmeasured warm-up round of a full run
+WARMUP_SIZES = {"records": 100_000, "seconds": 1.0, "e2e_seconds": 1.0}
+
+#: figure -> (label, unit, higher is better, issue 18's target for the DESIGN ratio)
+FIGURES: dict[str, tuple[str, str, bool, float | None]] = {
+    "sync_one_record": ("1. one synchronous one-record request at a time, acks=all",
+                        "msgs/s", True, 0.5),
+    "outstanding_64": (f"2. one-record requests, {OUTSTANDING} outstanding, acks=all",
+                       "msgs/s", True, 1.0),
+    "produce_batched": ("3. produce, per-record clients, linger 5 ms, idempotent",
+                        "msgs/s", True, 1.0),
+    "produce_bulk": ("3b. produce, Arrow send_batch vs Kafka ProducerPerformance",
+                     "msgs/s", True, 1.0),
+    "consume_records": ("4. consume, one consumer, per record", "msgs/s", True, 1.0),
+    "consume_arrow": ("4b. consume, sparklog Arrow batches vs Kafka per record",
+                      "msgs/s", True, 1.0),
+    "e2e_p50": ("5. end-to-end p50 at 5,000 msgs/s, idempotent", "ms", False, 1 / 1.5),
+    "e2e_p99": ("5. end-to-end p99 at 5,000 msgs/s, idempotent", "ms", False, 1 / 1.5),
+    "bytes_per_record": ("6. bytes on disk per 100-byte record (du)", "B/record", False, 1.0),
+    "bytes_written_per_record": ("6. bytes written per 100-byte record (apparent size)",
+                                 "B/record", False, 1.0),
+    "spark_sum_length": ('7. Spark sum(length(value)), format("sparklog") vs format("kafka")',
+                         "msgs/s", True, 1.0),
+}
+
+
+class Side:
+    """One system under test: its name, its workload module, its address, and how to
+    make a topic and list its files."""
+
+    def __init__(self, name: str, clients: Any, address: str,
+                 create: Callable[[str, int], None], files: Callable[[str], list[str]],
+                 bulk: Callable[[str, int], dict] | None,
+                 spark_read: Callable[[str, int], dict] | None = None):
+        self.name, self.clients, self.address = name, clients, address
+        self.create, self.files, self.bulk = create, files, bulk
+        self.spark_read = spark_read
+
+
+def run_repeat(r: int, sides: list[Side], sizes: dict, runs: dict[str, list[dict]],
+               log: Callable[[str], None]) -> None:
+    """Every workload once on each side, the sides alternating (A B per workload)."""
+    def record(fig: str, side: Side, value: float | None, **detail: Any) -> None:
+        if value is None:
+            return
+        runs.setdefault(fig, []).append({"system": side.name, "repeat": r, "value": value,
+                                         "load": round(os.getloadavg()[0], 2), **detail})
+
+    def each(what: str, fn: Callable[[Side], None]) -> None:
+        for side in sides:
+            log(f"  run {r + 1 if r >= 0 else 'warm-up'}: {what} — {side.name}")
+            fn(side)
+
+    def topic(side: Side, kind: str, partitions: int) -> str:
+        name = f"{kind}-r{r}" if r >= 0 else f"{kind}-warmup"
+        side.create(name, partitions)
+        return name
+
+    def sync_one(s: Side) -> None:
+        res = s.clients.sync_one(s.address, topic(s, "sync", 1), sizes["seconds"])
+        record("sync_one_record", s, res["msgs_per_s"], **_detail(res))
+
+    def outstanding(s: Side) -> None:
+        res = s.clients.window(s.address, topic(s, "window", PARTITIONS), sizes["seconds"],
+                               OUTSTANDING)
+        record("outstanding_64", s, res["msgs_per_s"], **_detail(res))
+
+    def batched(s: Side) -> None:
+        name = topic(s, "batch", PARTITIONS)
+        res = s.clients.batched(s.address, name, sizes["records"], LINGER_MS)
+        record("produce_batched", s, res["msgs_per_s"], **_detail(res))
+        os.sync()  # allocated blocks are final once written back
+        du = disk_usage(s.files(name))
+        records = sizes["records"] + 1  # and the warm-up record
+        record("bytes_per_record", s, du["du_bytes"] / records, **du)
+        data = [f for f in s.files(name) if s.name == "sparklog" or f.endswith(".log")]
+        record("bytes_written_per_record", s, disk_usage(data)["apparent_bytes"] / records)
+        res = s.clients.consume(s.address, name, PARTITIONS, records)
+        record("consume_records", s, res["msgs_per_s"], **_detail(res))
+        if s.name == "sparklog":
+            res = sc.consume(s.address, name, PARTITIONS, records, arrow=True)
+            record("consume_arrow", s, res["msgs_per_s"], **_detail(res))
+        else:  # the Arrow figure is judged against Kafka's only consumer
+            record("consume_arrow", s, runs["consume_records"][-1]["value"])
+
+    def spark(s: Side) -> None:
+        if s.spark_read is not None:
+            res = s.spark_read(f"batch-r{r}" if r >= 0 else "batch-warmup",
+                               (sizes["records"] + 1) * VALUE_BYTES)
+            record("spark_sum_length", s, res["msgs_per_s"], **_detail(res))
+
+    def bulk(s: Side) -> None:
+        if s.bulk is not None:
+            res = s.bulk(topic(s, "bulk", PARTITIONS), sizes["records"])
+            record("produce_bulk", s, res["msgs_per_s"], **_detail(res))
+
+    def e2e(s: Side) -> None:
+        res = s.clients.end_to_end(s.address, topic(s, "e2e", 1), E2E_RATE, sizes["e2e_seconds"])
+        record("e2e_p50", s, res.get("p50_ms"), **_detail(res))
+        record("e2e_p99", s, res.get("p99_ms"), **_detail(res))
+
+    each("one synchronous record at a time", sync_one)
+    each(f"{OUTSTANDING} outstanding one-record requests", outstanding)
+    each(f"produce {sizes['records']:,}, bytes on disk, consume", batched)
+    if all(s.spark_read is not None for s in sides):
+        each("Spark sum(length(value)) of that topic", spark)
+    if all(s.bulk is not None for s in sides):
+        each("bulk produce", bulk)
+    each(f"end-to-end at {E2E_RATE:,.0f} msgs/s", e2e)
+
+
+def _detail(res: dict) -> dict:
+    keep = ("p50_ms", "p99_ms", "errors", "lost", "records", "elapsed_s",
+            "out_of_order_sequence")
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in res.items() if k in keep}
+
+
+def figures_of(runs: dict[str, list[dict]]) -> list[dict]:
+    """DESIGN.md figures: ours/baseline are the medians of the runs, best beside them."""
+    out = []
+    for fig, (label, unit, higher, target) in FIGURES.items():
+        rs = runs.get(fig, [])
+        ours = [x["value"] for x in rs if x["system"] == "sparklog"]
+        theirs = [x["value"] for x in rs if x["system"] == "kafka"]
+        if not ours or not theirs:
+            continue
+        best = max if higher else min
+        med_o, med_k = statistics.median(ours), statistics.median(theirs)
+        ratio = (med_o / med_k if higher else med_k / med_o) if med_o and med_k else None
+        out.append({
+            "name": fig, "label": label, "unit": unit, "ours": round(med_o, 3),
+            "baseline": round(med_k, 3), "ratio": None if ratio is None else round(ratio, 3),
+            "target": None if target is None else round(target, 3),
+            "higher_is_better": higher, "ours_best": round(best(ours), 3),
+            "baseline_best": round(best(theirs), 3),
+            "ours_runs": [round(v, 3) for v in ours], "baseline_runs": [round(v, 3) for v in theirs],
+            "loads": [x["load"] for x in rs], "runs": rs})
+    return out
+
+
+def _interrupted(*_: Any) -> None:
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, one repeat (CI)")
+    ap.add_argument("--repeat", type=int, help="runs of every workload on each side "
+                    "(default 3, 1 with --quick)")
+    ap.add_argument("--records", type=int, help="records of the produce/consume workloads "
+                    "(default 1,000,000; 50,000 with --quick)")
+    ap.add_argument("--seconds", type=float, help="duration of workloads 1 and 2 "
+                    "(default 5; 1 with --quick)")
+    ap.add_argument("--e2e-seconds", type=float, help="duration of workload 5 "
+                    "(default 10; 2 with --quick)")
+    ap.add_argument("--no-tools", action="store_true",
+                    help="skip Kafka's ProducerPerformance (and its download)")
+    ap.add_argument("--spark", action=argparse.BooleanOptionalAction,
+                    help='Spark\'s format("kafka") vs format("sparklog") (default: on, '
+                         "off with --quick: a SparkSession alone takes longer than the rest)")
+    ap.add_argument("--durable", action="store_true",
+                    help="both sides fsync before answering: sparklog store.fsync=true, Kafka "
+                         "flush.messages=1 (writes vs_kafka_durable.*)")
+    ap.add_argument("--gateway-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a gateway setting on top of store.fsync=false (repeatable)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    q = args.quick
+    repeat = args.repeat or (1 if q else 3)
+    sizes = {"records": args.records or (50_000 if q else 1_000_000),
+             "seconds": args.seconds or (1.0 if q else 5.0),
+             "e2e_seconds": args.e2e_seconds or (2.0 if q else 10.0)}
+    gateway_settings = {"store.fsync": "true" if args.durable else "false",
+                        **dict(kv.split("=", 1) for kv in args.gateway_set)}
+    # Kafka's default leaves flushing to the OS; flush.messages=1 fsyncs every append
+    kafka_props = {"log.flush.interval.messages": 1} if args.durable else {}
+    durability = ("sparklog store.fsync=true vs Kafka log.flush.interval.messages=1 "
+                  "(both fsync before answering)" if args.durable else
+                  "sparklog store.fsync=false vs Kafka's default (no flush.messages: "
+                  "the OS flushes)")
+    bench_name = "vs_kafka_durable" if args.durable else "vs_kafka"
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    # SIGTERM ends the run like Ctrl-C does: through the finally blocks that stop
+    # the broker and the gateway
+    signal.signal(signal.SIGTERM, _interrupted)
+    broker_jars, tool_jars, notes = fetch_kafka(tools=not args.no_tools, log=log)
+    for n in notes:
+        log(f"note: {n}")
+    with_spark = not q if args.spark is None else args.spark
+    spark_jars = connector_jars(log=log) if with_spark else None
+    work = tempfile.mkdtemp(prefix="sparklog-bench-vs-kafka-")
+    store = os.path.join(work, "store")
+    runs: dict[str, list[dict]] = {}
+    t_start = time.perf_counter()
+    spark = None
+    try:
+        log(f"starting Kafka {broker_jars.version} (KRaft, one node) and a sparklog gateway")
+        with KafkaBroker(broker_jars, kafka_props) as kafka, \
+                GatewayProcess(store, settings=gateway_settings,
+                               log_path=os.path.join(work, "gateway.log")) as gw:
+            sparklog = Side("sparklog", sc, gw.url, lambda t, p: sc.create_topic(gw.url, t, p),
+                            lambda t: sc.topic_files(store, t),
+                            lambda t, n: sc.batched_arrow(gw.url, t, n, LINGER_MS))
+            bulk = None
+            if tool_jars is not None:
+                def bulk(t: str, n: int) -> dict:
+                    return kc.producer_performance(tool_jars.classpath, kafka.bootstrap, t, n,
+                                                   LINGER_MS)
+            kafka_side = Side("kafka", kc, kafka.bootstrap, kafka.create_topic,
+                              kafka.topic_files, bulk)
+            if spark_jars is not None:
+                log("starting a local SparkSession")
+                spark = SparkReads(spark_jars)
+                sparklog.spark_read = lambda t, expect: spark.sparklog(store, t, expect)
+                kafka_side.spark_read = lambda t, expect: spark.kafka(kafka.bootstrap, t, expect)
+            if not q:  # JIT, imports, first segments and connections: not measured
+                log("warm-up round (not counted)")
+                run_repeat(-1, [sparklog, kafka_side], WARMUP_SIZES, {}, log)
+            for r in range(repeat):
+                run_repeat(r, [sparklog, kafka_side], sizes, runs, log)
+    finally:
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.perf_counter() - t_start
+
+    figures = figures_of(runs)
+    import confluent_kafka
+
+    title = (f"sparklog vs Apache Kafka {broker_jars.version}, {VALUE_BYTES}-byte values, "
+             + ("fsync on both sides, " if args.durable else "")
+             + f"median (best) of {repeat} run(s) each, alternating")
+    note = (f"Same durability: {durability}; acks=all; no compression. "
+            f"Kafka clients: confluent-kafka "
+            f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]})"
+            + (f", ProducerPerformance from kafka-tools {tool_jars.version}" if tool_jars else "")
+            + f". ratio: sparklog/Kafka, or Kafka/sparklog for ms and bytes (higher is better). "
+              f"Machine: {machine()}.")
+    if notes:
+        note += " Notes: " + "; ".join(notes) + "."
+    print_table(title, figures, note)
+    ooo = [x.get("out_of_order_sequence") for x in runs.get("e2e_p50", [])
+           if x["system"] == "sparklog"]
+    log(f"sparklog gateway out_of_order_sequence answers during the end-to-end runs: {ooo}")
+    for fig, rs in runs.items():
+        for x in rs:
+            if x.get("errors") or x.get("lost"):
+                log(f"run with failures: {fig} {x['system']} run {x['repeat'] + 1}: "
+                    f"errors={x.get('errors')} lost={x.get('lost')}")
+
+    suffix = ".quick" if q else ""
+    md_path = os.path.join(RESULTS, f"{bench_name}{suffix}.md")
+    with open(md_path, "w") as f:
+        f.write(markdown(title, figures, note))
+    png = bar_chart(os.path.join(RESULTS, f"{bench_name}{suffix}.png"), title, figures)
+    out = write_results(
+        bench_name, figures, quick=q, repeat=repeat, sizes=sizes, value_bytes=VALUE_BYTES,
+        partitions=PARTITIONS, linger_ms=LINGER_MS, outstanding=OUTSTANDING,
+        e2e_rate=E2E_RATE, kafka_version=broker_jars.version,
+        kafka_tools_version=tool_jars.version if tool_jars else None, notes=notes,
+        confluent_kafka=confluent_kafka.version(),
+        librdkafka=confluent_kafka.libversion()[0], gateway_settings=gateway_settings,
+        durability=durability, kafka_broker_props=kafka_props, elapsed_s=round(elapsed, 1))
+    log(f"wrote {out}, {md_path}" + (f", {png}" if png else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
