@@ -9,6 +9,7 @@ import pytest
 from log_layout import open_log
 from tests.conftest import make_log_url
 from jobs.gateway_process import GatewayProcess
+from tests.clock import Clock
 
 # The memory backend lives inside one process, so a gateway subprocess cannot share it.
 GATEWAY_BACKENDS = ["file", "s3"]
@@ -40,3 +41,9 @@ def topic(gateway_log):
     name = f"t-{uuid.uuid4().hex[:10]}"
     gateway_log.create_topic(name, {"partitions": 3})
     return name
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A hand-set clock (tests.clock) for the coordinator's and the hub's now_ms."""
+    return Clock()

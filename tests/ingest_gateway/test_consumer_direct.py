@@ -16,19 +16,12 @@ from ingest_gateway.errors import UnknownMemberId
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from log_layout import OffsetOutOfRange, UnknownPartition, UnknownTopic
 from tests.ingest_gateway import consumers
+from tests.clock import Clock
 
 
 def generation(c: Consumer) -> int:
     """The generation ``c`` was last assigned in (its group metadata)."""
     return c.group_metadata().generation
-
-
-class Clock:
-    def __init__(self, t: int = 1_000_000):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
 
 
 def wait_until(cond, what: str, timeout: float = 20.0):

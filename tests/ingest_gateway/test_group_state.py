@@ -16,19 +16,6 @@ from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from ingest_gateway.server.groups.state import MAX_CLIENT_ID_CHARS, MAX_METADATA_CHARS
 
 
-class Clock:
-    def __init__(self, t: int = 1_000_000):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
 @pytest.fixture
 def coord(local_log, clock):
     local_log.create_topic("t", {"partitions": 3})

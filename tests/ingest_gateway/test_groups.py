@@ -15,19 +15,6 @@ from ingest_gateway.server.groups.store import describe_from_store
 from log_layout import UnknownTopic
 
 
-class Clock:
-    def __init__(self, t: int = 1_000_000):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
 @pytest.fixture
 def coord(local_log, clock):
     local_log.create_topic("t", {"partitions": 6})

@@ -20,18 +20,11 @@ from ingest_gateway.server.consumer_hub import ConsumerHub
 from log_layout import open_log
 from jobs.gateway_process import GatewayProcess, wait_for
 from tests.ingest_gateway.test_fetch_http import produce
+from tests.clock import Clock
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 TIMEOUT_MS = 60_000  # the gateway's consumer.instance.timeout.ms here
-
-
-class Clock:
-    def __init__(self, t: int = 1_000_000):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
 
 
 class InProcessGateway(GatewayProcess):
