@@ -21,6 +21,10 @@ import conf
 _registered: set[int] = set()
 
 
+#: Ivy's resolvers for the first start: Maven Central only (see the file)
+IVY_SETTINGS = Path(conf.__file__).resolve().parent / "ivysettings.xml"
+
+
 def _ivy_dir(settings: conf.SparkSettings) -> str:
     path = Path(settings.jars_ivy)
     if not path.is_absolute():
@@ -96,7 +100,10 @@ def session(*, master: str | None = None, app_name: str | None = None,
         builder = builder.config("spark.jars", cached)
     else:
         builder = (builder.config("spark.jars.packages", spark_settings.delta_package)
-                   .config("spark.jars.ivy", _ivy_dir(spark_settings)))
+                   .config("spark.jars.ivy", _ivy_dir(spark_settings))
+                   # Maven Central only: a POM without its jar in ~/.m2 failed the
+                   # resolution (see the file)
+                   .config("spark.jars.ivySettings", str(IVY_SETTINGS)))
     local = (master or ("" if submitted else spark_settings.master)).startswith("local")
     if local:
         # One machine: Spark's sockets stay on loopback (a cluster's driver must be

@@ -65,7 +65,10 @@ def maven_fetch(group: str, artifact: str, version: str, *, cache: str = CACHE,
         proc = subprocess.run(
             ["mvn", "-q", "-B", "-f", os.path.join(work, "pom.xml"),
              "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={os.path.join(work, 'lib')}"],
+             f"-DoutputDirectory={os.path.join(work, 'lib')}",
+             # Maven's own repository inside the cache too: mvn leaves POM-only entries
+             # in ~/.m2, and Spark's Ivy, which reads ~/.m2 first, failed on them
+             f"-Dmaven.repo.local={os.path.join(cache, 'm2')}"],
             capture_output=True, text=True, timeout=900, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"mvn could not fetch {group}:{artifact}:{version}: "
