@@ -58,6 +58,8 @@ class GatewaySettings:
     consumer_instance_timeout_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    broker_id: str
+    advertised_listeners: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -82,13 +82,30 @@ class ShuttingDown(SparklogError):
 
 
 class NotLeader(SparklogError):
-    """This gateway no longer writes the partition (another gateway claimed it)."""
+    """This gateway does not write the partition (another gateway leads it, or it was
+    fenced): retriable. ``leader`` is the current leader's ``{"slot": .., "url": ..}``
+    when known (Kafka's NOT_LEADER_OR_FOLLOWER, with the leader it would send in metadata)."""
 
     code = "not_leader"
 
-    def __init__(self, topic: str, partition: int, reason: str):
-        self.topic, self.partition, self.reason = topic, partition, reason
-        super().__init__(f"this gateway does not lead {topic}-{partition}: {reason}")
+    def __init__(self, topic: str, partition: int, reason: str,
+                 leader: dict | None = None):
+        self.topic, self.partition, self.reason, self.leader = topic, partition, reason, leader
+        where = f"; its leader is {leader['url']}" if leader and leader.get("url") else ""
+        super().__init__(f"this gateway does not lead {topic}-{partition}: {reason}{where}")
+
+
+class NotCoordinator(SparklogError):
+    """This gateway does not coordinate the group (Kafka's NOT_COORDINATOR): retriable.
+    ``coordinator`` is ``{"slot": .., "url": ..}`` when known."""
+
+    code = "not_coordinator"
+
+    def __init__(self, group: str, coordinator: dict | None = None):
+        self.group, self.coordinator = group, coordinator
+        where = f"; it is {coordinator['url']}" if coordinator and coordinator.get("url") \
+            else "; no gateway coordinates it right now"
+        super().__init__(f"this gateway is not the coordinator of group {group!r}{where}")
 
 
 class FlushFailed(SparklogError):

@@ -61,7 +61,8 @@ GROUPS_FOLDER = "_groups"
 MAINTENANCE_HISTORY = "_maintenance/history.jsonl"
 MAINTENANCE_FOLDER = "_maintenance"
 #: top-level names the log keeps for itself: no topic may take them
-RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER})
+BROKERS_FOLDER = "_brokers"
+RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
 #: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)

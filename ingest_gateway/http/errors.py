@@ -23,8 +23,8 @@ from conf.topic import InvalidTopicName
 from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, GroupFieldTooLong,
                                    IllegalGeneration, InconsistentGroupProtocol,
                                    InvalidCommitOffset, InvalidGroupId, InvalidKey,
-                                   InvalidSessionTimeout, InvalidValue, MissingKey, NotLeader,
-                                   PartitionNotAssigned, RebalanceInProgress, RecordNotJson,
+                                   InvalidSessionTimeout, InvalidValue, MissingKey,
+                                   NotCoordinator, NotLeader, PartitionNotAssigned, RebalanceInProgress, RecordNotJson,
                                    RequestTimeout, RequestTooLarge, ShuttingDown,
                                    TooManyConnections, UnknownCluster, UnknownConsumerInstance,
                                    UnknownGroup, UnknownMemberId, UnsupportedContentType)
@@ -58,6 +58,7 @@ ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.Map
     UnsupportedContentType: (415, 41501),
     BufferFull: (429, 42901),
     NotLeader: (503, 50301),
+    NotCoordinator: (503, 50305),
     Fenced: (503, 50301),
     FlushFailed: (503, 50302),
     ShuttingDown: (503, 50303),
@@ -81,7 +82,7 @@ ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.Map
     SparklogError: (500, 50001),
 })
 #: errors a client may retry unchanged (idempotently)
-RETRIABLE = (BufferFull, NotLeader, Fenced, FlushFailed, ShuttingDown, TooManyConnections)
+RETRIABLE = (BufferFull, NotLeader, NotCoordinator, Fenced, FlushFailed, ShuttingDown, TooManyConnections)
 
 
 def status_of(exc: BaseException) -> tuple[int, int]:
@@ -99,6 +100,10 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     body: dict[str, Any] = {"error_code": code, "message": str(exc), "error": name}
     if isinstance(exc, OutOfOrderSequence):  # lets a client tell "retry" from "give up"
         body["expected_sequence"], body["sequence"] = exc.expected, exc.got
+    elif isinstance(exc, NotLeader):  # where to go instead (None: ask for metadata)
+        body["leader"] = exc.leader
+    elif isinstance(exc, NotCoordinator):
+        body["coordinator"] = exc.coordinator
     return body
 
 
