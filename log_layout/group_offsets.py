@@ -1,10 +1,33 @@
-"""Consumer groups' committed offsets: one JSON document per group in the store.
+"""Consumer groups' committed offsets and membership: one JSON document per group.
 
 A group's document is ``_groups/<group>.json`` (``paths.group_offsets``; the
 group name follows the topic-name rules). Its content belongs to the gateway's
-group coordinator (``ingest_gateway.server.groups``); this module only stores it,
-replaced whole on each commit (``Store.put_replace``: readers see the old or the
-new document, never a mix).
+group coordinator (``ingest_gateway.server.groups``, ``state.Group`` builds and
+reads it); this module only stores it, replaced whole on each change
+(``Store.put_replace``: readers see the old or the new document, never a mix)::
+
+    {"group": "g",
+     "generation": 7,                 # the last completed generation (ids never repeat)
+     "strategy": "range",             # its assignment strategy (null before the first)
+     "state": "Stable",               # Empty | Stable | PreparingRebalance, when written
+     "members": [                     # the members, oldest first (join order decides
+       {"member_id": "c1-3f2a9b1c0d4e", "client_id": "c1",      # the strategy)
+        "topics": ["clicks"], "strategies": ["range", "roundrobin"],
+        "session_timeout_ms": 10000, "rebalance_timeout_ms": 60000,
+        "assignment": [["clicks", 0], ["clicks", 1]]}],         # owned in ``generation``
+     "revoking": [["clicks", 2, "c1-3f2a9b1c0d4e"]],   # cooperative: withheld, old owner
+     "offsets": {"clicks": {"0": {"offset": 42, "metadata": "", "commit_ms": 1763...}}}}
+
+Written on every commit, every completed generation and every member that leaves
+or expires, so the document always names the members of the current generation:
+a gateway that becomes the group's coordinator loads it and the members carry on
+(their session deadlines restart then; a ``PreparingRebalance`` document resumes
+the rebalance). No liveness is stored: nothing here says a member is still alive.
+
+Compatibility: documents written before membership was kept have only ``group``,
+``generation``, ``strategy`` and ``offsets``; they read as a group with no members
+(``state`` Empty), and missing ``members``/``revoking``/``state`` always mean none.
+A crash mid-write leaves the previous document whole (the replace is atomic).
 """
 
 from __future__ import annotations

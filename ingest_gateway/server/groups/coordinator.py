@@ -38,31 +38,30 @@ progress). A consumer without a group membership (``assign()`` mode) commits
 with ``member_id=None`` and is accepted only while the group has no members.
 
 **Committed offsets** are the next offset to read (Kafka's meaning) and live in
-the store, one document per group (``Log.write_group_offsets``)::
+the store, one document per group (format: ``log_layout.group_offsets``), with
+the generation (so ids never repeat), the strategy and the members of the
+generation: written on each commit, each completed generation and each member
+that leaves or expires. Lag per partition = high watermark − committed offset.
 
-    {"group": "g", "generation": 7, "strategy": "range",
-     "offsets": {"clicks": {"0": {"offset": 42, "metadata": "", "commit_ms": 1763...}}}}
-
-Membership is in memory only (as Kafka keeps it in the coordinator's heap):
-after a gateway restart, members get UnknownMemberId and join again, while
-every group's offsets — and its generation, so ids never repeat — are read
-back from the store. Lag per partition = high watermark − committed offset.
+**Which gateway coordinates** (``table``): a standalone gateway every group, and
+a restart of it forgets the members (they join again); a slot of the broker
+application only the groups the assignment gives it, refusing the others with
+NotCoordinator, and it takes a group over from its document, members included,
+when the coordinator moves (``load_members``).
 """
 
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from ingest_gateway.client.group_protocol import (COOPERATIVE, STRATEGIES, MemberState,
                                                   TopicPartition, validate_group_id)
 from ingest_gateway.errors import (GroupFieldTooLong, IllegalGeneration,
                                    InconsistentGroupProtocol, InvalidSessionTimeout,
-                                   PartitionNotAssigned, RebalanceInProgress, UnknownGroup,
-                                   UnknownMemberId)
+                                   NotCoordinator, PartitionNotAssigned, RebalanceInProgress,
+                                   UnknownGroup, UnknownMemberId)
 from ingest_gateway.server.groups import assignors
 from ingest_gateway.server.groups.state import (DEFAULT_REBALANCE_TIMEOUT_MS,
                                                 DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS,
@@ -70,6 +69,7 @@ from ingest_gateway.server.groups.state import (DEFAULT_REBALANCE_TIMEOUT_MS,
                                                 MIN_SESSION_TIMEOUT_MS, Group, GroupDescription,
                                                 Member, check_client_id)
 from ingest_gateway.server.groups.store import checked_offsets, partition_lags
+from ingest_gateway.server.groups.table import Cluster, GroupTable
 from log_layout import Log, wall_clock_ms
 
 
@@ -90,13 +90,17 @@ class GroupCoordinator:
 
     Session timeouts a client gives are bounded by ``min_session_timeout_ms`` ..
     ``max_session_timeout_ms`` (the gateway passes group.min/max.session.timeout.ms).
+    ``cluster`` (the gateway's cluster membership; None: standalone) and
+    ``load_members`` decide which groups it may hold (see ``table``): every call that
+    changes a group raises NotCoordinator when another gateway coordinates it.
     """
 
     def __init__(self, log: Log, *, now_ms: Callable[[], int] = wall_clock_ms,
                  default_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
                  max_session_timeout_ms: int = MAX_TIMEOUT_MS,
-                 on_change: Callable[[str], None] | None = None):
+                 on_change: Callable[[str], None] | None = None,
+                 cluster: Cluster | None = None, load_members: bool = False):
         self.log = log
         self.now_ms = now_ms
         self.default_session_timeout_ms = default_session_timeout_ms
@@ -105,52 +109,24 @@ class GroupCoordinator:
         #: called with the group name after membership or assignment changed
         #: (the gateway wakes long-polling members with it)
         self.on_change = on_change
-        self._groups: dict[str, Group] = {}
-        self._lock = threading.RLock()
+        self.table = GroupTable(log, now_ms, cluster=cluster, load_members=load_members)
+        self._lock = self.table.lock
 
     # -- lookup ---------------------------------------------------------------
-    def _group(self, group: str) -> Group:
-        """The group in memory, loaded from the store (or new) if it is not there yet.
-
-        Only operations that change a group call this, and every one of them ends
-        with :meth:`_release`. Raises InvalidGroupId.
-        """
-        validate_group_id(group)
-        g = self._groups.get(group)
-        if g is None:
-            g = self._groups[group] = Group(group, self.log.read_group_offsets(group))
-        return g
-
-    def _peek(self, group: str) -> Group | None:
-        """For lookups: the group in memory, else a copy read from the store that is
-        not kept (None if the store has none). Raises InvalidGroupId."""
-        validate_group_id(group)
-        g = self._groups.get(group)
-        if g is not None:
-            return g
-        doc = self.log.read_group_offsets(group)
-        return None if doc is None else Group(group, doc)
-
-    def _live(self, group: str, member_id: object) -> Group:
-        """The group in memory, for calls of a member; a group that is not in memory
-        has no members. Raises InvalidGroupId or UnknownMemberId."""
-        validate_group_id(group)
-        g = self._groups.get(group)
-        if g is None:
-            raise UnknownMemberId(group, member_id)
-        return g
-
-    def _release(self, g: Group) -> None:
-        """Drop ``g`` from memory if nothing there is worth keeping: no members, no
-        rebalance, no operation under way (all its documents are then written)."""
-        if (not g.members and not g.preparing and g.busy == 0
-                and self._groups.get(g.name) is g):
-            del self._groups[g.name]
-
     def groups_in_memory(self) -> int:
         """How many groups the coordinator holds in memory (live ones, or under way)."""
         with self._lock:
-            return len(self._groups)
+            return len(self.table.groups)
+
+    def live_groups(self) -> list[str]:
+        """The groups held in memory (the ones this gateway coordinates and has members)."""
+        with self._lock:
+            return sorted(self.table.groups)
+
+    def retain(self) -> list[str]:
+        """Drop the groups this gateway no longer coordinates (the gateway calls it after
+        each new assignment); returns their names."""
+        return self.table.retain()
 
     def _member(self, g: Group, member_id: object) -> Member:
         m = g.members.get(member_id) if isinstance(member_id, str) else None
@@ -202,7 +178,8 @@ class GroupCoordinator:
             else session_timeout_ms
         self._check_join(group, client_id, session, rebalance_timeout_ms)
         with self._lock:
-            g = self._live(group, member_id) if member_id is not None else self._group(group)
+            g = self.table.live(group, member_id) if member_id is not None \
+                else self.table.load(group)
             try:
                 now = self.now_ms()
                 self._tick(g, now)
@@ -227,7 +204,7 @@ class GroupCoordinator:
                     self._maybe_complete(g, now)
                 return self._state(g, m)
             finally:
-                self._release(g)
+                self.table.release(g)
 
     def heartbeat(self, group: str, member_id: str, generation: int) -> MemberState:
         """Keep a member alive; the answer says whether to rejoin and what it owns.
@@ -238,7 +215,7 @@ class GroupCoordinator:
         never had).
         """
         with self._lock:
-            g = self._live(group, member_id)
+            g = self.table.live(group, member_id)
             try:
                 now = self.now_ms()
                 self._tick(g, now)
@@ -251,7 +228,7 @@ class GroupCoordinator:
                     raise IllegalGeneration(group, member_id, generation, g.generation)
                 return self._state(g, m)
             finally:
-                self._release(g)
+                self.table.release(g)
 
     def leave(self, group: str, member_id: str) -> None:
         """Remove a member at once (a clean close); its partitions are rebalanced.
@@ -259,14 +236,14 @@ class GroupCoordinator:
         Raises InvalidGroupId, or UnknownMemberId if it is no longer a member.
         """
         with self._lock:
-            g = self._live(group, member_id)
+            g = self.table.live(group, member_id)
             try:
                 now = self.now_ms()
                 self._tick(g, now)
                 self._member(g, member_id)
                 self._remove(g, [member_id], now)
             finally:
-                self._release(g)
+                self.table.release(g)
 
     def expire(self) -> list[tuple[str, str]]:
         """Remove members whose session timed out in every group (and groups left
@@ -274,9 +251,12 @@ class GroupCoordinator:
         out: list[tuple[str, str]] = []
         with self._lock:
             now = self.now_ms()
-            for g in list(self._groups.values()):
-                out.extend((g.name, m) for m in self._tick(g, now))
-                self._release(g)
+            for g in list(self.table.groups.values()):
+                try:
+                    out.extend((g.name, m) for m in self._tick(g, now))
+                except NotCoordinator:
+                    continue  # moved away: dropped, its members go to the new coordinator
+                self.table.release(g)
         return out
 
     def state(self, group: str, member_id: str) -> MemberState:
@@ -284,12 +264,12 @@ class GroupCoordinator:
 
         Raises InvalidGroupId or UnknownMemberId."""
         with self._lock:
-            g = self._live(group, member_id)
+            g = self.table.live(group, member_id)
             try:
                 self._tick(g, self.now_ms())
                 return self._state(g, self._member(g, member_id))
             finally:
-                self._release(g)
+                self.table.release(g)
 
     # -- internals of membership ---------------------------------------------------
     def _check_protocol(self, g: Group, offered: Sequence[str], ignore: str | None = None) -> None:
@@ -318,14 +298,20 @@ class GroupCoordinator:
         return gone
 
     def _remove(self, g: Group, member_ids: Sequence[str], now: int) -> None:
+        """Remove members and write the group's document (raises NotCoordinator if
+        this gateway no longer coordinates the group)."""
         for mid in member_ids:
             g.members.pop(mid, None)
+        generation = g.generation
         if g.members:
             self._start_rebalance(g, now)
             self._maybe_complete(g, now)
         else:
             g.preparing = False
             self._notify(g)
+        if g.generation == generation:  # else the completed generation was just written
+            # so a coordinator taking the group over does not wait for members that left
+            self.table.write(g, *g.snapshot_doc())
 
     def _start_rebalance(self, g: Group, now: int) -> None:
         if not g.preparing:
@@ -352,7 +338,7 @@ class GroupCoordinator:
         g.last_owners = g.owners()
         # Persist the generation so ids never repeat after a restart (a zombie of
         # generation N must not match a new generation N).
-        self._write(g, *g.snapshot_doc())
+        self.table.write(g, *g.snapshot_doc())
         if g.revoking:
             self._start_rebalance(g, now)
         self._notify(g)
@@ -390,9 +376,9 @@ class GroupCoordinator:
             raise GroupFieldTooLong(group, "metadata", len(metadata), MAX_METADATA_CHARS)
         with self._lock:
             if member_id is None:
-                g = self._group(group)  # a member-less commit may be a group's first
+                g = self.table.load(group)  # a member-less commit may be a group's first
             else:
-                g = self._live(group, member_id)
+                g = self.table.live(group, member_id)
             g.busy += 1  # keeps g in memory while the lock is let go below
         try:
             with self._lock:
@@ -413,11 +399,11 @@ class GroupCoordinator:
                     g.offsets.setdefault(topic, {})[partition] = {
                         "offset": offset, "metadata": metadata, "commit_ms": now}
                 seq, doc = g.snapshot_doc()
-            self._write(g, seq, doc)
+            self.table.write(g, seq, doc)
         finally:
             with self._lock:
                 g.busy -= 1
-                self._release(g)
+                self.table.release(g)
 
     def _check_committer(self, g: Group, offsets: Mapping[TopicPartition, int],
                          member_id: str | None, generation: int, now: int) -> None:
@@ -440,24 +426,12 @@ class GroupCoordinator:
                 raise PartitionNotAssigned(g.name, member_id, tp[0], tp[1], generation)
         m.last_heartbeat_ms = now  # a commit shows the member is alive
 
-    def _write(self, g: Group, seq: int, doc: dict[str, Any]) -> None:
-        """Write a group document unless a newer one (which includes it) already was.
-
-        Documents are numbered under the coordinator lock and written under the
-        group's write lock, so the store never goes back to an older state and
-        the slow store write does not hold up other groups.
-        """
-        with g.write_lock:
-            if seq > g.written_seq:
-                self.log.write_group_offsets(g.name, doc)
-                g.written_seq = seq
-
     def committed(self, group: str, partitions: Iterable[TopicPartition] | None = None,
                   ) -> dict[TopicPartition, int]:
         """Committed offsets of a group (all, or those of ``partitions`` that have one);
         empty for a group nobody committed for. Raises InvalidGroupId."""
         with self._lock:
-            g = self._peek(group)
+            g = self.table.peek(group)
             if g is None:
                 return {}
             allc = g.committed()
@@ -469,17 +443,18 @@ class GroupCoordinator:
     def groups(self) -> list[str]:
         """Groups with live members here or offsets in the store."""
         with self._lock:
-            live = set(self._groups)
+            live = set(self.table.groups)
         return sorted(live | set(self.log.groups()))
 
     def describe(self, group: str) -> GroupDescription:
         """Members, assignment and lag per partition; raises InvalidGroupId or UnknownGroup."""
         with self._lock:
-            g = self._peek(group)
+            g = self.table.peek(group)
             if g is None:
                 raise UnknownGroup(group)
-            self._tick(g, self.now_ms())
-            self._release(g)
+            if self.table.held(g):  # a copy read from the store is only looked at
+                self._tick(g, self.now_ms())
+                self.table.release(g)
             owners = g.owners()
             members = tuple({"member_id": m.member_id, "client_id": m.client_id,
                              "topics": sorted(m.topics),

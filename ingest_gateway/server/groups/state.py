@@ -1,8 +1,9 @@
 """What the group coordinator holds about a group, and what it reports.
 
-:class:`Group` is one group in memory (members, generation, committed offsets)
-and builds the group's store document (format: see ``coordinator``);
-:class:`GroupDescription` and :class:`PartitionLag` are what ``describe`` answers.
+:class:`Group` is one group in memory (members, generation, committed offsets); it
+builds the group's store document and reads it back (the format is specified in
+``log_layout.group_offsets``); :class:`GroupDescription` and :class:`PartitionLag`
+are what ``describe`` answers.
 """
 
 from __future__ import annotations
@@ -40,6 +41,26 @@ class Member:
     joined_generation: int  # the generation this member joined for (rejoined = current target)
     assignment: tuple[TopicPartition, ...] = ()
 
+    def to_doc(self) -> dict[str, Any]:
+        """The member as its group document keeps it (no liveness: deadlines restart
+        when a coordinator loads the document)."""
+        return {"member_id": self.member_id, "client_id": self.client_id,
+                "topics": sorted(self.topics), "strategies": list(self.strategies),
+                "session_timeout_ms": self.session_timeout_ms,
+                "rebalance_timeout_ms": self.rebalance_timeout_ms,
+                "assignment": [[t, p] for t, p in self.assignment]}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any], generation: int, now_ms: int) -> Member:
+        """A member of generation ``generation`` read back from a group document, its
+        session starting at ``now_ms``. Raises KeyError, TypeError or ValueError for
+        an entry this module did not write."""
+        return cls(str(doc["member_id"]), str(doc.get("client_id", "")),
+                   frozenset(doc["topics"]), tuple(doc["strategies"]),
+                   int(doc["session_timeout_ms"]), int(doc["rebalance_timeout_ms"]),
+                   now_ms, generation,
+                   tuple((str(t), int(p)) for t, p in doc.get("assignment", ())))
+
 
 @dataclasses.dataclass(frozen=True)
 class PartitionLag:
@@ -74,9 +95,17 @@ class GroupDescription:
 
 
 class Group:
-    """One group in memory; the coordinator reads and changes it under its lock."""
+    """One group in memory; the coordinator reads and changes it under its lock.
 
-    def __init__(self, name: str, doc: Mapping[str, Any] | None):
+    Built from the group's store document (None: a new group). With ``loaded_at_ms``
+    the members of the document's generation come back too, their sessions (and a
+    rebalance the document was preparing) starting at that time; without it the
+    group starts with no members (a standalone gateway's restart). Raises KeyError,
+    TypeError or ValueError for a member entry that is not one ``Member.to_doc`` wrote.
+    """
+
+    def __init__(self, name: str, doc: Mapping[str, Any] | None, *,
+                 loaded_at_ms: int | None = None):
         self.name = name
         doc = doc or {}
         self.generation = int(doc.get("generation", 0))
@@ -97,6 +126,23 @@ class Group:
         #: writing to the store): the group stays in memory until they end
         self.busy = 0
         self.written_seq = 0  # the newest one written (under write_lock)
+        if loaded_at_ms is not None:
+            self._load_members(doc, loaded_at_ms)
+
+    def _load_members(self, doc: Mapping[str, Any], now: int) -> None:
+        for entry in doc.get("members") or ():
+            m = Member.from_doc(entry, self.generation, now)
+            self.members[m.member_id] = m  # in the document's order: the oldest first
+        self.revoking = {(str(t), int(p)): str(owner)
+                         for t, p, owner in doc.get("revoking") or ()
+                         if owner in self.members}
+        self.last_owners = self.owners()
+        if self.members and doc.get("state") == "PreparingRebalance":
+            # a member had left (or a rebalance was under way) when the document was
+            # written: the rebalance goes on here, its timeout counted from now
+            self.preparing = True
+            self.rebalance_deadline_ms = now + max(m.rebalance_timeout_ms
+                                                   for m in self.members.values())
 
     @property
     def state(self) -> str:
@@ -112,7 +158,11 @@ class Group:
         return self.doc_seq, self.doc()
 
     def doc(self) -> dict[str, Any]:
+        """The group's store document (``log_layout.group_offsets``)."""
         return {"group": self.name, "generation": self.generation, "strategy": self.strategy,
+                "state": self.state,
+                "members": [m.to_doc() for m in self.members.values()],
+                "revoking": [[t, p, owner] for (t, p), owner in sorted(self.revoking.items())],
                 "offsets": {t: {str(p): v for p, v in sorted(parts.items())}
                             for t, parts in sorted(self.offsets.items())}}
 

@@ -62,7 +62,8 @@ def commit_to_store(log: Log, group: str, offsets: Mapping[TopicPartition, int],
     validate_group_id(group)
     now = wall_clock_ms() if now_ms is None else now_ms
     checked = checked_offsets(log, group, offsets)
-    g = Group(group, log.read_group_offsets(group))
+    # members kept as they are: a coordinator taking the group over still finds them
+    g = Group(group, log.read_group_offsets(group), loaded_at_ms=now)
     for (topic, partition), offset in checked.items():
         g.offsets.setdefault(topic, {})[partition] = {"offset": offset, "metadata": metadata,
                                                       "commit_ms": now}
