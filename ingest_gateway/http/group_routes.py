@@ -11,7 +11,12 @@ Mounted by ``app.create_app`` with every other route. Routes::
     GET    /groups   /groups/{group}                 list, describe (members, lag)
 
 The coordinator lives in the consumer hub (``server.consumer_hub``); group errors
-are mapped to HTTP in the one table (``http.errors``). Lookups (heartbeat, leave,
+are mapped to HTTP in the one table (``http.errors``). In the broker application
+only a group's coordinator (``log_layout.brokers.coordinator_partition``) answers
+join, heartbeat, leave and commit: any other gateway answers 503
+``not_coordinator`` with a ``coordinator`` field (``{"slot", "url"}``, or null
+before any assignment). Committed offsets, the group list and describe are read
+from the store and answered by every gateway. Lookups (heartbeat, leave,
 committed offsets, describe) of a group nobody joined keep no state (see
 ``server.groups.coordinator``). Bounds on what
 a client gives: ``session_timeout_ms`` within group.min/max.session.timeout.ms (400
@@ -39,8 +44,16 @@ def _state(st: MemberState) -> Response:
     return JSONResponse(st.to_json())
 
 
-async def join_group(request: Request) -> Response:
+def _coordinated_here(request: Request) -> str:
+    """The route's group, after checking this gateway coordinates it: in the broker
+    application another gateway may (503 ``not_coordinator`` naming it)."""
     group = group_of(request)
+    hub_of(request).check_coordinator(group)
+    return group
+
+
+async def join_group(request: Request) -> Response:
+    group = _coordinated_here(request)
     doc = await read_json(request)
     topics = field(doc, "topics", list)
     if not all(isinstance(t, str) for t in topics):
@@ -61,7 +74,7 @@ async def join_group(request: Request) -> Response:
 
 
 async def heartbeat(request: Request) -> Response:
-    group = group_of(request)
+    group = _coordinated_here(request)
     doc = await read_json(request, empty={})
     generation = field(doc, "generation", int, -1)
     hub = hub_of(request)
@@ -71,14 +84,14 @@ async def heartbeat(request: Request) -> Response:
 
 
 async def leave_group(request: Request) -> Response:
-    group = group_of(request)
+    group = _coordinated_here(request)
     hub = hub_of(request)
     await hub.run(hub.coordinator.leave, group, request.path_params["member"])
     return Response(status_code=204)
 
 
 async def commit_offsets(request: Request) -> Response:
-    group = group_of(request)
+    group = _coordinated_here(request)
     doc = await read_json(request)
     offsets = tp_list(field(doc, "offsets", list), with_offset=True)
     member = field(doc, "member_id", str, None)

@@ -32,7 +32,8 @@ def hub_of(request: Request) -> ConsumerHub:
     hub = getattr(state, "consumer_hub", None)
     if hub is None:
         hub = state.consumer_hub = ConsumerHub(state.log, state.batcher, state.settings.gateway,
-                                               now_ms=state.now_ms)
+                                               now_ms=state.now_ms,
+                                               cluster=getattr(state, "cluster", None))
     return hub
 
 

@@ -18,8 +18,12 @@ Mounted by ``app.create_app`` with every other route. Routes::
     DELETE /consumers/{group}/instances/{instance}              leave the group
 
 Instances (``server.rest_instances``) are kept in the consumer hub
-(``server.consumer_hub``); records are read with its long-poll fetch and answered
-in the formats of ``record_docs`` (JSON, binary, Arrow).
+(``server.consumer_hub``) of the gateway that created them; records are read with
+its long-poll fetch and answered in the formats of ``record_docs`` (JSON, binary,
+Arrow). In the broker application the instance's group calls (join, heartbeat,
+commit, leave) go to the group's coordinator, this gateway or another, and follow
+it when it moves; while none can be reached they answer 503 ``not_coordinator``
+(retry), the instance keeping its membership.
 
 **Positions move only past what an answer delivers.** In the JSON format a record
 whose key or value is not strict JSON ends the answer's records of its partition
@@ -44,8 +48,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ingest_gateway.client.group_protocol import validate_group_id
-from ingest_gateway.errors import (BadRequest, PartitionNotAssigned, RebalanceInProgress,
-                                   UnknownConsumerInstance, UnknownMemberId)
+from ingest_gateway.errors import (BadRequest, NotCoordinator, PartitionNotAssigned,
+                                   RebalanceInProgress, UnknownConsumerInstance, UnknownMemberId)
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import parse_int
 from ingest_gateway.http.record_docs import arrow_stream, not_json_response, records_json
@@ -100,8 +104,9 @@ async def create_instance(request: Request) -> Response:
         return JSONResponse({"error_code": 40902, "error": "consumer_instance_exists",
                              "message": f"consumer instance {name!r} already exists in group "
                                         f"{group!r}"}, status_code=409)
-    hub.instances[(group, name)] = Instance(group, name, fmt, reset, auto_commit, session,
-                                            timeout_ms=timeout, last_used_ms=hub.now_ms())
+    hub.instances[(group, name)] = Instance(group, name, hub.link(group), fmt, reset,
+                                            auto_commit, session, timeout_ms=timeout,
+                                            last_used_ms=hub.now_ms())
     base = str(request.base_url).rstrip("/")
     return JSONResponse({"instance_id": name,
                          "base_uri": f"{base}/consumers/{group}/instances/{name}"},
@@ -123,7 +128,7 @@ async def subscribe_instance(request: Request) -> Response:
         for t in topics:
             await hub.run(hub.log.topic, t)
         inst.topics = tuple(topics)
-        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
+        await hub.run(inst.sync, hub.source.watermarks)
     return Response(status_code=204)
 
 
@@ -135,7 +140,7 @@ async def get_subscription(request: Request) -> Response:
 async def get_assignments(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
-        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
+        await hub.run(inst.sync, hub.source.watermarks)
     return JSONResponse({"partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]},
                         media_type=V2_RESPONSE)
 
@@ -146,10 +151,10 @@ async def instance_records(request: Request) -> Response:
     timeout = int_q(request, "timeout", 1000, 0, MAX_WAIT_MS)
     max_bytes = int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
     async with inst.lock:
-        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
+        await hub.run(inst.sync, hub.source.watermarks)
         if inst.auto_commit and inst.positions:
             # what the last answer handed out counts as processed now (Kafka's poll())
-            await hub.run(lambda: inst.commit(hub.coordinator, None, quiet=True))
+            await hub.run(lambda: inst.commit(None, quiet=True))
         positions = {tp: inst.positions[tp] for tp in inst.assignment}
         got, errors = (await hub.fetch(positions, max_records=int_q(request, "max_records", 500,
                                                                        1, MAX_COUNT),
@@ -200,7 +205,7 @@ async def seek_instance(request: Request) -> Response:
     doc = await read_json(request)
     offsets = tp_list(field(doc, "offsets", list), with_offset=True)
     async with inst.lock:
-        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
+        await hub.run(inst.sync, hub.source.watermarks)
         for (t, p), offset in offsets.items():
             if (t, p) not in inst.assignment:
                 raise PartitionNotAssigned(inst.group, inst.member_id, t, p, inst.generation)
@@ -222,7 +227,7 @@ async def instance_commit(request: Request) -> Response:
     async with inst.lock:
         if inst.member_id is None:
             raise RebalanceInProgress(inst.group, inst.generation)
-        await hub.run(lambda: inst.commit(hub.coordinator, offsets))
+        await hub.run(lambda: inst.commit(offsets))
     return Response(status_code=204)
 
 
@@ -235,7 +240,7 @@ async def instance_committed(request: Request) -> Response:
             raise BadRequest("the body must be a JSON object (or empty)")
         if doc.get("partitions") is not None:
             tps = tp_list(doc["partitions"], with_offset=False)
-    committed = await hub.run(hub.coordinator.committed, inst.group,
+    committed = await hub.run(inst.link.committed,
                               tps if tps is not None else inst.assignment)
     return JSONResponse(offsets_doc(committed), media_type=V2_RESPONSE)
 
@@ -243,7 +248,7 @@ async def instance_committed(request: Request) -> Response:
 async def instance_heartbeat(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
-        await hub.run(inst.sync, hub.coordinator, hub.source.watermarks)
+        await hub.run(inst.sync, hub.source.watermarks)
     return JSONResponse({"generation": inst.generation, "member_id": inst.member_id,
                          "partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]})
 
@@ -252,13 +257,14 @@ async def delete_instance(request: Request) -> Response:
     hub, inst = _instance(request)
     async with inst.lock:
         if inst.auto_commit:
-            await hub.run(lambda: inst.commit(hub.coordinator, None, quiet=True))
-        if inst.member_id is not None:
-            try:
-                await hub.run(hub.coordinator.leave, inst.group, inst.member_id)
-            except UnknownMemberId:
-                pass
+            await hub.run(lambda: inst.commit(None, quiet=True))
+        try:
+            if inst.member_id is not None:
+                await hub.run(inst.link.leave, inst.member_id)
+        except (UnknownMemberId, NotCoordinator):
+            pass  # gone already, or unreachable: its session runs out at the coordinator
         hub.instances.pop((inst.group, inst.name), None)
+        inst.link.close()
     return Response(status_code=204)
 
 

@@ -9,6 +9,12 @@ that commits new data (no polling of the store), and reads again; after
 the hub's own threads, so a burst of fetches never delays the batcher's flushes.
 The HTTP routes over it are ``ingest_gateway.http.fetch_routes``,
 ``group_routes`` and ``rest_consumers``.
+
+**In the broker application** (``cluster``: the gateway's ``ClusterMember``) the
+hub's coordinator holds only the groups this gateway coordinates; after each new
+assignment the groups that moved away are dropped (their new coordinator loads
+them from the store), and REST instances reach their group's coordinator through
+a ``CoordinatorLink`` wherever it is.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from conf.settings import GatewaySettings
-from ingest_gateway.errors import GroupError, UnknownConsumerInstance
+from ingest_gateway.errors import GroupError, NotCoordinator, UnknownConsumerInstance
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
+from ingest_gateway.server.groups.link import CoordinatorLink
+from ingest_gateway.server.groups.table import Cluster
 from ingest_gateway.server.rest_instances import Instance
 from log_layout import Log, wall_clock_ms
 from log_layout.direct_reader import DirectReader, Fetched
@@ -41,10 +49,12 @@ class ConsumerHub:
     Its clock (``now_ms``: group sessions, instance idleness) is the one given (tests
     give one), else the wall clock. Every EXPIRY_INTERVAL_S a task drops idle REST
     instances and expired group members, so neither waits for a request to arrive.
+    ``cluster`` is the gateway's cluster membership (None: a standalone gateway,
+    which coordinates every group).
     """
 
     def __init__(self, log_: Log, batcher: Batcher, settings: GatewaySettings, *,
-                 now_ms: Callable[[], int] | None = None):
+                 now_ms: Callable[[], int] | None = None, cluster: Cluster | None = None):
         self.log = log_
         self.batcher = batcher
         # Reads share one DirectReader: its per-partition segment cache is a dict whose
@@ -56,16 +66,39 @@ class ConsumerHub:
             max_workers=8, thread_name_prefix="sparklog-consume")
         gw = settings
         self.now_ms: Callable[[], int] = now_ms or wall_clock_ms
+        self.cluster = cluster
+        # a slot of the broker application takes groups over from the store, members and
+        # all; a standalone gateway's restart forgets members as it always did
         self.coordinator = GroupCoordinator(
             self.log, now_ms=self.now_ms, default_session_timeout_ms=gw.session_timeout_ms,
             min_session_timeout_ms=gw.group_min_session_timeout_ms,
-            max_session_timeout_ms=gw.group_max_session_timeout_ms)
+            max_session_timeout_ms=gw.group_max_session_timeout_ms,
+            cluster=cluster, load_members=cluster is not None)
         #: consumer.instance.timeout.ms: the default and the longest an instance may ask for
         self.instance_timeout_ms = gw.consumer_instance_timeout_ms
         self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self.instances: dict[tuple[str, str], Instance] = {}
         self.batcher.add_commit_listener(self.committed)
+        if cluster is not None:
+            cluster.add_listener(self._assignment_changed)
         self._expiry = asyncio.get_running_loop().create_task(self._expire_periodically())
+
+    # -- coordination ------------------------------------------------------------------
+    def check_coordinator(self, group: str) -> None:
+        """Raises NotCoordinator (naming the coordinator) unless this gateway coordinates
+        ``group``; a standalone gateway coordinates every group."""
+        if self.cluster is not None:
+            self.cluster.check_coordinator(group)
+
+    def link(self, group: str) -> CoordinatorLink:
+        """A new way to ``group``'s coordinator, wherever it is (for a REST instance)."""
+        return CoordinatorLink(self.coordinator, group, self.cluster)
+
+    def _assignment_changed(self) -> None:
+        """The cluster's listener (on the loop): drop the groups that moved away. Off the
+        loop: the coordinator's lock may be held by a store write."""
+        fut = asyncio.get_running_loop().run_in_executor(self.executor, self.coordinator.retain)
+        fut.add_done_callback(_log_dropped)
 
     # -- long-poll ------------------------------------------------------------------
     def committed(self, topic: str, partition: int, high_watermark: int) -> None:
@@ -142,9 +175,7 @@ class ConsumerHub:
         records are read again by the group (at least once)."""
         if self.instances.get((inst.group, inst.name)) is inst:
             del self.instances[(inst.group, inst.name)]
-        if inst.member_id is not None:
-            asyncio.get_running_loop().run_in_executor(
-                self.executor, _leave_quietly, self.coordinator, inst.group, inst.member_id)
+        asyncio.get_running_loop().run_in_executor(self.executor, _leave_quietly, inst)
 
     def expire_instances(self) -> list[tuple[str, str]]:
         """Drop instances idle for their ``consumer.instance.timeout.ms`` (the REST
@@ -165,11 +196,24 @@ class ConsumerHub:
                 log.exception("expiring consumer instances and group members failed")
 
 
-def _leave_quietly(coordinator: GroupCoordinator, group: str, member_id: str) -> None:
+def _leave_quietly(inst: Instance) -> None:
     try:
-        coordinator.leave(group, member_id)
-    except GroupError:
-        pass  # already expired
+        if inst.member_id is not None:
+            inst.link.leave(inst.member_id)
+    except (GroupError, NotCoordinator, OSError):
+        pass  # already expired, or its session runs out at the coordinator
+    finally:
+        inst.link.close()
+
+
+def _log_dropped(fut: asyncio.Future) -> None:
+    if fut.cancelled():
+        return
+    if fut.exception() is not None:
+        log.error("dropping the groups moved to another gateway failed",
+                  exc_info=fut.exception())
+    elif fut.result():
+        log.info("groups now coordinated elsewhere, dropped: %s", ", ".join(fut.result()))
 
 
 def cut_to_bytes(got: Fetched, max_bytes: int) -> Fetched:

@@ -149,6 +149,9 @@ def test_members_carry_on_at_the_new_coordinator_without_a_rebalance(local_log, 
     with pytest.raises(NotCoordinator) as e:
         b.heartbeat("g", s1.member_id, 2)
     assert e.value.coordinator == {"slot": 0, "url": "http://a"}
+    d = b.describe("g")  # any gateway describes from the store, liveness unknown there
+    assert [(m["member_id"], m["last_heartbeat_ms"]) for m in d.members] == \
+        sorted([(s1.member_id, None), (s2.member_id, None)])
     assert b.groups_in_memory() == 0  # a gateway that does not coordinate loads nothing
 
     slots.move("g", 1)

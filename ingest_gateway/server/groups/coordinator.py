@@ -447,20 +447,28 @@ class GroupCoordinator:
         return sorted(live | set(self.log.groups()))
 
     def describe(self, group: str) -> GroupDescription:
-        """Members, assignment and lag per partition; raises InvalidGroupId or UnknownGroup."""
+        """Members, assignment and lag per partition; raises InvalidGroupId or UnknownGroup.
+
+        Any gateway describes any group: one it does not hold is described from its
+        store document (members as last written, ``last_heartbeat_ms`` None)."""
         with self._lock:
             g = self.table.peek(group)
             if g is None:
                 raise UnknownGroup(group)
-            if self.table.held(g):  # a copy read from the store is only looked at
-                self._tick(g, self.now_ms())
+            held = self.table.held(g)  # else a copy read from the store, only looked at
+            if held:
+                try:
+                    self._tick(g, self.now_ms())
+                except NotCoordinator:  # moved away (and dropped): what the store has
+                    return self.describe(group)
                 self.table.release(g)
             owners = g.owners()
+            # only the coordinator knows when a member was last heard of
             members = tuple({"member_id": m.member_id, "client_id": m.client_id,
                              "topics": sorted(m.topics),
                              "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
                              "session_timeout_ms": m.session_timeout_ms,
-                             "last_heartbeat_ms": m.last_heartbeat_ms}
+                             "last_heartbeat_ms": m.last_heartbeat_ms if held else None}
                             for m in sorted(g.members.values(), key=lambda m: m.member_id))
             topics = set(g.offsets) | {t for m in g.members.values() for t in m.topics}
             offsets = g.committed()
