@@ -16,17 +16,21 @@ reads it); this module only stores it, replaced whole on each change
         "session_timeout_ms": 10000, "rebalance_timeout_ms": 60000,
         "assignment": [["clicks", 0], ["clicks", 1]]}],         # owned in ``generation``
      "revoking": [["clicks", 2, "c1-3f2a9b1c0d4e"]],   # cooperative: withheld, old owner
-     "offsets": {"clicks": {"0": {"offset": 42, "metadata": "", "commit_ms": 1763...}}}}
+     "offsets": {"clicks": {"0": {"offset": 42, "metadata": "", "commit_ms": 1763...}}},
+     "write_id": "5c1f0e9a7b3d2c4e"}  # fresh on every write: who wrote last
 
 Written on every commit, every completed generation and every member that leaves
 or expires, so the document always names the members of the current generation:
 a gateway that becomes the group's coordinator loads it and the members carry on
 (their session deadlines restart then; a ``PreparingRebalance`` document resumes
 the rebalance). No liveness is stored: nothing here says a member is still alive.
+A coordinator that finds another ``write_id`` than its own last one knows another
+gateway coordinated the group meanwhile, and reloads it.
 
 Compatibility: documents written before membership was kept have only ``group``,
 ``generation``, ``strategy`` and ``offsets``; they read as a group with no members
-(``state`` Empty), and missing ``members``/``revoking``/``state`` always mean none.
+(``state`` Empty), and missing ``members``/``revoking``/``state``/``write_id`` always
+mean none.
 A crash mid-write leaves the previous document whole (the replace is atomic).
 """
 

@@ -116,7 +116,8 @@ def test_document_round_trip_keeps_members_in_join_order(local_log, a, clock):
     m = g.members[s1.member_id]
     assert (m.assignment, m.joined_generation, m.last_heartbeat_ms) == \
         (s1.assignment, 2, clock.t)
-    assert g.state == "Stable" and g.doc() == doc  # read back, written again: the same
+    assert g.state == "Stable" and g.write_id == doc.pop("write_id")
+    assert g.doc() == doc  # read back, written again: the same
 
 
 def test_a_document_without_members_reads_as_an_empty_group(local_log, a):
@@ -212,6 +213,29 @@ def test_a_rebalance_under_way_at_the_move_goes_on_at_the_new_coordinator(local_
     assert {s.generation for s in states} == {3} and all(s.assigned for s in states)
     assert sorted(tp for s in states for tp in s.assignment) == [("t", p) for p in range(4)]
     assert b.committed("g") == {s1.assignment[0]: 0}
+
+
+def test_a_coordinator_that_missed_a_move_and_back_reloads_what_the_other_wrote(local_log, a,
+                                                                               b, slots):
+    s1, s2 = stable_pair(a)
+    slots.move("g", 1)  # a reads neither this assignment nor the next
+    b.commit("g", {s2.assignment[0]: 0}, member_id=s2.member_id, generation=2)
+    b.leave("g", s1.member_id)
+    slots.move("g", 0)
+    assert a.retain() == ["g"]  # its copy is older than the document
+    st = a.heartbeat("g", s2.member_id, 2)  # loaded anew: s1 is gone, a rebalance is on
+    assert st.rebalance and a.committed("g") == {s2.assignment[0]: 0}
+    with pytest.raises(UnknownMemberId):
+        a.heartbeat("g", s1.member_id, 2)
+
+
+def test_a_coordinator_keeps_its_groups_when_nobody_else_wrote_them(local_log, a, b, slots):
+    stable_pair(a, "g")
+    stable_pair(a, "h")
+    assert coordinator_partition("g") != coordinator_partition("h")
+    slots.move("g", 1)
+    slots.move("g", 0)  # moved away and back, nobody wrote
+    assert a.retain() == [] and a.groups_in_memory() == 2
 
 
 # -- zombies ----------------------------------------------------------------------------------

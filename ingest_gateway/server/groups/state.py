@@ -126,6 +126,8 @@ class Group:
         #: writing to the store): the group stays in memory until they end
         self.busy = 0
         self.written_seq = 0  # the newest one written (under write_lock)
+        #: the ``write_id`` of the document as last read or written here (see ``table``)
+        self.write_id: str | None = doc.get("write_id")
         if loaded_at_ms is not None:
             self._load_members(doc, loaded_at_ms)
 

@@ -7,7 +7,10 @@ the groups its cluster membership says it does (``cluster.check_coordinator``,
 the leader of the group's offsets-topic partition, ``log_layout.brokers``):
 every operation that changes a group checks that first, so a gateway that is not
 the coordinator never loads one, and :meth:`GroupTable.retain` drops the groups
-a new assignment took away (the gateway calls it after each assignment).
+a new assignment took away (the gateway calls it after each assignment), and
+those another gateway wrote since this one last did: the coordinator moved away
+and back between two assignments this gateway read (each write stamps the
+document with a fresh ``write_id``), so its copy is stale.
 
 **Taking over.** With ``load_members`` (the cluster mode) a group is loaded with
 the members of its document's generation, their session deadlines restarting
@@ -18,7 +21,9 @@ gateway) a restart forgets members as it always did: they join again.
 
 **Zombies.** Before every document write the coordinator is checked again, and
 a group object that was dropped meanwhile (its operation was under way when the
-assignment moved it) is never written. What remains is a window, not a fence:
+assignment moved it) is never written. A frozen coordinator that resumes drops
+its copies when it reads the assignment that moved them (or, moved back to it
+meanwhile, the successor's ``write_id``). What remains is a window, not a fence:
 a gateway frozen *after* that check, or whose cluster membership has not yet
 read the assignment that moved the group away (it reads it every few hundred
 milliseconds), can still replace the document its successor wrote, losing the
@@ -32,6 +37,7 @@ crashed too) is lost, and those records are read again (at least once).
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -138,8 +144,9 @@ class GroupTable:
         self._fence(g)
         with g.write_lock:
             if seq > g.written_seq:
-                self.log.write_group_offsets(g.name, doc)
-                g.written_seq = seq
+                write_id = uuid.uuid4().hex[:16]
+                self.log.write_group_offsets(g.name, {**doc, "write_id": write_id})
+                g.written_seq, g.write_id = seq, write_id
 
     def _fence(self, g: Group) -> None:
         if self.cluster is None:
@@ -155,12 +162,23 @@ class GroupTable:
                 raise
 
     def retain(self) -> list[str]:
-        """Drop every group this gateway no longer coordinates; returns their names.
-        (Their members reach the new coordinator, which loads the group's document.)"""
+        """Drop every group this gateway no longer coordinates, or whose document another
+        gateway wrote since this one read or wrote it; returns their names. (Their
+        members reach the coordinator, which loads the group's document.) Reads each
+        document still held: call it off the event loop."""
         if self.cluster is None:
             return []
         with self.lock:
             gone = [name for name in self.groups if not self.cluster.is_coordinator(name)]
             for name in gone:
                 del self.groups[name]
+            kept = list(self.groups.items())
+        for name, g in kept:
+            doc = self.log.read_group_offsets(name)
+            # a write of our own racing this read only costs a reload at the next call
+            if doc is not None and doc.get("write_id") != g.write_id:
+                with self.lock:
+                    if self.held(g):
+                        del self.groups[name]
+                        gone.append(name)
         return gone
