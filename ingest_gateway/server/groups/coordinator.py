@@ -84,9 +84,10 @@ class GroupCoordinator:
     members or an operation on it is under way; once empty it is dropped, since
     everything worth keeping (offsets, generation, strategy) is in its store
     document by then. Lookups (heartbeat, leave, state, committed, describe)
-    never add a group: otherwise every unknown name asked about would stay in
-    memory for good (50,000 lookups held 40 MB). :meth:`groups_in_memory`
-    counts what is held.
+    never add a group without members: otherwise every unknown name asked about
+    would stay in memory for good (50,000 lookups held 40 MB). (With
+    ``load_members`` a member's call loads a group whose document names members:
+    it is live, taken over.) :meth:`groups_in_memory` counts what is held.
 
     Session timeouts a client gives are bounded by ``min_session_timeout_ms`` ..
     ``max_session_timeout_ms`` (the gateway passes group.min/max.session.timeout.ms).
