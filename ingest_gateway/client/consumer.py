@@ -22,12 +22,20 @@
   the read path. The store cannot notify anyone, so an idle consumer watches the
   manifests (one ``exists`` per partition per probe) with a backoff of 1 ms
   doubling to ``fetch_backoff_max_ms``;
-* or *through a gateway* (``gateway=`` URL only): long-poll fetches that the
-  gateway answers as soon as a flush commits data.
+* or *through gateways* (``gateway=`` only): long-poll fetches that a
+  gateway answers as soon as a flush commits data, each sent to the gateway
+  leading the partitions it asks for.
+
+``gateway=`` (or its Kafka name ``bootstrap_servers=``) is Kafka's bootstrap
+list: one gateway URL, or several (comma-separated or a list; ``HOST:PORT``
+means ``http://HOST:PORT``). The consumer asks them which gateway leads each
+partition and coordinates its group (``client.cluster``) and follows both
+when they move; a group call is retried at the new coordinator for up to
+``request_timeout_ms`` before it raises.
 
 Group membership (``subscribe(..., group=)``) needs a coordinator: the
-gateway's (``gateway=`` URL, also in direct mode: membership and commits go to
-the gateway, records come from the store), or an in-process
+group's coordinator gateway (``gateway=``, also in direct mode: membership and
+commits go to the gateway, records come from the store), or an in-process
 :class:`~ingest_gateway.server.groups.coordinator.GroupCoordinator` (``coordinator=``; for
 embedding and tests). A direct consumer with neither can only ``assign()``;
 with a ``group_id`` it reads and commits that group's offsets in the store
@@ -78,12 +86,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from conf.errors import SparklogError
+from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
 from ingest_gateway.client.consumer_group import GroupMember
 from ingest_gateway.client.consumer_polling import Polling
 from ingest_gateway.client.gateway_transport import GatewaySource, HttpMembership
 from ingest_gateway.client.group_protocol import MemberState, TopicPartition, validate_group_id
 from ingest_gateway.client.records import Fetched, as_tp
-from ingest_gateway.client.session import Session
 from ingest_gateway.errors import IllegalState, NoOffsetForPartition
 from log_layout import Log, OffsetOutOfRange, UnknownPartition, open_log
 from log_layout.direct_reader import DirectReader
@@ -97,7 +105,8 @@ class Consumer(Polling, GroupMember):
     use one per thread; only its heartbeats run on a thread of their own."""
 
     def __init__(self, *, store: str | None = None, storage_options: Mapping[str, Any] | None = None,
-                 log: Log | None = None, gateway: str | None = None,
+                 log: Log | None = None, gateway: str | Sequence[str] | None = None,
+                 bootstrap_servers: str | Sequence[str] | None = None,
                  coordinator: GroupCoordinator | None = None, group_id: str | None = None,
                  client_id: str = "sparklog-consumer", auto_offset_reset: str = "latest",
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
@@ -106,24 +115,22 @@ class Consumer(Polling, GroupMember):
                  fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
                  fetch_max_bytes: int = 52_428_800, fetch_backoff_max_ms: int = 10,
                  partition_assignment_strategy: Sequence[str] | str = ("range",),
-                 fetch_format: str = "arrow"):
+                 fetch_format: str = "arrow", request_timeout_ms: int = 30_000,
+                 retry_backoff_ms: int = 100,
+                 metadata_max_age_ms: int = METADATA_MAX_AGE_MS):
         _check_options(auto_offset_reset, positive={
             "auto_commit_interval_ms": auto_commit_interval_ms,
             "session_timeout_ms": session_timeout_ms,
             "heartbeat_interval_ms": heartbeat_interval_ms,
             "max_poll_interval_ms": max_poll_interval_ms, "max_poll_records": max_poll_records,
             "fetch_max_bytes": fetch_max_bytes, "fetch_backoff_max_ms": fetch_backoff_max_ms,
+            "request_timeout_ms": request_timeout_ms, "retry_backoff_ms": retry_backoff_ms,
+            "metadata_max_age_ms": metadata_max_age_ms,
         }, non_negative={"fetch_max_wait_ms": fetch_max_wait_ms,
                          "fetch_min_bytes": fetch_min_bytes})
         if isinstance(partition_assignment_strategy, str):
             partition_assignment_strategy = (partition_assignment_strategy,)
-        if store is not None and log is not None:
-            raise ValueError("give store= or log=, not both")
-        if store is not None:
-            log = open_log(store, storage_options=storage_options)
-        if log is None and gateway is None:
-            raise ValueError("a Consumer needs store= (or log=) to read segments directly, "
-                             "or gateway= to read through a gateway")
+        log, gateway = _where(store, storage_options, log, gateway, bootstrap_servers)
         self.group_id = None if group_id is None else validate_group_id(group_id)
         self.client_id = client_id
         self.auto_offset_reset = auto_offset_reset
@@ -138,12 +145,15 @@ class Consumer(Polling, GroupMember):
         self.fetch_max_bytes = fetch_max_bytes
         self.strategies = tuple(partition_assignment_strategy)
         self._log, self._coordinator = log, coordinator
-        # one session to the gateway for the fetches and the group calls alike
-        self._gateway = None if gateway is None else Session(gateway)
+        self.request_timeout_s = request_timeout_ms / 1000
+        # one router (one session per gateway) for the fetches and the group calls alike
+        self._router = None if gateway is None else ClusterRouter(
+            gateway, retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms,
+            request_timeout_s=self.request_timeout_s)
         if log is not None:
             self._source: Any = DirectReader(log, backoff_max_ms=fetch_backoff_max_ms)
         else:
-            self._source = GatewaySource(self._gateway, fetch_format=fetch_format,
+            self._source = GatewaySource(self._router, fetch_format=fetch_format,
                                          min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes)
         self._membership: Any = None
         self._subscription: tuple[str, ...] = ()
@@ -183,8 +193,8 @@ class Consumer(Polling, GroupMember):
             raise IllegalState("the consumer is closed")
 
     def _membership_for(self, group: str) -> Any:
-        if self._gateway is not None and self._coordinator is None:
-            return HttpMembership(self._gateway, group)
+        if self._router is not None and self._coordinator is None:
+            return HttpMembership(self._router, group, request_timeout_s=self.request_timeout_s)
         # direct mode: the coordinator's code is loaded only by a consumer that needs it
         from ingest_gateway.client import direct
 
@@ -380,8 +390,8 @@ class Consumer(Polling, GroupMember):
             self._membership.close()
         self._buffer.clear()
         self._source.close()
-        if self._gateway is not None:
-            self._gateway.close()
+        if self._router is not None:
+            self._router.close()
 
     def _abandon(self) -> None:
         """Stop heartbeating without leaving or committing: a crashed process, for tests."""
@@ -389,6 +399,22 @@ class Consumer(Polling, GroupMember):
         self._hb_stop.set()
         if self._hb_thread is not None:
             self._hb_thread.join()
+
+
+def _where(store: str | None, storage_options: Mapping[str, Any] | None, log: Log | None,
+           gateway: Any, bootstrap_servers: Any) -> tuple[Log | None, Any]:
+    """(log, gateways) from the Consumer's arguments; raises ValueError for none or both."""
+    if store is not None and log is not None:
+        raise ValueError("give store= or log=, not both")
+    if store is not None:
+        log = open_log(store, storage_options=storage_options)
+    if gateway is not None and bootstrap_servers is not None:
+        raise ValueError("give gateway= or bootstrap_servers= (the same thing), not both")
+    gateway = gateway if gateway is not None else bootstrap_servers
+    if log is None and gateway is None:
+        raise ValueError("a Consumer needs store= (or log=) to read segments directly, "
+                         "or gateway= to read through a gateway")
+    return log, gateway
 
 
 def _check_options(auto_offset_reset: str, *, positive: Mapping[str, Any],

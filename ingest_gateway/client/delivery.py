@@ -3,8 +3,9 @@
 :class:`Delivery` is the half of :class:`~ingest_gateway.client.producer.Producer`
 that runs off the caller's thread: the sender picks ready batches (partition
 order kept, at most ``max_in_flight`` requests and 5 per partition out), a
-worker posts each as an Arrow IPC stream and retries it under the session's
-retry policy, and the answer settles the partition's idempotent sequences
+worker posts each as an Arrow IPC stream to its partition's leader gateway (the
+``cluster`` router's lookup) and retries it under the producer's retry policy,
+following the leader when it moves, and the answer settles the partition's idempotent sequences
 before the batch's handles resolve. It shares the Producer's state (one lock,
 one set of per-partition tables), so it is a base class, not an object of its own.
 """
@@ -20,6 +21,7 @@ import pyarrow as pa
 import urllib3
 
 from ingest_gateway.client.batch import MAX_OUT_PER_PARTITION, BatchMetadata, SendBatch
+from ingest_gateway.client.cluster import NOT_LEADER_ERRORS
 from ingest_gateway.client.session import RETRIABLE_STATUS
 from ingest_gateway.errors import ProduceError
 
@@ -29,7 +31,8 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 class Delivery:
     """Sending, retrying and settling batches (the Producer's attributes; see Producer)."""
 
-    _session: Any
+    _router: Any  # ClusterRouter
+    _retry: Any  # RetryPolicy
     _lock: Any
 
     def _run(self) -> None:
@@ -157,25 +160,34 @@ class Delivery:
         return sink.getvalue()
 
     def _post(self, batch: SendBatch) -> BatchMetadata:
+        """Post the batch to its partition's leader until it is answered, retrying what
+        may be retried (with the same sequence) until delivery_timeout_ms.
+
+        A NOT_LEADER answer or an unreachable gateway makes the router forget the
+        leader and ask for metadata again; a refusal that names the new leader is
+        retried there at once. Raises ProduceError.
+        """
         body = memoryview(self._body(batch))
         base = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}?acks={self.acks}"
         if self.producer_id is not None:
             base += f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
-        retries = self._session.retry.start(time.monotonic() + self.delivery_timeout_s)
+        retries = self._retry.start(time.monotonic() + self.delivery_timeout_s)
+        redirected = False
         while True:
             if batch.doomed is not None:
                 raise batch.doomed
             # the sequence is read per attempt: an earlier batch's failure may renumber it
             path = base if self.producer_id is None else f"{base}&sequence={batch.sequence}"
-            status, doc, retry_after = None, None, None
-            try:
-                r = self._session.send("POST", path, body,
-                                       {"Content-Type": ARROW_STREAM})
-                status = r.status
-                doc = json.loads(r.data) if r.data else {}
-                retry_after = r.retry_after
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
-                doc = {"error": "connection", "message": f"{type(e).__name__}: {e}"}
+            leader = self._router.leader(batch.topic, batch.partition)
+            if leader is None:
+                # No gateway is known to lead it (an assignment on its way, or none
+                # reachable): nothing was sent, so what is known of the batch stays.
+                if not retries.wait():
+                    raise ProduceError(batch.topic, batch.partition, None, "delivery_timeout",
+                                       "gave up after delivery_timeout_ms: no gateway is known "
+                                       "to lead the partition")
+                continue
+            status, doc, retry_after = self._attempt(leader, path, body)
             if status == 200:
                 part = doc["offsets"][0]
                 if part.get("error_code") is None:
@@ -189,6 +201,17 @@ class Delivery:
                 # no answer, a server error, or a sequence already passed that the gateway
                 # no longer remembers: this batch may have been written
                 batch.unknown = True
+            if status is None:
+                self._router.invalidate(failed=leader)
+            elif status == 503 and doc.get("error") in NOT_LEADER_ERRORS:
+                moved = self._router.invalidate(topic=batch.topic, partition=batch.partition,
+                                                hint=doc.get("leader"), asked=leader)
+                if moved and not redirected:
+                    # the refusal named the new leader: go there now. Only once in a
+                    # row, so two gateways that disagree for a moment still back off.
+                    redirected = True
+                    continue
+            redirected = False
             retriable = status is None or status in RETRIABLE_STATUS or (
                 status == 409 and doc.get("error") == "out_of_order_sequence"
                 and doc.get("sequence", 0) > doc.get("expected_sequence", 0))
@@ -199,3 +222,17 @@ class Delivery:
             if not retries.wait(retry_after):
                 raise ProduceError(batch.topic, batch.partition, status, "delivery_timeout",
                                    f"gave up after delivery_timeout_ms: {doc.get('message')}")
+
+    def _attempt(self, session: Any, path: str, body: memoryview,
+                 ) -> tuple[int | None, dict[str, Any], str | None]:
+        """One POST to ``session``'s gateway: (status, JSON body, Retry-After); status
+        None if no answer came (the body then says why)."""
+        status, retry_after = None, None
+        try:
+            r = session.send("POST", path, body, {"Content-Type": ARROW_STREAM})
+            status = r.status
+            doc = json.loads(r.data) if r.data else {}
+            retry_after = r.retry_after
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            doc = {"error": "connection", "message": f"{type(e).__name__}: {e}"}
+        return status, doc, retry_after

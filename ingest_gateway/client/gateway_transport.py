@@ -1,7 +1,9 @@
-"""The consumer through a gateway: group membership over HTTP, and ``POST /fetch`` long-polls.
+"""The consumer through gateways: group membership over HTTP, and ``POST /fetch`` long-polls.
 
-Both talk to the gateway through one :class:`~ingest_gateway.client.session.Session`
-(the consumer builds one and hands it to both). Error answers come back as the
+Both find their gateway through the consumer's one
+:class:`~ingest_gateway.client.cluster.ClusterRouter` (one Session per gateway):
+group calls go to the group's coordinator, fetches to each partition's leader,
+and both follow them when they move. Error answers come back as the
 typed errors the coordinator raised (``unknown_member_id`` -> UnknownMemberId,
 ...). The routes are ``ingest_gateway.http.group_routes`` and ``.fetch_routes``;
 ``POST /fetch`` answers an Arrow stream whose batches carry ``topic``,
@@ -18,22 +20,68 @@ from typing import Any
 import pyarrow as pa
 
 from conf.topic import validate_topic_name
+from ingest_gateway.client.cluster import NOT_LEADER_ERRORS, ClusterRouter
 from ingest_gateway.client.group_protocol import MemberState, validate_group_id
-from ingest_gateway.client.session import Session
+from ingest_gateway.client.session import RetryPolicy, Session
 from ingest_gateway.errors import (GatewayError, IllegalGeneration, InconsistentGroupProtocol,
-                                   RebalanceInProgress, UnknownMemberId)
+                                   NotCoordinator, RebalanceInProgress, UnknownMemberId)
 from log_layout.errors import OffsetOutOfRange, UnknownPartition, UnknownTopic
 
+#: with several gateways to fetch from, one poll round waits at most this long in all
+MULTI_GATEWAY_WAIT_MS = 100
 
 class HttpMembership:
-    """Group membership and commits through a gateway's group protocol routes."""
+    """Group membership and commits through the group coordinator's group protocol routes.
+
+    Each call goes to the gateway that coordinates the group (``router``); on a
+    NOT_COORDINATOR answer or an unreachable gateway it asks again where the
+    coordinator is and retries, until ``request_timeout_s``, then raises the last
+    error (NotCoordinator, or OSError). A router that never reached any gateway
+    fails at once: the address is wrong or nothing runs, and waiting hides that.
+    """
 
     #: a coordinator decides membership: subscribe() may join through it
     coordinated = True
 
-    def __init__(self, gateway: "Session | str", group: str):
-        self.http = gateway if isinstance(gateway, Session) else Session(gateway)
+    def __init__(self, router: ClusterRouter, group: str, *, request_timeout_s: float = 30.0,
+                 retry: RetryPolicy | None = None):
+        self.router = router
         self.group = validate_group_id(group)
+        self.request_timeout_s = request_timeout_s
+        self.retry = retry or RetryPolicy(backoff_s=router.backoff_s)
+
+    def _call(self, method: str, path: str, body: Any = None, *, timeout: float = 30.0,
+              errors: Mapping[str, Any] | None = None, bound_s: float | None = None) -> Any:
+        """``Session.call`` at the coordinator, following it for up to ``bound_s``
+        (default ``request_timeout_s``; 0: only a redirect the refusal names)."""
+        g = self.group
+        errors = {**(errors or {}),
+                  "not_coordinator": lambda d: NotCoordinator(g, d.get("coordinator"))}
+        bound = self.request_timeout_s if bound_s is None else bound_s
+        backoff = self.retry.start(time.monotonic() + bound)
+        redirected = False
+        while True:
+            s = self.router.coordinator(g)
+            moved = False
+            try:
+                if s is None:
+                    raise self.router.last_error or NotCoordinator(g, None)
+                return s.call(method, path, body, timeout=timeout, errors=errors)
+            except NotCoordinator as e:
+                moved = self.router.invalidate(group=g, hint=e.coordinator, asked=s)
+                error: BaseException = e
+            except OSError as e:
+                if s is not None:
+                    self.router.invalidate(failed=s)
+                if not self.router.reached:
+                    raise
+                error = e
+            if moved and not redirected:
+                redirected = True  # the refusal named the coordinator: go there now
+                continue
+            redirected = False
+            if not backoff.wait():
+                raise error
 
     def _errors(self, member_id: Any = None, generation: int = -1) -> dict[str, Any]:
         g = self.group
@@ -49,7 +97,7 @@ class HttpMembership:
     def join(self, topics: Sequence[str], member_id: str | None, *, client_id: str = "",
              strategies: Sequence[str] = ("range",), session_timeout_ms: int | None = None,
              rebalance_timeout_ms: int = 60_000) -> MemberState:
-        doc = self.http.call("POST", f"/groups/{self.group}/members",
+        doc = self._call("POST", f"/groups/{self.group}/members",
                              {"topics": list(topics), "member_id": member_id,
                               "client_id": client_id, "strategies": list(strategies),
                               "session_timeout_ms": session_timeout_ms,
@@ -58,70 +106,138 @@ class HttpMembership:
         return MemberState.from_json(doc)
 
     def heartbeat(self, member_id: str, generation: int) -> MemberState:
-        doc = self.http.call("POST", f"/groups/{self.group}/members/{member_id}/heartbeat",
-                             {"generation": generation}, timeout=10,
-                             errors=self._errors(member_id, generation))
+        # bound 0: the heartbeat thread beats again soon, at the coordinator found by then
+        doc = self._call("POST", f"/groups/{self.group}/members/{member_id}/heartbeat",
+                         {"generation": generation}, timeout=10, bound_s=0,
+                         errors=self._errors(member_id, generation))
         return MemberState.from_json(doc)
 
     def leave(self, member_id: str) -> None:
-        self.http.call("DELETE", f"/groups/{self.group}/members/{member_id}",
-                       errors=self._errors(member_id))
+        # bound 0: leaving is a courtesy (the session timeout removes us anyway)
+        self._call("DELETE", f"/groups/{self.group}/members/{member_id}", bound_s=0,
+                   errors=self._errors(member_id))
 
     def commit(self, offsets: Mapping[tuple[str, int], int], member_id: str | None,
                generation: int) -> None:
-        self.http.call("POST", f"/groups/{self.group}/offsets",
-                       {"member_id": member_id, "generation": generation,
-                        "offsets": [{"topic": t, "partition": p, "offset": o}
-                                    for (t, p), o in offsets.items()]},
-                       errors=self._errors(member_id, generation))
+        self._call("POST", f"/groups/{self.group}/offsets",
+                   {"member_id": member_id, "generation": generation,
+                    "offsets": [{"topic": t, "partition": p, "offset": o}
+                                for (t, p), o in offsets.items()]},
+                   errors=self._errors(member_id, generation))
 
     def committed(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         tps = list(tps)
         if not tps:
             return {}
         q = ",".join(f"{t}:{p}" for t, p in tps)
-        doc = self.http.call("GET", f"/groups/{self.group}/offsets?partitions={q}")
+        doc = self._call("GET", f"/groups/{self.group}/offsets?partitions={q}")
         return {(o["topic"], o["partition"]): o["offset"] for o in doc["offsets"]}
 
     def close(self) -> None:
-        self.http.close()
+        pass  # the router (and its sessions) belongs to the consumer
 
 
 class GatewaySource:
-    """The Consumer's record source through a gateway: ``POST /fetch`` long-polls."""
+    """The Consumer's record source through gateways: ``POST /fetch`` long-polls, each
+    to the gateway leading the partitions asked for."""
 
-    def __init__(self, gateway: "Session | str", *, fetch_format: str = "arrow",
+    def __init__(self, router: ClusterRouter, *, fetch_format: str = "arrow",
                  min_bytes: int = 1, max_bytes: int = 52_428_800):
         if fetch_format != "arrow":
             raise ValueError("the Consumer fetches Arrow from the gateway (fetch_format='arrow')")
-        self.http = gateway if isinstance(gateway, Session) else Session(gateway)
+        self.router = router
         self.min_bytes, self.max_bytes = min_bytes, max_bytes
         self._partitions: dict[str, tuple[float, int]] = {}
+        self._turn = 0  # which gateway is asked first: each in turn
 
     def partitions(self, topic: str) -> int:
+        """The topic's partition count (any gateway; cached 5 s); raises UnknownTopic."""
         hit = self._partitions.get(topic)
         if hit is not None and time.monotonic() - hit[0] < 5:
             return hit[1]
         validate_topic_name(topic)
-        doc = self.http.call("GET", f"/topics/{topic}/partitions",
-                             errors={"unknown_topic": lambda d: UnknownTopic(topic)})
+        doc = self.router.any_gateway(lambda s: s.call(
+            "GET", f"/topics/{topic}/partitions",
+            errors={"unknown_topic": lambda d: UnknownTopic(topic)}))
         n = len(doc)
         self._partitions[topic] = (time.monotonic(), n)
         return n
 
     def watermarks(self, tp: tuple[str, int]) -> tuple[int, int]:
-        doc = self.http.call("GET", f"/topics/{tp[0]}/partitions/{tp[1]}/offsets",
-                             errors={"unknown_topic": lambda d: UnknownTopic(tp[0]),
-                                     "unknown_partition": lambda d: UnknownPartition(
-                                         tp[0], tp[1], self.partitions(tp[0]))})
+        """(log start, high watermark), from the partition's leader if it is reachable,
+        else from any gateway (all read the store). Raises UnknownTopic, UnknownPartition."""
+        def ask(s: Session) -> Any:
+            return s.call("GET", f"/topics/{tp[0]}/partitions/{tp[1]}/offsets",
+                          errors={"unknown_topic": lambda d: UnknownTopic(tp[0]),
+                                  "unknown_partition": lambda d: UnknownPartition(
+                                      tp[0], tp[1], self.partitions(tp[0]))})
+
+        leader = self.router.leader(*tp)
+        doc = None
+        if leader is not None:
+            try:
+                doc = ask(leader)
+            except OSError:
+                self.router.invalidate(failed=leader)
+        if doc is None:
+            doc = self.router.any_gateway(ask)
         return doc["beginning_offset"], doc["end_offset"]
 
     def fetch(self, positions: Mapping[tuple[str, int], int], max_records: int, wait_ms: int):
+        """Fetch from each partition's leader: ([(tp, batch, next_offset)], {tp: error}).
+
+        A gateway that cannot be reached, or refuses as no longer the leader, is
+        skipped this time (the router asks where its partitions went), so one dead
+        gateway does not fail the poll. With one gateway this is one long-poll of
+        ``wait_ms``, as always. With several they are asked one after the other
+        (simplest, no threads), each waiting a slice of MULTI_GATEWAY_WAIT_MS, and
+        once one answered records the rest do not wait at all: records on any
+        gateway are seen within about MULTI_GATEWAY_WAIT_MS, at the price of an idle
+        consumer asking every gateway about ten times a second. Concurrent long-polls
+        would wait less but end only when the slowest one does, and need threads.
+        """
+        by_gateway: dict[Session, dict[tuple[str, int], int]] = {}
+        for tp, offset in positions.items():
+            leader = self.router.leader(*tp)
+            if leader is not None:  # none known yet: skipped until the metadata says
+                by_gateway.setdefault(leader, {})[tp] = offset
+        if not by_gateway:
+            time.sleep(min(wait_ms / 1000, self.router.backoff_s))  # back off, do not spin
+            return [], {}
+        order = list(by_gateway)
+        self._turn = (self._turn + 1) % len(order)
+        order = order[self._turn:] + order[:self._turn]
+        wait = wait_ms if len(order) == 1 else min(wait_ms, MULTI_GATEWAY_WAIT_MS // len(order))
+        out: list[tuple[tuple[str, int], pa.RecordBatch, int]] = []
+        errors: dict[tuple[str, int], OffsetOutOfRange] = {}
+        for s in order:
+            rows = sum(b.num_rows for _tp, b, _n in out)
+            if rows >= max_records:
+                break
+            try:
+                got, errs = self._fetch_one(s, by_gateway[s], max_records - rows,
+                                            0 if out else wait)
+            except OSError:
+                self.router.invalidate(failed=s)
+                continue
+            except GatewayError as e:
+                if e.status != 503:
+                    raise
+                for t, p in by_gateway[s]:  # e.g. not the leader any more: ask again
+                    self.router.invalidate(topic=t, partition=p, asked=s)
+                continue
+            out += got
+            errors.update(errs)
+        return out, errors
+
+    def _fetch_one(self, s: Session, positions: Mapping[tuple[str, int], int],
+                   max_records: int, wait_ms: int):
+        """One ``POST /fetch`` to ``s``; raises OSError, GatewayError."""
         body = {"partitions": [{"topic": t, "partition": p, "offset": o}
                                for (t, p), o in positions.items()],
                 "max_records": max_records, "max_bytes": self.max_bytes, "wait_ms": wait_ms,
                 "min_bytes": self.min_bytes}
-        data = self.http.call("POST", "/fetch", body, raw=True, timeout=wait_ms / 1000 + 30)
+        data = s.call("POST", "/fetch", body, raw=True, timeout=wait_ms / 1000 + 30)
         out, errors = [], {}
         reader = pa.ipc.open_stream(data)
         while True:
@@ -131,7 +247,9 @@ class GatewaySource:
                 break
             m = {k.decode(): v.decode() for k, v in (meta or {}).items()}
             tp = (m["topic"], int(m["partition"]))
-            if "error" in m:
+            if m.get("error") in NOT_LEADER_ERRORS:
+                self.router.invalidate(topic=tp[0], partition=tp[1], asked=s)
+            elif "error" in m:
                 errors[tp] = OffsetOutOfRange(tp[0], tp[1], int(m["offset"]),
                                               int(m["log_start_offset"]), int(m["high_watermark"]))
             elif batch.num_rows:
@@ -139,4 +257,4 @@ class GatewaySource:
         return out, errors
 
     def close(self) -> None:
-        self.http.close()
+        pass  # the router (and its sessions) belongs to the consumer

@@ -2,7 +2,7 @@
 
 ::
 
-    with Producer("http://127.0.0.1:8082", linger_ms=5) as producer:
+    with Producer("127.0.0.1:8082,127.0.0.1:8083", linger_ms=5) as producer:
         handle = producer.send("clicks", b"value", key=b"user-1")
         producer.flush()
         print(handle.result())          # RecordMetadata(topic, partition, offset)
@@ -14,8 +14,12 @@ batch, which owns the ONE real ``concurrent.futures.Future`` resolved when the
 gateway answers (Kafka's Java client does the same with ``FutureRecordMetadata``
 over ``ProduceRequestResult``). A sender thread closes a batch after
 ``linger_ms`` or at ``batch_size`` bytes, builds its Arrow columns once, and
-posts it as an Arrow IPC stream to ``/topics/{topic}/partitions/{p}`` over a
-keep-alive connection pool (``session``), with at most ``max_in_flight`` requests outstanding.
+posts it as an Arrow IPC stream to ``/topics/{topic}/partitions/{p}`` of the
+partition's leader gateway over a keep-alive connection pool (``session``), with
+at most ``max_in_flight`` requests outstanding. ``bootstrap_servers`` is Kafka's
+bootstrap list (a comma-separated string or a list; one gateway is enough): the
+``cluster`` router asks any of them which gateway leads which partition, and
+follows the leader when a NOT_LEADER answer or a dead gateway says it moved.
 :meth:`Producer.send_batch` takes whole Arrow columns for bulk producers (no
 per-record Python work at all).
 
@@ -23,10 +27,11 @@ Idempotence (on by default): the producer draws a random 63-bit producer id
 (the gateway's ``POST /v3/producers`` does the same; no coordination is needed
 at that size) and numbers each partition's records with consecutive sequences
 assigned when a batch is closed. Retriable failures (connection errors, 429,
-503, and an out-of-order answer while an earlier batch is being retried) are
-retried with the *same* sequence until ``delivery_timeout_ms``, so a batch the
-gateway already committed is answered with its original offsets, not written
-twice. Other errors fail the batch's handles with :class:`ProduceError`.
+503 such as NOT_LEADER, and an out-of-order answer while an earlier batch is
+being retried) are retried with the *same* sequence, at the new leader if it
+moved, until ``delivery_timeout_ms``, so a batch a gateway already committed is
+answered with its original offsets, not written twice (the new leader reads the
+producer's sequences from the partition's manifest). Other errors fail the batch's handles with :class:`ProduceError`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -45,6 +51,7 @@ import urllib3
 
 from ingest_gateway.client.batch import (NO_LIMIT, BatchHandle, SendBatch, SendHandle,
                                          header_dicts, headers_size, to_bytes)
+from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
 from ingest_gateway.client.delivery import Delivery
 from ingest_gateway.client.session import RetryPolicy, Session
 from ingest_gateway.errors import ProduceError
@@ -54,12 +61,16 @@ from ingest_gateway.partitioner import partition_for_key
 class Producer(Delivery):
     """Batches records per partition and posts them to a gateway (thread-safe).
 
+    ``bootstrap_servers``: gateways to ask for the cluster's metadata (``HOST:PORT``
+    or http(s) URLs, comma-separated or a list); raises ValueError naming an entry
+    that is not one, or for an empty list.
+
     Kafka-named options: ``acks`` (0, 1, "all"), ``linger_ms``, ``batch_size``
     (bytes of keys and values per batch), ``max_in_flight`` (requests
     outstanding), ``enable_idempotence``, ``delivery_timeout_ms``,
     ``retry_backoff_ms``, ``request_timeout_ms``, ``buffer_memory`` (bytes queued
-    unanswered before ``send`` blocks) and ``max_block_ms`` (how long it blocks
-    before raising TimeoutError).
+    unanswered before ``send`` blocks), ``max_block_ms`` (how long it blocks
+    before raising TimeoutError) and ``metadata_max_age_ms``.
 
     Failures, as in Kafka's producer: a record over the topic's
     ``max.message.bytes`` fails alone (its handle raises ProduceError 413); a
@@ -72,12 +83,12 @@ class Producer(Delivery):
     not keep every handle.
     """
 
-    def __init__(self, bootstrap_servers: str = "http://127.0.0.1:8082", *,
+    def __init__(self, bootstrap_servers: str | Sequence[str] = "http://127.0.0.1:8082", *,
                  acks: int | str = "all", linger_ms: float = 5, batch_size: int = 1 << 20,
                  max_in_flight: int = 5, enable_idempotence: bool = True,
                  delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 50,
                  request_timeout_ms: int = 30_000, buffer_memory: int = 32 << 20,
-                 max_block_ms: int = 60_000):
+                 max_block_ms: int = 60_000, metadata_max_age_ms: int = METADATA_MAX_AGE_MS):
         acks = str(acks).lower()
         if acks not in ("0", "1", "all", "-1"):
             raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
@@ -93,15 +104,18 @@ class Producer(Delivery):
         self._queued = 0  # bytes of keys and values sent but not yet answered
         self.producer_id = secrets.randbits(63) if enable_idempotence else None
         self.producer_epoch = 0
-        try:
-            self._session = Session(
-                bootstrap_servers, max_connections=max_in_flight + 1, block=True,
-                connect_timeout_s=min(5.0, request_timeout_ms / 1000),
-                read_timeout_s=request_timeout_ms / 1000,
-                retry=RetryPolicy(backoff_s=retry_backoff_ms / 1000))
-        except ValueError:
-            raise ValueError(f"bootstrap_servers must be an http(s) URL, "
-                             f"not {bootstrap_servers!r}") from None
+        self._retry = RetryPolicy(backoff_s=retry_backoff_ms / 1000)
+
+        def connect(url: str) -> Session:
+            return Session(url, max_connections=max_in_flight + 1, block=True,
+                           connect_timeout_s=min(5.0, request_timeout_ms / 1000),
+                           read_timeout_s=request_timeout_ms / 1000, retry=self._retry)
+
+        # one Session per gateway; each batch goes to its partition's leader
+        self._router = ClusterRouter(bootstrap_servers, session_factory=connect,
+                                     retry_backoff_ms=retry_backoff_ms,
+                                     metadata_max_age_ms=metadata_max_age_ms,
+                                     request_timeout_s=request_timeout_ms / 1000)
         # send() takes the bare mutex (a C-level context manager); the sender waits
         # on a condition over the same mutex.
         self._mutex = threading.Lock()
@@ -138,14 +152,17 @@ class Producer(Delivery):
 
     # -- metadata --------------------------------------------------------------------
     def partitions_for(self, topic: str) -> int:
-        """The topic's partition count (asked from the gateway once, then cached)."""
+        """The topic's partition count (asked from a gateway once, then cached); raises
+        ProduceError (unknown topic, or no gateway reachable)."""
         n = self._partitions.get(topic)
         return self._read_topic(topic) if n is None else n
 
     def _read_topic(self, topic: str) -> int:
-        """Ask the gateway for the topic's partition count and max.message.bytes."""
+        """Ask a gateway (any reachable one: every gateway reads the topics from the
+        store) for the topic's partition count and max.message.bytes."""
+        path = f"/topics/{quote(topic, safe='')}"
         try:
-            r = self._session.send("GET", f"/topics/{quote(topic, safe='')}")
+            r = self._router.any_gateway(lambda s: s.send("GET", path))
             doc = json.loads(r.data or b"null")
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             raise ProduceError(topic, -1, None, "connection",
@@ -386,7 +403,7 @@ class Producer(Delivery):
                 self._lock.notify_all()
             self._sender.join(timeout)
             self._workers.shutdown(wait=True)
-            self._session.close()
+            self._router.close()
 
     def __enter__(self) -> "Producer":
         return self
