@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +32,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 import conf
-from conf.errors import SparklogError
+from conf.errors import ConfigError, SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, ShuttingDown
-from ingest_gateway.http import fetch_routes, group_routes, rest_consumers, topics
+from ingest_gateway.http import cluster_routes, fetch_routes, group_routes, rest_consumers, topics
 from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
@@ -74,6 +75,7 @@ def routes() -> list[BaseRoute]:
         Route("/topics/{topic}", Produce(), methods=["POST"]),
         Route("/topics/{topic}/partitions/{partition}", Produce(), methods=["POST"]),
         *topics.routes(),
+        *cluster_routes.routes(),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -130,6 +132,27 @@ class GatewayApp:
         return False
 
 
+def _cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher, state: Any):
+    """The gateway's ClusterMember if ``gateway.broker.id`` makes it a slot of the broker
+    application, else None (a standalone gateway leads every partition).
+    Raises ConfigError for a broker.id that is not a slot number."""
+    gw = settings.gateway
+    if not gw.broker_id:
+        return None
+    from ingest_gateway.server.cluster_member import ClusterMember
+
+    if not gw.broker_id.isdigit() or len(gw.broker_id) > 6:
+        raise ConfigError("gateway.broker.id", gw.broker_id, "expected a slot number (0, 1, ...)")
+    url = gw.advertised_listeners or f"http://{gw.host}:{gw.port}"
+
+    def stop_serving() -> None:
+        if state.request_exit is not None:
+            state.request_exit()
+
+    return ClusterMember(log_, batcher, int(gw.broker_id), url.rstrip("/"),
+                         on_replaced=stop_serving)
+
+
 def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = None,
                flush_threads: int | None = None,
                now_ms: Callable[[], int] | None = None) -> GatewayApp:
@@ -141,19 +164,27 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     ``.settings``, ``.metrics``.
     """
     metrics_ = GatewayMetrics()
+    slot = settings.gateway.broker_id
+    slot_gateway_id = f"gw{slot}-{uuid.uuid4().hex[:8]}" if slot else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         batcher = Batcher(log_, settings.gateway, topic_defaults=settings.topic, metrics=metrics_,
-                          gateway_id=gateway_id, flush_threads=flush_threads)
+                          gateway_id=gateway_id or slot_gateway_id, flush_threads=flush_threads)
         metrics_.watch_buffer(lambda: batcher.buffered)
         app.state.batcher = batcher
+        member = _cluster_member(settings, log_, batcher, app.state)
+        if member is not None:
+            batcher.cluster = app.state.cluster = member
+            await member.start()
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         log.info("gateway %s serving %s", batcher.id, log_.url)
         try:
             yield
         finally:
+            if member is not None:
+                await member.stop()
             await batcher.close()
             log.info("gateway %s flushed and stopped", batcher.id)
 
@@ -164,5 +195,8 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     app.state.log = log_
     app.state.metrics = metrics_
     app.state.cluster_id = None
+    app.state.cluster = None
+    #: the server sets this to a callable that makes it stop serving (runner.serve)
+    app.state.request_exit = None
     app.state.now_ms = now_ms
     return GatewayApp(app)

@@ -40,7 +40,13 @@ pending batch's offsets and not written twice. The rules, for both, are
 
 Every partition this gateway writes is claimed first (``PartitionLog.claim``,
 which bumps the leader epoch and fences the previous writer). A writer that is
-fenced in turn stops writing that partition and answers ``NotLeader``.
+fenced in turn stops writing that partition and answers ``NotLeader``. Under the
+broker application (``cluster``: a ``ClusterMember``) a partition is written only
+while the application assigns it here: others are refused with ``NotLeader``
+naming their leader, newly assigned ones are claimed at once (:meth:`lead`), and
+one moved away is *released* (:meth:`release`): refused from then on, what was
+accepted still flushed (or fenced by the new leader's claim), then forgotten, so
+being given it back later claims it again.
 """
 
 from __future__ import annotations
@@ -103,6 +109,10 @@ class Batcher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the broker application's view (``ClusterMember``); None: lead every partition
+        self.cluster: Any = None
+        #: bytes of records accepted per partition since start (the cluster's load figures)
+        self.bytes_in: dict[tuple[str, int], int] = {}
 
     # -- hooks -----------------------------------------------------------------
     def add_commit_listener(self, callback: CommitListener) -> None:
@@ -113,6 +123,42 @@ class Batcher:
     def leaders(self) -> dict[tuple[str, int], str]:
         """Partitions this gateway currently writes, with its id."""
         return {k: self.id for k, s in self._states.items() if s.stopped is None}
+
+    def leading(self) -> dict[tuple[str, int], int]:
+        """Partitions this gateway currently writes, with the leader epoch it writes at."""
+        return {k: s.writer.epoch for k, s in self._states.items() if s.stopped is None}
+
+    async def lead(self, topic: str, partition: int) -> None:
+        """Claim a partition now (the broker application assigned it here), fencing its
+        previous leader before any record arrives. A state left fenced or released by
+        an earlier leadership is dropped first. Raises UnknownTopic, StoreError."""
+        info = await self.topic_info(topic)
+        if partition >= info.partitions:
+            return
+        key = (topic, partition)
+        state = self._states.get(key)
+        if state is not None and state.stopped is not None and state.flushing is None \
+                and state.current is None and not state.queue:
+            del self._states[key]
+        await self._state(info, partition)
+
+    def release(self, topic: str, partition: int, why: NotLeader) -> None:
+        """Stop leading a partition (moved away): new requests get ``why``; what is
+        already accepted is still flushed; then the partition is forgotten."""
+        state = self._states.get((topic, partition))
+        if state is None or state.stopped is not None:
+            return
+        state.stopped, state.draining = why, True
+        state.wake_held()
+        if state.current is not None:
+            self._flush(state)
+        self._forget_if_drained(state)
+
+    def _forget_if_drained(self, state: PartitionState) -> None:
+        key = (state.topic, state.partition)
+        if state.draining and state.flushing is None and state.current is None \
+                and not state.queue and self._states.get(key) is state:
+            del self._states[key]
 
     # -- blocking work off the loop ----------------------------------------------
     async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -207,6 +253,9 @@ class Batcher:
         if self.closing:
             raise ShuttingDown()
         info = await self.topic_info(topic)
+        if self.cluster is not None:
+            for p in parsed.parts:
+                self.cluster.check_leader(topic, p)
         for p, table in parsed.parts.items():
             check_records(topic, info.config, table)
         incoming = parsed.nbytes
@@ -232,6 +281,9 @@ class Batcher:
                 if acks != -1:
                     ticket.batch.acked += table.num_rows  # type: ignore[union-attr]
         self.metrics.accepted(topic, parsed.count, incoming)
+        for p, table in parsed.parts.items():
+            key = (topic, p)
+            self.bytes_in[key] = self.bytes_in.get(key, 0) + table.nbytes
 
         results = []
         for p, ticket in tickets.items():
@@ -412,7 +464,10 @@ class Batcher:
             self.metrics.flushed(time.perf_counter() - started, batch.result.count)
         if exc is not None:
             if isinstance(exc, Fenced):
-                state.stopped = NotLeader(state.topic, state.partition, str(exc))
+                leader = self.cluster.leader(state.topic, state.partition) \
+                    if self.cluster is not None else None
+                state.stopped = NotLeader(state.topic, state.partition, str(exc), leader)
+                state.draining = False  # nothing more can be written: fail what is queued
                 batch.error = state.stopped
             else:
                 batch.error = exc if isinstance(exc, FlushFailed) else \
@@ -432,7 +487,7 @@ class Batcher:
                     listener(state.topic, state.partition, hw)
                 except Exception:  # a listener must never break produce
                     log.exception("commit listener failed")
-        if state.stopped is not None:
+        if state.stopped is not None and not state.draining:
             # Fenced: what is queued or open can never be written by this gateway.
             orphans = list(state.queue)
             state.queue.clear()
@@ -443,8 +498,10 @@ class Batcher:
                 orphan.error = state.stopped
                 self._lost(state, orphan, state.stopped)
                 orphan.future.set_result(None)
-        if state.queue or (state.current is not None and (state.flush_again or self.closing)):
+        if state.queue or (state.current is not None and (state.flush_again or self.closing
+                                                          or state.draining)):
             self._flush(state)
+        self._forget_if_drained(state)
         if self.buffered == 0 and all(s.flushing is None and s.current is None and not s.queue
                                       for s in self._states.values()):
             self._idle.set()

@@ -72,6 +72,8 @@ class PartitionState:
         #: the offset the next accepted record will get, if every flush succeeds
         self.assigned = writer.partition.snapshot(refresh=False).next_offset
         self.stopped: NotLeader | None = None
+        #: released (moved to another leader): refused, but what was accepted still flushes
+        self.draining = False
         #: resolved (and dropped) when ``pending`` or the committed producer state
         #: changes: requests held for an earlier sequence check again
         self.sequence_changed: asyncio.Future | None = None

@@ -51,4 +51,7 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
                             timeout_keep_alive=gw.connections_max_idle_ms / 1000,
                             log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
                             backlog=1024)
-    uvicorn.Server(config).run()
+    server = uvicorn.Server(config)
+    # a gateway replaced by a newer one in its slot stops serving (cluster_member)
+    app.state.request_exit = lambda: setattr(server, "should_exit", True)
+    server.run()

@@ -1,0 +1,226 @@
+"""A gateway's part in the broker application: its slot, its heartbeat, what it leads.
+
+A gateway started with ``gateway.broker.id`` = N is slot N of the application
+(``sparklog broker-app``). It follows the driver's current assignment in the store
+(``log_layout.brokers``) instead of leading every partition:
+
+* **Registration.** At start it writes ``_brokers/gateways/<N>.json`` with the next
+  slot epoch, its URL (``gateway.advertised.listeners``), host and pid; then every
+  ``HEARTBEAT_S`` again, with its bytes in per second (per partition too: the
+  driver balances on it) and the leader epoch of each partition it writes.
+* **Leadership.** Every ``REFRESH_S`` it reads the current assignment. Partitions
+  newly given to it are claimed at once (``Batcher.lead``: a manifest commit with
+  a higher leader epoch), not at their first record: a claim is what fences the
+  previous leader, and a zombie (a frozen gateway that wakes up) must meet the
+  fence at its next commit even if no record came here yet. Partitions taken away
+  are released (``Batcher.release``: refused from then on with ``NotLeader`` naming
+  the new leader; what is already accepted is still flushed, and fails on the new
+  leader's fence if that claim came first). A produce for a partition it does not
+  lead is refused at once with ``NotLeader`` and the leader's address.
+* **Replaced.** If its slot's document names another gateway with a higher epoch,
+  Spark has started a successor (this one was frozen, or lost to the driver): it
+  stops leading everything and asks the server to stop serving (``on_replaced``).
+* **Before the first assignment** nothing is led: every produce is refused with a
+  retriable ``NotLeader`` without a leader (clients ask again).
+
+Store reads and writes run on the batcher's pool, never on the event loop. A failed
+read keeps the last assignment (a store hiccup must not drop leadership); the
+manifest's leader epoch still fences at commit time whatever this module believes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ingest_gateway.errors import NotCoordinator, NotLeader
+from log_layout import Log, UnknownTopic, wall_clock_ms
+from log_layout.brokers import Assignment, BrokerRegistry, GatewayInfo, tp_key
+
+log = logging.getLogger("sparklog.gateway")
+
+#: how often the assignment is read (a move or a failover is seen within this)
+REFRESH_S = 0.25
+#: how often the gateway's own document is written and its slot checked
+HEARTBEAT_S = 1.0
+
+
+class ClusterMember:
+    """Slot ``slot`` of the broker application, for one gateway (create on the loop)."""
+
+    def __init__(self, log_: Log, batcher: Any, slot: int, url: str, *,
+                 on_replaced: Callable[[], None] | None = None,
+                 refresh_s: float = REFRESH_S, heartbeat_s: float = HEARTBEAT_S):
+        self.log, self.batcher, self.slot, self.url = log_, batcher, slot, url
+        self.registry = BrokerRegistry(log_.store)
+        #: the batcher's id: it is also the ``leader`` it writes in the manifests it claims
+        self.gateway_id = batcher.id
+        self.epoch = 0
+        self.on_replaced = on_replaced
+        self.refresh_s, self.heartbeat_s = refresh_s, heartbeat_s
+        self.assignment: Assignment | None = None
+        self.replaced = False
+        self.started_ms = wall_clock_ms()
+        self._listeners: list[Callable[[], None]] = []
+        self._task: asyncio.Task | None = None
+        self._last_heartbeat = 0.0
+        self._bytes_seen: dict[tuple[str, int], int] = {}
+        self._rates: dict[str, float] = {}
+        self._rate_at = time.monotonic()
+
+    # -- what routes ask ----------------------------------------------------------------
+    def leader(self, topic: str, partition: int) -> dict[str, Any] | None:
+        """``{"slot", "url"}`` of the partition's leader, None before any assignment."""
+        a = self.assignment
+        if a is None:
+            return None
+        slot = a.leader_slot(topic, partition)
+        return {"slot": slot, "url": a.url(slot)}
+
+    def check_leader(self, topic: str, partition: int) -> None:
+        """Raise NotLeader (with the leader's address) unless this gateway leads it."""
+        a = self.assignment
+        if self.replaced:
+            raise NotLeader(topic, partition, "this gateway was replaced by a newer one",
+                            self.leader(topic, partition))
+        if a is None:
+            raise NotLeader(topic, partition, "no partition assignment yet")
+        if a.leader_slot(topic, partition) != self.slot:
+            raise NotLeader(topic, partition, f"the application assigns it to another gateway "
+                            f"(assignment {a.driver_epoch}.{a.generation})",
+                            self.leader(topic, partition))
+
+    def coordinator(self, group: str) -> dict[str, Any] | None:
+        """``{"slot", "url"}`` of the group's coordinator, None before any assignment."""
+        a = self.assignment
+        if a is None:
+            return None
+        slot = a.coordinator_slot(group)
+        return {"slot": slot, "url": a.url(slot)}
+
+    def is_coordinator(self, group: str) -> bool:
+        a = self.assignment
+        return a is not None and not self.replaced and a.coordinator_slot(group) == self.slot
+
+    def check_coordinator(self, group: str) -> None:
+        """Raise NotCoordinator (with the coordinator's address) unless it is this one."""
+        if not self.is_coordinator(group):
+            raise NotCoordinator(group, self.coordinator(group))
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` on the loop after each new assignment is applied."""
+        self._listeners.append(callback)
+
+    # -- life ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Register (next slot epoch) and start following the assignment."""
+        self.epoch = await self.batcher.run_blocking(self.registry.next_gateway_epoch, self.slot)
+        await self.batcher.run_blocking(self.registry.write_gateway, self._info())
+        self._last_heartbeat = time.monotonic()
+        log.info("gateway %s is slot %d epoch %d at %s", self.gateway_id, self.slot, self.epoch,
+                 self.url)
+        await self.refresh()
+        self._task = asyncio.create_task(self._follow(), name="sparklog-cluster-member")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _follow(self) -> None:
+        while not self.replaced:
+            await asyncio.sleep(self.refresh_s)
+            try:
+                await self.refresh()
+            except Exception:  # a store hiccup: keep the last assignment, try again
+                log.warning("cluster refresh failed; keeping assignment %s",
+                            self.assignment and self.assignment.name, exc_info=True)
+
+    async def refresh(self) -> None:
+        """Read the assignment (and, each heartbeat, check the slot and write our own
+        document); apply what changed."""
+        run = self.batcher.run_blocking
+        if time.monotonic() - self._last_heartbeat >= self.heartbeat_s:
+            current = await run(self.registry.gateway, self.slot)
+            if current is not None and current.gateway_id != self.gateway_id and \
+                    current.epoch > self.epoch:
+                self._replaced(current)
+                return
+            await run(self.registry.write_gateway, self._info())
+            self._last_heartbeat = time.monotonic()
+        a = await run(self.registry.assignment)
+        if a is None or (self.assignment is not None and a.name == self.assignment.name):
+            return
+        if self.assignment is not None and a.name < self.assignment.name:
+            return  # never go back to an older decision (a lagging listing)
+        before = self.assignment
+        self.assignment = a
+        self._apply(before, a)
+
+    def _apply(self, before: Assignment | None, a: Assignment) -> None:
+        mine_now = set(a.led_by(self.slot))
+        for topic, partition in list(self.batcher.leading()):
+            if a.leader_slot(topic, partition) != self.slot:
+                self.batcher.release(topic, partition, NotLeader(
+                    topic, partition, f"moved to another gateway by assignment "
+                    f"{a.driver_epoch}.{a.generation}", self.leader(topic, partition)))
+        mine_before = set(before.led_by(self.slot)) if before is not None else set()
+        for topic, partition in sorted(mine_now - mine_before):
+            asyncio.create_task(self._lead(topic, partition))
+        log.info("assignment %s: slot %d leads %d partitions", a.name, self.slot, len(mine_now))
+        for callback in self._listeners:
+            try:
+                callback()
+            except Exception:
+                log.exception("assignment listener failed")
+
+    async def _lead(self, topic: str, partition: int) -> None:
+        try:
+            await self.batcher.lead(topic, partition)
+        except UnknownTopic:
+            return  # deleted since the assignment was written
+        except Exception:  # the first produce claims it again
+            log.warning("claiming %s-%d failed", topic, partition, exc_info=True)
+            return
+        a = self.assignment
+        if self.replaced or a is None or a.leader_slot(topic, partition) != self.slot:
+            # moved away again while the claim ran: _apply did not see it as ours yet
+            self.batcher.release(topic, partition, NotLeader(
+                topic, partition, "moved to another gateway", self.leader(topic, partition)))
+
+    def _replaced(self, successor: GatewayInfo) -> None:
+        self.replaced = True
+        log.error("gateway %s (slot %d epoch %d) was replaced by %s epoch %d at %s: it stops "
+                  "leading and serving", self.gateway_id, self.slot, self.epoch,
+                  successor.gateway_id, successor.epoch, successor.url)
+        for topic, partition in list(self.batcher.leading()):
+            self.batcher.release(topic, partition, NotLeader(
+                topic, partition, "this gateway was replaced by a newer one",
+                self.leader(topic, partition)))
+        if self.on_replaced is not None:
+            self.on_replaced()
+
+    def _info(self) -> GatewayInfo:
+        now = time.monotonic()
+        seen = self.batcher.bytes_in
+        elapsed = max(now - self._rate_at, 1e-3)
+        self._rates = {tp_key(*tp): (n - self._bytes_seen.get(tp, 0)) / elapsed
+                       for tp, n in seen.items()}
+        self._bytes_seen, self._rate_at = dict(seen), now
+        leading = self.batcher.leading()
+        return GatewayInfo(
+            slot=self.slot, gateway_id=self.gateway_id, epoch=self.epoch, url=self.url,
+            host=socket.gethostname(), pid=os.getpid(), started_ms=self.started_ms,
+            heartbeat_ms=wall_clock_ms(),
+            bytes_in_per_s=round(sum(self._rates.values()), 1),
+            partitions={tp_key(*tp): round(self._rates.get(tp_key(*tp), 0.0), 1)
+                        for tp in leading},
+            leader_epochs={tp_key(*tp): epoch for tp, epoch in leading.items()})
