@@ -129,20 +129,31 @@ def settings_from(args: argparse.Namespace, **more: object) -> conf.Settings:
 
 
 def gateway_url(args: argparse.Namespace, settings: conf.Settings) -> str:
-    """``--bootstrap-server`` (``HOST:PORT`` means ``http://HOST:PORT``), else the
-    settings' gateway; raises ConfigError for anything but an http(s) URL with a host."""
+    """``--bootstrap-server``, a comma-separated list of gateways as Kafka's tools take
+    it (``HOST:PORT`` means ``http://HOST:PORT``), as ``http://a:1,http://b:2``; else
+    the settings' gateway. Raises ConfigError naming an entry that is not an http(s)
+    URL with a host, or for a list that names none."""
     given = getattr(args, "bootstrap_server", None)
     if not given:
         return f"http://{settings.gateway.host}:{settings.gateway.port}"
-    url = given if "://" in given else f"http://{given}"
+    urls = [_gateway_address(item.strip(), given) for item in given.split(",") if item.strip()]
+    if not urls:
+        raise ConfigError("--bootstrap-server", given, "names no gateway")
+    return ",".join(dict.fromkeys(urls))
+
+
+def _gateway_address(item: str, given: str) -> str:
+    """One entry of ``--bootstrap-server`` as a URL; raises ConfigError naming it."""
+    url = item if "://" in item else f"http://{item}"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as e:
-        raise ConfigError("--bootstrap-server", given, str(e)) from None
+        raise ConfigError("--bootstrap-server", given, f"{item!r}: {e}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError("--bootstrap-server", given,
-                          "expected an http(s) URL or HOST:PORT, e.g. http://127.0.0.1:8082")
+                          f"{item!r}: expected an http(s) URL or HOST:PORT, "
+                          "e.g. http://127.0.0.1:8082")
     return url.rstrip("/")
 
 

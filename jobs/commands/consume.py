@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout-ms", type=integer(1),
                    help="exit when no record arrives for this long (default: wait forever)")
     p.add_argument("--bootstrap-server", metavar="URL",
-                   help="the gateway (default: http://gateway.host:gateway.port)")
+                   help="gateways to bootstrap from, comma-separated HOST:PORT or URLs "
+                        "(default: http://gateway.host:gateway.port)")
     p.add_argument("--via-gateway", action="store_true",
                    help="fetch records through the gateway instead of reading the store")
     p.add_argument("--format", choices=["text", "json"], default="text")

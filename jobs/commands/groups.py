@@ -4,13 +4,18 @@
 committed or subscribes to: committed offset, log start, high watermark (log
 end), lag = high watermark − committed, and the member that owns it. Offsets
 and lag come from the store, so describe works without a gateway; members and
-their assignment are shown only when a gateway (``--bootstrap-server``)
-answers, since membership lives in the coordinator's memory.
+their assignment are shown only when the group's coordinator answers (found
+through ``--bootstrap-server``, a comma-separated list of gateways), since
+membership lives in the coordinator's memory. ``list`` adds the groups every
+reachable gateway of the application holds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+
+from conf.errors import SparklogError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,31 +29,66 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print the description as JSON")
     for parser in (p, lst, d):  # before or after the action, like --store
         parser.add_argument("--bootstrap-server", metavar="URL", default=argparse.SUPPRESS,
-                            help="the gateway (default: http://gateway.host:gateway.port)")
+                            help="gateways to bootstrap from, comma-separated HOST:PORT or URLs "
+                        "(default: http://gateway.host:gateway.port)")
     p.set_defaults(handler=run)
 
 
-def _gateway_json(url: str, path: str):
-    """GET a JSON document from the gateway; None if it does not answer (or 404)."""
-    import json
+def _router(urls: str):
+    """A ClusterRouter over ``urls`` with the CLI's short timeouts (an admin command
+    should say "no gateway" within seconds, not wait like a client)."""
+    from ingest_gateway.client.cluster import ClusterRouter
+    from ingest_gateway.client.session import Session
 
+    return ClusterRouter(urls, request_timeout_s=2.0, session_factory=lambda u: Session(
+        u, connect_timeout_s=2.0, read_timeout_s=2.0))
+
+
+def _json(session, path: str):
+    """GET a JSON document; None if the gateway does not answer it (or 404), or
+    something else listens there."""
     import urllib3
 
     try:
-        r = urllib3.PoolManager(retries=False).request("GET", url + path, timeout=2.0)
-    except urllib3.exceptions.HTTPError:
+        r = session.send("GET", path, timeout_s=2.0)
+    except (urllib3.exceptions.HTTPError, OSError):
         return None
     if r.status != 200:
         return None
     try:
         return json.loads(r.data)
-    except ValueError:  # something else listens there: treat it as no gateway
+    except ValueError:
         return None
 
 
-def run(args: argparse.Namespace) -> int:
-    import json
+def _live_groups(urls: str) -> set[str] | None:
+    """The groups every reachable gateway holds (each knows those it coordinates);
+    None if no gateway answered."""
+    with _router(urls) as router:
+        try:
+            router.refresh()  # learns every gateway of the application
+        except (OSError, SparklogError):
+            pass
+        docs = [_json(router.session(u), "/groups") for u in router.gateways()]
+    docs = [d for d in docs if d is not None]
+    return None if not docs else {g for d in docs for g in d["groups"]}
 
+
+def _describe(urls: str, group: str):
+    """The group's description from its coordinator (which knows its members); None if
+    no gateway answered."""
+    with _router(urls) as router:
+        coordinator = router.coordinator(group)
+        doc = _json(coordinator, f"/groups/{group}") if coordinator is not None else None
+        if doc is None:  # any gateway describes it from the store, without members
+            for u in router.gateways():
+                doc = _json(router.session(u), f"/groups/{group}")
+                if doc is not None:
+                    break
+        return doc
+
+
+def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -63,14 +103,12 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if args.action == "list":
         names = set(lg.groups())
-        live = _gateway_json(url, "/groups")
-        if live is not None:
-            names |= set(live["groups"])
+        names |= _live_groups(url) or set()
         for name in sorted(names):
             console.print(name, highlight=False)
         return 0
     group = validate_group_id(args.group)
-    doc = _gateway_json(url, f"/groups/{group}")
+    doc = _describe(url, group)
     if doc is None:
         doc = describe_from_store(lg, group).to_json()  # raises UnknownGroup
         doc["members_known"] = False

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "gateway refused any.")
     p.add_argument("topic")
     p.add_argument("--bootstrap-server", metavar="URL",
-                   help="the gateway (default: http://gateway.host:gateway.port)")
+                   help="gateways to bootstrap from, comma-separated HOST:PORT or URLs "
+                        "(default: http://gateway.host:gateway.port)")
     p.add_argument("--key-separator", metavar="SEP",
                    help="split each line into KEY SEP VALUE at the first SEP")
     p.add_argument("--partition", type=integer(0), help="produce every record to this partition")

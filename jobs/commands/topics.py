@@ -2,12 +2,15 @@
 
 Talks to the log directly (``--store``), like ``kafka-topics.sh`` against a
 cluster; a running gateway notices changes within its topic cache (1 s).
+With ``--bootstrap-server`` (a comma-separated list of gateways), ``describe``
+also shows which gateway leads each partition, as the gateways' metadata says.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from conf.errors import SparklogError
 from jobs.cli import integer
 
 
@@ -37,7 +40,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--config", type=_config, action="append", default=[], metavar="KEY=VALUE")
     x = actions.add_parser("delete", help="delete a topic and all its data")
     x.add_argument("name")
+    for parser in (p, d):  # before or after the action, like --store
+        parser.add_argument("--bootstrap-server", metavar="URL", default=argparse.SUPPRESS,
+                            help="gateways to ask which one leads each partition "
+                                 "(comma-separated HOST:PORT or URLs)")
     p.set_defaults(handler=run)
+
+
+def _leaders(args: argparse.Namespace, settings, topic: str) -> dict[int, str]:
+    """Partition -> the URL of the gateway leading it, from the metadata of the gateways
+    given with --bootstrap-server ({} without it, or if none answers)."""
+    from ingest_gateway.client.cluster import ClusterRouter
+    from ingest_gateway.client.session import Session
+    from jobs.cli import gateway_url
+
+    if not getattr(args, "bootstrap_server", None):
+        return {}
+    urls = gateway_url(args, settings)
+    with ClusterRouter(urls, request_timeout_s=2.0, session_factory=lambda u: Session(
+            u, connect_timeout_s=2.0, read_timeout_s=2.0)) as router:
+        try:
+            n = router.partition_count(topic)
+        except (OSError, SparklogError):
+            return {}
+        leaders = {p: router.leader(topic, p) for p in range(n)}
+    return {p: s.base for p, s in leaders.items() if s is not None}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,14 +119,17 @@ def run(args: argparse.Namespace) -> int:
     for k, v in info.config.to_kafka().items():
         configs.add_row(k, v, "default" if defaults.get(k) == v else "topic")
     console.print(configs)
+    gateways = _leaders(args, settings, info.name)
     parts = Table(title=f"topic {info.name}: partitions")
-    for col in ("partition", "leader", "epoch", "log start", "high watermark", "records",
-                "bytes", "segments"):
-        parts.add_column(col, justify="right" if col != "leader" else "left")
+    columns = ["partition", "leader", "epoch", "log start", "high watermark", "records",
+               "bytes", "segments"] + (["gateway"] if gateways else [])
+    for col in columns:
+        parts.add_column(col, justify="left" if col in ("leader", "gateway") else "right")
     for plog in lg.partitions(info.name):
         m = plog.snapshot()
         parts.add_row(str(m.partition), m.leader or "-", str(m.leader_epoch),
                       str(m.log_start_offset), str(m.next_offset), str(m.record_count),
-                      str(m.size_bytes), str(len(m.segments)))
+                      str(m.size_bytes), str(len(m.segments)),
+                      *([gateways.get(m.partition, "-")] if gateways else []))
     console.print(parts)
     return 0
