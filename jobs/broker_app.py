@@ -1,7 +1,7 @@
-"""The brokers as a Spark application (issue 13, phase 1): a supervised gateway per slot.
+"""The brokers as a Spark application: a supervised gateway per slot, leaders by epochs.
 
-``sparklog broker-app --gateways 1 --store URL [--master URL] [--port BASE]``, or
-``spark-submit jobs/broker_app.py --gateways 1 --store URL``.
+``sparklog broker-app --gateways N --store URL [--master URL] [--port BASE]``, or
+``spark-submit jobs/broker_app.py --gateways N --store URL``.
 
 Shape, as the prototype found it (issue 13):
 
@@ -23,18 +23,23 @@ Shape, as the prototype found it (issue 13):
   25-30 s after its last heartbeat.
 
 **Where a gateway is.** Slot ``s`` listens on port ``BASE + s`` of the host its task
-runs on (binding ``SPARK_LOCAL_IP`` there, else ``0.0.0.0``). The driver learns the
-host from Spark's own record of the running task (the driver UI's documented REST API,
-``/api/v1/applications/<app>/stages/<stage>/<attempt>/taskList?status=RUNNING``), so
-no extra channel and nothing new in the store; it then probes ``/healthz`` and prints
-one line per change (``slot 0 up http://127.0.0.1:8082 ...``). With
-``--addresses-file`` it also keeps a JSON document of every slot there, replaced
-atomically. Registering addresses and epochs in the store is phase 2 (``log_layout``
-owns the store's documents).
+runs on (binding ``SPARK_LOCAL_IP`` there, else ``0.0.0.0``) and runs with
+``gateway.broker.id = s``: it registers its address and slot epoch in the store and
+follows the driver's assignment (``ingest_gateway.server.cluster_member``). The
+driver learns the host from Spark's own record of the running task (the driver UI's
+documented REST API,
+``/api/v1/applications/<app>/stages/<stage>/<attempt>/taskList?status=RUNNING``),
+probes ``/healthz`` and prints one line per change (``slot 0 up http://127.0.0.1:8082
+...``). With ``--addresses-file`` it also keeps a JSON document of every slot there,
+replaced atomically.
 
-**One gateway only, for now.** Partition leadership across gateways (assignment,
-``NOT_LEADER``, client routing) is not built: two gateways would both write every
-partition, so ``--gateways`` above 1 is refused at start-up.
+**Who leads what.** The driver's :class:`~jobs.leadership.LeadershipKeeper` claims the
+driver epoch at start (a restarted driver takes the application over; the old one
+stops when it sees the newer epoch), and on every monitor tick publishes a new
+assignment when the live slots, the topics or an address changed: a slot silent for
+``--failover-ms`` loses its partitions and group coordinators to the live slots, whose
+gateways claim them with a higher leader epoch (fencing the silent one at its next
+commit). ``sparklog cluster status`` reads it all back from the store.
 
 SIGTERM or SIGINT stops the application: every slot's job group is cancelled (Spark
 kills each task's Python process after ``spark.python.task.killTimeout``, so what a
@@ -48,6 +53,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -57,9 +63,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from conf.errors import ConfigError
+from jobs.leadership import DriverFenced, LeadershipKeeper
 
-#: refused above this until partition leadership across gateways exists (issue 13)
-MAX_GATEWAYS = 1
+#: slots one application runs at most (each holds one core of an executor)
+MAX_GATEWAYS = 64
 #: a task fails this many times before Spark fails its job. Spark retries a task at
 #: once, the driver's thread after a backoff: 20 (the default is 4) lets Spark absorb
 #: ordinary crashes quickly while a task that cannot start (a bad setting, a port in
@@ -92,12 +99,9 @@ def spark_conf(master: str | None, gateways: int) -> dict[str, str]:
 
 
 def check_gateways(count: int) -> None:
-    """Refuse a gateway count this phase cannot run safely (ConfigError)."""
-    if count > MAX_GATEWAYS:
-        raise ConfigError("--gateways", count,
-                          f"at most {MAX_GATEWAYS} for now: partition leadership across gateways "
-                          "(assignment, NOT_LEADER answers, client routing) is not built yet, so "
-                          "several gateways would all write every partition")
+    """Refuse a gateway count outside 1..MAX_GATEWAYS (ConfigError)."""
+    if not 1 <= count <= MAX_GATEWAYS:
+        raise ConfigError("--gateways", count, f"expected 1 to {MAX_GATEWAYS} gateway slots")
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,13 @@ class GatewayTask:
     storage_options: str | None = None
     log_level: str = "warning"
 
-    def argv(self, slot: int, host: str) -> list[str]:
+    def argv(self, slot: int, host: str, advertised_host: str | None = None) -> list[str]:
         argv = ["--store", self.store_url]
         for key, value in self.settings:
             argv += ["--set", f"{key}={value}"]
+        advertised = advertised_host or host
+        argv += ["--set", f"gateway.broker.id={slot}", "--set",
+                 f"gateway.advertised.listeners=http://{advertised}:{self.base_port + slot}"]
         argv += ["gateway", "--host", host, "--port", str(self.base_port + slot),
                  "--log-level", self.log_level]
         if self.storage_options:
@@ -127,7 +134,8 @@ class GatewayTask:
 
         for slot in partition:
             host = self.bind_host or os.environ.get("SPARK_LOCAL_IP") or "0.0.0.0"
-            status = main(self.argv(slot, host))
+            advertised = host if host != "0.0.0.0" else socket.getfqdn()
+            status = main(self.argv(slot, host, advertised))
             if status != 0:  # e.g. the port still held by a dying predecessor: retry
                 raise RuntimeError(f"gateway slot {slot} on {host}:{self.base_port + slot} "
                                    f"exited with status {status}")
@@ -152,9 +160,13 @@ class BrokerApp:
     """The driver: one supervising thread per slot, a monitor, a clean stop."""
 
     def __init__(self, sc, task: GatewayTask, gateways: int, *,
-                 addresses_file: str | None = None, out: Callable[[str], None] = print):
+                 addresses_file: str | None = None, out: Callable[[str], None] = print,
+                 keeper: LeadershipKeeper | None = None):
         self.sc, self.task, self.gateways = sc, task, gateways
         self.addresses_file, self.out = addresses_file, out
+        self.keeper = keeper
+        #: extra facts for driver.json (the maintenance scheduler's status)
+        self.driver_facts: Callable[[], dict] = dict
         self.stopping = threading.Event()
         self.slots = [SlotState(s, task.base_port + s) for s in range(gateways)]
         self._threads: list[threading.Thread] = []
@@ -251,6 +263,14 @@ class BrokerApp:
                     continue
                 if changed:
                     self._publish(state)
+            if self.keeper is not None:
+                try:
+                    self.keeper.tick(self.slots, self.driver_facts())
+                except DriverFenced as e:
+                    self.out(f"{e}: stopping this application")
+                    self.stopping.set()
+                except Exception as e:  # noqa: BLE001 - a store hiccup: next tick tries again
+                    self.out(f"leadership tick failed: {type(e).__name__}: {e}")
 
     def stop(self, join_s: float = 30.0) -> None:
         """Cancel every slot's job group and wait for the supervising threads."""
@@ -270,7 +290,7 @@ def _healthy(url: str) -> bool:
 
 
 def run(task: GatewayTask, gateways: int, *, master: str | None = None,
-        addresses_file: str | None = None) -> int:
+        addresses_file: str | None = None, failover_ms: int = 3000) -> int:
     """Start the SparkContext and the application; return when SIGTERM/SIGINT stopped it."""
     check_gateways(gateways)
     from pyspark import SparkConf, SparkContext
@@ -283,9 +303,16 @@ def run(task: GatewayTask, gateways: int, *, master: str | None = None,
         if key == "spark.master" and master is None and conf.contains(key):
             continue  # spark-submit --master wins over the local[N] default
         conf.set(key, value)
+    from log_layout import open_log
+
+    options = json.loads(task.storage_options) if task.storage_options else None
+    log_ = open_log(task.store_url, storage_options=options)
+    keeper = LeadershipKeeper(log_, gateways, failover_s=failover_ms / 1000, out=_say)
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
-    app = BrokerApp(sc, task, gateways, addresses_file=addresses_file, out=_say)
+    keeper.start({"application": sc.applicationId, "master": sc.master, "ui": sc.uiWebUrl,
+                  "host": socket.getfqdn(), "pid": os.getpid(), "gateways": gateways})
+    app = BrokerApp(sc, task, gateways, addresses_file=addresses_file, out=_say, keeper=keeper)
     _say(f"broker-app {sc.applicationId} on {sc.master}: {gateways} gateway slot(s) from port "
          f"{task.base_port}; Spark UI {sc.uiWebUrl}")
 
@@ -303,6 +330,10 @@ def run(task: GatewayTask, gateways: int, *, master: str | None = None,
         if received:
             _say(f"{signal.Signals(received[0]).name}: stopping")
         app.stop()
+        try:
+            keeper.stopped()
+        except Exception as e:  # noqa: BLE001 - the store may be what failed
+            _say(f"could not mark the application stopped: {e}")
         sc.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -17,10 +17,14 @@ task's Python or its executor and Spark runs the gateway again (on a spare core 
 the executor is gone). Slot S listens on port BASE+S of its executor's host; the
 driver prints each slot's address when it changes (and keeps it in --addresses-file).
 
-Phase 1 of issue 13: only --gateways 1 is accepted, since partition leadership
-across gateways (assignment, NOT_LEADER, client routing) is not built yet.
-Keep one executor's worth of cores spare, so a lost executor's gateway has
-somewhere to go. SIGTERM or SIGINT stops the application."""
+The driver assigns every partition (and every consumer group's coordinator) to one
+live slot and keeps the assignment in the store; a slot silent for --failover-ms loses
+its partitions to the others, which claim them with a higher leader epoch, fencing the
+silent gateway. Clients given any gateway (or a list) find the leaders through
+GET /metadata. `sparklog cluster status` shows it all. Keep one executor's worth of
+cores spare, so a lost executor's gateway has somewhere to go. Run the driver under a
+supervisor (systemd, Kubernetes): a restarted driver takes the application over by
+its higher driver epoch. SIGTERM or SIGINT stops the application."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gateways", type=integer(1), default=1, metavar="N",
-                   help="gateway slots (only 1 for now; see above)")
+                   help="gateway slots, each one Spark task (default 1)")
+    p.add_argument("--failover-ms", type=integer(100), default=3000, metavar="MS",
+                   help="a slot whose gateway does not answer for this long loses its "
+                        "partitions to the live slots (default 3000)")
     p.add_argument("--master", metavar="URL",
                    help="Spark master, e.g. spark://host:7077 (default: local[N+1] "
                         "with task retries)")
@@ -79,4 +86,4 @@ def run(args: argparse.Namespace) -> int:
                                   bind_host=args.bind_host, storage_options=args.storage_options,
                                   log_level=args.log_level)
     return broker_app.run(task, args.gateways, master=args.master,
-                          addresses_file=args.addresses_file)
+                          addresses_file=args.addresses_file, failover_ms=args.failover_ms)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conf.errors import ConfigError
-from jobs.broker_app import TASK_MAX_FAILURES, GatewayTask, check_gateways, spark_conf
+from jobs.broker_app import MAX_GATEWAYS, TASK_MAX_FAILURES, GatewayTask, check_gateways, spark_conf
 from jobs.cli import main
 
 
@@ -30,19 +30,24 @@ def test_a_slot_runs_the_cli_gateway_on_base_port_plus_slot():
     task = GatewayTask("/data/log", 9000, settings=(("store.fsync", "false"),),
                        storage_options='{"anon": true}')
     assert task.argv(0, "10.0.0.5") == [
-        "--store", "/data/log", "--set", "store.fsync=false", "gateway", "--host", "10.0.0.5",
+        "--store", "/data/log", "--set", "store.fsync=false",
+        "--set", "gateway.broker.id=0", "--set", "gateway.advertised.listeners=http://10.0.0.5:9000",
+        "gateway", "--host", "10.0.0.5",
         "--port", "9000", "--log-level", "warning", "--storage-options", '{"anon": true}']
     assert "9003" in task.argv(3, "h")
+    # bound to every interface, it tells clients the name they can reach
+    assert "gateway.advertised.listeners=http://node-7:9001" in task.argv(1, "0.0.0.0", "node-7")
 
 
-def test_more_than_one_gateway_is_refused_with_the_reason():
+def test_gateway_counts_outside_the_bounds_are_refused_with_the_reason():
     check_gateways(1)
-    with pytest.raises(ConfigError, match="leadership across gateways .* not built yet"):
-        check_gateways(2)
+    check_gateways(MAX_GATEWAYS)
+    with pytest.raises(ConfigError, match="expected 1 to"):
+        check_gateways(MAX_GATEWAYS + 1)
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--gateways", "2"], "--gateways"),
+    (["--gateways", "65"], "--gateways"),
     (["--storage-options", "[1]"], "--storage-options"),
     (["--set", "gateway.port=x"], "gateway.port"),
     (["--port", "65536"], "65535"),
