@@ -4,11 +4,13 @@
 
     from ingest_gateway.client import Consumer, Producer
 
-:class:`Producer` batches records per partition and posts them as Arrow to a
-gateway (``producer``, ``delivery``, ``batch``); :class:`Consumer` reads through a
-gateway or straight from the store (``consumer``, ``consumer_polling``,
-``consumer_group``, ``gateway_transport``, ``direct``). Both talk HTTP through
-one ``session`` with one retry policy. Importing this package loads no server
+:class:`Producer` batches records per partition and posts them as Arrow to each
+partition's leader gateway (``producer``, ``delivery``, ``batch``); :class:`Consumer`
+reads through gateways or straight from the store (``consumer``,
+``consumer_polling``, ``consumer_group``, ``gateway_transport``, ``direct``). Both
+take Kafka's bootstrap list and find leaders and group coordinators through
+``cluster`` (``GET /metadata``), and talk HTTP through one ``session`` per gateway
+with one retry policy. Importing this package loads no server
 code (no Starlette, no uvicorn): only the shared ``ingest_gateway.errors`` and
 ``ingest_gateway.partitioner`` besides these modules; a consumer's direct mode
 loads the group coordinator's store functions when it is built.

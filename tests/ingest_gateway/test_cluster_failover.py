@@ -24,6 +24,7 @@ from log_layout.brokers import (
     Assignment,
     BrokerRegistry,
 )
+from tests.jobs.cli_proc import sparklog, text
 
 pytestmark = pytest.mark.slow
 
@@ -234,3 +235,29 @@ def test_a_standalone_gateway_is_the_whole_cluster(tmp_path):
         assert router.generation is None and router.gateways() == [gw.url]
         with Producer(f"http://127.0.0.1:{free_port()},{gw.url}") as producer:
             assert producer.send(TOPIC, b"x", partition=1).result(30).offset == 0
+
+
+def test_the_cli_takes_a_bootstrap_list(app):
+    leaders = [0, 1, 2, 0, 1, 2]
+    app.publish(leaders, coordinator=2)
+    app.wait_applied(leaders, coordinator=2)
+    store, dead = app.store_url, f"127.0.0.1:{free_port()}"
+    servers = f"{dead},{app.url(1).removeprefix('http://')}"  # a dead one first
+    lines = b"".join(b"k%d:v%d\n" % (i, i) for i in range(60))
+    run = sparklog("--store", store, "produce", TOPIC, "--bootstrap-server", servers,
+                   "--key-separator", ":", stdin=lines)
+    assert run.returncode == 0, text(run)
+    stored = [v for p in range(PARTITIONS)
+              for v in app.log.partition(TOPIC, p).read_table(0).column("value").to_pylist()]
+    assert sorted(stored) == sorted(b"v%d" % i for i in range(60))
+    run = sparklog("--store", store, "consume", TOPIC, "--group", "g", "--via-gateway",
+                   "--from-beginning", "--bootstrap-server", servers, "--max-messages", "60")
+    out, err = text(run)
+    assert run.returncode == 0, err
+    assert sorted(line.split("\t")[4] for line in out.splitlines()) == \
+        sorted(f"v{i}" for i in range(60))
+    run = sparklog("--store", store, "groups", "--bootstrap-server", servers, "list")
+    assert run.returncode == 0 and "g" in text(run)[0].split(), text(run)
+    run = sparklog("--store", store, "topics", "describe", TOPIC, "--bootstrap-server", servers)
+    out, _ = text(run)
+    assert run.returncode == 0 and all(app.url(s) in out for s in SLOTS), out
