@@ -16,7 +16,7 @@ COMMANDS = {
     ("consume",): ["t"], ("produce",): ["t"], ("sql",): ["SELECT 1"],
     ("materialize",): ["t", "--table", "t"], ("compact",): [], ("retention",): [],
     ("maintain",): [], ("maintenance-history",): [], ("gateway",): [], ("demo",): [],
-    ("broker-app",): [],
+    ("broker-app",): [], ("cluster", "status"): [],
 }
 
 
