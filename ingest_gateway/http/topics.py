@@ -104,7 +104,7 @@ def _cluster_doc(request: Request, cid: str) -> dict[str, Any]:
     return {"kind": "KafkaCluster", "cluster_id": cid,
             "metadata": {"self": str(request.url_for("cluster", cluster_id=cid))},
             "gateways": [{"gateway_id": batcher.id, "url": str(request.base_url).rstrip("/"),
-                          "partitions": sorted(f"{t}-{p}" for t, p in batcher.leaders())}]}
+                          "partitions": sorted(f"{t}-{p}" for t, p in batcher.leading())}]}
 
 
 async def list_clusters(request: Request) -> Response:

@@ -41,12 +41,10 @@ pending batch's offsets and not written twice. The rules, for both, are
 Every partition this gateway writes is claimed first (``PartitionLog.claim``,
 which bumps the leader epoch and fences the previous writer). A writer that is
 fenced in turn stops writing that partition and answers ``NotLeader``. Under the
-broker application (``cluster``: a ``ClusterMember``) a partition is written only
-while the application assigns it here: others are refused with ``NotLeader``
-naming their leader, newly assigned ones are claimed at once (:meth:`lead`), and
-one moved away is *released* (:meth:`release`): refused from then on, what was
-accepted still flushed (or fenced by the new leader's claim), then forgotten, so
-being given it back later claims it again.
+broker application (``cluster``: a ``ClusterMember``) only assigned partitions are
+written (others: ``NotLeader`` naming the leader); they are claimed at once
+(:meth:`lead`); one moved away is *released* (:meth:`release`): refused, what it
+accepted still flushed (or fenced by the new leader's claim), then forgotten.
 """
 
 from __future__ import annotations
@@ -70,8 +68,9 @@ from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState
                                            Ticket, write_batch)
 from ingest_gateway.server.codec import Parsed, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
+from ingest_gateway.server.topic_cache import TopicCache
 from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
-                        PartitionWriter, ProducerBatch, TopicExists, TopicInfo, UnknownTopic)
+                        PartitionWriter, ProducerBatch, TopicInfo)
 from log_layout.idempotence import check_with_pending
 
 log = logging.getLogger("sparklog.gateway")
@@ -102,9 +101,8 @@ class Batcher:
         self.closing = False
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._claims: dict[tuple[str, int], asyncio.Future] = {}
-        self._topics: dict[str, tuple[float, TopicInfo]] = {}
-        self._topic_loads: dict[str, asyncio.Future] = {}
-        self._topic_cache_s = topic_cache_ms / 1000
+        self.topics = TopicCache(log_, settings, topic_defaults, self.run_blocking,
+                                 cache_s=topic_cache_ms / 1000)
         self._listeners: list[CommitListener] = []
         self._idle = asyncio.Event()
         self._idle.set()
@@ -119,10 +117,6 @@ class Batcher:
         """Call ``callback(topic, partition, high_watermark)`` on the event loop after
         each committed flush (long-poll fetch waits on it)."""
         self._listeners.append(callback)
-
-    def leaders(self) -> dict[tuple[str, int], str]:
-        """Partitions this gateway currently writes, with its id."""
-        return {k: self.id for k, s in self._states.items() if s.stopped is None}
 
     def leading(self) -> dict[tuple[str, int], int]:
         """Partitions this gateway currently writes, with the leader epoch it writes at."""
@@ -170,42 +164,11 @@ class Batcher:
 
         Raises InvalidTopicName or UnknownTopic.
         """
-        hit = self._topics.get(topic)
-        if hit is not None and time.monotonic() - hit[0] < self._topic_cache_s:
-            return hit[1]
-        # One read per expiry, however many requests are waiting: without this, every
-        # request arriving while the read runs would start its own (hundreds at a time
-        # at full load, a burst of store reads each second).
-        loading = self._topic_loads.get(topic)
-        if loading is None:
-            loading = self._topic_loads[topic] = asyncio.ensure_future(self._load_topic(topic))
-            loading.add_done_callback(lambda f: self._topic_loads.pop(topic, None)
-                                      if self._topic_loads.get(topic) is f else None)
-        return await asyncio.shield(loading)  # a cancelled request leaves the read to the rest
-
-    async def _load_topic(self, topic: str) -> TopicInfo:
-        now = time.monotonic()
-        me = asyncio.current_task()
-        try:
-            info = await self.run_blocking(lambda: self.log.topic(topic, refresh=True))
-        except UnknownTopic:
-            if not self.settings.auto_create_topics_enable:
-                raise
-            info = await self.run_blocking(self._auto_create, topic)
-        if self._topic_loads.get(topic) is me:  # not forgotten (altered, deleted) meanwhile
-            self._topics[topic] = (now, info)
-        return info
-
-    def _auto_create(self, topic: str) -> TopicInfo:
-        try:
-            return self.log.create_topic(topic, self.topic_defaults)
-        except TopicExists:
-            return self.log.topic(topic, refresh=True)
+        return await self.topics.get(topic)
 
     def forget_topic(self, topic: str) -> None:
         """Drop cached state of a deleted or altered topic."""
-        self._topics.pop(topic, None)
-        self._topic_loads.pop(topic, None)  # a read under way may predate the change
+        self.topics.forget(topic)
         for key in [k for k in self._states if k[0] == topic]:
             state = self._states[key]
             if state.current is None and state.flushing is None and not state.queue:

@@ -1,11 +1,14 @@
-"""``sparklog broker-app`` on a real Spark standalone cluster (issue 13, phase 1).
+"""``sparklog broker-app`` on a real Spark standalone cluster (issue 13).
 
-One module-wide cluster (a master and 2 one-core workers on 127.0.0.1: the gateway
-takes one core, the other is the spare a lost executor's gateway moves to) and one
-broker app, started as ``python -m jobs.cli broker-app`` so it can be signalled.
-Each failover test produces with the idempotent ``Producer`` at ``acks=all``,
-SIGKILLs one process, and checks the log read back through ``log_layout``: every
-acknowledged record exactly once, at its acknowledged offset, no offset twice.
+One module-wide cluster (a master and 3 one-core workers on 127.0.0.1: the two
+gateway slots take one core each, the third is the spare a lost executor's gateway
+moves to) and one broker app with 2 slots, started as ``python -m jobs.cli
+broker-app`` so it can be signalled. Each failover test produces with the idempotent
+``Producer`` at ``acks=all`` over the bootstrap list, while a consumer group member
+reads and commits after every poll; it hits the gateway leading partition 0 (SIGKILL
+of its Python, of its executor JVM, SIGSTOP of its whole host), and checks the log
+read back through ``log_layout``: every acknowledged record exactly once, at its
+acknowledged offset, no offset twice, and read exactly once by the group.
 Recovery times are printed (``-s`` shows them); the bounds asserted are generous,
 since the machine is shared: the figures themselves are for ``bench/scale.py``.
 """
@@ -13,68 +16,84 @@ since the machine is shared: the figures themselves are for ``bench/scale.py``.
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
-from jobs.broker_app_process import BrokerAppProcess, listener_pid, measure_failover
+from jobs.broker_app_process import BrokerAppProcess, listener_pid
+from jobs.failover_measure import measure_failover
 from jobs.spark_standalone import StandaloneCluster
 from log_layout import open_log
-from tests.jobs.cli_proc import assert_one_line_error, sparklog
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-#: generous bounds for a shared 2-core machine (issue 13's targets: 5 s and 15 s)
+#: generous bounds for a shared 2-core machine (issue 13's targets: 5 s, 15 s and
+#: spark.network.timeout + 10 s = 35 s); bench/scale.py has the figures
 TASK_CRASH_BOUND_S = 30
 EXECUTOR_CRASH_BOUND_S = 60
+FROZEN_HOST_BOUND_S = 60
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """(the broker app, its store) on a fresh standalone cluster; stopped cleanly after."""
+    """(the broker app with 2 gateway slots, its store) on a fresh standalone cluster of 3
+    one-core workers (2 for the gateways, 1 spare); stopped cleanly after."""
     work = tmp_path_factory.mktemp("broker-app")
     store = str(work / "store")
     log = open_log(store)
-    for topic in ("task_crash", "executor_crash"):
-        log.create_topic(topic, {"partitions": 2})
-    with StandaloneCluster(str(work / "cluster"), workers=2) as cluster:
-        app = BrokerAppProcess(store, cluster.master_url, str(work / "app"))
+    for topic in ("task_crash", "executor_crash", "host_freeze"):
+        log.create_topic(topic, {"partitions": 4})
+    with StandaloneCluster(str(work / "cluster"), workers=3) as cluster:
+        app = BrokerAppProcess(store, cluster.master_url, str(work / "app"), gateways=2)
         try:
             app.start()
             yield app, store
         finally:
             status = app.stop()
-        # after the test: SIGTERM stops the app cleanly and its gateway with it
+        # after the test: SIGTERM stops the app cleanly and its gateways with it
         assert status == 0, app.log_text()[-3000:]
         assert "broker-app stopped" in app.log_text()
-        assert listener_pid(app.port) is None, "a gateway outlived its application"
+        assert all(listener_pid(app.port_of(s)) is None for s in range(2)), \
+            "a gateway outlived its application"
 
 
-def check(result, bound_s: float) -> None:
+def check(result, bound_s: float, *, gone: bool = True) -> None:
     print(f"\nFAILOVER {result.line()}")
-    assert result.acknowledged > 0
+    assert result.acknowledged > 0 and result.partitions
     assert (result.lost, result.duplicated, result.misplaced, result.offsets_taken_twice) == \
         (0, 0, 0, 0), result
+    assert (result.group_missed, result.group_read_twice) == (0, 0), result
     assert result.answers_s < bound_s, result
     assert result.first_ack_s < bound_s, result
-    assert result.old_gone_s is not None, "the killed gateway's Python kept running"
+    if gone:
+        assert result.old_gone_s is not None, "the killed gateway's Python kept running"
 
 
 def test_gateway_python_killed(broker):
     app, store = broker
-    before = app.slot()
-    result = measure_failover(app, store, "task_crash", "task-crash")
+    result = measure_failover(app, store, "task_crash", "task-crash", group="g-task")
     check(result, TASK_CRASH_BOUND_S)
-    assert app.wait_up(30) >= 0
-    assert app.slot()["task_attempt"] != before["task_attempt"]  # Spark re-ran the task
+    assert app.wait_up(60) >= 0
 
 
 def test_executor_jvm_killed(broker):
     app, store = broker
-    before = app.slot()
-    result = measure_failover(app, store, "executor_crash", "executor-crash")
+    result = measure_failover(app, store, "executor_crash", "executor-crash",
+                              group="g-executor")
     check(result, EXECUTOR_CRASH_BOUND_S)
-    assert app.wait_up(30) >= 0
-    assert app.slot()["executor"] != before["executor"]  # the task moved to the spare
+    assert app.wait_up(120) >= 0
+
+
+def test_frozen_host_loses_its_partitions_and_the_zombie_is_fenced(broker):
+    """SIGSTOP of a worker, its executor and the gateway: the driver moves the partitions
+    after --failover-ms (3 s), the new leader's claim fences the zombie's pending commits;
+    after SIGCONT nothing it had accepted is lost or doubled."""
+    app, store = broker
+    result = measure_failover(app, store, "host_freeze", "host-freeze", group="g-freeze",
+                              freeze_s=3.0)
+    check(result, FROZEN_HOST_BOUND_S, gone=False)
+    assert result.zombie_fenced is not False, result
+    assert app.wait_up(180) >= 0
 
 
 def test_local_mode_serves_and_stops_on_sigint(tmp_path):
@@ -100,6 +119,54 @@ def test_local_mode_serves_and_stops_on_sigint(tmp_path):
     assert table.column("value").to_pylist() == [str(i).encode() for i in range(100)]
 
 
-def test_more_than_one_gateway_is_refused(tmp_path):
-    run = sparklog("--store", str(tmp_path / "store"), "broker-app", "--gateways", "2")
-    assert_one_line_error(run, "--gateways", "leadership", "not built yet")
+def test_a_restarted_driver_takes_the_application_over(tmp_path):
+    """Local mode, 2 slots, under load (producer and group reader over the bootstrap
+    list): SIGKILL of the driver takes every gateway with it; a new driver on the same
+    store and ports claims the next driver epoch and the clients carry on, with no
+    acknowledged record lost or written twice."""
+    from jobs.failover_measure import GroupReader, ProduceLoad, check_log
+    from log_layout.brokers import BrokerRegistry
+
+    store = str(tmp_path / "store")
+    log = open_log(store)
+    log.create_topic("restart", {"partitions": 4})
+    first = BrokerAppProcess(store, None, str(tmp_path / "app1"), gateways=2)
+    second = BrokerAppProcess(store, None, str(tmp_path / "app2"), gateways=2, port=first.port)
+    load = reader = None
+    try:
+        first.start()
+        epoch = BrokerRegistry(log.store).driver()["driver_epoch"]
+        load = ProduceLoad(first.bootstrap, "restart", "restart", 10, 0.01, 4).start()
+        reader = GroupReader(first.bootstrap, "restart", "g-restart").start()
+        time.sleep(3)
+        first.proc.kill()  # SIGKILL: no clean stop, its JVM and gateways go with it
+        first.proc.wait(30)
+        wait_for(lambda: all(listener_pid(first.port_of(s)) is None for s in range(2)), 60,
+                 "the killed driver's gateways to go")
+        second.start()
+        time.sleep(3)
+        acked, failed, errors = load.finish()
+        load = None
+        missed, twice = reader.finish(set(acked), 120)
+        reader = None
+    finally:
+        for leftover in (load, reader):
+            if leftover is not None:
+                leftover.stopping.set()
+        status = second.stop()
+        first.stop()
+    assert status == 0, second.log_text()[-3000:]
+    driver = BrokerRegistry(log.store).driver()
+    assert driver["driver_epoch"] == epoch + 1 and driver["state"] == "stopped"
+    assert len(acked) > 0 and failed == 0, errors
+    assert check_log(store, "restart", acked) == {
+        "lost": 0, "duplicated": 0, "misplaced": 0, "offsets_taken_twice": 0}
+    assert (missed, twice) == (0, 0)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout} s for {what}")
+        time.sleep(0.1)

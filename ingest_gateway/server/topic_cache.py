@@ -1,0 +1,72 @@
+"""The gateway's cache of topic metadata: one store read per topic per expiry.
+
+A produce request needs its topic's partition count and config. They are read
+from the store at most once per ``cache_s`` per topic, however many requests
+wait for them, and a topic that does not exist is created with the gateway's
+topic defaults when ``auto.create.topics.enable`` is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from conf.settings import GatewaySettings
+from conf.topic import TopicConfig
+from log_layout import Log, TopicExists, TopicInfo, UnknownTopic
+
+
+class TopicCache:
+    """Topic metadata by name, loaded off the event loop through ``run_blocking``."""
+
+    def __init__(self, log: Log, settings: GatewaySettings, topic_defaults: TopicConfig,
+                 run_blocking: Callable[..., Awaitable[Any]], *, cache_s: float = 1.0):
+        self.log, self.settings, self.topic_defaults = log, settings, topic_defaults
+        self.run_blocking = run_blocking
+        self.cache_s = cache_s
+        self._topics: dict[str, tuple[float, TopicInfo]] = {}
+        self._loads: dict[str, asyncio.Future] = {}
+
+    async def get(self, topic: str) -> TopicInfo:
+        """The topic's metadata (at most ``cache_s`` old); auto-creates if enabled.
+
+        Raises InvalidTopicName or UnknownTopic.
+        """
+        hit = self._topics.get(topic)
+        if hit is not None and time.monotonic() - hit[0] < self.cache_s:
+            return hit[1]
+        # One read per expiry, however many requests are waiting: without this, every
+        # request arriving while the read runs would start its own (hundreds at a time
+        # at full load, a burst of store reads each second).
+        loading = self._loads.get(topic)
+        if loading is None:
+            loading = self._loads[topic] = asyncio.ensure_future(self._load(topic))
+            loading.add_done_callback(lambda f: self._loads.pop(topic, None)
+                                      if self._loads.get(topic) is f else None)
+        return await asyncio.shield(loading)  # a cancelled request leaves the read to the rest
+
+    def forget(self, topic: str) -> None:
+        """Drop what is cached of a deleted or altered topic."""
+        self._topics.pop(topic, None)
+        self._loads.pop(topic, None)  # a read under way may predate the change
+
+    async def _load(self, topic: str) -> TopicInfo:
+        now = time.monotonic()
+        me = asyncio.current_task()
+        try:
+            info = await self.run_blocking(lambda: self.log.topic(topic, refresh=True))
+        except UnknownTopic:
+            if not self.settings.auto_create_topics_enable:
+                raise
+            info = await self.run_blocking(self._auto_create, topic)
+        if self._loads.get(topic) is me:  # not forgotten (altered, deleted) meanwhile
+            self._topics[topic] = (now, info)
+        return info
+
+    def _auto_create(self, topic: str) -> TopicInfo:
+        try:
+            return self.log.create_topic(topic, self.topic_defaults)
+        except TopicExists:
+            return self.log.topic(topic, refresh=True)
