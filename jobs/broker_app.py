@@ -78,8 +78,9 @@ BACKOFF_FIRST_S, BACKOFF_MAX_S, BACKOFF_RESET_AFTER_S = 0.5, 10.0, 60.0
 def spark_conf(master: str | None, gateways: int) -> dict[str, str]:
     """The Spark settings of the application (see the module docstring for why)."""
     return {
-        # local[N,F]: local mode ignores spark.task.maxFailures, F is its retry count
-        "spark.master": master or f"local[{gateways + 1},{TASK_MAX_FAILURES}]",
+        # local[N,F]: local mode ignores spark.task.maxFailures, F is its retry count;
+        # one core per gateway, one spare for a restarted gateway, one for maintenance
+        "spark.master": master or f"local[{gateways + 2},{TASK_MAX_FAILURES}]",
         "spark.app.name": "sparklog-broker-app",
         "spark.task.maxFailures": str(TASK_MAX_FAILURES),
         "spark.speculation": "false",
@@ -290,7 +291,8 @@ def _healthy(url: str) -> bool:
 
 
 def run(task: GatewayTask, gateways: int, *, master: str | None = None,
-        addresses_file: str | None = None, failover_ms: int = 3000) -> int:
+        addresses_file: str | None = None, failover_ms: int = 3000,
+        maintenance: bool = True) -> int:
     """Start the SparkContext and the application; return when SIGTERM/SIGINT stopped it."""
     check_gateways(gateways)
     from pyspark import SparkConf, SparkContext
@@ -313,6 +315,15 @@ def run(task: GatewayTask, gateways: int, *, master: str | None = None,
     keeper.start({"application": sc.applicationId, "master": sc.master, "ui": sc.uiWebUrl,
                   "host": socket.getfqdn(), "pid": os.getpid(), "gateways": gateways})
     app = BrokerApp(sc, task, gateways, addresses_file=addresses_file, out=_say, keeper=keeper)
+    maint = None
+    if maintenance:  # compaction, retention, roll-up every maintenance.interval.ms, here
+        import conf
+        from jobs.app_maintenance import start_maintenance
+
+        maint = start_maintenance(sc, conf.load({**dict(task.settings),
+                                                 "store.url": task.store_url}),
+                                  storage_options=options, out=_say)
+        app.driver_facts = lambda: {"maintenance": maint.status()}
     _say(f"broker-app {sc.applicationId} on {sc.master}: {gateways} gateway slot(s) from port "
          f"{task.base_port}; Spark UI {sc.uiWebUrl}")
 
@@ -330,6 +341,8 @@ def run(task: GatewayTask, gateways: int, *, master: str | None = None,
         if received:
             _say(f"{signal.Signals(received[0]).name}: stopping")
         app.stop()
+        if maint is not None:
+            maint.stop(30.0)
         try:
             keeper.stopped()
         except Exception as e:  # noqa: BLE001 - the store may be what failed

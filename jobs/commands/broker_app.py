@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--failover-ms", type=integer(100), default=3000, metavar="MS",
                    help="a slot whose gateway does not answer for this long loses its "
                         "partitions to the live slots (default 3000)")
+    p.add_argument("--no-maintenance", dest="maintenance", action="store_false",
+                   help="do not run compaction, retention and roll-up from this application "
+                        "(default: every maintenance.interval.ms, as `sparklog maintain`)")
     p.add_argument("--master", metavar="URL",
                    help="Spark master, e.g. spark://host:7077 (default: local[N+1] "
                         "with task retries)")
@@ -86,4 +89,5 @@ def run(args: argparse.Namespace) -> int:
                                   bind_host=args.bind_host, storage_options=args.storage_options,
                                   log_level=args.log_level)
     return broker_app.run(task, args.gateways, master=args.master,
-                          addresses_file=args.addresses_file, failover_ms=args.failover_ms)
+                          addresses_file=args.addresses_file, failover_ms=args.failover_ms,
+                          maintenance=args.maintenance)

@@ -97,7 +97,7 @@ def test_frozen_host_loses_its_partitions_and_the_zombie_is_fenced(broker):
 
 
 def test_local_mode_serves_and_stops_on_sigint(tmp_path):
-    """No cluster: ``local[2,F]``, the default master. SIGINT stops it like SIGTERM."""
+    """No cluster: ``local[3,F]``, the default master. SIGINT stops it like SIGTERM."""
     from ingest_gateway.client import Producer
 
     store = str(tmp_path / "store")

@@ -23,7 +23,7 @@ def test_spark_settings_keep_a_gateway_task_alive():
 
 def test_local_mode_retries_tasks_too():
     # local[N] ignores spark.task.maxFailures: local[N,F] is how it retries a task
-    assert spark_conf(None, 1)["spark.master"] == f"local[2,{TASK_MAX_FAILURES}]"
+    assert spark_conf(None, 1)["spark.master"] == f"local[3,{TASK_MAX_FAILURES}]"
 
 
 def test_a_slot_runs_the_cli_gateway_on_base_port_plus_slot():
