@@ -170,3 +170,32 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"waited {timeout} s for {what}")
         time.sleep(0.1)
+
+
+def test_failover_on_the_s3_store(tmp_path, s3_server):
+    """The same application on the SeaweedFS S3 server: a gateway's executor killed, then
+    a frozen host; leadership, fencing and group state all live in S3 objects."""
+    import json
+    import uuid
+
+    options = s3_server.storage_options()
+    store = f"s3://{s3_server.bucket}/{uuid.uuid4().hex}"
+    log = open_log(store, storage_options=options)
+    for topic in ("s3_executor", "s3_freeze"):
+        log.create_topic(topic, {"partitions": 4})
+    with StandaloneCluster(str(tmp_path / "cluster"), workers=3) as cluster:
+        app = BrokerAppProcess(store, cluster.master_url, str(tmp_path / "app"), gateways=2,
+                               storage_options=json.dumps(options))
+        try:
+            app.start()
+            check(measure_failover(app, store, "s3_executor", "executor-crash",
+                                   group="g-s3-executor", storage_options=options),
+                  EXECUTOR_CRASH_BOUND_S)
+            app.wait_up(120)
+            result = measure_failover(app, store, "s3_freeze", "host-freeze", group="g-s3-freeze",
+                                      storage_options=options, freeze_s=3.0)
+            check(result, FROZEN_HOST_BOUND_S, gone=False)
+            assert result.zombie_fenced is not False, result
+        finally:
+            status = app.stop()
+    assert status == 0, app.log_text()[-3000:]
