@@ -4,8 +4,9 @@ the REST consumer instances.
 **Long-poll.** A fetch registers a waiter for its partitions *before* it reads
 the store, then reads; if fewer than ``min_bytes`` are available it sleeps on
 the waiter, which the batcher's commit listener completes right after the flush
-that commits new data (no polling of the store), and reads again; after
-``wait_ms`` it answers with what it has. Store reads (and group commits) run on
+that commits new data (no polling of the store; under the broker application a
+partition another gateway leads is re-read every ``REMOTE_POLL_S`` instead), and
+reads again; after ``wait_ms`` it answers with what it has. Store reads (and group commits) run on
 the hub's own threads, so a burst of fetches never delays the batcher's flushes.
 The HTTP routes over it are ``ingest_gateway.http.fetch_routes``,
 ``group_routes`` and ``rest_consumers``.
@@ -40,6 +41,9 @@ log = logging.getLogger("sparklog.gateway")
 #: how often the hub drops idle REST instances and expired group members when no
 #: request arrives (the REST Proxy's expiration thread also looks every second)
 EXPIRY_INTERVAL_S = 1.0
+#: how often a long-poll re-reads a partition led by another gateway (no local commit
+#: wakes it); clients send fetches to the leader, so this is the REST instances' case
+REMOTE_POLL_S = 0.05
 
 
 class ConsumerHub:
@@ -142,9 +146,16 @@ class ConsumerHub:
                 remaining = deadline - time.monotonic()
                 if errors or remaining <= 0 or (size >= min_bytes and (got or min_bytes <= 0)):
                     return got, errors
+                # A partition another gateway leads commits nothing here to wake on: poll
+                # the store for it every REMOTE_POLL_S instead (broker application only).
+                remote = self.batcher.cluster is not None and \
+                    not set(tps) <= self.batcher.leading().keys()
                 try:
-                    await asyncio.wait_for(asyncio.shield(fut), remaining)
+                    await asyncio.wait_for(asyncio.shield(fut),
+                                           min(remaining, REMOTE_POLL_S) if remote else remaining)
                 except asyncio.TimeoutError:
+                    if remote and time.monotonic() < deadline:
+                        continue
                     got, errors = await self.run(self._read, positions, max_records)
                     return cut_to_bytes(got, max_bytes), errors
             finally:
