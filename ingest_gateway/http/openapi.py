@@ -30,7 +30,8 @@ def _errors(*codes: int) -> dict[str, Any]:
     names = {400: "malformed request", 404: "unknown topic, partition or cluster",
              409: "idempotence conflict", 413: "record or request too large",
              415: "unsupported content type", 422: "invalid records", 429: "buffer full",
-             503: "not leader, flush failed or shutting down"}
+             503: "not leader (the body's leader names it), not coordinator (coordinator), "
+                  "flush failed or shutting down: retriable"}
     return {str(c): _resp(names[c], _ERROR) for c in codes}
 
 
@@ -201,16 +202,40 @@ def _operations_paths() -> dict[str, Any]:
             "200": _resp("ready", {"type": "object"}), **_errors(503)}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
             "200": _resp("text exposition", {"type": "string"}, "text/plain")}}},
+        "/metadata": {"get": {
+            "summary": "partition leaders and group coordinators (Kafka's Metadata and "
+                       "FindCoordinator); a null url means the gateway asked",
+            "parameters": [
+                _param("topics", "query", {"type": "string"}, "comma list of topics"),
+                _param("groups", "query", {"type": "string"}, "comma list of consumer groups")],
+            "responses": {"200": _resp("who leads what", {"$ref": "#/components/schemas/Metadata"}),
+                          **_errors(400)}}},
     }
 
 
 def _schemas() -> dict[str, Any]:
     nullable_int = {"type": "integer", "nullable": True}
     nullable_str = {"type": "string", "nullable": True}
+    endpoint = {"type": "object", "nullable": True,
+                "properties": {"slot": nullable_int, "url": nullable_str}}
     return {
         "Error": {"type": "object", "required": ["error_code", "message", "error"], "properties": {
             "error_code": {"type": "integer"}, "message": {"type": "string"},
-            "error": {"type": "string"}}},
+            "error": {"type": "string"},
+            "leader": {**endpoint, "description": "not_leader: the partition's leader"},
+            "coordinator": {**endpoint, "description": "not_coordinator: the group's"}}},
+        "Metadata": {"type": "object", "required": ["cluster_id", "gateways", "topics",
+                                                    "groups"], "properties": {
+            "cluster_id": {"type": "string"}, "generation": nullable_int,
+            "driver_epoch": nullable_int,
+            "gateways": {"type": "array", "items": {"type": "object", "properties": {
+                "slot": nullable_int, "url": nullable_str, "live": {"type": "boolean"}}}},
+            "topics": {"type": "array", "items": {"type": "object", "properties": {
+                "topic": {"type": "string"}, "error": {"type": "string"},
+                "partitions": {"type": "array", "items": {"type": "object", "properties": {
+                    "partition": {"type": "integer"}, "leader": endpoint}}}}}},
+            "groups": {"type": "array", "items": {"type": "object", "properties": {
+                "group": {"type": "string"}, "coordinator": endpoint}}}}},
         "ProduceResponse": {"type": "object", "required": ["offsets"], "properties": {
             "key_schema_id": nullable_int, "value_schema_id": nullable_int,
             "offsets": {"type": "array", "items": {"type": "object", "properties": {
