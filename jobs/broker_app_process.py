@@ -222,6 +222,18 @@ def kill_executor(port: int) -> int:
     return jvm
 
 
+def kill_worker(port: int) -> int:
+    """SIGKILL the worker JVM whose executor's task serves ``port`` (a lost machine: its
+    executor exits when it sees its worker gone, the gateway with it); returns the
+    worker's pid. The cluster has one worker less until ``add_worker``."""
+    pid = listener_pid(port)
+    if pid is None:
+        raise LookupError(f"nothing listens on port {port}")
+    worker = _parent(executor_pid(pid))
+    os.kill(worker, signal.SIGKILL)
+    return worker
+
+
 def freeze_executor(port: int) -> int:
     """SIGSTOP the executor JVM whose task serves ``port``, its pyspark daemon and the
     gateway (a frozen executor on a live host: its worker can still kill it once the
@@ -272,5 +284,6 @@ def resume() -> None:
 
 FAULTS: dict[str, Callable[[int], int]] = {"task-crash": kill_gateway_python,
                                            "executor-crash": kill_executor,
+                                           "worker-crash": kill_worker,
                                            "executor-freeze": freeze_executor,
                                            "host-freeze": freeze_host}

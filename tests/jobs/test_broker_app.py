@@ -6,7 +6,8 @@ moves to) and one broker app with 2 slots, started as ``python -m jobs.cli
 broker-app`` so it can be signalled. Each failover test produces with the idempotent
 ``Producer`` at ``acks=all`` over the bootstrap list, while a consumer group member
 reads and commits after every poll; it hits the gateway leading partition 0 (SIGKILL
-of its Python, of its executor JVM, SIGSTOP of its whole host), and checks the log
+of its Python, of its executor JVM, SIGSTOP of its whole host, SIGKILL of its
+worker), and checks the log
 read back through ``log_layout``: every acknowledged record exactly once, at its
 acknowledged offset, no offset twice, and read exactly once by the group.
 Recovery times are printed (``-s`` shows them); the bounds asserted are generous,
@@ -41,7 +42,7 @@ def broker(tmp_path_factory):
     work = tmp_path_factory.mktemp("broker-app")
     store = str(work / "store")
     log = open_log(store)
-    for topic in ("task_crash", "executor_crash", "host_freeze"):
+    for topic in ("task_crash", "executor_crash", "host_freeze", "worker_crash"):
         log.create_topic(topic, {"partitions": 4})
     with StandaloneCluster(str(work / "cluster"), workers=3) as cluster:
         app = BrokerAppProcess(store, cluster.master_url, str(work / "app"), gateways=2)
@@ -94,6 +95,14 @@ def test_frozen_host_loses_its_partitions_and_the_zombie_is_fenced(broker):
     check(result, FROZEN_HOST_BOUND_S, gone=False)
     assert result.zombie_fenced is not False, result
     assert app.wait_up(180) >= 0
+
+
+def test_worker_killed_with_a_spare(broker):
+    """SIGKILL of the worker under a gateway (last of the module: it uses up the spare)."""
+    app, store = broker
+    result = measure_failover(app, store, "worker_crash", "worker-crash", group="g-worker")
+    check(result, EXECUTOR_CRASH_BOUND_S)
+    assert app.wait_up(180) >= 0  # Spark ran the slot on the spare worker
 
 
 def test_local_mode_serves_and_stops_on_sigint(tmp_path):
