@@ -113,9 +113,9 @@ class LeadershipKeeper:
         """Publish a new assignment if anything changed; the new one, else None.
         Raises DriverFenced, StoreError."""
         live = self.live(slot_states)
-        urls = self._urls(slot_states)
-        counts = self._partition_counts()
         registrations = self.registry.gateways()
+        urls = self._urls(slot_states, registrations)
+        counts = self._partition_counts()
         load = {tp: rate for g in registrations.values() for tp, rate in g.partitions.items()}
         partitions = balance({**counts, OFFSETS_TOPIC: OFFSETS_PARTITIONS}, live,
                              previous=self.current, load=load)
@@ -127,10 +127,11 @@ class LeadershipKeeper:
         self._heartbeat(slot_states, extra)
         return new
 
-    def _urls(self, slot_states: Sequence[Any]) -> dict[int, str | None]:
+    def _urls(self, slot_states: Sequence[Any], registrations: Mapping[int, Any]
+              ) -> dict[int, str | None]:
         """Each slot's address: what its gateway registered (fresh), else what Spark says."""
         now_ms = wall_clock_ms()
-        fresh = {g.slot: g.url for g in self.registry.gateways().values()
+        fresh = {g.slot: g.url for g in registrations.values()
                  if now_ms - g.heartbeat_ms < FRESH_REGISTRATION_S * 1000
                  and g.started_ms >= self.started_ms - 60_000}
         return {s.slot: fresh.get(s.slot) or s.url for s in slot_states}
