@@ -44,6 +44,10 @@ from log_layout.errors import UnknownTopic
 
 #: Kafka's metadata.max.age.ms default: metadata is asked again at least this often
 METADATA_MAX_AGE_MS = 300_000
+#: a metadata answer comes from the gateway's memory (and its topic cache): one that
+#: takes longer is frozen or overloaded, and another gateway is asked instead, so a
+#: frozen gateway holds the lookups (which wait for a refresh) seconds, not a request timeout
+METADATA_TIMEOUT_S = 5.0
 #: the metadata query names at most this many characters of topics and groups (a
 #: request line the gateway's HTTP parser takes; the gateway itself takes 1000 names)
 MAX_QUERY_CHARS = 6000
@@ -206,7 +210,8 @@ class ClusterRouter:
     def partition_count(self, topic: str) -> int:
         """The topic's partition count from the metadata (asked if not known or stale).
 
-        Raises UnknownTopic, or OSError if no gateway answered.
+        Raises UnknownTopic, OSError if no gateway answered, GatewayError for an error
+        answer.
         """
         with self._lock:
             if self._topics.get(topic) is None or time.monotonic() >= self._expires:
@@ -281,8 +286,8 @@ class ClusterRouter:
             self._groups.update(groups)
             path = "/metadata" + self._query(list(topics), list(groups))
             self._refreshed = time.monotonic()
-            answered, doc = self.any_gateway(
-                lambda s: (s, s.call("GET", path, timeout=self.request_timeout_s)))
+            timeout = min(self.request_timeout_s, METADATA_TIMEOUT_S)
+            answered, doc = self.any_gateway(lambda s: (s, s.call("GET", path, timeout=timeout)))
             self._apply(answered, doc)
             self.last_error = None
             return doc

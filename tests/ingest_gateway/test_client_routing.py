@@ -110,6 +110,22 @@ def test_metadata_comes_from_the_next_bootstrap_server_when_one_is_down(gateways
         assert router.gateways() == [a.url, dead]  # the one that answered is asked first
 
 
+def test_a_gateway_too_slow_to_answer_metadata_is_passed_over(gateways):
+    a, b = gateways
+
+    def frozen(request):
+        time.sleep(3)
+        return metadata({"t": [endpoint(a, 0)]})(request)
+
+    a.on("GET", "/metadata", frozen)
+    b.on("GET", "/metadata", metadata({"t": [endpoint(b, 1)]}))
+    with ClusterRouter([a.url, b.url], request_timeout_s=0.3) as router:
+        start = time.monotonic()
+        assert router.leader("t", 0).base == b.url
+        assert time.monotonic() - start < 2
+        assert router.gateways() == [b.url, a.url]
+
+
 def test_no_gateway_reachable_is_an_oserror_naming_them():
     dead = dead_url()
     with ClusterRouter(dead) as router:
