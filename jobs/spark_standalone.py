@@ -86,6 +86,8 @@ class StandaloneCluster:
         self.worker_timeout_s, self.start_timeout_s = worker_timeout_s, start_timeout_s
         self.master: Daemon | None = None
         self.workers: list[Daemon] = []
+        #: workers that died and were replaced (add_worker)
+        self.retired: list[Daemon] = []
 
     @property
     def master_url(self) -> str:
@@ -130,8 +132,11 @@ class StandaloneCluster:
         return self
 
     def add_worker(self, *, wait: bool = True, index: int | None = None) -> Daemon:
-        """Start one more worker (e.g. a replacement after a kill); waits until it is ALIVE."""
-        index = len(self.workers) if index is None else index
+        """Start one more worker (e.g. a replacement after a kill); waits until it is ALIVE.
+        Workers that died (killed by a test) are dropped from ``workers`` first."""
+        self.retired += [w for w in self.workers if not w.alive()]
+        self.workers = [w for w in self.workers if w.alive()]
+        index = len(self.workers) + len(self.retired) if index is None else index
         port, ui = free_port(self.host), free_port(self.host)
         work = os.path.join(self.work_dir, f"worker-{index}")
         os.makedirs(work, exist_ok=True)
