@@ -15,6 +15,7 @@ import pytest
 import urllib3
 
 from ingest_gateway.client import Consumer
+from ingest_gateway.client.cluster import ClusterRouter
 from ingest_gateway.client.gateway_transport import HttpMembership
 from ingest_gateway.errors import UnknownMemberId
 from tests.ingest_gateway.consumers import drive
@@ -244,7 +245,8 @@ def test_killed_member_loses_partitions_others_resume_at_least_once(gateway, top
     assert seen == everything and dups <= uncommitted
     # the zombie's commit after the rebalance is rejected
     with pytest.raises(UnknownMemberId):
-        HttpMembership(gateway.url, group).commit({(topic6, 0): 1}, b_member, b_generation)
+        HttpMembership(ClusterRouter(gateway.url), group).commit({(topic6, 0): 1}, b_member,
+                                                                b_generation)
     a.close()
     status, body, _ = gateway.request("GET", f"/groups/{group}/offsets")
     assert {(o["partition"], o["offset"]) for o in body["offsets"]} == {(p, 20) for p in range(6)}
