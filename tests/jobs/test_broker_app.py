@@ -128,7 +128,7 @@ def test_local_mode_serves_and_stops_on_sigint(tmp_path):
     assert table.column("value").to_pylist() == [str(i).encode() for i in range(100)]
 
 
-def test_a_restarted_driver_takes_the_application_over(tmp_path):
+def test_a_restarted_driver_takes_the_application_over(tmp_path, capsys):
     """Local mode, 2 slots, under load (producer and group reader over the bootstrap
     list): SIGKILL of the driver takes every gateway with it; a new driver on the same
     store and ports claims the next driver epoch and the clients carry on, with no
@@ -171,6 +171,20 @@ def test_a_restarted_driver_takes_the_application_over(tmp_path):
     assert check_log(store, "restart", acked) == {
         "lost": 0, "duplicated": 0, "misplaced": 0, "offsets_taken_twice": 0}
     assert (missed, twice) == (0, 0)
+    # what `sparklog cluster status` makes of the real documents the application left
+    import json
+
+    from jobs.cli import main
+
+    capsys.readouterr()
+    assert main(["--store", store, "cluster", "status", "--json"]) == 0
+    status_doc = json.loads(capsys.readouterr().out)
+    assert status_doc["ran"] and status_doc["application"]["state"] == "stopped"
+    assert status_doc["application"]["driver_epoch"] == epoch + 1
+    assert sorted(g["slot"] for g in status_doc["gateways"]) == [0, 1]
+    assert status_doc["assignment"]["driver_epoch"] == epoch + 1
+    assert [g["group"] for g in status_doc["groups"]] == ["g-restart"]
+    assert status_doc["groups"][0]["coordinator_slot"] in (0, 1)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
