@@ -13,6 +13,7 @@ reports an offset out of range).
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,8 +28,6 @@ from ingest_gateway.errors import (GatewayError, IllegalGeneration, Inconsistent
                                    NotCoordinator, RebalanceInProgress, UnknownMemberId)
 from log_layout.errors import OffsetOutOfRange, UnknownPartition, UnknownTopic
 
-#: with several gateways to fetch from, one poll round waits at most this long in all
-MULTI_GATEWAY_WAIT_MS = 100
 
 class HttpMembership:
     """Group membership and commits through the group coordinator's group protocol routes.
@@ -148,7 +147,10 @@ class GatewaySource:
         self.router = router
         self.min_bytes, self.max_bytes = min_bytes, max_bytes
         self._partitions: dict[str, tuple[float, int]] = {}
-        self._turn = 0  # which gateway is asked first: each in turn
+        #: gateway -> (positions asked, its long-poll in flight), several gateways only
+        self._inflight: dict[Session, tuple[dict[tuple[str, int], int],
+                                            concurrent.futures.Future]] = {}
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count (any gateway; cached 5 s); raises UnknownTopic."""
@@ -189,46 +191,67 @@ class GatewaySource:
         A gateway that cannot be reached, or refuses as no longer the leader, is
         skipped this time (the router asks where its partitions went), so one dead
         gateway does not fail the poll. With one gateway this is one long-poll of
-        ``wait_ms``, as always. With several they are asked one after the other
-        (simplest, no threads), each waiting a slice of MULTI_GATEWAY_WAIT_MS, and
-        once one answered records the rest do not wait at all: records on any
-        gateway are seen within about MULTI_GATEWAY_WAIT_MS, at the price of an idle
-        consumer asking every gateway about ten times a second. Concurrent long-polls
-        would wait less but end only when the slowest one does, and need threads.
+        ``wait_ms``, as always. With several, as Kafka's consumer does, each gateway
+        has one long-poll in flight at a time, all at once (on this source's threads):
+        the call returns as soon as any of them answers with records (or all answered,
+        or ``wait_ms`` passed), and the others stay in flight for the next call, so
+        records on any gateway arrive as soon as that gateway sees them. An answer is
+        kept only for partitions whose position is still the offset it was asked at
+        (a seek, a rebalance or another answer may have moved it meanwhile).
         """
         by_gateway: dict[Session, dict[tuple[str, int], int]] = {}
         for tp, offset in positions.items():
             leader = self.router.leader(*tp)
             if leader is not None:  # none known yet: skipped until the metadata says
                 by_gateway.setdefault(leader, {})[tp] = offset
-        if not by_gateway:
+        if not by_gateway and not self._inflight:
             time.sleep(min(wait_ms / 1000, self.router.backoff_s))  # back off, do not spin
             return [], {}
-        order = list(by_gateway)
-        self._turn = (self._turn + 1) % len(order)
-        order = order[self._turn:] + order[:self._turn]
-        wait = wait_ms if len(order) == 1 else min(wait_ms, MULTI_GATEWAY_WAIT_MS // len(order))
+        if len(by_gateway) == 1 and not self._inflight:
+            [(s, asked)] = by_gateway.items()
+            return self._answer(s, asked, lambda: self._fetch_one(s, asked, max_records,
+                                                                  wait_ms))
+        for s, asked in by_gateway.items():
+            if s not in self._inflight:
+                self._inflight[s] = (asked, self._pool().submit(
+                    self._fetch_one, s, asked, max_records, wait_ms))
+        deadline = time.monotonic() + wait_ms / 1000
         out: list[tuple[tuple[str, int], pa.RecordBatch, int]] = []
         errors: dict[tuple[str, int], OffsetOutOfRange] = {}
-        for s in order:
-            rows = sum(b.num_rows for _tp, b, _n in out)
-            if rows >= max_records:
-                break
-            try:
-                got, errs = self._fetch_one(s, by_gateway[s], max_records - rows,
-                                            0 if out else wait)
-            except OSError:
-                self.router.invalidate(failed=s)
-                continue
-            except GatewayError as e:
-                if e.status != 503:
-                    raise
-                for t, p in by_gateway[s]:  # e.g. not the leader any more: ask again
-                    self.router.invalidate(topic=t, partition=p, asked=s)
-                continue
-            out += got
-            errors.update(errs)
-        return out, errors
+        while True:
+            pending = [f for _a, f in self._inflight.values()]
+            concurrent.futures.wait(pending, max(0.0, deadline - time.monotonic()),
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            for s, (asked, f) in list(self._inflight.items()):
+                if not f.done():
+                    continue
+                del self._inflight[s]
+                got, errs = self._answer(s, asked, f.result)
+                out += [(tp, b, n) for tp, b, n in got if positions.get(tp) == asked[tp]]
+                errors.update({tp: e for tp, e in errs.items()
+                               if positions.get(tp) == asked[tp]})
+            if out or errors or not self._inflight or time.monotonic() >= deadline:
+                return out, errors
+
+    def _answer(self, s: Session, asked: Mapping[tuple[str, int], int], call):
+        """``call()``'s records and errors; a failed gateway answers nothing (the router
+        is told, so the next call asks the new leader)."""
+        try:
+            return call()
+        except OSError:
+            self.router.invalidate(failed=s)
+        except GatewayError as e:
+            if e.status != 503:
+                raise
+            for t, p in asked:  # e.g. not the leader any more: ask again
+                self.router.invalidate(topic=t, partition=p, asked=s)
+        return [], {}
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._threads is None:
+            self._threads = concurrent.futures.ThreadPoolExecutor(
+                max_workers=8, thread_name_prefix="sparklog-fetch")
+        return self._threads
 
     def _fetch_one(self, s: Session, positions: Mapping[tuple[str, int], int],
                    max_records: int, wait_ms: int):
@@ -257,4 +280,8 @@ class GatewaySource:
         return out, errors
 
     def close(self) -> None:
-        pass  # the router (and its sessions) belongs to the consumer
+        # the router (and its sessions) belongs to the consumer; long-polls in flight
+        # end within their wait and their answers are dropped
+        self._inflight.clear()
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)

@@ -51,3 +51,47 @@ def test_a_fetch_waiting_at_a_follower_sees_a_record_committed_at_the_leader(tmp
     assert [v for b in batches for v in b.column("value").to_pylist()] == [b'"hello"']
     # a liveness bound, 30x the poll: without the poll it would wait the whole WAIT_MS
     assert waited < WAIT_MS / 1000 / 2, waited
+
+
+def test_a_consumer_long_polls_every_leader_at_once_and_drops_stale_answers(tmp_path):
+    """Partitions on two gateways: each has one long-poll in flight. A poll answered by
+    one gateway leaves the other's long-poll in flight; a seek then makes its answer
+    stale: it is dropped, and the records are read from the new position exactly once."""
+    from ingest_gateway.client import Consumer, Producer
+
+    store = str(tmp_path / "store")
+    log = open_log(store)
+    log.create_topic("t", {"partitions": 2})
+    with slot_gateway(store, 0) as g0, slot_gateway(store, 1) as g1:
+        assert BrokerRegistry(log.store).publish(Assignment(
+            1, 1, {0: g0.url, 1: g1.url}, (0, 1),
+            {"t": (0, 1), OFFSETS_TOPIC: (0,) * OFFSETS_PARTITIONS}))
+        wait_for(lambda: leader(log, 0).startswith("gw0") and leader(log, 1).startswith("gw1"),
+                 what="both slots to claim")
+        bootstrap = f"{g0.url},{g1.url}"
+        producer = Producer(bootstrap, acks="all")
+        consumer = Consumer(gateway=bootstrap, auto_offset_reset="latest",
+                            fetch_max_wait_ms=20_000)
+        try:
+            for i in range(5):
+                producer.send("t", b"early-%d" % i, partition=1)
+            producer.flush()
+            consumer.assign([("t", 0), ("t", 1)])
+            assert consumer.position(("t", 1)) == 5
+            later = threading.Timer(1.0, lambda: producer.send("t", b"zero", partition=0))
+            later.start()
+            # answered by gateway 0 once "zero" lands; gateway 1's long-poll stays out
+            first = consumer.poll(30)
+            later.join()
+            assert [r.value for r in first] == [b"zero"]
+            consumer.seek(("t", 1), 0)  # the answer gateway 1 will give (at 5) is stale
+            producer.send("t", b"late", partition=1).result(30)
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < 6 and time.monotonic() < deadline:
+                got += consumer.poll(0.5)
+        finally:
+            consumer.close()
+            producer.close()
+    assert [(r.partition, r.value) for r in got] == \
+        [(1, b"early-%d" % i) for i in range(5)] + [(1, b"late")]
