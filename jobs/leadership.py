@@ -124,6 +124,11 @@ class LeadershipKeeper:
         if c is None or c.driver_epoch != self.epoch or dict(c.partitions) != partitions \
                 or tuple(c.live) != live or dict(c.slots) != urls:
             new = self._publish(live, urls, partitions)
+        else:
+            hint = self.registry.latest()
+            if hint is None or hint.name != c.name:  # an old driver's copy won a race
+                self._check_epoch()
+                self.registry.write_latest(c)
         self._heartbeat(slot_states, extra)
         return new
 

@@ -36,6 +36,13 @@ sees the higher epoch before each write (and fails on the name it wanted when it
 raced) and stops: its assignments all sort below the new driver's anyway.
 Old assignments are pruned, the newest ``ASSIGNMENTS_KEPT`` stay.
 
+Finding the greatest name takes a listing, which object stores charge ten times a
+read for; gateways look several times a second. So after each assignment the
+driver also replaces ``_brokers/assignment.json`` with a copy
+(:meth:`BrokerRegistry.latest`, one read), and gateways list only every few
+seconds, to catch a copy an old driver overwrote in a race (they never go back to
+a smaller name, and the driver puts its own copy back at its next tick).
+
 A partition not in the assignment (a topic created since) is led by
 :func:`fallback_slot` over the live slots, a function every process computes
 alike, and the driver adopts that choice when it next writes, so it does not move.
@@ -60,6 +67,8 @@ from log_layout.store import Store
 
 FOLDER = paths.BROKERS_FOLDER
 DRIVER = f"{FOLDER}/driver.json"
+#: a copy of the newest assignment (a hint: the listing decides)
+LATEST = f"{FOLDER}/assignment.json"
 GATEWAYS_FOLDER = f"{FOLDER}/gateways"
 ASSIGNMENTS_FOLDER = f"{FOLDER}/assignments"
 #: assignment documents kept (older ones are pruned by the driver)
@@ -309,11 +318,25 @@ class BrokerRegistry:
                 return Assignment.from_json(doc)
         return None
 
+    def latest(self) -> Assignment | None:
+        """The copy of the newest assignment (one read, no listing): a hint, which an old
+        driver racing a new one may have overwritten with a smaller name."""
+        doc = self._read_json(LATEST)
+        try:
+            return Assignment.from_json(doc) if doc else None
+        except (TypeError, ValueError, KeyError):
+            return None
+
+    def write_latest(self, assignment: Assignment) -> None:
+        self.store.put_replace(LATEST, json.dumps(assignment.to_json()).encode())
+
     def publish(self, assignment: Assignment) -> bool:
-        """Write a new assignment; False if that name exists (another driver won it)."""
-        ok = self.store.put_exclusive(f"{ASSIGNMENTS_FOLDER}/{assignment.name}",
-                                      json.dumps(assignment.to_json()).encode())
+        """Write a new assignment (and its copy, :meth:`latest`); False if that name
+        exists (another driver won it)."""
+        data = json.dumps(assignment.to_json()).encode()
+        ok = self.store.put_exclusive(f"{ASSIGNMENTS_FOLDER}/{assignment.name}", data)
         if ok:
+            self.store.put_replace(LATEST, data)
             names = self._assignment_names()
             stale = names[:-ASSIGNMENTS_KEPT]
             if stale:

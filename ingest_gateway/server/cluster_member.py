@@ -8,7 +8,8 @@ A gateway started with ``gateway.broker.id`` = N is slot N of the application
   slot epoch, its URL (``gateway.advertised.listeners``), host and pid; then every
   ``HEARTBEAT_S`` again, with its bytes in per second (per partition too: the
   driver balances on it) and the leader epoch of each partition it writes.
-* **Leadership.** Every ``REFRESH_S`` it reads the current assignment. Partitions
+* **Leadership.** Every ``REFRESH_S`` it reads the current assignment (its copy;
+  the listing every ``LIST_EVERY_S``, ``log_layout.brokers``). Partitions
   newly given to it are claimed at once (``Batcher.lead``: a manifest commit with
   a higher leader epoch), not at their first record: a claim is what fences the
   previous leader, and a zombie (a frozen gateway that wakes up) must meet the
@@ -48,6 +49,8 @@ log = logging.getLogger("sparklog.gateway")
 REFRESH_S = 0.25
 #: how often the gateway's own document is written and its slot checked
 HEARTBEAT_S = 1.0
+#: how often the assignments are listed (the copy is read at every refresh: one read)
+LIST_EVERY_S = 5.0
 
 
 class ClusterMember:
@@ -69,6 +72,7 @@ class ClusterMember:
         self._listeners: list[Callable[[], None]] = []
         self._task: asyncio.Task | None = None
         self._last_heartbeat = 0.0
+        self._last_listing = 0.0
         self._bytes_seen: dict[tuple[str, int], int] = {}
         self._rates: dict[str, float] = {}
         self._rate_at = time.monotonic()
@@ -156,7 +160,11 @@ class ClusterMember:
                 return
             await run(self.registry.write_gateway, self._info())
             self._last_heartbeat = time.monotonic()
-        a = await run(self.registry.assignment)
+        if time.monotonic() - self._last_listing >= LIST_EVERY_S:
+            a = await run(self.registry.assignment)  # the listing: authoritative
+            self._last_listing = time.monotonic()
+        else:
+            a = await run(self.registry.latest)  # the copy: one read
         if a is None or (self.assignment is not None and a.name == self.assignment.name):
             return
         if self.assignment is not None and a.name < self.assignment.name:

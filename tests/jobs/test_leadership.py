@@ -101,3 +101,18 @@ def test_a_never_started_slot_is_given_up_after_the_startup_grace(log):
     assert k.tick(slots(True, True, False)).live == (0, 1, 2)
     clock.now += 11
     assert k.tick(slots(True, True, False)).live == (0, 1)
+
+
+def test_the_copy_of_the_newest_assignment_is_kept_and_put_back_after_a_race(log):
+    """Gateways read ``assignment.json`` (one read) and list only now and then; an old
+    driver's copy that overwrote the newest is put back at the next tick."""
+    clock = Clock()
+    k = keeper(log, clock)
+    a = k.tick(slots(True, True, True))
+    registry = BrokerRegistry(log.store)
+    assert registry.latest() == a
+    stale = type(a)(a.driver_epoch - 1, 99, a.slots, a.live, a.partitions)
+    registry.write_latest(stale)  # a racing old driver's copy
+    assert registry.latest().name < a.name and registry.assignment() == a
+    assert k.tick(slots(True, True, True)) is None  # nothing new to decide ...
+    assert registry.latest() == a  # ... but the copy is the newest again
