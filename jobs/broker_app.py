@@ -228,7 +228,7 @@ class BrokerApp:
         if task is not None:
             host = task.get("host")
             executor, attempt = task.get("executorId"), task.get("attempt")
-            up = host is not None and _healthy(f"http://{host}:{state.port}")
+            up = host is not None and healthy(f"http://{host}:{state.port}")
         if (host, executor, attempt, up) == (state.host, state.executor, state.task_attempt,
                                              state.up):
             return False
@@ -282,7 +282,8 @@ class BrokerApp:
             t.join(join_s)
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
+    """Whether the gateway at ``url`` answers ``/healthz`` within a second."""
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
             return r.status == 200

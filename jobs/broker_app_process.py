@@ -22,10 +22,9 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
+from jobs.broker_app import healthy as gateway_answers
 from jobs.spark_standalone import free_port
 
 #: the project folder (the driver imports the same checkout as its parent)
@@ -98,7 +97,7 @@ class BrokerAppProcess:
         return ",".join(self.urls)
 
     def healthy(self, slot: int = 0) -> bool:
-        return _answers(self.urls[slot])
+        return gateway_answers(self.urls[slot])
 
     def wait_up(self, timeout: float) -> float:
         """Wait until the driver reports every slot up and each answers; returns the
@@ -164,13 +163,6 @@ def free_ports(count: int, tries: int = 50) -> int:
                 s.close()
     raise RuntimeError(f"no {count} consecutive free ports found")
 
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 # -- finding the processes to kill ------------------------------------------------------

@@ -109,8 +109,9 @@ class Batcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: the broker application's view (``ClusterMember``); None: lead every partition
         self.cluster: Any = None
-        #: bytes of records accepted per partition since start (the cluster's load figures)
+        #: bytes and records accepted per partition since start (the cluster's load figures)
         self.bytes_in: dict[tuple[str, int], int] = {}
+        self.records_in: dict[tuple[str, int], int] = {}
 
     # -- hooks -----------------------------------------------------------------
     def add_commit_listener(self, callback: CommitListener) -> None:
@@ -131,8 +132,7 @@ class Batcher:
             return
         key = (topic, partition)
         state = self._states.get(key)
-        if state is not None and state.stopped is not None and state.flushing is None \
-                and state.current is None and not state.queue:
+        if state is not None and state.stopped is not None and state.idle:
             del self._states[key]
         await self._state(info, partition)
 
@@ -150,8 +150,7 @@ class Batcher:
 
     def _forget_if_drained(self, state: PartitionState) -> None:
         key = (state.topic, state.partition)
-        if state.draining and state.flushing is None and state.current is None \
-                and not state.queue and self._states.get(key) is state:
+        if state.draining and state.idle and self._states.get(key) is state:
             del self._states[key]
 
     # -- blocking work off the loop ----------------------------------------------
@@ -171,7 +170,7 @@ class Batcher:
         self.topics.forget(topic)
         for key in [k for k in self._states if k[0] == topic]:
             state = self._states[key]
-            if state.current is None and state.flushing is None and not state.queue:
+            if state.idle:
                 del self._states[key]
 
     async def _state(self, info: TopicInfo, partition: int) -> PartitionState:
@@ -247,6 +246,7 @@ class Batcher:
         for p, table in parsed.parts.items():
             key = (topic, p)
             self.bytes_in[key] = self.bytes_in.get(key, 0) + table.nbytes
+            self.records_in[key] = self.records_in.get(key, 0) + table.num_rows
 
         results = []
         for p, ticket in tickets.items():
@@ -465,8 +465,7 @@ class Batcher:
                                                           or state.draining)):
             self._flush(state)
         self._forget_if_drained(state)
-        if self.buffered == 0 and all(s.flushing is None and s.current is None and not s.queue
-                                      for s in self._states.values()):
+        if self.buffered == 0 and all(s.idle for s in self._states.values()):
             self._idle.set()
 
     def _lost(self, state: PartitionState, batch: Batch, exc: BaseException) -> None:

@@ -78,6 +78,11 @@ class PartitionState:
         #: changes: requests held for an earlier sequence check again
         self.sequence_changed: asyncio.Future | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing open, queued or being flushed."""
+        return self.current is None and self.flushing is None and not self.queue
+
     def wake_held(self) -> None:
         """Wake the requests held for an earlier sequence of this partition."""
         waiter, self.sequence_changed = self.sequence_changed, None

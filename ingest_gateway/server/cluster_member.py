@@ -73,8 +73,9 @@ class ClusterMember:
         self._task: asyncio.Task | None = None
         self._last_heartbeat = 0.0
         self._last_listing = 0.0
+        #: the counters at the last registration (the rates are their growth since)
         self._bytes_seen: dict[tuple[str, int], int] = {}
-        self._rates: dict[str, float] = {}
+        self._records_seen: dict[tuple[str, int], int] = {}
         self._rate_at = time.monotonic()
 
     # -- what routes ask ----------------------------------------------------------------
@@ -217,18 +218,25 @@ class ClusterMember:
             self.on_replaced()
 
     def _info(self) -> GatewayInfo:
+        """This gateway's registration, with its rates since the last one."""
         now = time.monotonic()
-        seen = self.batcher.bytes_in
         elapsed = max(now - self._rate_at, 1e-3)
-        self._rates = {tp_key(*tp): (n - self._bytes_seen.get(tp, 0)) / elapsed
-                       for tp, n in seen.items()}
-        self._bytes_seen, self._rate_at = dict(seen), now
+        byte_rates = _rates(self.batcher.bytes_in, self._bytes_seen, elapsed)
+        record_rates = _rates(self.batcher.records_in, self._records_seen, elapsed)
+        self._bytes_seen, self._records_seen = dict(self.batcher.bytes_in), \
+            dict(self.batcher.records_in)
+        self._rate_at = now
         leading = self.batcher.leading()
         return GatewayInfo(
             slot=self.slot, gateway_id=self.gateway_id, epoch=self.epoch, url=self.url,
             host=socket.gethostname(), pid=os.getpid(), started_ms=self.started_ms,
             heartbeat_ms=wall_clock_ms(),
-            bytes_in_per_s=round(sum(self._rates.values()), 1),
-            partitions={tp_key(*tp): round(self._rates.get(tp_key(*tp), 0.0), 1)
-                        for tp in leading},
+            bytes_in_per_s=round(sum(byte_rates.values()), 1),
+            records_in_per_s=round(sum(record_rates.values()), 1),
+            partitions={tp_key(*tp): round(byte_rates.get(tp, 0.0), 1) for tp in leading},
             leader_epochs={tp_key(*tp): epoch for tp, epoch in leading.items()})
+
+
+def _rates(counts: dict, before: dict, elapsed_s: float) -> dict:
+    """Per key, how much ``counts`` grew since ``before``, per second."""
+    return {k: (n - before.get(k, 0)) / elapsed_s for k, n in counts.items()}
