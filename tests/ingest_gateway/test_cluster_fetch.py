@@ -77,12 +77,11 @@ def test_a_consumer_long_polls_every_leader_at_once_and_drops_stale_answers(tmp_
                 producer.send("t", b"early-%d" % i, partition=1)
             producer.flush()
             consumer.assign([("t", 0), ("t", 1)])
-            assert consumer.position(("t", 1)) == 5
-            later = threading.Timer(1.0, lambda: producer.send("t", b"zero", partition=0))
-            later.start()
-            # answered by gateway 0 once "zero" lands; gateway 1's long-poll stays out
+            assert (consumer.position(("t", 0)), consumer.position(("t", 1))) == (0, 5)
+            producer.send("t", b"zero", partition=0).result(30)
+            # both long-polls go out at once: gateway 0 answers "zero" at once, gateway
+            # 1's long-poll (at offset 5, up to 20 s) stays in flight past this poll
             first = consumer.poll(30)
-            later.join()
             assert [r.value for r in first] == [b"zero"]
             consumer.seek(("t", 1), 0)  # the answer gateway 1 will give (at 5) is stale
             producer.send("t", b"late", partition=1).result(30)

@@ -139,13 +139,15 @@ def test_a_frozen_leader_is_fenced_by_the_new_leader_and_stops_once_replaced(tmp
         sender = threading.Thread(target=load)
         sender.start()
         try:
-            time.sleep(1.0)
+            wait_for(lambda: sum(h.done() for _v, h in list(sent)) >= 100,
+                     what="records acknowledged by slot 0")
             os.kill(zombie.proc.pid, signal.SIGSTOP)
             publish(log, 2, slots, 1, 2)
             wait_for(lambda: all(leader(log, p).startswith("gw1") for p in range(2)),
                      what="slot 1 to claim")
             successor = slot_gateway(store, 0).start()  # Spark re-ran slot 0 elsewhere
-            time.sleep(1.0)
+            registry = BrokerRegistry(log.store)  # it registered before it answered
+            assert registry.gateway(0).epoch == 2 and registry.gateway(0).url == successor.url
             os.kill(zombie.proc.pid, signal.SIGCONT)
             # it sees the successor's epoch at its next heartbeat and stops serving
             assert zombie.proc.wait(30) == 0

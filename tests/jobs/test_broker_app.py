@@ -147,13 +147,13 @@ def test_a_restarted_driver_takes_the_application_over(tmp_path, capsys):
         epoch = BrokerRegistry(log.store).driver()["driver_epoch"]
         load = ProduceLoad(first.bootstrap, "restart", "restart", 10, 0.01, 4).start()
         reader = GroupReader(first.bootstrap, "restart", "g-restart").start()
-        time.sleep(3)
+        wait_for(lambda: len(load.acked_at) >= 200, 60, "records acknowledged before the kill")
         first.proc.kill()  # SIGKILL: no clean stop, its JVM and gateways go with it
         first.proc.wait(30)
         wait_for(lambda: all(listener_pid(first.port_of(s)) is None for s in range(2)), 60,
                  "the killed driver's gateways to go")
         second.start()
-        time.sleep(3)
+        load.first_ack_after(time.monotonic(), 120, {0, 1, 2, 3})  # writes go on
         acked, failed, errors = load.finish()
         load = None
         missed, twice = reader.finish(set(acked), 120)
