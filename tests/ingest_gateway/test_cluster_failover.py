@@ -20,10 +20,8 @@ from jobs.gateway_process import GatewayProcess, free_port, wait_for
 from log_layout import open_log
 from log_layout.brokers import (
     OFFSETS_PARTITIONS,
-    OFFSETS_TOPIC,
-    Assignment,
-    BrokerRegistry,
 )
+from tests.ingest_gateway.slots import SlotApplication
 from tests.jobs.cli_proc import sparklog, text
 
 pytestmark = pytest.mark.slow
@@ -33,30 +31,18 @@ PARTITIONS = 6
 SLOTS = (0, 1, 2)
 
 
-class Application:
-    """Gateway slots over one store, and the test as their driver."""
+class Application(SlotApplication):
+    """Three gateway slots over one store, and the test as their driver."""
 
     def __init__(self, store_url: str, slots: tuple[int, ...] = SLOTS):
-        self.store_url = store_url
-        self.log = open_log(store_url, fsync=False)
-        self.registry = BrokerRegistry(self.log.store)
-        self.generation = 0
-        self.gateways: dict[int, GatewayProcess] = {}
-        for slot in slots:
-            port = free_port()
-            self.gateways[slot] = GatewayProcess(store_url, port=port, settings={
-                "gateway.broker.id": slot,
-                "gateway.advertised.listeners": f"http://127.0.0.1:{port}"})
+        super().__init__(store_url, slots)
 
     def publish(self, leaders: list[int], *, coordinator: int = 0,
                 live: tuple[int, ...] | None = None) -> None:
         """A new assignment: partition p of TOPIC led by ``leaders[p]``, every group
         coordinated by ``coordinator``."""
-        self.generation += 1
-        self.registry.publish(Assignment(
-            1, self.generation, {s: gw.url for s, gw in self.gateways.items()},
-            live if live is not None else tuple(self.gateways),
-            {TOPIC: tuple(leaders), OFFSETS_TOPIC: (coordinator,) * OFFSETS_PARTITIONS}))
+        self.publish_assignment({TOPIC: leaders}, offsets=(coordinator,) * OFFSETS_PARTITIONS,
+                                live=live)
 
     def wait_applied(self, leaders: list[int], coordinator: int = 0) -> None:
         """Until every live gateway's metadata names this assignment's leaders."""
@@ -73,21 +59,14 @@ class Application:
             return True
         wait_for(applied, timeout=20, what=f"assignment {self.generation} applied")
 
-    def url(self, slot: int) -> str:
-        return self.gateways[slot].url
 
 
 @pytest.fixture
 def app(tmp_path):
     a = Application(str(tmp_path / "store"))
     a.log.create_topic(TOPIC, {"partitions": PARTITIONS})
-    try:
-        for gw in a.gateways.values():
-            gw.start()
+    with a.running():
         yield a
-    finally:
-        for gw in a.gateways.values():
-            gw.__exit__(None, None, None)
 
 
 class Sent:

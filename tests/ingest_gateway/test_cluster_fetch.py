@@ -13,22 +13,19 @@ import time
 import pyarrow as pa
 
 from jobs.gateway_process import wait_for
-from log_layout import open_log
-from log_layout.brokers import OFFSETS_PARTITIONS, OFFSETS_TOPIC, Assignment, BrokerRegistry
-from tests.ingest_gateway.test_split_brain import leader, slot_gateway
+from tests.ingest_gateway.slots import SlotApplication, leader
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 WAIT_MS = 60_000
 
 
 def test_a_fetch_waiting_at_a_follower_sees_a_record_committed_at_the_leader(tmp_path):
-    store = str(tmp_path / "store")
-    log = open_log(store)
+    app = SlotApplication(str(tmp_path / "store"))
+    log = app.log
     log.create_topic("t", {"partitions": 1})
-    with slot_gateway(store, 0) as lead, slot_gateway(store, 1) as follower:
-        assert BrokerRegistry(log.store).publish(Assignment(
-            1, 1, {0: lead.url, 1: follower.url}, (0, 1),
-            {"t": (0,), OFFSETS_TOPIC: (0,) * OFFSETS_PARTITIONS}))
+    with app.running():
+        lead, follower = app.gateways[0], app.gateways[1]
+        app.publish_assignment({"t": (0,)})
         wait_for(lambda: leader(log, 0).startswith("gw0"), what="slot 0 to claim")
 
         def produce_soon() -> None:
@@ -59,16 +56,14 @@ def test_a_consumer_long_polls_every_leader_at_once_and_drops_stale_answers(tmp_
     stale: it is dropped, and the records are read from the new position exactly once."""
     from ingest_gateway.client import Consumer, Producer
 
-    store = str(tmp_path / "store")
-    log = open_log(store)
+    app = SlotApplication(str(tmp_path / "store"))
+    log = app.log
     log.create_topic("t", {"partitions": 2})
-    with slot_gateway(store, 0) as g0, slot_gateway(store, 1) as g1:
-        assert BrokerRegistry(log.store).publish(Assignment(
-            1, 1, {0: g0.url, 1: g1.url}, (0, 1),
-            {"t": (0, 1), OFFSETS_TOPIC: (0,) * OFFSETS_PARTITIONS}))
+    with app.running():
+        app.publish_assignment({"t": (0, 1)})
         wait_for(lambda: leader(log, 0).startswith("gw0") and leader(log, 1).startswith("gw1"),
                  what="both slots to claim")
-        bootstrap = f"{g0.url},{g1.url}"
+        bootstrap = f"{app.url(0)},{app.url(1)}"
         producer = Producer(bootstrap, acks="all")
         consumer = Consumer(gateway=bootstrap, auto_offset_reset="latest",
                             fetch_max_wait_ms=20_000)

@@ -14,15 +14,12 @@ import pyarrow as pa
 import pytest
 
 from ingest_gateway.client import Consumer
-from jobs.gateway_process import GatewayProcess, free_port, wait_for
-from log_layout import open_log
+from jobs.gateway_process import GatewayProcess, wait_for
 from log_layout.brokers import (
     OFFSETS_PARTITIONS,
-    OFFSETS_TOPIC,
-    Assignment,
-    BrokerRegistry,
     coordinator_partition,
 )
+from tests.ingest_gateway.slots import SlotApplication
 
 TOPIC = "clicks"
 PARTITIONS = 4
@@ -31,32 +28,17 @@ SESSION_MS = 60_000
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 
 
-class Application:
+class Application(SlotApplication):
     """Two gateway slots over one store, and the test as their driver."""
 
-    def __init__(self, store_url: str):
-        self.store_url = store_url
-        self.log = open_log(store_url, fsync=False)
-        self.registry = BrokerRegistry(self.log.store)
-        self.generation = 0
-        self.gateways: dict[int, GatewayProcess] = {}
-        for slot in (0, 1):
-            port = free_port()
-            self.gateways[slot] = GatewayProcess(store_url, port=port, settings={
-                "gateway.broker.id": slot,
-                "gateway.advertised.listeners": f"http://127.0.0.1:{port}"})
-
     def publish(self, coordinators: dict[str, int], live: tuple[int, ...] = (0, 1)) -> None:
-        """A new assignment: ``coordinators`` group -> slot (other groups: slot 0);
-        the topic's partitions spread over the live slots."""
-        self.generation += 1
+        """A new assignment: ``coordinators`` group -> slot (other groups: the first live
+        slot); the topic's partitions spread over the live slots."""
         owners = [live[0]] * OFFSETS_PARTITIONS
         for group, slot in coordinators.items():
             owners[coordinator_partition(group)] = slot
-        self.registry.publish(Assignment(
-            1, self.generation, {s: gw.url for s, gw in self.gateways.items()}, live,
-            {TOPIC: tuple(live[p % len(live)] for p in range(PARTITIONS)),
-             OFFSETS_TOPIC: tuple(owners)}))
+        self.publish_assignment({TOPIC: [live[p % len(live)] for p in range(PARTITIONS)]},
+                                offsets=owners, live=live)
 
     def wait_coordinator(self, group: str, slot: int, others: tuple[int, ...] = ()) -> None:
         """Until gateway ``slot`` acts as the group's coordinator and each of ``others``
@@ -83,13 +65,8 @@ def app(tmp_path):
         a.log.partition(TOPIC, p).claim("seed").append(pa.table({
             "key": [f"k{p}-{i}".encode() for i in range(RECORDS)],
             "value": [f"v{p}-{i}".encode() for i in range(RECORDS)]}))
-    try:
-        for gw in a.gateways.values():
-            gw.start()
+    with a.running():
         yield a
-    finally:
-        for gw in a.gateways.values():
-            gw.__exit__(None, None, None)
 
 
 def join(gw: GatewayProcess, group: str, member_id: str | None = None, client_id: str = "c"):

@@ -19,18 +19,12 @@ import time
 import pytest
 
 from ingest_gateway.client import Producer
-from jobs.gateway_process import GatewayProcess, free_port, wait_for
+from jobs.gateway_process import GatewayProcess, wait_for
 from log_layout import open_log
 from log_layout.brokers import OFFSETS_PARTITIONS, OFFSETS_TOPIC, Assignment, BrokerRegistry
+from tests.ingest_gateway.slots import leader, slot_gateway
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
-
-
-def slot_gateway(store: str, slot: int, port: int | None = None) -> GatewayProcess:
-    port = port or free_port()
-    return GatewayProcess(store, port=port, settings={
-        "gateway.broker.id": str(slot),
-        "gateway.advertised.listeners": f"http://127.0.0.1:{port}"})
 
 
 def publish(log, generation: int, slots: dict[int, str], leader_of_all: int,
@@ -40,11 +34,6 @@ def publish(log, generation: int, slots: dict[int, str], leader_of_all: int,
                     OFFSETS_TOPIC: (leader_of_all,) * OFFSETS_PARTITIONS})
     assert BrokerRegistry(log.store).publish(a)
     return a
-
-
-def leader(log, partition: int) -> str:
-    """The gateway id in the partition's newest manifest ("" before any claim)."""
-    return log.partition("t", partition).snapshot(refresh=True).leader or ""
 
 
 def read_back(log, partitions: int) -> tuple[collections.Counter, dict, int]:
