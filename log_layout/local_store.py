@@ -26,6 +26,7 @@ class LocalStore(Store):
         self.root = os.path.abspath(root)
         self.url = "file://" + self.root
         self.fsync = fsync
+        self.cheap_commits = not fsync
         self._local = threading.local()
         os.makedirs(self.root, exist_ok=True)
 

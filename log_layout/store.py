@@ -116,6 +116,10 @@ class Store:
 
     #: whether ``linked_file`` works here (hard links: local filesystems)
     supports_links = False
+    #: a small commit takes tens of microseconds and never waits on a device or a
+    #: network (a local store without fsync): a caller on an event loop may run it
+    #: inline instead of paying two thread hand-offs
+    cheap_commits = False
 
     def linked_file(self, path: str) -> "LinkedFile":
         """A new file under the unique name ``path`` to write, then ``commit`` under a

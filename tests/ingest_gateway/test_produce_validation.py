@@ -39,8 +39,11 @@ def log_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gw(store, log_path):
-    # linger.ms is a backstop only: every batch here is flushed by flush.messages
-    settings = {"gateway.linger.ms": 60_000, "gateway.flush.messages": INNOCENTS,
+    # linger.ms is a backstop only: every batch here is flushed by flush.messages. With
+    # fsync a flush runs on a flush thread, after an acks=1 answer (without, a small one
+    # runs inline, before it: the answer then tells its failure, and no loss is left to count)
+    settings = {"store.fsync": "true", "gateway.linger.ms": 60_000,
+                "gateway.flush.messages": INNOCENTS,
                 "gateway.max.uncompressed.request.size": MAX_UNCOMPRESSED}
     with GatewayProcess(store, settings=settings, log_path=log_path) as g:
         yield g
