@@ -58,7 +58,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
     # -- connection -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(HeadHoldingTransport(transport, self.loop))  # type: ignore[arg-type]
         open_now = len(self.connections)  # this one included
         if open_now > self.max_connections:
             refusal = TooManyConnections(open_now, self.max_connections)
@@ -153,6 +153,47 @@ class GatewayHttpProtocol(HttpToolsProtocol):
                                 (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+class HeadHoldingTransport:
+    """A connection's transport that holds a response head until the body's first write.
+
+    uvicorn writes an answer's head and its body separately: two ``send()`` calls,
+    two packets, and a client that wakes for the head and again for the body. A
+    produce answer's body follows its head in the same turn of the event loop, so
+    holding the head costs nothing and halves the writes of a small answer (a
+    one-record request's round trip). A head whose body does not follow in the
+    same turn (a streamed answer still computing) goes at the end of the turn;
+    ``close`` sends what is held first. Everything else is the transport's own.
+    """
+
+    __slots__ = ("_transport", "_loop", "_held")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n"):
+            self._held = data
+            self._loop.call_soon(self._release)
+            return
+        self._transport.write(data)
+
+    def _release(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._release()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}
