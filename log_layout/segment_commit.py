@@ -152,7 +152,7 @@ class LinkedAppend:
             info = SegmentInfo(file=name, bytes=encoded.size,
                                crc32=encoded.checksum() if crc is None else crc.result(), **stats)
             new = m.next(segments=m.segments + (info,), **changes)
-            f.writev(segment.trailer(version_json(new, m), encoded))
+            f.writev(segment.trailer(version_json(new, m, adds_only=True), encoded))
             if not f.commit(v.path(new.version, self.topic_id)):
                 return None
         v.remember(new, self.topic_id)

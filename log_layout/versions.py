@@ -24,11 +24,13 @@ from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 MANIFEST_TAIL_BYTES = 64 << 10
 
 
-def version_json(new: Manifest, parent: Manifest | None) -> bytes:
+def version_json(new: Manifest, parent: Manifest | None, *, adds_only: bool = False) -> bytes:
     """``new``'s JSON: a delta of ``parent`` when it may be one (it only adds segments
-    and its version is not a checkpoint, see manifest.py), else whole."""
+    and its version is not a checkpoint, see manifest.py), else whole. ``adds_only``:
+    the caller built ``new`` from ``parent`` by adding segments (an append), so the
+    check, O(segments), is skipped."""
     delta = parent is not None and new.version % CHECKPOINT_INTERVAL != 0 \
-        and new.is_delta_of(parent)
+        and (adds_only or new.is_delta_of(parent))
     return new.to_json(delta_of=parent if delta else None)
 
 
