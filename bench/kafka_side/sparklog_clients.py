@@ -48,9 +48,40 @@ def sync_one(url: str, topic: str, seconds: float) -> dict:
     return _rest(url, topic, seconds, 1)
 
 
-def window(url: str, topic: str, seconds: float, outstanding: int) -> dict:
-    """One-record REST v2 POSTs, ``outstanding`` at once (one per keep-alive connection)."""
+def window_rest(url: str, topic: str, seconds: float, outstanding: int) -> dict:
+    """One-record REST v2 POSTs, ``outstanding`` at once (one per keep-alive connection):
+    every record its own HTTP request, which no Kafka client does."""
     return _rest(url, topic, seconds, outstanding)
+
+
+def window(url: str, topic: str, seconds: float, outstanding: int) -> dict:
+    """One record per ``Producer.send()`` with at most ``outstanding`` unacknowledged
+    (linger_ms=0, idempotence off): Kafka's side of this workload, client for client.
+    Like librdkafka, the Producer sends what accumulates while a request is in flight
+    together."""
+    with Producer(url, acks="all", linger_ms=0, enable_idempotence=False) as p:
+        p.send(topic, VALUE).result(30)  # connection and metadata, as on the Kafka side
+        window = threading.Semaphore(outstanding)
+        lat: list[float] = []
+        failed = 0
+
+        def acked(handle, t: float) -> None:
+            nonlocal failed
+            lat.append(time.perf_counter() - t)
+            failed += handle.exception() is not None
+            window.release()
+
+        n = 0
+        t0 = time.perf_counter()
+        stop_at = t0 + seconds
+        while time.perf_counter() < stop_at:
+            window.acquire()
+            t = time.perf_counter()
+            p.send(topic, VALUE).add_done_callback(lambda h, t=t: acked(h, t))
+            n += 1
+        p.flush()
+        elapsed = time.perf_counter() - t0
+    return summary(n, elapsed, lat, errors=failed)
 
 
 def batched(url: str, topic: str, records: int, linger_ms: float) -> dict:
