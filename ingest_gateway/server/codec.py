@@ -106,14 +106,29 @@ class Rows:
     def to_table(self) -> pa.Table:
         n = len(self.values)
 
-        def column(items: list, type_: pa.DataType) -> pa.Array:
+        def column(items: list, i: int) -> pa.Array:
             # list.count runs in C: ~20x cheaper than any() over a generator
-            return pa.nulls(n, type_) if items.count(None) == n else pa.array(items, type_)
+            return _null_column(n, i) if items.count(None) == n else pa.array(items, _TYPES[i])
 
-        return pa.Table.from_arrays([column(self.keys, pa.binary()),
-                                     pa.array(self.values, pa.binary()),
-                                     column(self.stamps, pa.int64()),
-                                     column(self.headers, HEADER_TYPE)], schema=PART_SCHEMA)
+        return pa.Table.from_arrays([column(self.keys, 0), pa.array(self.values, _TYPES[1]),
+                                     column(self.stamps, 2), column(self.headers, 3)],
+                                    schema=PART_SCHEMA)
+
+
+_TYPES = tuple(f.type for f in PART_SCHEMA)
+#: all-null columns of PART_SCHEMA by (length, column), shared: Arrow arrays are
+#: immutable and request sizes repeat. Keyed by ints: hashing an Arrow list type costs
+#: ~2 us, building the column ~3 us, where a one-record request's whole table is ~15 us.
+_NULL_COLUMNS: dict[tuple[int, int], pa.Array] = {}
+
+
+def _null_column(n: int, i: int) -> pa.Array:
+    col = _NULL_COLUMNS.get((n, i))
+    if col is None:
+        if len(_NULL_COLUMNS) >= 1024:  # bounded: sizes seen once are dropped together
+            _NULL_COLUMNS.clear()
+        col = _NULL_COLUMNS[(n, i)] = pa.nulls(n, _TYPES[i])
+    return col
 
 
 def part_rows(part: "pa.Table | Rows") -> int:
