@@ -22,6 +22,9 @@ from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 #: bytes first read from the end of a manifest version file: all of a JSON manifest of a
 #: few hundred segments, or the trailer of an append's file (see Versions.read_file)
 MANIFEST_TAIL_BYTES = 64 << 10
+#: newer versions a snapshot refresh reads one by one before it lists the folder instead
+#: (see Versions._follow)
+FOLLOW_MAX = 8
 
 
 def version_json(new: Manifest, parent: Manifest | None, *, adds_only: bool = False) -> bytes:
@@ -159,11 +162,10 @@ class Versions:
             cached = self._latest
         if cached is not None and not refresh:
             return cached
-        if cached is not None and not self.store.exists(self.path(cached.version + 1)) \
-                and self.store.exists(self.path(cached.version)):
-            # Old versions are deleted oldest first, so if ours is still there and the
-            # next is not, ours is the newest.
-            return cached
+        if cached is not None:
+            newest = self._follow(cached)
+            if newest is not None:
+                return newest
         while True:
             version = self.latest_version()
             try:
@@ -179,6 +181,31 @@ class Versions:
             if self._latest is None or latest.version > self._latest.version:
                 self._latest = latest
             return self._latest
+
+    def _follow(self, cached: Manifest) -> Manifest | None:
+        """The newest version, reached from ``cached`` by reading the versions after it
+        one by one; None if that takes more than FOLLOW_MAX reads or ``cached`` is gone
+        (vacuumed, or the topic re-created): then the caller lists the folder.
+
+        A reader that keeps up (a consumer polling a busy partition) finds a version or
+        two more at each poll; a listing costs as much as the folder is long (a stat
+        per file locally, a LIST page per 1,000 names on S3): listing at every new
+        version made a direct consumer's latency grow with the folder, to ~200 ms.
+        """
+        m = cached
+        for _ in range(FOLLOW_MAX + 1):
+            if not self.store.exists(self.path(m.version + 1)):
+                # Old versions are deleted oldest first, so if ours is still there and
+                # the next is not, ours is the newest.
+                return m if self.store.exists(self.path(m.version)) else None
+            if m.version - cached.version >= FOLLOW_MAX:
+                return None
+            try:
+                m = self.load(m.version + 1)  # a delta applies to m, the cached snapshot
+            except FileNotFoundError:  # vacuumed meanwhile: so many versions, list them
+                return None
+            self.remember(m)
+        return None
 
     def remember(self, manifest: Manifest, topic_id: str | None = None) -> None:
         """Cache ``manifest``, just committed for incarnation ``topic_id`` (default:

@@ -19,9 +19,9 @@
 
 * *directly* from the store (``store=`` URL or ``log=``) through ``log_layout``:
   the consumer opens the segments the partition manifests name, no gateway on
-  the read path. The store cannot notify anyone, so an idle consumer watches the
-  manifests (one ``exists`` per partition per probe) with a backoff of 1 ms
-  doubling to ``fetch_backoff_max_ms``;
+  the read path. The store cannot notify anyone, so a waiting consumer probes the
+  manifests: every ms while records keep coming, slower the longer none came, up
+  to every ``fetch_backoff_max_ms`` (``log_layout.direct_reader``);
 * or *through gateways* (``gateway=`` only): long-poll fetches that a
   gateway answers as soon as a flush commits data, each sent to the gateway
   leading the partitions it asks for.
