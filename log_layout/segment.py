@@ -417,6 +417,7 @@ TIMESTAMP_UNIT_KEY = b"sparklog.timestamp_unit_us"
 #: delta types, narrowest first, with the largest value each holds
 _DELTA_TYPES = ((pa.uint8(), 0xFF), (pa.uint16(), 0xFFFF), (pa.uint32(), 0xFFFF_FFFF))
 _NUMPY = {pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32}
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32}  # by bit width: no type hashing
 #: columns stored as Arrow's null type (no buffers at all) when every value is null
 _NULLABLE = ("key", "value", "headers")
 _EMPTY = pa.py_buffer(b"")
@@ -506,7 +507,7 @@ def _column_int64(col: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)  # not frozen: its __init__ is ~1 µs faster (per read)
 class _Layout:
     """How the columns of a stored-form segment give the segment schema's."""
 
@@ -597,7 +598,7 @@ def _widen(deltas: pa.Array, base: int, unit: int, type_: pa.DataType) -> pa.Arr
     """``base + deltas * unit`` as a null-free int64-based array of ``type_``."""
     if len(deltas) == 0:
         return _int64_array(np.empty(0, dtype=np.int64), type_)
-    values = np.frombuffer(deltas.buffers()[1], dtype=_NUMPY[deltas.type],
+    values = np.frombuffer(deltas.buffers()[1], dtype=_UNSIGNED[deltas.type.bit_width],
                            count=deltas.offset + len(deltas))[deltas.offset:]
     out = np.multiply(values, unit, dtype=np.int64) if unit != 1 else values.astype(np.int64)
     out += base
