@@ -1,6 +1,7 @@
 """Segment files: immutable Arrow IPC *file* format, one per flush or roll-up.
 
-Schema (topic and partition are implied by the path)::
+Every reader sees a segment as a table of the **segment schema** (``SCHEMA``; topic
+and partition are implied by the path)::
 
     offset     int64                                   not null, strictly increasing
     timestamp  timestamp[us, tz=UTC]                   not null, millisecond values
@@ -8,13 +9,48 @@ Schema (topic and partition are implied by the path)::
     value      binary                                  null = tombstone
     headers    list<struct<key: string, value: binary>>  null or empty = no headers
 
-Timestamps are stored in microseconds (Spark's own unit) so Spark reads need no
-cast; their values are whole milliseconds as Kafka's are. Buffers may be
-compressed (``lz4`` or ``zstd``: Arrow IPC buffer compression, so any Arrow
-reader opens the file). The CRC-32 of the segment's bytes (the whole file, or
+Timestamps are in microseconds (Spark's own unit) so Spark reads need no cast; their
+values are whole milliseconds as Kafka's are. ``encode`` takes such a table and
+``decode`` gives it back, value for value.
+
+On disk (format 2, the **stored form**) a segment keeps only what cannot be derived,
+so a 100-byte value with no key and no headers costs 104 bytes (the value and its
+int32 end offset) where the segment schema as is costs 136 (Kafka: 110). The file's
+Arrow schema carries, as metadata (ASCII decimal integers)::
+
+    sparklog.segment.format       "2"
+    sparklog.base_offset          the smallest offset (0 for no records)
+    sparklog.base_timestamp_us    the smallest timestamp, in microseconds
+    sparklog.timestamp_unit_us    "1000" (deltas in milliseconds) or "1"
+
+and these columns, in this order (the first two may be left out)::
+
+    offset     left out         offsets are base_offset, base_offset + 1, ... (every
+                                append; compaction's output has gaps)
+               uint8|16|32      offset - base_offset, the narrowest type that holds them
+               int64            the offsets as they are (too far apart for 32 bits)
+    timestamp  left out         every record has base_timestamp_us (a producer's
+                                default timestamp for a request, LogAppendTime)
+               uint8|16|32      (timestamp - base_timestamp_us) / timestamp_unit_us, the
+                                narrowest type that holds them; the unit is 1 µs only
+                                if a timestamp is not a whole millisecond
+               timestamp[us]    the timestamps as they are (over ~49 days apart)
+    key        null | binary    Arrow's null type (no buffers) when every key is null,
+    value      null | binary    else the segment schema's column (every value null: a
+    headers    null | list<..>  segment of tombstones)
+
+Reading a segment rebuilds what was left out (an ``arange`` of offsets, the widened
+timestamp deltas, null columns sharing one zeroed buffer); the key, value and header
+columns it stored are used as they are, without a copy. A file without the format
+marker is in **format 1**, the segment schema as is (everything written before
+2026-11-25): it is read as it is. Any Arrow reader opens either form; ``canonical``
+turns what it reads into the segment schema.
+
+Buffers may be compressed (``lz4`` or ``zstd``: Arrow IPC buffer compression, so any
+Arrow reader opens the file). The CRC-32 of the segment's bytes (the whole file, or
 the part before a trailer, below) is recorded in the partition manifest and
-verified on every read: a mismatch, a truncated file or bytes that are not
-Arrow raise :class:`CorruptSegment`.
+verified on every read: a mismatch, a truncated file, bytes that are not Arrow, a
+schema that is neither form or an unknown format raise :class:`CorruptSegment`.
 
 A segment may carry a **trailer**: bytes after it that are not records. An append
 on a local store commits its segment and its manifest version as one file with
@@ -39,6 +75,7 @@ import dataclasses
 import functools
 import struct
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
 try:  # ISA-L's CRC-32 is the same function as zlib's, ~5x faster (PCLMUL); optional
@@ -170,10 +207,12 @@ def with_offsets(records: Records, base_offset: int) -> pa.Table:
 
 
 def encode(table: pa.Table, *, compression: str | None = None) -> tuple[pa.Buffer, int]:
-    """Serialize a table of the segment schema to Arrow IPC file bytes.
+    """Serialize a table of the segment schema to Arrow IPC file bytes, in the stored
+    form (see the module docstring).
 
     Returns the buffer and its CRC-32. The table is written as one record batch
-    (or as the batches it already has), so a reader maps it without copying.
+    (or as the batches it already has), so a reader maps its stored columns
+    without copying.
     """
     buf = pa.py_buffer(b"".join(encode_chunks(table, compression=compression).chunks))
     return buf, checksum(buf)
@@ -248,11 +287,12 @@ def encode_chunks(table: pa.Table, *, compression: str | None = None) -> Encoded
     segment than building one and writing it)."""
     if table.schema != SCHEMA:
         table = table.cast(SCHEMA)
+    stored = _stored(table)
     sink = _Collector()
     stream = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), _GATHER_BYTES)
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.ipc.new_file(stream, SCHEMA, options=options) as writer:
-        writer.write_table(table, max_chunksize=1 << 20)
+    with pa.ipc.new_file(stream, stored.schema, options=options) as writer:
+        writer.write_table(stored, max_chunksize=1 << 20)
     stream.flush()
     return Encoded(sink.chunks, sink.size)
 
@@ -310,8 +350,9 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
 
     ``size`` is the segment's length as its manifest records it: a longer file
     carries a trailer after the segment (see the module docstring), which is
-    not read. Raises CorruptSegment for a checksum mismatch, a truncated file or
-    bytes that are not an Arrow IPC file of the segment schema.
+    not read. Returns a table of the segment schema, from either form (see the
+    module docstring). Raises CorruptSegment for a checksum mismatch, a truncated
+    file, bytes that are not an Arrow IPC file, or a schema of neither form.
     """
     if size is not None and len(data) != size:
         if len(data) < size:
@@ -323,11 +364,20 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
             raise CorruptSegment(path, f"CRC-32 is {actual:#010x}, the manifest recorded {crc32:#010x}")
     try:
         reader = pa.ipc.open_file(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
-        if not reader.schema.equals(SCHEMA):  # metadata aside; checked before reading
-            raise CorruptSegment(path, f"schema is {reader.schema}, expected the segment schema")
-        return reader.read_all()
+        layout = _layout(reader.schema, path)  # checked before reading
+        if layout is None:  # format 1, the segment schema as is
+            return reader.read_all()
+        return layout.table(reader.get_batch(i) for i in range(reader.num_record_batches))
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
         raise CorruptSegment(path, f"not a readable Arrow IPC file ({e})") from None
+
+
+def canonical(table: pa.Table, *, path: str = "<table>") -> pa.Table:
+    """The segment-schema table of a segment file read by any Arrow reader
+    (``pa.ipc.open_file(f).read_all()``): the stored form (format 2) converted, the
+    canonical form (format 1) as it is. Raises CorruptSegment for another schema."""
+    layout = _layout(table.schema, path)
+    return table if layout is None else layout.table(table.to_batches())
 
 
 def stats(table: pa.Table) -> dict[str, Any]:
@@ -353,3 +403,203 @@ def _int64_values(chunk: pa.Array) -> np.ndarray:
     """The values of a null-free 64-bit array as int64, without a copy."""
     return np.frombuffer(chunk.buffers()[1], dtype=np.int64, count=chunk.offset + len(chunk))[
         chunk.offset:]
+
+
+
+# -- the stored form (format 2; see the module docstring) ------------------------------
+
+FORMAT = 2
+FORMAT_KEY = b"sparklog.segment.format"
+BASE_OFFSET_KEY = b"sparklog.base_offset"
+BASE_TIMESTAMP_KEY = b"sparklog.base_timestamp_us"
+TIMESTAMP_UNIT_KEY = b"sparklog.timestamp_unit_us"
+
+#: delta types, narrowest first, with the largest value each holds
+_DELTA_TYPES = ((pa.uint8(), 0xFF), (pa.uint16(), 0xFFFF), (pa.uint32(), 0xFFFF_FFFF))
+_NUMPY = {pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32}
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32}  # by bit width: no type hashing
+#: columns stored as Arrow's null type (no buffers at all) when every value is null
+_NULLABLE = ("key", "value", "headers")
+_EMPTY = pa.py_buffer(b"")
+_NO_HEADERS = pa.nulls(0, HEADER_TYPE.value_type)
+
+
+def _stored(table: pa.Table) -> pa.Table:
+    """A table of the segment schema in the stored form: offsets and timestamps left out
+    when derivable, else as narrow deltas; all-null columns of null type."""
+    n = table.num_rows
+    offsets, stamps, *rest = table.columns
+    base_offset, offsets = _stored_offsets(offsets, n)
+    base_ts, unit, stamps = _stored_timestamps(stamps, n)
+    nulls = tuple(c.null_count == n for c in rest)
+    arrays = [c for c in (offsets, stamps) if c is not None]
+    arrays += [pa.nulls(n, pa.null()) if null else c for c, null in zip(rest, nulls)]
+    schema = _stored_schema(offsets.type if offsets is not None else None,
+                            stamps.type if stamps is not None else None, nulls)
+    return pa.Table.from_arrays(arrays, schema=schema.with_metadata({
+        FORMAT_KEY: b"%d" % FORMAT, BASE_OFFSET_KEY: b"%d" % base_offset,
+        BASE_TIMESTAMP_KEY: b"%d" % base_ts, TIMESTAMP_UNIT_KEY: b"%d" % unit}))
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_schema(offset_type: pa.DataType | None, ts_type: pa.DataType | None,
+                   nulls: tuple[bool, ...]) -> pa.Schema:
+    """The stored form's schema (without its metadata) for these column types."""
+    fields = [pa.field(name, type_, nullable=False)
+              for name, type_ in (("offset", offset_type), ("timestamp", ts_type)) if type_]
+    fields += [pa.field(name, pa.null()) if null else SCHEMA.field(name)
+               for name, null in zip(_NULLABLE, nulls)]
+    return pa.schema(fields)
+
+
+def _stored_offsets(col: pa.ChunkedArray, n: int) -> tuple[int, Any]:
+    """The base offset and the stored offset column (None when consecutive)."""
+    if n == 0:
+        return 0, None
+    if col.null_count:  # not a valid segment: kept as it is rather than guessed at
+        return 0, col
+    offsets = _column_int64(col)
+    first = int(offsets[0])
+    # Checked in full (exact from the ends alone up to 2 rows): strictly increasing is
+    # the writer's rule to keep, and a breach must not be read back as consecutive.
+    if int(offsets[-1]) - first == n - 1 \
+            and (n <= 2 or bool((offsets[1:] - offsets[:-1] == 1).all())):
+        return first, None
+    base = int(offsets.min())  # the first, in a valid segment
+    return base, _deltas(offsets, base, int(offsets.max()) - base, col)
+
+
+def _stored_timestamps(col: pa.ChunkedArray, n: int) -> tuple[int, int, Any]:
+    """The base timestamp and the deltas' unit (both in microseconds), and the stored
+    timestamp column (None when every record has the base timestamp)."""
+    if col.null_count:  # not a valid segment: kept as it is
+        return 0, 1000, col
+    stamps = _column_int64(col)
+    lo, hi = (int(stamps.min()), int(stamps.max())) if n > 1 else (int(stamps[0]),) * 2 if n \
+        else (0, 0)
+    if hi == lo:  # one timestamp for all (a producer's default, LogAppendTime)
+        return lo, 1000, None
+    if hi - lo > _DELTA_TYPES[-1][1] * 1000:  # over 49 days apart: as they are
+        return lo, 1000, col
+    # as uint32 where they fit (71 minutes): its division is ~3x faster than int64's
+    deltas = (stamps - lo).astype(np.uint32 if hi - lo <= 0xFFFF_FFFF else np.int64)
+    ms = deltas // 1000
+    if bool((ms * 1000 == deltas).all()):  # whole milliseconds, as Kafka's are
+        return lo, 1000, _deltas(ms, 0, (hi - lo) // 1000, col)
+    return lo, 1, _deltas(deltas, 0, hi - lo, col)
+
+
+def _deltas(values: np.ndarray, base: int, span: int, col: pa.ChunkedArray) -> Any:
+    """``values - base`` (each from 0 to ``span``) as an array of the narrowest unsigned
+    type that holds them, or the canonical column ``col`` if none does."""
+    for type_, top in _DELTA_TYPES:
+        if span <= top:
+            deltas = (values - base if base else values).astype(_NUMPY[type_])
+            return pa.Array.from_buffers(type_, len(deltas), [None, pa.py_buffer(deltas)])
+    return col
+
+
+def _column_int64(col: pa.ChunkedArray) -> np.ndarray:
+    """The values of a 64-bit column as one int64 array (no copy for one chunk)."""
+    if col.num_chunks == 1:
+        return _int64_values(col.chunk(0))
+    chunks = [_int64_values(c) for c in col.chunks if len(c)]
+    return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
+
+
+@dataclasses.dataclass(slots=True)  # not frozen: its __init__ is ~1 µs faster (per read)
+class _Layout:
+    """How the columns of a stored-form segment give the segment schema's."""
+
+    offset_type: pa.DataType | None  # None: left out (consecutive from base_offset)
+    ts_type: pa.DataType | None  # None: left out (every record at base_ts)
+    nulls: tuple[bool, ...]  # key, value, headers: stored as Arrow's null type
+    base_offset: int
+    base_ts: int
+    unit: int
+
+    def table(self, batches: Iterable[pa.RecordBatch]) -> pa.Table:
+        """The file's record batches, in order, as a table of the segment schema."""
+        out, row = [], 0
+        for batch in batches:
+            out.append(self.canonical(batch, row))
+            row += batch.num_rows
+        return pa.Table.from_batches(out, schema=SCHEMA)
+
+    def canonical(self, batch: pa.RecordBatch, row: int) -> pa.RecordBatch:
+        """The batch in the segment schema; ``row`` is its first row's number in the file."""
+        n, i = batch.num_rows, 0
+        if self.offset_type is None:
+            start = self.base_offset + row
+            offsets = _int64_array(np.arange(start, start + n, dtype=np.int64), pa.int64())
+        else:
+            offsets, i = batch.column(0), 1
+            if self.offset_type != pa.int64():
+                offsets = _widen(offsets, self.base_offset, 1, pa.int64())
+        if self.ts_type is None:
+            stamps = _int64_array(np.full(n, self.base_ts, dtype=np.int64), TS_TYPE)
+        else:
+            stamps, i = batch.column(i), i + 1
+            if self.ts_type != TS_TYPE:
+                stamps = _widen(stamps, self.base_ts, self.unit, TS_TYPE)
+        columns, zeros = [offsets, stamps], None
+        for j, null in enumerate(self.nulls):
+            if not null:
+                columns.append(batch.column(i + j))
+                continue
+            # the batch's null columns share one zeroed buffer: their validity (all
+            # null) and their offsets (all empty); no values, no child rows
+            zeros = zeros or pa.py_buffer(np.zeros(n + 1, dtype=np.int32))
+            columns.append(pa.Array.from_buffers(HEADER_TYPE, n, [zeros, zeros], null_count=n,
+                                                 children=[_NO_HEADERS]) if j == 2 else
+                           pa.Array.from_buffers(pa.binary(), n, [zeros, zeros, _EMPTY],
+                                                 null_count=n))
+        return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
+#: the types each stored column may have (the first two columns may be left out)
+_STORED_TYPES = {"offset": (*_NUMPY, pa.int64()), "timestamp": (*_NUMPY, TS_TYPE),
+                 "key": (pa.binary(), pa.null()), "value": (pa.binary(), pa.null()),
+                 "headers": (HEADER_TYPE, pa.null())}
+_STORED_NAMES = [["offset", "timestamp", *_NULLABLE], ["offset", *_NULLABLE],
+                 ["timestamp", *_NULLABLE], list(_NULLABLE)]
+
+
+def _layout(schema: pa.Schema, path: str) -> _Layout | None:
+    """The layout of a stored-form segment of this schema; None for the canonical form
+    (format 1). Raises CorruptSegment for any other schema."""
+    meta = schema.metadata or {}
+    marker = meta.get(FORMAT_KEY)
+    if marker is None:
+        if not schema.equals(SCHEMA):  # metadata aside
+            raise CorruptSegment(path, f"schema is {schema}, expected the segment schema")
+        return None
+    if marker != b"%d" % FORMAT:
+        raise CorruptSegment(path, f"it is in segment format {marker.decode(errors='replace')}; "
+                                   f"this reader knows formats 1 and {FORMAT}")
+    names, types = schema.names, schema.types
+    if names not in _STORED_NAMES \
+            or any(t not in _STORED_TYPES[c] for c, t in zip(names, types)):
+        raise CorruptSegment(path, f"schema is {schema}, not the segment schema's stored form")
+    kinds = dict(zip(names, types))
+    try:
+        layout = _Layout(kinds.get("offset"), kinds.get("timestamp"),
+                         tuple(t == pa.null() for t in types[-3:]), int(meta[BASE_OFFSET_KEY]),
+                         int(meta[BASE_TIMESTAMP_KEY]), int(meta[TIMESTAMP_UNIT_KEY]))
+    except (KeyError, ValueError):
+        layout = None
+    if layout is None or layout.unit not in (1, 1000):
+        raise CorruptSegment(path, f"its schema metadata {meta} lacks a base offset, base "
+                                   f"timestamp or timestamp unit (1 or 1000)")
+    return layout
+
+
+def _widen(deltas: pa.Array, base: int, unit: int, type_: pa.DataType) -> pa.Array:
+    """``base + deltas * unit`` as a null-free int64-based array of ``type_``."""
+    if len(deltas) == 0:
+        return _int64_array(np.empty(0, dtype=np.int64), type_)
+    values = np.frombuffer(deltas.buffers()[1], dtype=_UNSIGNED[deltas.type.bit_width],
+                           count=deltas.offset + len(deltas))[deltas.offset:]
+    out = np.multiply(values, unit, dtype=np.int64) if unit != 1 else values.astype(np.int64)
+    out += base
+    return _int64_array(out, type_)

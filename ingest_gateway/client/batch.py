@@ -46,7 +46,7 @@ class SendBatch:
 
     __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "nbytes",
                  "created", "future", "sequence", "table", "count", "has_keys", "unknown",
-                 "doomed", "max_record", "ordinal")
+                 "doomed", "max_record", "ordinal", "plain")
 
     def __init__(self, topic: str, partition: int, now: float):
         self.topic, self.partition = topic, partition
@@ -69,6 +69,9 @@ class SendBatch:
         self.max_record = NO_LIMIT
         #: its place among its partition's batches (0, 1, ...), set when it closes
         self.ordinal = 0
+        #: values only so far (no keys, headers or timestamps): send()'s fast path
+        #: may add a plain record
+        self.plain = True
 
     def to_table(self) -> pa.Table:
         if self.table is not None:

@@ -119,6 +119,7 @@ class Producer(Delivery):
         # send() takes the bare mutex (a C-level context manager); the sender waits
         # on a condition over the same mutex.
         self._mutex = threading.Lock()
+        self._acquire, self._release = self._mutex.acquire, self._mutex.release
         self._lock = threading.Condition(self._mutex)
         self._open: dict[tuple[str, int], SendBatch] = {}
         self._ready: deque[SendBatch] = deque()
@@ -222,11 +223,12 @@ class Producer(Delivery):
         if key is None and partition is None and headers is None and timestamp is None:
             # The common case, about a third cheaper: a plain keyless record joins the
             # topic's open sticky batch if that batch has no keys, headers or timestamps.
-            with self._mutex:
+            # acquire/release, not `with`: ~100 ns less a call (measured, Python 3.11),
+            # a tenth of send(); try/finally costs nothing until it raises.
+            self._acquire()
+            try:
                 batch = self._sticky_open.get(topic)
-                if batch is not None and self._queued <= self.buffer_memory \
-                        and not batch.has_keys and batch.headers is None \
-                        and batch.timestamps is None \
+                if batch is not None and batch.plain and self._queued <= self.buffer_memory \
                         and (value is None or len(value) <= batch.max_record):
                     values = batch.values
                     index = len(values)
@@ -239,6 +241,8 @@ class Producer(Delivery):
                             self._close_batch(batch)
                             self._lock.notify()
                     handle = SendHandle(batch, index)
+            finally:
+                self._release()
         if handle is None:
             handle = self._append(topic, value, key, partition, headers, timestamp)
         if handle._index & 1023 == 1023 and self._outstanding:
@@ -284,16 +288,19 @@ class Producer(Delivery):
                 if not batch.has_keys:
                     batch.keys = [None] * index
                     batch.has_keys = True
+                    batch.plain = False
                 batch.keys.append(key)
                 if key is not None:
                     size += len(key)
             if headers is not None or batch.headers is not None:
                 if batch.headers is None:
                     batch.headers = [None] * index
+                    batch.plain = False
                 batch.headers.append(headers)
             if timestamp is not None or batch.timestamps is not None:
                 if batch.timestamps is None:
                     batch.timestamps = [None] * index
+                    batch.plain = False
                 batch.timestamps.append(timestamp)
             batch.nbytes += size
             self._queued += size
