@@ -140,6 +140,8 @@ class Records:
     #: the smallest and largest timestamp, in milliseconds (0, 0 when empty)
     min_ts: int
     max_ts: int
+    #: every record has the one timestamp ``min_ts`` (the default, or LogAppendTime)
+    one_timestamp: bool = False
 
 
 def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
@@ -175,7 +177,8 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
     if ts is not None and not (pa.types.is_timestamp(ts.type) or pa.types.is_integer(ts.type)):
         raise InvalidRecords(f"column 'timestamp' must be int64 milliseconds or a timestamp, "
                              f"not {ts.type}")
-    if log_append_time or ts is None or ts.null_count == n:  # all default: no compute kernels
+    one_timestamp = log_append_time or ts is None or ts.null_count == n
+    if one_timestamp:  # all default: no compute kernels
         ts = _int64_array(np.full(n, default_ts_ms * 1000, dtype=np.int64), TS_TYPE)
         min_ts = max_ts = default_ts_ms if n else 0
     else:
@@ -196,7 +199,7 @@ def normalize(records: pa.Table | pa.RecordBatch, *, default_ts_ms: int,
                     from None
     else:
         headers = _nulls(n, HEADER_TYPE)
-    return Records((ts, key, value, headers), n, min_ts, max_ts)
+    return Records((ts, key, value, headers), n, min_ts, max_ts, one_timestamp)
 
 
 def with_offsets(records: Records, base_offset: int) -> pa.Table:
@@ -287,7 +290,31 @@ def encode_chunks(table: pa.Table, *, compression: str | None = None) -> Encoded
     segment than building one and writing it)."""
     if table.schema != SCHEMA:
         table = table.cast(SCHEMA)
-    stored = _stored(table)
+    return _write(_stored(table), compression)
+
+
+def encode_append(records: Records, base_offset: int, *,
+                  compression: str | None = None) -> Encoded:
+    """``encode_chunks(with_offsets(records, base_offset))``, without building what the
+    stored form leaves out: an append's offsets are consecutive by construction, and its
+    records often share one timestamp (``Records.one_timestamp``). A one-record append
+    is the latency-bound case: this skips ~15 us of its ~40 us encode."""
+    n = records.num_rows
+    ts, *rest = records.columns
+    if records.one_timestamp:
+        base_ts, unit, stamps = records.min_ts * 1000, 1000, None
+    else:
+        base_ts, unit, stamps = _stored_timestamps(_chunked(ts), n)
+    return _write(_stored_table(n, base_offset, None, base_ts, unit, stamps, rest),
+                  compression)
+
+
+def _chunked(col: Any) -> pa.ChunkedArray:
+    return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+
+
+def _write(stored: pa.Table, compression: str | None) -> Encoded:
+    """A stored-form table as an Arrow IPC file, in pieces (see ``encode_chunks``)."""
     sink = _Collector()
     stream = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), _GATHER_BYTES)
     options = pa.ipc.IpcWriteOptions(compression=compression)
@@ -420,6 +447,7 @@ _NUMPY = {pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32}
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32}  # by bit width: no type hashing
 #: columns stored as Arrow's null type (no buffers at all) when every value is null
 _NULLABLE = ("key", "value", "headers")
+_NULL = pa.null()
 _EMPTY = pa.py_buffer(b"")
 _NO_HEADERS = pa.nulls(0, HEADER_TYPE.value_type)
 
@@ -431,9 +459,16 @@ def _stored(table: pa.Table) -> pa.Table:
     offsets, stamps, *rest = table.columns
     base_offset, offsets = _stored_offsets(offsets, n)
     base_ts, unit, stamps = _stored_timestamps(stamps, n)
+    return _stored_table(n, base_offset, offsets, base_ts, unit, stamps, rest)
+
+
+def _stored_table(n: int, base_offset: int, offsets: Any, base_ts: int, unit: int,
+                  stamps: Any, rest: list[Any]) -> pa.Table:
+    """The stored form from its parts: offsets and stamps as ``_stored_offsets`` and
+    ``_stored_timestamps`` give them, ``rest`` the key, value and headers columns."""
     nulls = tuple(c.null_count == n for c in rest)
     arrays = [c for c in (offsets, stamps) if c is not None]
-    arrays += [pa.nulls(n, pa.null()) if null else c for c, null in zip(rest, nulls)]
+    arrays += [_nulls(n, _NULL) if null else c for c, null in zip(rest, nulls)]
     schema = _stored_schema(offsets.type if offsets is not None else None,
                             stamps.type if stamps is not None else None, nulls)
     return pa.Table.from_arrays(arrays, schema=schema.with_metadata({

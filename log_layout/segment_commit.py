@@ -140,7 +140,7 @@ class LinkedAppend:
         stats, changes = plan
         v = self.versions
         name = paths.new_segment_name(stats["base_offset"])
-        encoded = segment.encode_chunks(segment.with_offsets(self.records, stats["base_offset"]),
+        encoded = segment.encode_append(self.records, stats["base_offset"],
                                         compression=self.compression)
         # A large segment's CRC-32 is taken on a helper thread while this one is in the
         # kernel copying the same bytes into the file (both only read them): that hides

@@ -313,3 +313,30 @@ def tables(draw) -> pa.Table:
 @given(tables(), st.sampled_from([None, "lz4", "zstd"]))
 def test_decode_gives_back_what_was_encoded(table, compression):
     round_trip(table, compression)
+
+
+@st.composite
+def producer_tables(draw) -> tuple[pa.Table, bool]:
+    """What a producer hands to ``append`` (timestamps in ms, any of them null: the
+    default), and whether the topic stamps LogAppendTime."""
+    n = draw(st.integers(1, 30))
+    cols = {"value": pa.array(draw(_maybe_null(st.binary(max_size=8), n)), pa.binary())}
+    if draw(st.booleans()):
+        cols["key"] = pa.array(draw(_maybe_null(st.binary(max_size=4), n)), pa.binary())
+    if draw(st.booleans()):
+        ms = st.one_of(st.none(), st.integers(0, 2**41))
+        cols["timestamp"] = pa.array(draw(st.lists(ms, min_size=n, max_size=n)), pa.int64())
+    return pa.table(cols), draw(st.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(producer_tables(), st.integers(0, 2**40), st.sampled_from([None, "lz4"]))
+def test_an_appends_encoding_is_the_same_file_as_the_general_one(produced, base, compression):
+    """``encode_append`` skips building offsets and a shared timestamp; the bytes are
+    those of ``encode_chunks`` over the full table."""
+    table, log_append_time = produced
+    records = segment.normalize(table, default_ts_ms=NOW_MS, log_append_time=log_append_time)
+    fast = segment.encode_append(records, base, compression=compression)
+    general = segment.encode_chunks(segment.with_offsets(records, base), compression=compression)
+    assert b"".join(map(bytes, fast.chunks)) == b"".join(map(bytes, general.chunks))
+    assert fast.size == general.size
