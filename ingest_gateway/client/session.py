@@ -83,6 +83,44 @@ def base_url(url: str) -> str:
     return full.rstrip("/")
 
 
+#: request bodies up to this size go out in one write with the request's head
+COALESCE_MAX_BYTES = 64 << 10
+
+
+class OneWriteConnection(urllib3.connection.HTTPConnection):
+    """urllib3's HTTP connection, sending a small body in the same write as the head.
+
+    urllib3 writes the head, then each body chunk: two ``sendall`` calls, and the
+    gateway wakes up twice to read one request. A write costs ~100 us on a loopback
+    socket here, so a produce of 25 records and a consumer's fetch each paid ~0.1 ms
+    for it (raw ``http.client``, which sends a bytes body with the head, was ~0.2 ms
+    faster a round trip). Larger bodies keep urllib3's own chunking.
+    """
+
+    _coalesce = False
+    _head: bytes | None = None
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None,
+                **kw: Any) -> None:
+        self._coalesce = isinstance(body, (bytes, memoryview)) and \
+            len(body) <= COALESCE_MAX_BYTES and not kw.get("chunked")
+        try:
+            super().request(method, url, body, headers, **kw)
+            if self._head is not None:  # no body written (an empty one): the head alone
+                head, self._head = self._head, None
+                super().send(head)
+        finally:
+            self._coalesce, self._head = False, None
+
+    def send(self, data: Any) -> None:
+        if self._coalesce:
+            if self._head is None:
+                self._head = bytes(data)  # http.client writes the whole head first
+                return
+            data, self._head, self._coalesce = self._head + bytes(data), None, False
+        super().send(data)
+
+
 class Session:
     """One gateway's keep-alive pool (thread-safe) and its retry policy.
 
@@ -99,6 +137,8 @@ class Session:
         self.pool = urllib3.connection_from_url(
             self.base, maxsize=max_connections, block=block, retries=False,
             timeout=urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s))
+        if self.pool.scheme == "http":
+            self.pool.ConnectionCls = OneWriteConnection
 
     def send(self, method: str, path: str, body: Any = None,
              headers: Mapping[str, str] | None = None, *, timeout_s: float | None = None,
