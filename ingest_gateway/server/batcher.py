@@ -130,6 +130,26 @@ class Batcher:
         """Partitions this gateway currently writes, with the leader epoch it writes at."""
         return {k: s.writer.epoch for k, s in self._states.items() if s.stopped is None}
 
+    def small_tail(self, topic: str, partition: int, position: int, *, segments: int,
+                   nbytes: int) -> bool:
+        """Whether the records from ``position`` to what this gateway last committed, in
+        a partition it writes, lie in at most ``segments`` segments of at most ``nbytes``
+        bytes in all (a tail reader's next read). No store access."""
+        state = self._states.get((topic, partition))
+        if state is None or state.stopped is not None:
+            return False
+        m = state.plog.snapshot(refresh=False)
+        if not m.log_start_offset <= position <= m.next_offset:
+            return False
+        for info in reversed(m.segments):  # the newest first: a tail reader needs few
+            if info.last_offset < position:
+                return True
+            segments -= 1
+            nbytes -= info.bytes
+            if segments < 0 or nbytes < 0:
+                return False
+        return True
+
     async def lead(self, topic: str, partition: int) -> None:
         """Claim a partition now (the broker application assigned it here), fencing its
         previous leader before any record arrives. A state left fenced or released by

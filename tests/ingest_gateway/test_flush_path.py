@@ -1,8 +1,10 @@
-"""Where a flush runs, and how an answer leaves: the one-record request's path.
+"""Where a flush and a fetch's read run, and how an answer leaves: a lone record's path.
 
 A small batch on a store whose commits are cheap (local, no fsync) is written on
 the event loop (no thread hand-off); a large one, or any on a store that fsyncs,
-on a flush thread. An answer's head and body leave in one write.
+on a flush thread. A fetch of the records just committed reads on the loop on such
+a store; a long backlog, or any read on a store that fsyncs, on the hub's threads.
+An answer's head and body leave in one write.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import asyncio
 import json
 import socket
 import threading
+from typing import Any
 
 import pytest
 
 from conf.settings import load
 from ingest_gateway.http.app import create_app
 from ingest_gateway.server import batcher as batcher_module
+from ingest_gateway.server.consumer_hub import ConsumerHub
 from jobs.gateway_process import GatewayProcess
 from log_layout import open_log
 
@@ -39,9 +43,22 @@ def flush_threads(monkeypatch) -> list[str]:
 
 async def _produce(app, topic: str, values: list[str]) -> tuple[int, dict]:
     body = json.dumps({"records": [{"value": v} for v in values]}).encode()
-    scope = {"type": "http", "method": "POST", "path": f"/topics/{topic}",
-             "query_string": b"acks=all",
-             "headers": [(b"content-type", V2_JSON), (b"content-length", str(len(body)).encode())]}
+    return await _post(app, f"/topics/{topic}", body, V2_JSON, b"acks=all")
+
+
+async def _fetch(app, topic: str, offset: int) -> int:
+    """POST /fetch of partition 0 from ``offset``: the answer's status."""
+    body = json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": offset}],
+                       "max_records": 100_000}).encode()
+    status, _ = await _post(app, "/fetch", body, b"application/json", b"", raw=True)
+    return status
+
+
+async def _post(app, path: str, body: bytes, content_type: bytes, query: bytes, *,
+                raw: bool = False) -> tuple[int, Any]:
+    scope = {"type": "http", "method": "POST", "path": path, "query_string": query,
+             "headers": [(b"content-type", content_type),
+                         (b"content-length", str(len(body)).encode())]}
     sent: list[dict] = []
 
     async def receive():
@@ -51,7 +68,8 @@ async def _produce(app, topic: str, values: list[str]) -> tuple[int, dict]:
         sent.append(message)
 
     await app(scope, receive, send)
-    return sent[0]["status"], json.loads(sent[1]["body"])
+    answer = b"".join(m.get("body", b"") for m in sent[1:])
+    return sent[0]["status"], answer if raw else json.loads(answer)
 
 
 def _run(tmp_path, fsync: bool, values: list[str]) -> tuple[int, dict, int]:
@@ -104,3 +122,37 @@ def test_a_produce_answer_arrives_whole_in_the_first_read(tmp_path):
                               if line.lower().startswith(b"content-length:"))
                 assert len(rest) == length, f"request {i}: the first read held {first!r}"
                 assert json.loads(rest)["offsets"][0]["offset"] == i
+
+
+@pytest.fixture
+def read_threads(monkeypatch) -> list[str]:
+    """The name of the thread each read of the gateway's consumer hub runs on."""
+    names: list[str] = []
+    real = ConsumerHub._read
+
+    def spy(self, positions, max_records):
+        names.append(threading.current_thread().name)
+        return real(self, positions, max_records)
+
+    monkeypatch.setattr(ConsumerHub, "_read", spy)
+    return names
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_a_tail_fetch_reads_on_the_loop_only_where_commits_are_cheap(
+        tmp_path, read_threads, fsync):
+    log = open_log(str(tmp_path), fsync=fsync)
+    log.create_topic("t", {"partitions": 1})
+    app = create_app(load({"store.fsync": str(fsync).lower()}), log)
+
+    async def main():
+        async with app.starlette.router.lifespan_context(app.starlette):
+            for i in range(5):  # five flushes: five segments
+                assert (await _produce(app, "t", [f"r{i}"]))[0] == 200
+            tail = await _fetch(app, "t", 4)  # the last segment only
+            backlog = await _fetch(app, "t", 0)  # five segments: more than a tail
+            return tail, backlog
+
+    assert asyncio.run(main()) == (200, 200)
+    on_loop = threading.main_thread().name
+    assert [name == on_loop for name in read_threads] == [not fsync, False]
