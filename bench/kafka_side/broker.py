@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
@@ -125,7 +126,11 @@ class KafkaBroker:
     def stop(self) -> None:
         """SIGTERM (a controlled shutdown), SIGKILL after 20 s; then delete the folder."""
         try:
-            if self.proc is not None and self.proc.poll() is None:
+            if self.proc is not None and self.proc.poll() is not None:
+                # it died under the benchmark: keep its last words before the folder goes
+                print(f"the Kafka broker had exited with {self.proc.returncode}:\n"
+                      f"{self.output_tail(6000)}", file=sys.stderr, flush=True)
+            elif self.proc is not None:
                 self.proc.send_signal(signal.SIGTERM)
                 try:
                     self.proc.wait(20)

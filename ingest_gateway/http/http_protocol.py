@@ -175,8 +175,11 @@ class HeadHoldingTransport:
 
     def write(self, data: bytes) -> None:
         if self._held is not None:
-            data, self._held = self._held + data, None
-        elif data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n"):
+            # one vectored write, without copying a large body behind the head
+            held, self._held = self._held, None
+            self._transport.writelines((held, data))
+            return
+        if data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n"):
             self._held = data
             self._loop.call_soon(self._release)
             return
