@@ -13,12 +13,9 @@ gateway does not linger (neither does Kafka's broker: ``linger.ms`` is the
 client's setting); ``gateway.linger.ms`` > 0, for compatibility, makes a new
 batch wait that long too. A flush is ONE ``PartitionWriter.append`` of the
 concatenated tables: one segment file and one manifest commit, at most one in
-flight per partition, so partition order holds. It runs on a flush thread, so a
-slow flush of P never delays Q -- except a small batch (``INLINE_FLUSH_BYTES``) on
-a store whose commits cost microseconds (``Store.cheap_commits``: local, no
-fsync), which is written on the event loop itself: the two thread hand-offs cost
-more than such a write (a one-record request's round trip fell from ~1.2 to
-~0.8 ms).
+flight per partition, so partition order holds, on a flush thread (a slow flush of
+P never delays Q); a small batch on a store whose commits cost microseconds
+(``Store.cheap_commits``) is written on the event loop, where a thread costs more.
 While a flush is in flight the next batch fills; once full it waits in the
 partition's queue and another opens, so no flush grows past the thresholds.
 Each batch has ONE asyncio future, resolved when its flush ends; requests keep
@@ -69,13 +66,12 @@ from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
-                                           Ticket, write_batch)
+                                           Ticket, check_sequence, write_batch, write_now)
 from ingest_gateway.server.codec import Parsed, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
 from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
                         PartitionWriter, ProducerBatch, TopicInfo)
-from log_layout.idempotence import check_with_pending
 
 log = logging.getLogger("sparklog.gateway")
 
@@ -130,25 +126,10 @@ class Batcher:
         """Partitions this gateway currently writes, with the leader epoch it writes at."""
         return {k: s.writer.epoch for k, s in self._states.items() if s.stopped is None}
 
-    def small_tail(self, topic: str, partition: int, position: int, *, segments: int,
-                   nbytes: int) -> bool:
-        """Whether the records from ``position`` to what this gateway last committed, in
-        a partition it writes, lie in at most ``segments`` segments of at most ``nbytes``
-        bytes in all (a tail reader's next read). No store access."""
+    def writing(self, topic: str, partition: int) -> PartitionState | None:
+        """The state of a partition this gateway writes now, else None."""
         state = self._states.get((topic, partition))
-        if state is None or state.stopped is not None:
-            return False
-        m = state.plog.snapshot(refresh=False)
-        if not m.log_start_offset <= position <= m.next_offset:
-            return False
-        for info in reversed(m.segments):  # the newest first: a tail reader needs few
-            if info.last_offset < position:
-                return True
-            segments -= 1
-            nbytes -= info.bytes
-            if segments < 0 or nbytes < 0:
-                return False
-        return True
+        return state if state is not None and state.stopped is None else None
 
     async def lead(self, topic: str, partition: int) -> None:
         """Claim a partition now (the broker application assigned it here), fencing its
@@ -301,7 +282,7 @@ class Batcher:
                 for p, table in parsed.parts.items():
                     ticket = Ticket(p, table.num_rows)
                     if p in batches:
-                        dup = self._check_sequence(states[p], batches[p])
+                        dup = check_sequence(states[p], batches[p])
                         if isinstance(dup, tuple) and isinstance(dup[0], Batch):
                             ticket.batch, ticket.part = dup
                         elif dup is not None:
@@ -326,18 +307,6 @@ class Batcher:
                     raise ShuttingDown() from None
                 if state.stopped is not None:
                     raise state.stopped from None
-
-    def _check_sequence(self, state: PartitionState, pb: ProducerBatch):
-        """None for the next batch; a committed duplicate's (base, last) offsets; or
-        (Batch, part) of a pending duplicate. Raises the idempotence errors
-        (the rules: ``log_layout.idempotence``)."""
-        committed = state.plog.snapshot(refresh=False).producers.get(pb.producer_id)
-        pending = state.pending.get(pb.producer_id) or []
-        verdict = check_with_pending(committed, [q for q, _, _ in pending], pb, state.partition)
-        if verdict.pending is not None:
-            _, batch, part = pending[verdict.pending]
-            return batch, part
-        return verdict.committed
 
     def _add(self, state: PartitionState, table: pa.Table, pb: ProducerBatch | None,
              ticket: Ticket) -> None:
@@ -432,14 +401,9 @@ class Batcher:
         state.flushing = batch
         started = time.perf_counter()
         if batch.nbytes <= INLINE_FLUSH_BYTES and self.log.store.cheap_commits:
-            # A small batch on a store whose commit costs microseconds: the two thread
+            # A small batch on a store whose commits cost microseconds: the two thread
             # hand-offs (and the GIL passes between them) would cost more than the write.
-            done: concurrent.futures.Future = concurrent.futures.Future()
-            try:
-                done.set_result(write_batch(state, batch))
-            except Exception as exc:
-                done.set_exception(exc)
-            self._flushed(state, batch, done, started)
+            self._flushed(state, batch, write_now(state, batch), started)
             return
         fut = asyncio.get_running_loop().run_in_executor(self.executor, write_batch, state, batch)
         fut.add_done_callback(lambda f: self._flushed(state, batch, f, started))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import dataclasses
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from ingest_gateway.errors import NotLeader
 from ingest_gateway.server.codec import Rows, part_bytes, to_table
 from log_layout import (AppendResult, Fenced, PartitionLog, PartitionWriter, ProducerBatch,
                         TopicInfo)
-from log_layout.idempotence import sort_out
+from log_layout.idempotence import check_with_pending, sort_out
 
 
 class Batch:
@@ -83,6 +84,22 @@ class PartitionState:
         """Nothing open, queued or being flushed."""
         return self.current is None and self.flushing is None and not self.queue
 
+    def small_tail(self, position: int, *, segments: int, nbytes: int) -> bool:
+        """Whether the records from ``position`` to the last committed lie in at most
+        ``segments`` segments of at most ``nbytes`` bytes in all (a tail reader's next
+        read). No store access."""
+        m = self.plog.snapshot(refresh=False)
+        if not m.log_start_offset <= position <= m.next_offset:
+            return False
+        for info in reversed(m.segments):  # the newest first: a tail reader needs few
+            if info.last_offset < position:
+                return True
+            segments -= 1
+            nbytes -= info.bytes
+            if segments < 0 or nbytes < 0:
+                return False
+        return True
+
     def wake_held(self) -> None:
         """Wake the requests held for an earlier sequence of this partition."""
         waiter, self.sequence_changed = self.sequence_changed, None
@@ -110,6 +127,30 @@ class Ticket:
     part: int = -1
     predicted: int | None = None
     committed: tuple[int, int] | None = None
+
+
+def check_sequence(state: PartitionState, pb: ProducerBatch):
+    """None for the next batch; a committed duplicate's (base, last) offsets; or
+    (Batch, part) of a pending duplicate. Raises the idempotence errors
+    (the rules: ``log_layout.idempotence``)."""
+    committed = state.plog.snapshot(refresh=False).producers.get(pb.producer_id)
+    pending = state.pending.get(pb.producer_id) or []
+    verdict = check_with_pending(committed, [q for q, _, _ in pending], pb, state.partition)
+    if verdict.pending is not None:
+        _, batch, part = pending[verdict.pending]
+        return batch, part
+    return verdict.committed
+
+
+def write_now(state: PartitionState, batch: Batch) -> concurrent.futures.Future:
+    """``write_batch`` on this thread, its outcome as a done future (as a flush
+    thread's would be)."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    try:
+        done.set_result(write_batch(state, batch))
+    except Exception as exc:
+        done.set_exception(exc)
+    return done
 
 
 def write_batch(state: PartitionState, batch: Batch) -> AppendResult:

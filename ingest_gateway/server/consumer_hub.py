@@ -143,9 +143,10 @@ class ConsumerHub:
     async def _read_now(self, positions: Mapping[tuple[str, int], int], max_records: int):
         """``_read``, on the loop when it is a cheap tail read (module docstring), else
         on the hub's threads."""
-        small = self.batcher.small_tail
+        writing = self.batcher.writing
         if self.log.store.cheap_commits and all(
-                small(t, p, pos, segments=INLINE_READ_SEGMENTS, nbytes=INLINE_READ_BYTES)
+                (state := writing(t, p)) is not None and state.small_tail(
+                    pos, segments=INLINE_READ_SEGMENTS, nbytes=INLINE_READ_BYTES)
                 for (t, p), pos in positions.items()):
             return self._read(positions, max_records)
         return await self.run(self._read, positions, max_records)

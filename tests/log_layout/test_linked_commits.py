@@ -13,7 +13,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from log_layout import CorruptManifest, open_log, segment, wall_clock_ms
+from log_layout import CorruptManifest, open_log, segment, segment_stored, wall_clock_ms
 from log_layout import versions as versions_module
 from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 from tests.log_layout.helpers import table
@@ -44,7 +44,7 @@ def test_an_append_is_one_file_with_two_names(local_part):
     whole = pa.ipc.open_file(pa.OSFile(seg_path)).read_all()  # still plain Arrow IPC
     # in the stored form (offsets and the one timestamp left out, the null headers of
     # null type): the records the log reads once brought back to the segment schema
-    assert whole.schema.metadata[segment.FORMAT_KEY] == b"2" and "offset" not in whole.schema.names
+    assert whole.schema.metadata[segment_stored.FORMAT_KEY] == b"2" and "offset" not in whole.schema.names
     assert segment.canonical(whole).equals(local_part.read_segment(info))
     assert whole.column("value").to_pylist() == [f"v{i}".encode() for i in range(50)]
     with open(version_path, "rb") as f:

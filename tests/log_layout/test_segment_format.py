@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log_layout import CorruptSegment, open_log, segment
+from log_layout import CorruptSegment, open_log, segment, segment_stored
 
 NOW_MS = 1_764_000_000_000
 HEADERS = segment.HEADER_TYPE
@@ -57,8 +57,8 @@ def test_a_plain_append_stores_only_the_values():
     _, schema = round_trip(make(1000))
     assert stored_types(schema) == {"key": pa.null(), "value": pa.binary(), "headers": pa.null()}
     meta = schema.metadata
-    assert meta[segment.FORMAT_KEY] == b"2" and meta[segment.BASE_OFFSET_KEY] == b"100"
-    assert meta[segment.BASE_TIMESTAMP_KEY] == b"%d" % (NOW_MS * 1000)
+    assert meta[segment_stored.FORMAT_KEY] == b"2" and meta[segment_stored.BASE_OFFSET_KEY] == b"100"
+    assert meta[segment_stored.BASE_TIMESTAMP_KEY] == b"%d" % (NOW_MS * 1000)
 
 
 def test_one_record():
@@ -104,7 +104,7 @@ def test_timestamps_are_stored_as_millisecond_deltas_from_the_smallest(span_ms, 
     _, schema = round_trip(make(4, ts_us=ts))
     assert stored_types(schema).get("timestamp") == stored
     if stored is not None:
-        assert schema.metadata[segment.BASE_TIMESTAMP_KEY] == b"%d" % (NOW_MS * 1000)
+        assert schema.metadata[segment_stored.BASE_TIMESTAMP_KEY] == b"%d" % (NOW_MS * 1000)
 
 
 def test_timestamps_before_1970_and_at_the_extremes():
@@ -115,7 +115,7 @@ def test_timestamps_before_1970_and_at_the_extremes():
 def test_sub_millisecond_timestamps_are_kept_in_microseconds():
     _, schema = round_trip(make(3, ts_us=[NOW_MS * 1000 + 1, NOW_MS * 1000, NOW_MS * 1000 + 60]))
     assert stored_types(schema)["timestamp"] == pa.uint8()
-    assert schema.metadata[segment.TIMESTAMP_UNIT_KEY] == b"1"
+    assert schema.metadata[segment_stored.TIMESTAMP_UNIT_KEY] == b"1"
 
 
 def test_keys_values_and_headers_null_or_mixed():
@@ -220,15 +220,15 @@ def _stored_file(table: pa.Table, metadata: dict) -> bytes:
 
 
 def test_a_foreign_or_unknown_stored_form_is_refused():
-    good = {segment.FORMAT_KEY: b"2", segment.BASE_OFFSET_KEY: b"0",
-            segment.BASE_TIMESTAMP_KEY: b"0", segment.TIMESTAMP_UNIT_KEY: b"1000"}
+    good = {segment_stored.FORMAT_KEY: b"2", segment_stored.BASE_OFFSET_KEY: b"0",
+            segment_stored.BASE_TIMESTAMP_KEY: b"0", segment_stored.TIMESTAMP_UNIT_KEY: b"1000"}
     values = pa.table({"key": pa.nulls(1), "value": [b"v"], "headers": pa.nulls(1)})
     assert segment.decode(_stored_file(values, good), path="p", crc32=None).num_rows == 1
     cases = [
-        (values, {**good, segment.FORMAT_KEY: b"3"}, "format 3"),
-        (values, {k: v for k, v in good.items() if k != segment.BASE_OFFSET_KEY}, "metadata"),
-        (values, {**good, segment.BASE_TIMESTAMP_KEY: b"soon"}, "metadata"),
-        (values, {**good, segment.TIMESTAMP_UNIT_KEY: b"0"}, "metadata"),
+        (values, {**good, segment_stored.FORMAT_KEY: b"3"}, "format 3"),
+        (values, {k: v for k, v in good.items() if k != segment_stored.BASE_OFFSET_KEY}, "metadata"),
+        (values, {**good, segment_stored.BASE_TIMESTAMP_KEY: b"soon"}, "metadata"),
+        (values, {**good, segment_stored.TIMESTAMP_UNIT_KEY: b"0"}, "metadata"),
         (pa.table({"value": [b"v"], "key": pa.nulls(1), "headers": pa.nulls(1)}), good, "schema"),
         (values.append_column("extra", pa.array([1])), good, "schema"),
         (pa.table({"offset": pa.array([1], pa.int8()), "key": pa.nulls(1), "value": [b"v"],
