@@ -17,17 +17,18 @@ pytestmark = pytest.mark.parametrize("gateway_store", ["file"], indirect=True)
 
 
 def test_linger_counts_from_the_first_record_of_a_batch(gateway, topic):
-    # a record every ~10 ms for ~0.6 s, linger 100 ms: batches close while records
-    # keep coming (a timer restarted by each record would close one batch at the end)
+    # a record every ~10 ms, linger 100 ms: the first batch is sent while records keep
+    # coming (a timer restarted by each record would never fire while they come)
     with Producer(gateway.url, linger_ms=100, batch_size=1 << 20) as producer:
         handles = []
         first = producer.send(topic, b"first", partition=0)
-        deadline = time.monotonic() + 0.6
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not first.done() and time.monotonic() < deadline:
             handles.append(producer.send(topic, b"x", partition=0))
             time.sleep(0.01)  # the send rate, not a wait for a condition
-        # the first batch was sent on its own timer, before the sending stopped
-        assert first.done()
+        assert first.done(), "the first batch waited for the records to stop"
+        for _ in range(3):  # and records sent after it go in later batches
+            handles.append(producer.send(topic, b"y", partition=0))
         producer.flush()
         bases = {h._batch.future.result().base_offset for h in [first, *handles]}
     assert len(bases) >= 2
