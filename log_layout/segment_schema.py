@@ -31,8 +31,8 @@ def int64_array(values: np.ndarray, type_: pa.DataType) -> pa.Array:
 
 
 #: the types of the all-null columns ``shared_nulls`` shares, by number
-BINARY, HEADERS, NULL = 0, 1, 2
-_NULL_TYPES = (pa.binary(), HEADER_TYPE, pa.null())
+BINARY, HEADERS, NULL, INT64 = 0, 1, 2, 3
+_NULL_TYPES = (pa.binary(), HEADER_TYPE, pa.null(), pa.int64())
 _SHARED_NULLS: dict[tuple[int, int], pa.Array] = {}
 
 

@@ -18,6 +18,7 @@ from ingest_gateway.server.codec import (DEFAULT_MAX_UNCOMPRESSED, MAX_TIMESTAMP
 from ingest_gateway.server.ipc_size import MalformedIpc, expanded_size
 from log_layout import InvalidRecords, UnknownPartition
 from log_layout.segment import HEADER_TYPE
+from log_layout.segment_schema import BINARY, HEADERS, INT64, shared_nulls
 
 ARROW_COLUMNS = ("key", "value", "partition", "timestamp", "headers")
 
@@ -155,11 +156,11 @@ def _arrow_columns(table: pa.Table) -> tuple[pa.Table, pa.ChunkedArray]:
     names = table.column_names
     value = _binary_column("value", table.column("value"))
     key = _binary_column("key", table.column("key")) if "key" in names \
-        else pa.chunked_array([pa.nulls(n, pa.binary())])
+        else pa.chunked_array([shared_nulls(n, BINARY)])
     ts = _timestamps_ms(table.column("timestamp")) if "timestamp" in names \
-        else pa.chunked_array([pa.nulls(n, pa.int64())])
+        else pa.chunked_array([shared_nulls(n, INT64)])
     headers = _headers_column(table.column("headers")) if "headers" in names \
-        else pa.chunked_array([pa.nulls(n, HEADER_TYPE)])
+        else pa.chunked_array([shared_nulls(n, HEADERS)])
     return pa.Table.from_arrays([key, value, ts, headers], schema=PART_SCHEMA), key
 
 

@@ -6,12 +6,13 @@ the store, then reads; if fewer than ``min_bytes`` are available it sleeps on
 the waiter, which the batcher's commit listener completes right after the flush
 that commits new data (no polling of the store; under the broker application a
 partition another gateway leads is re-read every ``REMOTE_POLL_S`` instead), and
-reads again; after ``wait_ms`` it answers with what it has. Store reads (and group commits) run on
-the hub's own threads, so a burst of fetches never delays the batcher's flushes --
-except a tail read on a store whose commits are cheap (local, no fsync): the
-records just committed, in at most ``INLINE_READ_SEGMENTS`` segments and
-``INLINE_READ_BYTES`` of partitions this gateway writes, are read on the event loop, where the thread hand-off cost
-more than the read (~0.8 ms of a woken fetch's answer, measured under load).
+reads again; after ``wait_ms`` it answers with what it has. Store reads (and group
+commits) run on the hub's own threads, so a burst of fetches never delays the
+batcher's flushes -- except a tail read on a store whose commits are cheap (local,
+no fsync): the records just committed, in at most ``INLINE_READ_SEGMENTS`` segments
+and ``INLINE_READ_BYTES`` of partitions this gateway writes, are read on the event
+loop, where the thread hand-off cost more than the read (~0.8 ms of a woken fetch's
+answer, measured under load).
 The HTTP routes over it are ``ingest_gateway.http.fetch_routes``,
 ``group_routes`` and ``rest_consumers``.
 
