@@ -15,6 +15,7 @@ import socket
 import threading
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from conf.settings import load
@@ -159,3 +160,38 @@ def test_a_tail_fetch_reads_on_the_loop_only_where_commits_are_cheap(
     assert asyncio.run(main()) == (200, 200)
     on_loop = threading.main_thread().name
     assert [name == on_loop for name in read_threads] == [not fsync, False]
+
+
+@pytest.mark.parametrize("offset", [-1, 2, 3, 2**63 - 1, 2**64, -(2**63) - 1])
+def test_a_fetch_outside_the_log_is_refused_whichever_thread_would_read(tmp_path, offset):
+    """The tail check takes the client's offset as it comes: one outside the log (past
+    its end, negative, beyond 64 bits) is answered as out of range or refused, never
+    with records or a 5xx; the log's end itself is a fetch of nothing."""
+    log = open_log(str(tmp_path), fsync=False)
+    log.create_topic("t", {"partitions": 1})
+    app = create_app(load({"store.fsync": "false"}), log)
+    body = json.dumps({"partitions": [{"topic": "t", "partition": 0, "offset": offset}],
+                       "max_records": 10}).encode()
+
+    async def main():
+        async with app.starlette.router.lifespan_context(app.starlette):
+            assert (await _produce(app, "t", ["a", "b"]))[0] == 200  # the log is [0, 2)
+            return await _post(app, "/fetch", body, b"application/json", b"", raw=True)
+
+    status, answer = asyncio.run(main())
+    if status == 400:  # refused whole: only an offset no 64-bit position can hold
+        assert abs(offset) >= 2**63, answer
+        return
+    assert status == 200, answer
+    reader = pa.ipc.open_stream(answer)
+    errors, rows = [], 0
+    while True:
+        try:
+            batch, meta = reader.read_next_batch_with_custom_metadata()
+        except StopIteration:
+            break
+        rows += batch.num_rows
+        if meta is not None and b"error" in meta:
+            errors.append(meta[b"error"])
+    assert rows == 0
+    assert errors == ([] if offset == 2 else [b"offset_out_of_range"])
