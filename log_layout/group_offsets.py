@@ -32,6 +32,7 @@ Compatibility: documents written before membership was kept have only ``group``,
 (``state`` Empty), and missing ``members``/``revoking``/``state``/``write_id`` always
 mean none.
 A crash mid-write leaves the previous document whole (the replace is atomic).
+Deleting a group (``delete_group_offsets``) deletes its document.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ def read_group_offsets(store: Store, group: str) -> dict[str, Any] | None:
 def write_group_offsets(store: Store, group: str, doc: Mapping[str, Any]) -> None:
     """Replace a group's document atomically. Raises InvalidTopicName for an illegal name."""
     store.put_replace(paths.group_offsets(group), json.dumps(doc).encode())
+
+
+def delete_group_offsets(store: Store, group: str) -> bool:
+    """Delete a group's document (``kafka-consumer-groups --delete``): its committed
+    offsets and members are gone, the name is free. False if it had none. Raises
+    InvalidTopicName for an illegal name."""
+    path = paths.group_offsets(group)
+    if not store.exists(path):
+        return False
+    store.delete([path])
+    return True
 
 
 def groups(store: Store) -> list[str]:

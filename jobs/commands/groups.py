@@ -1,13 +1,22 @@
-"""``sparklog groups list|describe``: consumer groups, like ``kafka-consumer-groups.sh``.
+"""``sparklog groups``: consumer groups, like ``kafka-consumer-groups.sh``.
 
-``describe GROUP`` prints one row per partition of the topics the group
-committed or subscribes to: committed offset, log start, high watermark (log
-end), lag = high watermark − committed, and the member that owns it. Offsets
-and lag come from the store, so describe works without a gateway; members and
-their assignment are shown only when the group's coordinator answers (found
+``describe GROUP`` (or ``--all-groups``) prints one row per partition of the topics
+the group committed or subscribes to: committed offset, log start, log end (the
+high watermark), lag = log end - committed, and the member that owns it;
+``--members`` prints the members and their assignment instead, ``--state`` the
+group's state. Offsets and lag come from the store, so describe works without a
+gateway; members are known only when the group's coordinator answers (found
 through ``--bootstrap-server``, a comma-separated list of gateways), since
 membership lives in the coordinator's memory. ``list`` adds the groups every
-reachable gateway of the application holds.
+reachable gateway holds.
+
+``reset-offsets GROUP --topic T[:P,...] | --all-topics`` with one of
+``--to-earliest``, ``--to-latest``, ``--to-datetime``, ``--to-offset``,
+``--shift-by`` prints the plan (``--dry-run``, the default) or commits it
+(``--execute``). ``delete GROUP`` deletes the group and its offsets,
+``delete-offsets GROUP --topic T`` one topic's offsets. Like Kafka, these refuse a
+group with active members; ``--execute`` and the deletes ask for confirmation
+(``--yes`` skips it; without a terminal they refuse unless ``--yes``).
 """
 
 from __future__ import annotations
@@ -16,21 +25,58 @@ import argparse
 import json
 
 from conf.errors import SparklogError
+from jobs.cli import integer
+
+#: reset-offsets' flags (their argparse names) -> how ``group_admin.reset_plan`` resets
+_HOW = {"to_earliest": "earliest", "to_latest": "latest", "to_datetime": "datetime",
+        "to_offset": "offset", "shift_by": "shift"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("groups", help="list consumer groups, describe their members and lag",
+    p = sub.add_parser("groups", help="list, describe, reset or delete consumer groups",
                        description=__doc__.split("\n\n", 1)[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     lst = actions.add_parser("list", help="group names (from the store and the gateway)")
-    d = actions.add_parser("describe", help="members, assignment, offsets and lag per partition")
-    d.add_argument("group")
+    d = actions.add_parser("describe", help="offsets and lag per partition, members or state")
+    d.add_argument("group", nargs="?")
+    d.add_argument("--all-groups", action="store_true", help="describe every group")
+    view = d.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="members and their assignment")
+    view.add_argument("--state", action="store_true", help="state, generation, strategy")
     d.add_argument("--json", action="store_true", help="print the description as JSON")
-    for parser in (p, lst, d):  # before or after the action, like --store
+    r = actions.add_parser("reset-offsets", help="reset committed offsets (dry run by default)")
+    r.add_argument("group")
+    which = r.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", action="append", metavar="T[:P,...]",
+                       help="a topic, or some of its partitions (repeatable)")
+    which.add_argument("--all-topics", action="store_true",
+                       help="every topic the group has committed offsets for")
+    how = r.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    how.add_argument("--to-latest", action="store_true", help="the log end (high watermark)")
+    how.add_argument("--to-datetime", metavar="ISO",
+                     help="the first record at or after this time (ISO 8601; UTC if no "
+                          "zone is given; or ms since the epoch)")
+    how.add_argument("--to-offset", type=integer(0), metavar="N",
+                     help="this offset (clamped to the log start..log end)")
+    how.add_argument("--shift-by", type=integer(-2**63), metavar="N",
+                     help="the committed offset plus N (N may be negative)")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    x = actions.add_parser("delete", help="delete a group and its committed offsets")
+    x.add_argument("group")
+    o = actions.add_parser("delete-offsets", help="delete a group's offsets of some topics")
+    o.add_argument("group")
+    o.add_argument("--topic", action="append", required=True, metavar="T[:P,...]",
+                   help="a topic, or some of its partitions (repeatable)")
+    for parser in (r, x, o):
+        parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for parser in (p, lst, d, r, x, o):  # before or after the action, like --store
         parser.add_argument("--bootstrap-server", metavar="URL", default=argparse.SUPPRESS,
                             help="gateways to bootstrap from, comma-separated HOST:PORT or URLs "
-                        "(default: http://gateway.host:gateway.port)")
+                                 "(default: http://gateway.host:gateway.port)")
     p.set_defaults(handler=run)
 
 
@@ -88,51 +134,175 @@ def _describe(urls: str, group: str):
         return doc
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from ingest_gateway.client.group_protocol import validate_group_id
+def _description(url: str, lg, group: str) -> dict:
+    """The coordinator's description, else the store's (``members_known`` False).
+    Raises UnknownGroup."""
     from ingest_gateway.server.groups.store import describe_from_store
-    from jobs.cli import gateway_url, settings_from
-    from log_layout import open_log_from_settings
 
-    settings = settings_from(args)
-    url = gateway_url(args, settings)
-    lg = open_log_from_settings(settings)
-    console = Console()
-    if args.action == "list":
-        names = set(lg.groups())
-        names |= _live_groups(url) or set()
-        for name in sorted(names):
-            console.print(name, highlight=False)
-        return 0
-    group = validate_group_id(args.group)
     doc = _describe(url, group)
     if doc is None:
         doc = describe_from_store(lg, group).to_json()  # raises UnknownGroup
         doc["members_known"] = False
     else:
         doc["members_known"] = True
-    if args.json:
-        console.print_json(json.dumps(doc))
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    from ingest_gateway.client.group_protocol import validate_group_id
+    from jobs.cli import gateway_url, settings_from
+    from jobs.cli_output import console
+    from log_layout import open_log_from_settings
+
+    settings = settings_from(args)
+    url = gateway_url(args, settings)
+    lg = open_log_from_settings(settings)
+    out = console()
+    if args.action == "list":
+        names = set(lg.groups())
+        names |= _live_groups(url) or set()
+        for name in sorted(names):
+            out.print(name)
         return 0
+    if args.action == "describe":
+        return _run_describe(args, url, lg, out)
+    group = validate_group_id(args.group)
+    if args.action == "reset-offsets":
+        return _run_reset(args, url, lg, group, out)
+    return _run_delete(args, url, lg, group, out)
+
+
+def _run_describe(args, url: str, lg, out) -> int:
+    from conf.errors import ConfigError
+    from ingest_gateway.client.group_protocol import validate_group_id
+
+    if args.all_groups == (args.group is not None):
+        raise ConfigError("--all-groups", args.group, "give a GROUP or --all-groups, not both")
+    names = sorted(set(lg.groups()) | (_live_groups(url) or set())) if args.all_groups \
+        else [validate_group_id(args.group)]
+    docs = [_description(url, lg, g) for g in names]
+    if args.json:
+        out.print_json(json.dumps(docs if args.all_groups else docs[0]))
+        return 0
+    for i, doc in enumerate(docs):
+        if i:
+            out.print()
+        if args.state:
+            _print_state(doc, out)
+        elif args.members:
+            _print_members(doc, out)
+        else:
+            _print_offsets(doc, out)
+    return 0
+
+
+def _state_text(doc: dict) -> str:
+    return doc["state"] if doc["members_known"] else "unknown (no gateway answered)"
+
+
+def _print_state(doc: dict, out) -> None:
+    from jobs.cli_output import table
+
+    t = table("GROUP", "STATE", "GENERATION", "ASSIGNMENT-STRATEGY", "#MEMBERS",
+              left=("GROUP", "STATE", "ASSIGNMENT-STRATEGY"))
+    t.add_row(doc["group"], _state_text(doc), str(doc["generation"]), doc["strategy"] or "-",
+              str(len(doc["members"])))
+    t.print()
+
+
+def _print_members(doc: dict, out) -> None:
+    from jobs.cli_output import plural, table
+
+    out.print(f"group {doc['group']}: state {_state_text(doc)}, "
+              f"{plural(len(doc['members']), 'member')}")
+    t = table("CONSUMER-ID", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT",
+              left=("CONSUMER-ID", "CLIENT-ID", "ASSIGNMENT"))
+    for m in doc["members"]:
+        parts = sorted((a["topic"], a["partition"]) for a in m["assignment"])
+        t.add_row(m["member_id"], m["client_id"] or "-", str(len(parts)),
+                  ", ".join(f"{tp}-{p}" for tp, p in parts) or "-")
+    t.print()
+
+
+def _print_offsets(doc: dict, out) -> None:
+    from jobs.cli_output import plural, table
+
     members = {m["member_id"]: m for m in doc["members"]}
-    state = doc["state"] if doc["members_known"] else "unknown (no gateway answered)"
-    console.print(f"group {group}: state {state}, generation {doc['generation']}, "
-                  f"strategy {doc['strategy'] or '-'}, {len(members)} member(s)", highlight=False)
-    table = Table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START", "LOG-END-OFFSET", "LAG",
-                  "CONSUMER-ID", "CLIENT-ID")
+    out.print(f"group {doc['group']}: state {_state_text(doc)}, generation "
+              f"{doc['generation']}, strategy {doc['strategy'] or '-'}, "
+              f"{plural(len(members), 'member')}")
+    t = table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "CLIENT-ID", left=("TOPIC", "CONSUMER-ID", "CLIENT-ID"))
     for row in doc["partitions"]:
         owner = row["owner"]
-        table.add_row(row["topic"], str(row["partition"]),
-                      "-" if row["committed"] is None else str(row["committed"]),
-                      str(row["log_start_offset"]), str(row["high_watermark"]),
-                      "-" if row["lag"] is None else str(row["lag"]), owner or "-",
-                      members[owner]["client_id"] if owner in members else "-")
-    console.print(table)
-    idle = [m for m in members.values() if not m["assignment"]]
-    for m in idle:
-        console.print(f"idle member {m['member_id']} ({m['client_id']}): no partition",
-                      highlight=False)
+        t.add_row(row["topic"], str(row["partition"]),
+                  "-" if row["committed"] is None else str(row["committed"]),
+                  str(row["log_start_offset"]), str(row["high_watermark"]),
+                  "-" if row["lag"] is None else str(row["lag"]), owner or "-",
+                  members[owner]["client_id"] if owner in members else "-")
+    t.print()
+    for m in members.values():
+        if not m["assignment"]:
+            out.print(f"idle member {m['member_id']} ({m['client_id']}): no partition")
+
+
+def _run_reset(args, url: str, lg, group: str, out) -> int:
+    from ingest_gateway.server.groups.store import commit_to_store
+    from jobs import group_admin
+    from jobs.cli_output import confirm, parse_time_ms, plural, table
+
+    how = next(h for h in _HOW if getattr(args, h) not in (None, False))
+    value = getattr(args, how)
+    if how == "to_datetime":
+        value = parse_time_ms(value, "--to-datetime")
+    parts = group_admin.selected_partitions(lg, group, None if args.all_topics else args.topic)
+    rows = group_admin.reset_plan(lg, group, parts, _HOW[how], value)
+    t = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "LOG-START",
+              "LOG-END-OFFSET", left=("GROUP", "TOPIC"))
+    for row in rows:
+        t.add_row(group, row.topic, str(row.partition),
+                  "-" if row.current is None else str(row.current), str(row.new),
+                  str(row.log_start), str(row.high_watermark))
+    t.print()
+    if not args.execute:
+        out.print("dry run: nothing changed (add --execute to commit these offsets)")
+        return 0
+    group_admin.check_empty(_describe(url, group), lg, group, "reset offsets of")
+    confirm(f"Reset {plural(len(rows), 'offset')} of consumer group {group!r}?", yes=args.yes)
+    commit_to_store(lg, group, {(r.topic, r.partition): r.new for r in rows},
+                    metadata="sparklog groups reset-offsets")
+    out.print(f"reset {plural(len(rows), 'offset')} of consumer group {group}")
+    return 0
+
+
+def _run_delete(args, url: str, lg, group: str, out) -> int:
+    from ingest_gateway.errors import UnknownGroup
+    from jobs import group_admin
+    from jobs.cli_output import confirm, plural
+    from log_layout.group_offsets import delete_group_offsets
+
+    doc = lg.read_group_offsets(group)
+    if doc is None:
+        raise UnknownGroup(group)
+    if args.action == "delete":
+        group_admin.check_empty(_describe(url, group), lg, group, "delete")
+        confirm(f"Delete consumer group {group!r} and its committed offsets?", yes=args.yes)
+        delete_group_offsets(lg.store, group)
+        out.print(f"deleted consumer group {group}")
+        return 0
+    group_admin.check_empty(_describe(url, group), lg, group, "delete offsets of")
+    gone = [tp for tp in group_admin.selected_partitions(lg, group, args.topic)
+            if str(tp[1]) in doc.get("offsets", {}).get(tp[0], {})]
+    if not gone:
+        out.print(f"consumer group {group} has no committed offset there: nothing to delete")
+        return 0
+    confirm(f"Delete {plural(len(gone), 'committed offset')} of consumer group {group!r}?",
+            yes=args.yes)
+    doc = lg.read_group_offsets(group) or doc  # re-read: the least to lose to a racing commit
+    for topic, p in gone:
+        doc.get("offsets", {}).get(topic, {}).pop(str(p), None)
+        if not doc.get("offsets", {}).get(topic, True):
+            del doc["offsets"][topic]
+    lg.write_group_offsets(group, doc)
+    out.print(f"deleted {plural(len(gone), 'committed offset')} of consumer group {group}")
     return 0
