@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: demo test test-fast bench bench-quick clean
+.PHONY: demo test test-fast bench bench-quick clean chromium console-screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +15,23 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)  ## run the demo on the embedded local store
 	$(BIN)/sparklog demo
 
-test: $(STAMP)  ## run the whole test suite (Spark, Delta, S3 server, crash tests)
+# The web console's browser tests drive Debian's chromium; install it when it is missing
+# (root, as CI runs). If apt-get cannot, those tests skip and say why.
+chromium:  ## Debian's chromium and chromium-driver, for tests/ingest_gateway/test_console.py
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  echo "installing chromium and chromium-driver (apt-get)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      chromium chromium-driver >/dev/null; } \
+	  || echo "chromium could not be installed: the console's browser tests will skip"; \
+	fi
+
+console-screenshots: $(STAMP) chromium  ## the README's console pictures, into docs/console/
+	SPARKLOG_CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/ingest_gateway/test_console.py
+
+test: $(STAMP) chromium  ## run the whole test suite (Spark, Delta, S3 server, crash tests)
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP)  ## skip the slow tests
+test-fast: $(STAMP) chromium  ## skip the slow tests
 	$(BIN)/python -m pytest -q -m 'not slow'
 
 bench-quick: $(STAMP)  ## every benchmark, small

@@ -60,6 +60,8 @@ class GatewaySettings:
     group_max_session_timeout_ms: int
     broker_id: str
     advertised_listeners: str
+    access_log: bool
+    log_format: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ Routes (the OpenAPI document at ``/openapi.json`` is the reference, see
     /groups/...                                             group protocol    (group_routes)
     /consumers/...                                          REST instances    (rest_consumers)
     GET    /healthz  /readyz  /metrics  /openapi.json       operations        (here)
+    GET    /ui ...                                          web console       (console)
 
 :func:`create_app` mounts every route; the one error table is ``errors``. The
 engine behind the handlers (batcher, codec, consumer hub, group coordinator) is
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,14 +36,15 @@ from starlette.routing import BaseRoute, Route
 import conf
 from conf.errors import ConfigError, SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, ShuttingDown
-from ingest_gateway.http import cluster_routes, fetch_routes, group_routes, rest_consumers, topics
+from ingest_gateway.http import (cluster_routes, console, fetch_routes, group_routes,
+                                 rest_consumers, topics)
 from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
 from ingest_gateway.http.topics import batcher_of, cluster_id
 from ingest_gateway.server import codec_json
 from ingest_gateway.server.batcher import Batcher
-from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, Instrumented
 from log_layout import Log
 
 log = logging.getLogger("sparklog.gateway")
@@ -61,7 +64,9 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    # off the loop: the partition, lag and maintenance metrics read the store
+    body = await run_in_threadpool(request.app.state.metrics.render)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 async def openapi(request: Request) -> Response:
@@ -80,6 +85,7 @@ def routes() -> list[BaseRoute]:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
+        *console.routes(),
     ]
 
 
@@ -155,13 +161,14 @@ def _cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher, state:
 
 def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = None,
                flush_threads: int | None = None,
-               now_ms: Callable[[], int] | None = None) -> GatewayApp:
+               now_ms: Callable[[], int] | None = None) -> GatewayApp | Instrumented:
     """The gateway app over ``log_``, every route mounted; the batcher starts and stops
     with the app's lifespan.
 
     ``now_ms`` is the consumer hub's clock (group sessions, idle REST instances;
     default the wall clock). Handlers reach ``request.app.state.batcher``, ``.log``,
-    ``.settings``, ``.metrics``.
+    ``.settings``, ``.metrics``. Every request is counted and timed (and logged if
+    ``gateway.access.log``) by ``metrics.Instrumented``.
     """
     metrics_ = GatewayMetrics()
     slot = settings.gateway.broker_id
@@ -179,10 +186,12 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
             await member.start()
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
+        observer = console.Observer(app.state).start()  # throughput and lag history
         log.info("gateway %s serving %s", batcher.id, log_.url)
         try:
             yield
         finally:
+            observer.stop()
             if member is not None:
                 await member.stop()
             await batcher.close()
@@ -199,4 +208,4 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     #: the server sets this to a callable that makes it stop serving (runner.serve)
     app.state.request_exit = None
     app.state.now_ms = now_ms
-    return GatewayApp(app)
+    return Instrumented(GatewayApp(app), metrics_, log_requests=settings.gateway.access_log)

@@ -87,6 +87,7 @@ class ConsumerHub:
             min_session_timeout_ms=gw.group_min_session_timeout_ms,
             max_session_timeout_ms=gw.group_max_session_timeout_ms,
             cluster=cluster, load_members=cluster is not None)
+        self.coordinator.on_rebalance = batcher.metrics.rebalanced
         #: consumer.instance.timeout.ms: the default and the longest an instance may ask for
         self.instance_timeout_ms = gw.consumer_instance_timeout_ms
         self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
@@ -165,6 +166,7 @@ class ConsumerHub:
                 size = sum(b.nbytes for _, b, _ in got)
                 remaining = deadline - time.monotonic()
                 if errors or remaining <= 0 or (size >= min_bytes and (got or min_bytes <= 0)):
+                    self._count(got)
                     return got, errors
                 # A partition another gateway leads commits nothing here to wake on: poll
                 # the store for it every REMOTE_POLL_S instead (broker application only).
@@ -177,9 +179,17 @@ class ConsumerHub:
                     if remote and time.monotonic() < deadline:
                         continue
                     got, errors = await self._read_now(positions, max_records)
-                    return cut_to_bytes(got, max_bytes), errors
+                    got = cut_to_bytes(got, max_bytes)
+                    self._count(got)
+                    return got, errors
             finally:
                 self._unregister(fut, tps)
+
+    def _count(self, got: Fetched) -> None:
+        """Records and bytes out, per topic, in the gateway's metrics."""
+        fetched = self.batcher.metrics.fetched
+        for (topic, _p), batch, _next in got:
+            fetched(topic, batch.num_rows, batch.nbytes)
 
     # -- REST instances ------------------------------------------------------------------
     def instance(self, group: str, name: str, *, touch: bool = True) -> Instance:

@@ -1,4 +1,4 @@
-"""Run the gateway on uvicorn (httptools + uvloop).
+"""Run the gateway on uvicorn (httptools + uvloop), and set up its logs.
 
 Connection limits (``http_protocol``): ``request.read.timeout.ms`` for a request
 to arrive whole, ``connections.max.idle.ms`` between requests, ``max.connections``.
@@ -6,32 +6,80 @@ to arrive whole, ``connections.max.idle.ms`` between requests, ``max.connections
 SIGTERM and SIGINT start a graceful shutdown: uvicorn stops accepting
 connections and lets open requests finish, then the app's lifespan closes the
 batcher, which flushes every accepted record before the process exits.
+
+Logs go to stderr, as text or (``gateway.log.format=json``, ``--log-format json``) one
+JSON object a line with ``ts``, ``level``, ``logger``, ``message`` and a record's extra
+fields (an access-log line's ``client``, ``method``, ``path``, ``status``, ``bytes``,
+``duration_ms``, ``request``). At INFO, start-up says where the gateway listens and
+which store it uses; the ``sparklog.access`` logger writes one line per request
+(``gateway.access.log``); the coordinator logs joins, leaves and rebalances.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import conf
+from conf.errors import ConfigError
 from log_layout.opening import open_log_from_settings
+
+LOG_FORMATS = ("text", "json")
+#: the LogRecord attributes every record has; anything else was given as ``extra``
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime",
+                                                                        "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``ts`` (UTC, ISO 8601 with ms), ``level``, ``logger``,
+    ``message``, a record's extra fields, and ``exc`` (the traceback) if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ms = int(record.created * 1000) % 1000
+        doc: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{ms:03d}Z",
+            "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        for k, v in vars(record).items():
+            if k not in _STANDARD and k not in doc:
+                doc[k] = v
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def setup_logging(level: str, fmt: str = "text") -> None:
+    """Send every log line to stderr at ``level`` in ``fmt`` (``text`` or ``json``),
+    replacing the root logger's handlers; raises ConfigError for another format."""
+    if fmt not in LOG_FORMATS:
+        raise ConfigError("gateway.log.format", fmt, f"expected one of {', '.join(LOG_FORMATS)}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
 
 
 def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None = None,
-          log_level: str = "warning") -> None:
+          log_level: str = "info") -> None:
     """Serve every route until SIGTERM/SIGINT on ``gateway.host``:``gateway.port`` (blocking).
 
     The store is ``store.url`` (``storage_options`` override what the settings imply).
+    Raises ConfigError for a bad ``gateway.log.format``, or what opening the store raises.
     """
     import uvicorn
 
     from ingest_gateway.http.app import create_app
     from ingest_gateway.http.http_protocol import protocol_class
 
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level, settings.gateway.log_format)
     log_ = open_log_from_settings(settings, storage_options=storage_options)
     app = create_app(settings, log_)
     # Start-up objects (modules, settings) never die: keep them out of every collection,
@@ -49,9 +97,15 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
                             # no X-Forwarded-For rewriting: nothing here reads client addresses
                             proxy_headers=False,
                             timeout_keep_alive=gw.connections_max_idle_ms / 1000,
-                            log_level=log_level, access_log=False, timeout_graceful_shutdown=30,
-                            backlog=1024)
+                            # our handlers and format (log_config=None); our own access log
+                            log_config=None, log_level=log_level, access_log=False,
+                            timeout_graceful_shutdown=30, backlog=1024)
     server = uvicorn.Server(config)
+    app.state.metrics.watch_connections(lambda: len(server.server_state.connections))
+    logging.getLogger("sparklog.gateway").info(
+        "listening on http://%s:%d (console http://%s:%d/ui, metrics /metrics), store %s, "
+        "access log %s", gw.host, gw.port, gw.host, gw.port, log_.url,
+        "on" if gw.access_log else "off")
     # a gateway replaced by a newer one in its slot stops serving (cluster_member)
     app.state.request_exit = lambda: setattr(server, "should_exit", True)
     server.run()

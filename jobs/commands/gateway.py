@@ -16,8 +16,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, help="port to bind (default: gateway.port, 8082)")
     p.add_argument("--storage-options", metavar="JSON",
                    help="fsspec storage options as JSON, e.g. for an S3 endpoint and keys")
-    p.add_argument("--log-level", default="warning",
+    p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["text", "json"],
+                   help="log lines as text or one JSON object a line (default: "
+                        "gateway.log.format, text); the access log is gateway.access.log")
     p.set_defaults(handler=run)
 
 
@@ -26,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from ingest_gateway.server.runner import serve
     from jobs.cli import settings_from
 
-    settings = settings_from(args, **{"gateway.host": args.host, "gateway.port": args.port})
+    settings = settings_from(args, **{"gateway.host": args.host, "gateway.port": args.port,
+                                      "gateway.log.format": args.log_format})
     options = None
     if args.storage_options:
         try:

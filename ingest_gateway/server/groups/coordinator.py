@@ -53,6 +53,7 @@ when the coordinator moves (``load_members``).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -71,6 +72,8 @@ from ingest_gateway.server.groups.state import (DEFAULT_REBALANCE_TIMEOUT_MS,
 from ingest_gateway.server.groups.store import checked_offsets, partition_lags
 from ingest_gateway.server.groups.table import Cluster, GroupTable
 from log_layout import Log, wall_clock_ms
+
+log = logging.getLogger("sparklog.groups")
 
 
 class GroupCoordinator:
@@ -110,6 +113,8 @@ class GroupCoordinator:
         #: called with the group name after membership or assignment changed
         #: (the gateway wakes long-polling members with it)
         self.on_change = on_change
+        #: called with the group name when a generation completes (the gateway's metrics)
+        self.on_rebalance: Callable[[str], None] | None = None
         self.table = GroupTable(log, now_ms, cluster=cluster, load_members=load_members)
         self._lock = self.table.lock
 
@@ -189,6 +194,8 @@ class GroupCoordinator:
                     member_id = f"{client_id or 'consumer'}-{uuid.uuid4().hex[:12]}"
                     m = g.members[member_id] = Member(member_id, client_id, topics, strategies,
                                                       session, rebalance_timeout_ms, now, -1)
+                    log.info("group %s: member %s (client %r) joined, rebalancing", group,
+                             member_id, client_id)
                     self._start_rebalance(g, now)
                 else:
                     m = self._member(g, member_id)
@@ -303,6 +310,8 @@ class GroupCoordinator:
         this gateway no longer coordinates the group)."""
         for mid in member_ids:
             g.members.pop(mid, None)
+        log.info("group %s: member%s %s left or expired", g.name, "s" * (len(member_ids) > 1),
+                 ", ".join(member_ids))
         generation = g.generation
         if g.members:
             self._start_rebalance(g, now)
@@ -340,6 +349,10 @@ class GroupCoordinator:
         # Persist the generation so ids never repeat after a restart (a zombie of
         # generation N must not match a new generation N).
         self.table.write(g, *g.snapshot_doc())
+        log.info("group %s: rebalanced to generation %d (%s, %d member%s)", g.name, target,
+                 strategy, len(members), "s" * (len(members) != 1))
+        if self.on_rebalance is not None:
+            self.on_rebalance(g.name)
         if g.revoking:
             self._start_rebalance(g, now)
         self._notify(g)

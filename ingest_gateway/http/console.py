@@ -1,0 +1,299 @@
+"""The web console at ``/ui``: server-rendered pages over the gateway's own engine, in the
+manner of Kafka UI, AKHQ or Redpanda Console. No build step, nothing fetched at run time:
+the pages are HTML with inline SVG charts, styled by ``console_static/console.css``
+(one small script, ``console.js``, only keeps an optional auto-refresh).
+
+Pages::
+
+    GET  /ui                                   overview: throughput charts, topics, groups
+    GET  /ui/topics                            topics: partitions, records, bytes, segments
+    GET  /ui/topics/{topic}                    partitions (log start / end, bytes, segments),
+                                               configs, produce form
+    GET  /ui/topics/{topic}/messages           browser: ?partition=&offset=|timestamp=
+                                               &count=&format=text|json|hex
+    POST /ui/topics/{topic}/produce            the produce form (urlencoded), then 303 to
+                                               the browser at the new record
+    GET  /ui/groups    /ui/groups/{group}      groups; members, assignment, lag, lag chart
+    GET  /ui/maintenance                       maintenance history (newest first)
+    GET  /ui/static/{name}                     the console's CSS and script
+
+A page's store reads run on the consumer hub's threads. Errors (an unknown topic, an
+offset out of range) are shown as an HTML page with the status of the gateway's one
+error table (``http.errors``). :class:`Observer` samples the throughput history every
+second and the lag of live groups every LAG_SAMPLE_S while the app runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import importlib.resources
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from conf.errors import SparklogError
+from conf.topic import validate_topic_name
+from ingest_gateway.errors import BadRequest
+from ingest_gateway.http import console_data as data
+from ingest_gateway.http import console_pages as pages
+from ingest_gateway.http.body import read_body
+from ingest_gateway.http.console_render import esc, page
+from ingest_gateway.http.errors import status_of
+from ingest_gateway.http.params import partition_param
+from ingest_gateway.http.produce import produce
+from ingest_gateway.http.requests import hub_of
+from ingest_gateway.server.metrics import HISTORY_INTERVAL_S
+
+log = logging.getLogger("sparklog.console")
+
+#: seconds between two lag samples of the groups this gateway coordinates
+LAG_SAMPLE_S = 5.0
+#: most records one browser page shows
+MAX_BROWSE = 500
+_STATIC = {"console.css": "text/css; charset=utf-8",
+           "console.js": "text/javascript; charset=utf-8"}
+
+
+def _page(handler: Any) -> Any:
+    """A console route: SparklogErrors become an HTML error page with their status."""
+    async def route(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except SparklogError as exc:
+            request.app.state.metrics.rejected(getattr(exc, "code", "error"))
+            status = status_of(exc)[0]
+            body = (f'<p class=error id=error>{esc(exc)}</p>'
+                    '<p><a href="/ui">Back to the overview</a></p>')
+            return HTMLResponse(page(f"Error {status}", body), status_code=status)
+    return route
+
+
+async def _off_loop(request: Request, fn: Any, *args: Any) -> Any:
+    hub = hub_of(request)
+    return await hub.run(fn, *args)
+
+
+# -- pages -----------------------------------------------------------------------------------
+async def overview(request: Request) -> Response:
+    state = request.app.state
+    topics = await _off_loop(request, data.topic_rows, state.log)
+    groups = await _off_loop(request, data.describe_groups, state)
+    return HTMLResponse(pages.overview(state, topics, groups))
+
+
+async def topics_page(request: Request) -> Response:
+    topics = await _off_loop(request, data.topic_rows, request.app.state.log)
+    return HTMLResponse(pages.topics(topics))
+
+
+async def topic_page(request: Request) -> Response:
+    state = request.app.state
+    topic = validate_topic_name(request.path_params["topic"])
+    rows = await _off_loop(request, data.partition_rows, state.log, topic)
+    configs = await _off_loop(request, data.topic_configs, state.log, topic,
+                              state.settings.topic)
+    leader = state.cluster.leader if state.cluster is not None else None
+    leaders = {p.partition: leader(topic, p.partition) for p in rows} if leader else {}
+    return HTMLResponse(pages.topic(topic, rows, configs, leaders,
+                                    notice=request.query_params.get("notice", "")))
+
+
+def _int_query(request: Request, name: str, lo: int, hi: int) -> int | None:
+    raw = request.query_params.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isascii() or not raw.lstrip("-").isdigit() or not lo <= int(raw) <= hi:
+        raise BadRequest(f"{name} must be a whole number from {lo} to {hi}, not {raw!r}")
+    return int(raw)
+
+
+def _timestamp_query(raw: str) -> int | None:
+    """``2026-11-25T20:49`` or ``...:27`` (UTC, as a datetime-local input sends it) or epoch
+    milliseconds -> milliseconds; raises BadRequest."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    if raw.isascii() and raw.isdigit():
+        return int(raw)
+    try:
+        dt = datetime.datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(f"timestamp must be a UTC date and time (2026-11-25T20:49) or "
+                         f"epoch milliseconds, not {raw!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+async def messages_page(request: Request) -> Response:
+    """The message browser: records of one partition from an offset or a timestamp."""
+    state = request.app.state
+    topic = validate_topic_name(request.path_params["topic"])
+    rows = await _off_loop(request, data.partition_rows, state.log, topic)
+    q = request.query_params
+    partition = partition_param(topic, q.get("partition") or "0")
+    if partition >= len(rows):
+        await _off_loop(request, state.log.partition, topic, partition)  # UnknownPartition
+    count = _int_query(request, "count", 1, MAX_BROWSE) or 20
+    fmt = q.get("format", "text") if q.get("format") in ("text", "json", "hex") else "text"
+    row = rows[partition]
+    ts = _timestamp_query(q.get("timestamp", ""))
+    offset = _int_query(request, "offset", 0, 2**63 - 1)
+    if ts is not None:
+        plog = await _off_loop(request, state.log.partition, topic, partition)
+        found = await _off_loop(request, lambda: plog.offset_for_timestamp(ts))
+        offset = row.log_end if found is None else found
+    elif offset is None:
+        offset = max(row.log_start, row.log_end - count)  # the newest records
+    records: list[dict[str, Any]] = []
+    if offset < row.log_end:
+        hub = hub_of(request)
+        got, errors = await hub.fetch({(topic, partition): offset}, max_records=count,
+                                      max_bytes=8 << 20, wait_ms=0, min_bytes=0)
+        if errors:
+            raise next(iter(errors.values()))
+        for _, batch, _ in got:
+            records.extend(batch.to_pylist())
+    return HTMLResponse(pages.messages(topic, rows, partition, offset, count, fmt, ts,
+                                       records[:count], notice=q.get("notice", "")))
+
+
+async def groups_page(request: Request) -> Response:
+    hub_of(request)  # the coordinator: live members, not only the store's documents
+    groups = await _off_loop(request, data.describe_groups, request.app.state)
+    return HTMLResponse(pages.groups(groups))
+
+
+async def group_page(request: Request) -> Response:
+    state = request.app.state
+    hub_of(request)
+    group = request.path_params["group"]
+    d = await _off_loop(request, data.describe_group, state, group)
+    return HTMLResponse(pages.group(d, state.metrics.history.lags(group)))
+
+
+async def maintenance_page(request: Request) -> Response:
+    runs = await _off_loop(request, data.maintenance_runs, request.app.state.log, 100)
+    return HTMLResponse(pages.maintenance(runs))
+
+
+async def static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in _STATIC:
+        return Response("not found", status_code=404, media_type="text/plain")
+    body = (importlib.resources.files("ingest_gateway.http") / "console_static" / name).read_bytes()
+    return Response(body, media_type=_STATIC[name],
+                    headers={"Cache-Control": "max-age=300"})
+
+
+# -- the produce form ------------------------------------------------------------------------
+def _form_headers(raw: str) -> list[dict[str, str]]:
+    """``key: value`` or ``key=value`` lines -> REST Proxy binary headers; raises BadRequest."""
+    out = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        sep = min((i for i in (line.find(":"), line.find("=")) if i > 0), default=-1)
+        if sep < 0:
+            raise BadRequest(f"header line {n} must be key: value, not {line!r}")
+        out.append({"key": line[:sep].strip(),
+                    "value": base64.b64encode(line[sep + 1:].strip().encode()).decode()})
+    return out
+
+
+async def produce_form(request: Request) -> Response:
+    """One record from the topic page's form, through the same path as REST Proxy's
+    binary produce; then the browser at the record (303)."""
+    topic = validate_topic_name(request.path_params["topic"])
+    body = await read_body(request)
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", errors="replace"),
+                                          keep_blank_values=True).items()}
+    record: dict[str, Any] = {
+        "value": None if form.get("null_value") else
+        base64.b64encode(form.get("value", "").encode()).decode()}
+    if form.get("key"):
+        record["key"] = base64.b64encode(form["key"].encode()).decode()
+    headers = _form_headers(form.get("headers", ""))
+    if headers:
+        record["headers"] = headers
+    if form.get("partition", "").strip():
+        record["partition"] = partition_param(topic, form["partition"].strip())
+    doc = json.dumps({"records": [record]}).encode()
+
+    async def read() -> bytes:
+        return doc
+
+    _media, answer = await produce(request.app.state, topic, None,
+                                   "application/vnd.kafka.binary.v2+json", {}, None, read)
+    result = json.loads(answer) if isinstance(answer, bytes) else answer
+    first = result["offsets"][0]
+    if first.get("error"):
+        raise BadRequest(f"the record was not written: {first['error']}")
+    p, offset = int(first["partition"]), int(first["offset"])
+    target = pages.messages_url(topic, partition=p, offset=offset, count=1,
+                                notice=f"Produced to partition {p} at offset {offset}")
+    return RedirectResponse(target, status_code=303)
+
+
+def routes() -> list[BaseRoute]:
+    """The console's routes (mounted by ``app.routes``)."""
+    return [
+        Route("/ui", _page(overview), methods=["GET"]),
+        Route("/ui/", _page(overview), methods=["GET"]),
+        Route("/ui/topics", _page(topics_page), methods=["GET"]),
+        Route("/ui/topics/{topic}", _page(topic_page), methods=["GET"]),
+        Route("/ui/topics/{topic}/messages", _page(messages_page), methods=["GET"]),
+        Route("/ui/topics/{topic}/produce", _page(produce_form), methods=["POST"]),
+        Route("/ui/groups", _page(groups_page), methods=["GET"]),
+        Route("/ui/groups/{group}", _page(group_page), methods=["GET"]),
+        Route("/ui/maintenance", _page(maintenance_page), methods=["GET"]),
+        Route("/ui/static/{name}", static, methods=["GET"]),
+    ]
+
+
+class Observer:
+    """While the app runs: a throughput sample every HISTORY_INTERVAL_S (on the loop: it
+    reads four ints) and the lag of the groups this gateway coordinates every
+    LAG_SAMPLE_S (off the loop); registers the store-read metrics (``console_data``)."""
+
+    def __init__(self, state: Any):
+        self.state = state
+        self._timer: asyncio.TimerHandle | None = None
+        self._lag_at = 0.0
+        self._lagging: Any = None
+        maintenance = data.MaintenanceTotals()
+        state.metrics.add_collector(lambda: data.collect(state, maintenance))
+
+    def start(self) -> "Observer":
+        self._tick()
+        return self
+
+    def _tick(self) -> None:
+        self.state.metrics.history.sample()
+        now = time.monotonic()
+        hub = getattr(self.state, "consumer_hub", None)
+        if hub is not None and now - self._lag_at >= LAG_SAMPLE_S and \
+                (self._lagging is None or self._lagging.done()):
+            self._lag_at = now
+            self._lagging = asyncio.get_running_loop().run_in_executor(
+                hub.executor, data.sample_live_lags, self.state)
+            self._lagging.add_done_callback(_log_failure)
+        self._timer = asyncio.get_running_loop().call_later(HISTORY_INTERVAL_S, self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def _log_failure(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("sampling group lags failed: %r", fut.exception())
