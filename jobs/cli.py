@@ -97,6 +97,25 @@ def _add_common_flags(parser: argparse.ArgumentParser) -> None:
                                help="override any setting (repeatable)")
 
 
+_MARKUP = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
+
+
+def _plain(text: str | None) -> str | None:
+    """Docstring markup out of a help text: ``x`` and :func:`x` read as x in a terminal."""
+    return text if not text else _MARKUP.sub(lambda m: m.group(1) or m.group(2), text)
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Strip RST markup from every description and help text (command modules write
+    them from their docstrings, which are RST)."""
+    for _depth, child in [(0, parser), *_command_parsers(parser)]:
+        child.description, child.epilog = _plain(child.description), _plain(child.epilog)
+        for action in child._actions:
+            action.help = _plain(action.help)
+            for choice in getattr(action, "_choices_actions", ()):  # sub-command summaries
+                choice.help = _plain(choice.help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparklog",
@@ -114,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"jobs.commands.{info.name}")
         module.register(sub)
     _add_common_flags(parser)
+    _plain_help(parser)
     return parser
 
 

@@ -159,12 +159,10 @@ def _coordinator(group: str, assignment) -> dict[str, Any]:
 
 # -- the tables -----------------------------------------------------------------
 def _console():
-    import sys
-
-    from rich.console import Console
+    from jobs.cli_output import console
 
     # piped output gets whole rows instead of 80 squeezed columns (as `maintain` does)
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    return console()
 
 
 def print_status(doc: Mapping[str, Any]) -> None:

@@ -70,12 +70,10 @@ def _project_root():
 
 
 def _console():
-    import sys
-
-    from rich.console import Console
+    from jobs.cli_output import console
 
     # piped output (cron, logs) gets the whole table instead of 80 squeezed columns
-    return Console() if sys.stdout.isatty() else Console(width=140)
+    return console()
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -129,19 +127,19 @@ def _one_run(console, log, args, spark, now_ms: int):
 
 
 def _size(n: float) -> str:
-    """Bytes, short: 812B, 31.2K, 4.0M, 1.2G (binary units)."""
-    for unit in ("B", "K", "M", "G"):
-        if abs(n) < 1024 or unit == "G":
-            return f"{int(n)}B" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return str(n)
+    """Bytes as every command shows them: 812 B, 31.2 KiB, 4.0 MiB (``cli_output``)."""
+    from jobs.cli_output import human_size
+
+    return human_size(int(n))
 
 
 def print_summary(console, summary) -> None:
     from rich.table import Table
 
+    from jobs.cli_output import plural
+
     title = (f"{summary.command}{' (dry run: nothing written)' if summary.dry_run else ''}: "
-             f"{len(summary.topics)} topics, {summary.duration_ms / 1000:.1f} s")
+             f"{plural(len(summary.topics), 'topic')}, {summary.duration_ms / 1000:.1f} s")
     table = Table(title=title)
     for col in ("step", "parts", "changed", "segments", "records", "bytes", "files del",
                 "conflicts"):
@@ -160,12 +158,12 @@ def print_summary(console, summary) -> None:
 
 
 def show_history(args: argparse.Namespace) -> int:
-    import datetime
     import json
 
     from rich.table import Table
 
     from jobs.cli import settings_from
+    from jobs.cli_output import iso_ms
     from log_layout import open_log_from_settings
 
     log = open_log_from_settings(settings_from(args))
@@ -176,13 +174,12 @@ def show_history(args: argparse.Namespace) -> int:
             print(json.dumps(r))
         return 0
     table = Table(title=f"maintenance history of {log.url} (newest {args.limit})")
-    for col in ("when (UTC)", "command", "parts", "cleaned", "removed", "bytes", "files del",
+    for col in ("when", "command", "parts", "cleaned", "removed", "bytes", "files del",
                 "secs", "errors"):
-        table.add_column(col, justify="left" if col in ("when (UTC)", "command") else "right",
+        table.add_column(col, justify="left" if col in ("when", "command") else "right",
                          no_wrap=True)
     for r in runs:
-        when = datetime.datetime.fromtimestamp(r.get("now_ms", 0) / 1000, datetime.UTC)
-        table.add_row(when.strftime("%Y-%m-%d %H:%M:%S"), r.get("command", "?"),
+        table.add_row(iso_ms(r.get("now_ms")), r.get("command", "?"),
                       str(r.get("partitions", 0)), str(r.get("partitions_cleaned", 0)),
                       str(r.get("records_removed", 0)),
                       f"{_size(r.get('bytes_before', 0))}->{_size(r.get('bytes_after', 0))}",

@@ -17,6 +17,10 @@ COMMANDS = {
     ("materialize",): ["t", "--table", "t"], ("compact",): [], ("retention",): [],
     ("maintain",): [], ("maintenance-history",): [], ("gateway",): [], ("demo",): [],
     ("broker-app",): [], ("cluster", "status"): [],
+    ("groups", "reset-offsets"): ["g", "--all-topics", "--to-earliest"],
+    ("groups", "delete"): ["g"], ("groups", "delete-offsets"): ["g", "--topic", "t"],
+    ("records", "delete"): ["t", "--partition", "0", "--before", "1"], ("offsets",): ["t"],
+    ("metadata",): [], ("dump-log",): ["t/0"],
 }
 
 

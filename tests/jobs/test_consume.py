@@ -38,7 +38,10 @@ def test_consume_from_beginning_reads_the_store(store, capsys):
     rows = lines(capsys)
     assert sorted((int(r[0]), int(r[1])) for r in rows) == [(p, o) for p in range(2)
                                                             for o in range(4)]
-    assert ["0", "2", "1002", "k2", "p0-v2"] in rows
+    assert ["0", "2", "1970-01-01T00:00:01.002Z", "k2", "p0-v2"] in rows  # ISO 8601, UTC
+    assert main(["--store", store, "consume", "clicks", "--partition", "0", "--offset", "2",
+                 "--max-messages", "1", "--time-format", "ms"]) == 0
+    assert lines(capsys) == [["0", "2", "1002", "k2", "p0-v2"]]
 
 
 def test_consume_partition_from_offset_as_json(store, capsys):
@@ -137,7 +140,8 @@ def test_consume_group_takes_a_gateway_without_scheme(local_gateway):
                                  body={"records": [{"value": "v0"}, {"value": "v1"}]})
     assert status == 200, body
     run = sparklog("consume", topic, "--store", path, "--group", f"g-{topic}",
-                   "--from-beginning", "--bootstrap-server", gw.url.replace("http://127.0.0.1", "localhost"),
+                   "--from-beginning", "--bootstrap-server",
+                   gw.url.replace("http://127.0.0.1", "localhost"),
                    "--max-messages", "2")
     out, err = text(run)
     assert run.returncode == 0, err
