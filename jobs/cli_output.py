@@ -12,8 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from collections.abc import Iterable
+from typing import TypeVar
 
 from conf.errors import ConfigError, SparklogError
+
+T = TypeVar("T")
 
 #: a pipe has no width: text keeps its natural width there (rich would take 80
 #: columns, or $COLUMNS, and wrap or squeeze it)
@@ -125,6 +128,17 @@ def parse_time_ms(text: str, flag: str) -> int:
     if ms < 0:
         raise ConfigError(flag, text, "is before 1970-01-01T00:00:00Z")
     return ms
+
+
+def progress(items: Iterable[T], description: str, *, total: int | None = None) -> Iterable[T]:
+    """``items``, with a rich progress bar on stderr while they are worked through, when
+    stderr is a terminal (nothing is drawn into a pipe or a log)."""
+    if not sys.stderr.isatty():
+        return items
+    from rich.progress import track
+
+    return track(items, description=description, total=total, transient=True,
+                 console=console(stderr=True))
 
 
 def confirm(question: str, *, yes: bool) -> None:

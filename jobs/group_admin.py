@@ -11,10 +11,14 @@ Who the members are: the group's coordinator says (``groups._describe``); when n
 gateway answers, the members its store document names (a coordinator writes the
 document whenever a member joins, leaves or expires, so an empty list is
 trustworthy; a list of members whose gateway died is stale, and refusing then
-is the safe side). The change itself is written to the store, as a member-less
-commit is (``commit_to_store``): a group without members is held by no gateway,
-so no coordinator's copy overwrites it. A member joining between the check and
-the write is the window left (Kafka's coordinator closes it by doing both).
+is the safe side).
+
+Where a change goes: a reset is a member-less commit at the coordinator when one
+answers (it refuses the commit if a member joined since the check: one step
+there, as in Kafka), else straight to the store (``commit_to_store``). Deletes
+change the store's document: a group without members is held by no gateway
+(``GroupTable.release``), so no coordinator's copy overwrites it; a member joining
+between the check and the write is the window left (no gateway route deletes).
 """
 
 from __future__ import annotations
@@ -123,9 +127,11 @@ def reset_plan(log: Log, group: str, partitions: Sequence[tuple[str, int]], how:
     """The new offset of each partition. ``how`` is ``earliest``, ``latest``,
     ``datetime`` (``value`` in ms), ``offset`` or ``shift`` (``value`` signed).
     Raises ConfigError for ``shift`` on a partition with nothing committed."""
+    from jobs.cli_output import progress
+
     current = committed(log, group)
     rows = []
-    for topic, p in partitions:
+    for topic, p in progress(partitions, "planning", total=len(partitions)):
         plog = log.partition(topic, p)
         m = plog.snapshot()
         start, end = m.log_start_offset, m.next_offset

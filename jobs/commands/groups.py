@@ -134,6 +134,40 @@ def _describe(urls: str, group: str):
         return doc
 
 
+def _commit_via_coordinator(url: str, group: str, offsets: dict) -> bool:
+    """Commit ``offsets`` ({(topic, partition): offset}) as a member-less commit at the
+    group's coordinator, which refuses it if a member has joined meanwhile (the check and
+    the commit are one step there). False if no coordinator answered. Raises GroupNotEmpty
+    for that refusal, GatewayError for any other."""
+    import urllib3
+
+    from ingest_gateway.errors import GatewayError
+    from jobs.group_admin import GroupNotEmpty
+
+    body = json.dumps({"offsets": [{"topic": t, "partition": p, "offset": o}
+                                   for (t, p), o in offsets.items()],
+                       "metadata": "sparklog groups reset-offsets"}).encode()
+    with _router(url) as router:
+        coordinator = router.coordinator(group)
+        if coordinator is None:
+            return False
+        try:
+            r = coordinator.send("POST", f"/groups/{group}/offsets", body,
+                                 {"Content-Type": "application/json"}, timeout_s=10.0)
+        except (urllib3.exceptions.HTTPError, OSError):
+            return False
+    if r.status == 204:
+        return True
+    try:
+        doc = json.loads(r.data)
+    except ValueError:
+        doc = {}
+    if doc.get("error") == "unknown_member_id":
+        raise GroupNotEmpty(group, "reset offsets of", ["a member that joined just now"],
+                            "as its coordinator says")
+    raise GatewayError(r.status, str(doc.get("error", "?")), str(doc.get("message", r.data)))
+
+
 def _description(url: str, lg, group: str) -> dict:
     """The coordinator's description, else the store's (``members_known`` False).
     Raises UnknownGroup."""
@@ -269,8 +303,10 @@ def _run_reset(args, url: str, lg, group: str, out) -> int:
         return 0
     group_admin.check_empty(_describe(url, group), lg, group, "reset offsets of")
     confirm(f"Reset {plural(len(rows), 'offset')} of consumer group {group!r}?", yes=args.yes)
-    commit_to_store(lg, group, {(r.topic, r.partition): r.new for r in rows},
-                    metadata="sparklog groups reset-offsets")
+    offsets = {(r.topic, r.partition): r.new for r in rows}
+    if not _commit_via_coordinator(url, group, offsets):
+        # no gateway: nobody holds the group in memory to overwrite the store's document
+        commit_to_store(lg, group, offsets, metadata="sparklog groups reset-offsets")
     out.print(f"reset {plural(len(rows), 'offset')} of consumer group {group}")
     return 0
 

@@ -54,7 +54,9 @@ def describe(lg, url: str, names: list[str] | None) -> dict:
            "gateways": [{"slot": g["slot"], "url": g["url"] or answered, "live": g["live"]}
                         for g in (gw or {}).get("gateways", ())],
            "topics": []}
-    for info in infos:
+    from jobs.cli_output import progress
+
+    for info in progress(infos, "reading partitions", total=len(infos)):
         parts = []
         for plog in lg.partitions(info.name):
             m = plog.snapshot()

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobs.cli import settings_from
-    from jobs.cli_output import confirm, table
+    from jobs.cli_output import confirm, progress, table
     from log_layout import open_log_from_settings
     from log_layout.delete_records import delete_records
     from log_layout.errors import OffsetOutOfRange
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     target = "the high watermark" if args.before == -1 else f"offset {args.before}"
     confirm(f"Delete the records of {where} before {target}?", yes=args.yes)
     t = table("TOPIC", "PARTITION", "LOW-WATERMARK", "HIGH-WATERMARK", left=("TOPIC",))
-    for plog in plogs:
+    for plog in progress(plogs, "deleting records", total=len(plogs)):
         m = delete_records(plog, args.before)
         t.add_row(plog.topic, str(plog.partition), str(m.log_start_offset), str(m.next_offset))
     t.print()

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(args, lg, defaults: dict[str, str], out) -> int:
-    from jobs.cli_output import size, table
+    from jobs.cli_output import progress, size, table
 
     if not (args.long or args.topics_with_overrides):
         for name in lg.topics():
@@ -140,7 +140,8 @@ def _list(args, lg, defaults: dict[str, str], out) -> int:
         return 0
     t = table("TOPIC", "PARTITIONS", "RECORDS", "SIZE", "OVERRIDES",
               left=("TOPIC", "OVERRIDES"))
-    for name in lg.topics():
+    names = lg.topics()
+    for name in progress(names, "reading topics", total=len(names)):
         info = lg.topic(name, refresh=True)
         changed = overrides(info, defaults)
         if args.topics_with_overrides and not changed:

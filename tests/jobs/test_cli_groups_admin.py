@@ -11,7 +11,7 @@ import pytest
 
 from ingest_gateway.client import Consumer, Producer
 from log_layout import open_log
-from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
+from tests.jobs.cli_proc import NO_GATEWAY, assert_one_line_error, sparklog, text
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z: record i of a partition has time T0 + i s
 
@@ -65,11 +65,14 @@ def test_reset_offsets_dry_run_changes_nothing_and_execute_commits_the_plan(loca
     assert [r.split()[1:5] for r in rows] == [[topic, "0", "1", "3"], [topic, "1", "1", "3"]]
     assert "dry run: nothing changed" in out
     assert _committed(store, group) == {(topic, 0): 1, (topic, 1): 1}
-    # --execute: the first record at or after 22:13:23 is offset 3 in both partitions
+    # --execute: the first record at or after 22:13:23.5 is offset 4 in both partitions
+    written_by = open_log(store).read_group_offsets(group)["write_id"]
     run = _cli(gw, store, "groups", "reset-offsets", group, "--topic", topic,
                "--to-datetime", "2023-11-14T23:13:23.500+01:00", "--execute", "--yes")
     assert run.returncode == 0, text(run)
     assert _committed(store, group) == {(topic, 0): 4, (topic, 1): 4}
+    # committed by the coordinator (each of its writes has a fresh write_id), not around it
+    assert open_log(store).read_group_offsets(group)["write_id"] not in (None, written_by)
     # the other ways, on some partitions only; --shift-by and --to-offset are clamped
     for flags, expected in ((["--topic", f"{topic}:1", "--shift-by", "-2"], {1: 2}),
                             (["--all-topics", "--to-earliest"], {0: 0, 1: 0}),
@@ -113,6 +116,27 @@ def test_reset_and_delete_refuse_a_group_with_an_active_member(local_gateway, to
                "--execute", "--yes")
     assert run.returncode == 0, text(run)
     assert _committed(store, group) == {(topic, 0): 0, (topic, 1): 0}
+
+
+def test_reset_without_a_gateway_commits_to_the_store(local_gateway, topic):
+    """No gateway answers: the store's document says who the members are, and the new
+    offsets go straight to it (no coordinator holds an empty group to overwrite them)."""
+    gw, store = local_gateway
+    group = f"grp-{uuid.uuid4().hex[:6]}"
+    _commit(gw, group, topic, {0: 5, 1: 5})
+    run = sparklog("groups", "reset-offsets", group, "--all-topics", "--shift-by", "-3",
+                   "--execute", "--yes", "--store", store, "--bootstrap-server", NO_GATEWAY)
+    assert run.returncode == 0, text(run)
+    assert _committed(store, group) == {(topic, 0): 2, (topic, 1): 2}
+    doc = open_log(store).read_group_offsets(group)
+    open_log(store).write_group_offsets(group, {**doc, "members": [
+        {"member_id": "m-1", "client_id": "c", "topics": [topic], "strategies": ["range"],
+         "session_timeout_ms": 10000, "rebalance_timeout_ms": 60000, "assignment": []}]})
+    assert_one_line_error(sparklog("groups", "reset-offsets", group, "--all-topics",
+                                   "--to-earliest", "--execute", "--yes", "--store", store,
+                                   "--bootstrap-server", NO_GATEWAY),
+                          "1 active member(s) (m-1, as its store document says")
+    assert _committed(store, group) == {(topic, 0): 2, (topic, 1): 2}
 
 
 def test_delete_offsets_then_delete_group(local_gateway, topic):
