@@ -173,13 +173,15 @@ def print_status(doc: Mapping[str, Any]) -> None:
                       "nothing under _brokers/", highlight=False)
     else:
         _print_application(console, doc)
+        console.print()
         _print_gateways(console, doc)
     groups = doc["groups"]
     if groups and doc["assignment"] is not None:
+        console.print()
         table = _table("group coordinators", "group", "slot", "url")
         for g in groups:
             table.add_row(g["group"], _text(g["coordinator_slot"]), _text(g["coordinator_url"]))
-        console.print(table)
+        table.print()
     elif groups:
         console.print(f"{len(groups)} group(s); no coordinators: no assignment was written",
                       highlight=False)
@@ -202,7 +204,7 @@ def _print_application(console, doc: Mapping[str, Any]) -> None:
     table.add_row("assignment", "none written yet" if a is None else
                   f"generation {a['generation']} of driver epoch {a['driver_epoch']}, "
                   f"written {_secs(a['age_ms'])} ago, live slots {a['live']}")
-    console.print(table)
+    table.print()
 
 
 def _print_gateways(console, doc: Mapping[str, Any]) -> None:
@@ -215,8 +217,9 @@ def _print_gateways(console, doc: Mapping[str, Any]) -> None:
                       human_rate(g["bytes_in_per_s"]))
     if not doc["gateways"]:
         table.add_row("-", "(no gateway registered)", *[""] * 9)
-    console.print(table)
+    table.print()
     if doc["slots"]:
+        console.print()
         table = _table("slots (the driver's view)", "slot", "up", "url", "executor", "attempt",
                        "runs", "since")
         for s in doc["slots"]:
@@ -224,16 +227,16 @@ def _print_gateways(console, doc: Mapping[str, Any]) -> None:
             table.add_row(_text(s["slot"]), "up" if s["up"] else "down", _text(s["url"]),
                           _text(s["executor"]), _text(s["task_attempt"]), _text(s["runs"]),
                           "-" if since is None else f"{_secs(since)} ago")
-        console.print(table)
+        table.print()
 
 
 def _table(title: str, *columns: str):
-    from rich.table import Table
+    """Aligned columns (``cli_output.Table``), whole at any width; headers as Kafka's
+    tools write them (``IN/S``), every column left-aligned (most cells are words)."""
+    from jobs.cli_output import Table
 
-    table = Table(title=title, title_justify="left")
-    for col in columns:
-        table.add_column(col, no_wrap=col not in ("value", "url"))
-    return table
+    names = [c.upper().replace(" ", "-") for c in columns]
+    return Table(*names, title=f"{title}:", left=names)
 
 
 def _text(value: Any) -> str:

@@ -134,16 +134,13 @@ def _size(n: float) -> str:
 
 
 def print_summary(console, summary) -> None:
-    from rich.table import Table
-
-    from jobs.cli_output import plural
+    """The run's table, one row per step, on ``console``'s stream."""
+    from jobs.cli_output import Table, plural
 
     title = (f"{summary.command}{' (dry run: nothing written)' if summary.dry_run else ''}: "
              f"{plural(len(summary.topics), 'topic')}, {summary.duration_ms / 1000:.1f} s")
-    table = Table(title=title)
-    for col in ("step", "parts", "changed", "segments", "records", "bytes", "files del",
-                "conflicts"):
-        table.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
+    table = Table("STEP", "PARTITIONS", "CHANGED", "SEGMENTS", "RECORDS", "BYTES",
+                  "FILES-DELETED", "CONFLICTS", title=title, left=("STEP",))
     for action, a in summary.by_action().items():
         table.add_row(action, str(a["partitions"]), str(a["changed"]),
                       f"{a['segments_before']}->{a['segments_after']}",
@@ -152,7 +149,7 @@ def print_summary(console, summary) -> None:
                       str(a["files_deleted"]), str(a["conflicts"]))
     if not summary.results:
         table.add_row("(no partition had work)", "0", "0", "", "", "", "", "")
-    console.print(table)
+    table.print(console.file)
     for error in summary.errors:
         console.print(f"[red]error[/red] {error}")
 
@@ -160,10 +157,8 @@ def print_summary(console, summary) -> None:
 def show_history(args: argparse.Namespace) -> int:
     import json
 
-    from rich.table import Table
-
     from jobs.cli import settings_from
-    from jobs.cli_output import iso_ms
+    from jobs.cli_output import Table, iso_ms
     from log_layout import open_log_from_settings
 
     log = open_log_from_settings(settings_from(args))
@@ -173,11 +168,9 @@ def show_history(args: argparse.Namespace) -> int:
         for r in runs:
             print(json.dumps(r))
         return 0
-    table = Table(title=f"maintenance history of {log.url} (newest {args.limit})")
-    for col in ("when", "command", "parts", "cleaned", "removed", "bytes", "files del",
-                "secs", "errors"):
-        table.add_column(col, justify="left" if col in ("when", "command") else "right",
-                         no_wrap=True)
+    table = Table("WHEN", "COMMAND", "PARTITIONS", "CLEANED", "RECORDS-REMOVED", "BYTES",
+                  "FILES-DELETED", "SECONDS", "ERRORS", left=("WHEN", "COMMAND"),
+                  title=f"maintenance history of {log.url} (newest {args.limit})")
     for r in runs:
         table.add_row(iso_ms(r.get("now_ms")), r.get("command", "?"),
                       str(r.get("partitions", 0)), str(r.get("partitions_cleaned", 0)),
@@ -187,5 +180,5 @@ def show_history(args: argparse.Namespace) -> int:
                       str(len(r.get("errors", []))))
     if not runs:
         table.add_row("(no runs recorded)", "", "", "", "", "", "", "", "")
-    console.print(table)
+    table.print(console.file)
     return 0

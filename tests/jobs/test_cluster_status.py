@@ -105,15 +105,16 @@ def test_tables_show_the_application_gateways_and_coordinators(cluster_store, ca
     gateway1 = next(line for line in out.splitlines() if "gw1-9f8e" in line)
     assert "0.8 s ago" in gateway0 and "stale" not in gateway0 and "1.2 MB/s" in gateway0
     assert "60.0 s ago (stale)" in gateway1 and "512 B/s" in gateway1
-    assert "│ yes" in gateway0 and "│ no" in gateway1
+    assert gateway0.split()[6] == "yes" and gateway1.split()[6] == "no"
     assert "slots (the driver's view)" in out
-    assert any("│ down" in line and "60.0 s ago" in line for line in out.splitlines())
+    assert any(line.split()[1] == "down" and "60.0 s ago" in line for line in out.splitlines()
+               if line[:1].isdigit())
     billing = next(line for line in out.splitlines() if "billing" in line)
     search = next(line for line in out.splitlines() if "search" in line)
     slot_of = {"billing": assignment.coordinator_slot("billing"),
                "search": assignment.coordinator_slot("search")}
     for line, group in ((billing, "billing"), (search, "search")):
-        assert f"│ {slot_of[group]} " in line
+        assert line.split()[1] == str(slot_of[group])
         assert (URLS[0] in line) == (slot_of[group] == 0)
 
 
