@@ -137,17 +137,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe(console, log) -> None:
-    from rich.table import Table
+    from jobs.cli_output import Table, human_size
 
-    table = Table(title="partitions")
-    for col in ("topic", "partition", "log start", "high watermark", "segments", "bytes"):
-        table.add_column(col, justify="right")
+    table = Table("TOPIC", "PARTITION", "LOG-START", "HIGH-WATERMARK", "SEGMENTS", "SIZE",
+                  title="partitions:", left=("TOPIC",))
     for topic in (EVENTS, PROFILES):
         for p in log.partitions(topic):
             m = p.snapshot()
-            table.add_row(topic, str(p.partition), str(m.log_start_offset), str(m.next_offset),
-                          str(len(m.segments)), f"{m.size_bytes:,}")
-    console.print(table)
+            table.add_row(topic, p.partition, m.log_start_offset, m.next_offset,
+                          len(m.segments), human_size(m.size_bytes))
+    table.print(console.file)
 
 
 def _spark_part(console, log) -> None:
