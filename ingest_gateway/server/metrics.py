@@ -26,8 +26,10 @@ The history (:class:`History`) is a ring of samples of the in/out totals, one pe
 
 from __future__ import annotations
 
+import bisect
 import collections
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -35,8 +37,10 @@ from typing import Any
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram,
                                generate_latest)
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
 __all__ = ["GatewayMetrics", "History", "CONTENT_TYPE_LATEST", "request_type"]
 
@@ -98,6 +102,48 @@ class History:
             return list(self._lags.get(group, ()))
 
 
+class RequestStats:
+    """``sparklog_gateway_requests_total`` {request, status} and the histogram
+    ``sparklog_gateway_request_seconds`` {request}, kept as plain ints and floats: only the
+    event loop adds to them (no lock), a scrape reads a copy (a collector)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+        #: per request type: one count per bucket of _LATENCY_BUCKETS, +Inf, then the sum
+        self.latency: dict[str, list[float]] = {}
+
+    def observe(self, kind: str, status: int, seconds: float) -> None:
+        key = (kind, status)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+        hist = self.latency.get(kind)
+        if hist is None:
+            hist = self.latency[kind] = [0] * (len(_LATENCY_BUCKETS) + 1) + [0.0]
+        hist[bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
+        hist[-1] += seconds
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        total = CounterMetricFamily("sparklog_gateway_requests", "HTTP requests by request "
+                                    "type and status", labels=["request", "status"])
+        for (kind, status), n in sorted(dict(self.counts).items()):
+            total.add_metric([kind, str(status)], n)
+        yield total
+        hist = HistogramMetricFamily("sparklog_gateway_request_seconds", "time from a "
+                                     "request's arrival to the end of its answer",
+                                     labels=["request"])
+        for kind, counts in sorted(dict(self.latency).items()):
+            counts = list(counts)
+            cumulative, buckets = 0, []
+            for bound, n in zip((*_LATENCY_BUCKETS, math.inf), counts):
+                cumulative += n
+                buckets.append((floatToGoString(bound), cumulative))
+            hist.add_metric([kind], buckets, counts[-1])
+        yield hist
+
+
 class _Collector:
     """Adapts a function that yields metric families to the registry's collector API."""
 
@@ -139,11 +185,10 @@ class GatewayMetrics:
                                  registry=r)
         self.errors = Counter("sparklog_gateway_errors", "refused requests and failed flushes",
                               ["code"], registry=r)
-        self.requests = Counter("sparklog_gateway_requests", "HTTP requests by request type and "
-                                "status", ["request", "status"], registry=r)
-        self.request_seconds = Histogram(
-            "sparklog_gateway_request_seconds", "time from a request's arrival to the end of "
-            "its answer", ["request"], buckets=_LATENCY_BUCKETS, registry=r)
+        # requests_total and request_seconds: plain counts exported at scrape time
+        # (prometheus_client's Counter and Histogram took ~2.3 us a request, these ~0.5)
+        self.requests = RequestStats()
+        r.register(self.requests)
         self.rebalances = Counter("sparklog_gateway_group_rebalances", "consumer group "
                                   "generations completed by this gateway's coordinator",
                                   ["group"], registry=r)
@@ -161,7 +206,6 @@ class GatewayMetrics:
         # Children are cached: .labels() costs more than .inc() on the hot path.
         self._topic_children: dict[str, tuple[Any, Any]] = {}
         self._out_children: dict[str, tuple[Any, Any]] = {}
-        self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         #: records in, bytes in, records out, bytes out (plain ints: the history's source)
         self.totals = [0, 0, 0, 0]
         self.history = History(self.totals)
@@ -221,12 +265,7 @@ class GatewayMetrics:
 
     def request(self, kind: str, status: int, seconds: float) -> None:
         """One answered request of type ``kind`` (see :func:`request_type`)."""
-        children = self._request_children.get((kind, status))
-        if children is None:
-            children = self._request_children[(kind, status)] = (
-                self.requests.labels(kind, str(status)), self.request_seconds.labels(kind))
-        children[0].inc()
-        children[1].observe(seconds)
+        self.requests.observe(kind, status, seconds)
 
     def render(self) -> bytes:
         """The text exposition format (runs the collectors: may read the store)."""
@@ -294,13 +333,14 @@ class Instrumented:
     (:meth:`GatewayMetrics.request`) and, if ``log_requests``, one access-log line on the
     ``sparklog.access`` logger at INFO: client, method, path and query as sent, status,
     body bytes answered, milliseconds, request type. Everything else (``state``, ...) is
-    the wrapped app's. Measured on the one-record produce path: ~2 us a request without
-    the access log."""
+    the wrapped app's. Measured around a do-nothing app: ~1.7 us a request, and ~20-30 us
+    more with the access log on (a LogRecord, its formatting, a write)."""
 
     def __init__(self, app: Any, metrics: GatewayMetrics, *, log_requests: bool = False):
         self.app = app
         self.metrics = metrics
         self.log_requests = log_requests
+        self._kinds: dict[tuple[str, str], str] = {}  # request_type by (method, path)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)
@@ -325,9 +365,14 @@ class Instrumented:
             await self.app(scope, receive, counting_send)
         finally:
             seconds = time.perf_counter() - started
-            kind = request_type(scope["method"], scope["path"])
+            key = (scope["method"], scope["path"])
+            kind = self._kinds.get(key)
+            if kind is None:
+                kind = request_type(*key)
+                if len(self._kinds) < 10_000:  # bounded: paths are the clients' to choose
+                    self._kinds[key] = kind
             self.metrics.request(kind, status, seconds)
-            if self.log_requests:
+            if self.log_requests and access_log.isEnabledFor(logging.INFO):
                 self._log(scope, kind, status, sent, seconds)
 
     @staticmethod

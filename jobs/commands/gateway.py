@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
     from ingest_gateway.server.runner import serve
     from jobs.cli import settings_from
 
-    settings = settings_from(args, **{"gateway.host": args.host, "gateway.port": args.port,
-                                      "gateway.log.format": args.log_format})
+    flags = {"gateway.host": args.host, "gateway.port": args.port}
+    if args.log_format:  # else --set gateway.log.format (a None here would replace it)
+        flags["gateway.log.format"] = args.log_format
+    settings = settings_from(args, **flags)
     options = None
     if args.storage_options:
         try:

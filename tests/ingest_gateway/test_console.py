@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import urllib3
@@ -138,8 +137,8 @@ def world(tmp_path_factory):
             "offsets": [{"topic": "orders", "partition": p, "offset": o}
                         for p, o in committed.items()]})
         subprocess.run([sys.executable, "-m", "jobs.cli", "--store", url, "maintain",
-                        "--no-spark", "--force", "--topic", "xss"], cwd=ROOT, check=True, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+                        "--no-spark", "--force", "--topic", "xss"], cwd=ROOT, check=True,
+                       capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
         yield {"gw": gw, "http": http, "ends": ends, "committed": committed,
                "member": member["member_id"]}
 
