@@ -245,15 +245,16 @@ def _print_state(doc: dict, out) -> None:
 
 
 def _print_members(doc: dict, out) -> None:
-    from jobs.cli_output import plural, table
+    from jobs.cli_output import iso_ms, plural, table
 
     out.print(f"group {doc['group']}: state {_state_text(doc)}, "
               f"{plural(len(doc['members']), 'member')}")
-    t = table("CONSUMER-ID", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT",
-              left=("CONSUMER-ID", "CLIENT-ID", "ASSIGNMENT"))
+    t = table("CONSUMER-ID", "CLIENT-ID", "#PARTITIONS", "LAST-HEARTBEAT", "ASSIGNMENT",
+              left=("CONSUMER-ID", "CLIENT-ID", "LAST-HEARTBEAT", "ASSIGNMENT"))
     for m in doc["members"]:
         parts = sorted((a["topic"], a["partition"]) for a in m["assignment"])
         t.add_row(m["member_id"], m["client_id"] or "-", str(len(parts)),
+                  iso_ms(m.get("last_heartbeat_ms")),  # only the coordinator knows it
                   ", ".join(f"{tp}-{p}" for tp, p in parts) or "-")
     t.print()
 

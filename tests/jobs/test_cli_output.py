@@ -68,3 +68,28 @@ def test_help_texts_have_no_docstring_markup():
     for _depth, child in [(0, parser), *_command_parsers(parser)]:
         text = child.format_help()
         assert "``" not in text and ":func:" not in text, child.prog
+
+
+@pytest.mark.parametrize("answer, deleted", [(b"n\n", False), (b"\n", False), (b"yes\n", True)])
+def test_a_destructive_command_asks_on_a_terminal(tmp_path, answer, deleted):
+    """stdin a terminal (a pty): ``topics delete`` asks, and only yes deletes."""
+    store = str(tmp_path / "store")
+    open_log(store).create_topic("doomed", {"partitions": 1})
+    controller, terminal = os.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "topics", "delete", "doomed",
+                                 "--store", store], stdin=terminal, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ,
+                                                                       "PYTHONPATH": ROOT})
+        os.write(controller, answer)  # read once the prompt is up: a pty buffers it
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert "Delete topic 'doomed' and all its data? [y/N]" in out.decode()
+    assert (open_log(store).topics() == []) is deleted
+    if deleted:
+        assert proc.returncode == 0 and "deleted topic doomed" in out.decode()
+    else:
+        assert proc.returncode == 2 and "not confirmed, nothing changed" in err.decode()
+        assert "Traceback" not in err.decode()
