@@ -57,6 +57,12 @@ def test_records_delete_moves_the_log_start_for_every_reader(local_gateway, topi
     assert run.returncode == 0, text(run)
     got = sorted(tuple(map(int, r.split())) for r in text(run)[0].splitlines())
     assert got == [(0, o) for o in range(7, 10)] + [(1, o) for o in range(10)]
+    # and through the gateway's own fetch, which answers from its cached snapshots
+    run = sparklog("consume", topic, "--via-gateway", "--bootstrap-server", gw.url,
+                   "--group", f"v-{topic}", "--from-beginning", "--max-messages", "13",
+                   "--format", "%p %o")
+    assert run.returncode == 0, text(run)
+    assert sorted(tuple(map(int, r.split())) for r in text(run)[0].splitlines()) == got
     run = sparklog("offsets", topic, "--time", "earliest", "--store", store, "--json")
     assert [json.loads(line)["offset"] for line in text(run)[0].splitlines()] == [7, 0]
     # hostile: past the high watermark, negative, unknown topic/partition, no --yes
