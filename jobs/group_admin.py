@@ -39,8 +39,10 @@ class GroupNotEmpty(SparklogError):
     def __init__(self, group: str, action: str, members: Sequence[str], source: str):
         self.group, self.action, self.members = group, action, tuple(members)
         shown = ", ".join(members[:3]) + (", ..." if len(members) > 3 else "")
+        from jobs.cli_output import plural
+
         super().__init__(f"cannot {action} consumer group {group!r}: it has "
-                         f"{len(members)} active member(s) ({shown}, {source}); "
+                         f"{plural(len(members), 'active member')} ({shown}, {source}); "
                          f"stop its consumers first")
 
 

@@ -46,6 +46,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.cli_output import plural
+
 #: a heartbeat older than this marks its writer stale (2.5 of the driver's beats)
 STALE_AFTER_MS = 5_000
 DRIVER_SLOT_KEYS = ("slot", "port", "host", "url", "executor", "task_attempt", "up",
@@ -183,7 +185,8 @@ def print_status(doc: Mapping[str, Any]) -> None:
             table.add_row(g["group"], _text(g["coordinator_slot"]), _text(g["coordinator_url"]))
         table.print()
     elif groups:
-        console.print(f"{len(groups)} group(s); no coordinators: no assignment was written",
+        console.print(f"{plural(len(groups), 'group')}; no coordinators: no assignment was "
+                      "written",
                       highlight=False)
 
 
@@ -264,9 +267,9 @@ def _maintenance(m: Any, now_ms: int) -> str | None:
     if isinstance(result, Mapping) and result.get("ok") is False:
         outcome = f"failed: {result.get('error')}"
     elif isinstance(result, Mapping):
-        outcome = (f"{result.get('partitions', 0)} partitions, "
-                   f"{result.get('records_removed', 0)} records removed, "
-                   f"{len(result.get('errors') or [])} errors")
+        outcome = (f"{plural(result.get('partitions', 0), 'partition')}, "
+                   f"{plural(result.get('records_removed', 0), 'record')} removed, "
+                   f"{plural(len(result.get('errors') or []), 'error')}")
     else:
         outcome = "the first pass is under way"
     return f"{every}, last pass started {_secs(last)} ago; last result: {outcome}"

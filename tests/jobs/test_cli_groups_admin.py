@@ -102,7 +102,7 @@ def test_reset_and_delete_refuse_a_group_with_an_active_member(local_gateway, to
                         "--yes"], ["delete", group, "--yes"],
                        ["delete-offsets", group, "--topic", topic, "--yes"]):
             assert_one_line_error(_cli(gw, store, "groups", *action), f"'{group}'",
-                                  "1 active member(s)", "stop its consumers first")
+                                  "1 active member (", "stop its consumers first")
         assert _committed(store, group) == {(topic, 0): 2, (topic, 1): 2}
         run = _cli(gw, store, "groups", "describe", group, "--members")
         out = text(run)[0]
@@ -136,7 +136,7 @@ def test_reset_without_a_gateway_commits_to_the_store(local_gateway, topic):
     assert_one_line_error(sparklog("groups", "reset-offsets", group, "--all-topics",
                                    "--to-earliest", "--execute", "--yes", "--store", store,
                                    "--bootstrap-server", NO_GATEWAY),
-                          "1 active member(s) (m-1, as its store document says")
+                          "1 active member (m-1, as its store document says")
     assert _committed(store, group) == {(topic, 0): 2, (topic, 1): 2}
 
 
