@@ -32,6 +32,14 @@ _HOW = {"to_earliest": "earliest", "to_latest": "latest", "to_datetime": "dateti
         "to_offset": "offset", "shift_by": "shift"}
 
 
+def _signed(text: str) -> int:
+    """An argparse type: a decimal integer, negative or not (``-5``, ``12``)."""
+    digits = text[1:] if text.startswith("-") else text
+    if not digits.isascii() or not digits.isdigit() or abs(int(text)) >= 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer such as -5 or 12, got {text!r}")
+    return int(text)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("groups", help="list, describe, reset or delete consumer groups",
                        description=__doc__.split("\n\n", 1)[1],
@@ -60,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "zone is given; or ms since the epoch)")
     how.add_argument("--to-offset", type=integer(0), metavar="N",
                      help="this offset (clamped to the log start..log end)")
-    how.add_argument("--shift-by", type=integer(-2**63), metavar="N",
+    how.add_argument("--shift-by", type=_signed, metavar="N",
                      help="the committed offset plus N (N may be negative)")
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")

@@ -181,6 +181,7 @@ def test_hostile_arguments_are_one_line_errors(local_gateway, topic):
             (["--all-topics", "--to-earliest"], ["has no committed offsets"])):
         assert_one_line_error(_cli(gw, store, *reset, *args), *needles)
     for args in (["--topic", topic, "--to-offset", "-1"],  # argparse: usage + one line
+                 ["--topic", topic, "--shift-by", "1.5"], ["--topic", topic, "--shift-by", "+2"],
                  ["--topic", topic], ["--to-earliest"],
                  ["--topic", topic, "--to-earliest", "--to-latest"],
                  ["--topic", topic, "--to-earliest", "--dry-run", "--execute"]):
