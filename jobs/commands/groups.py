@@ -219,7 +219,7 @@ def _run_describe(args, url: str, lg, out) -> int:
     from ingest_gateway.client.group_protocol import validate_group_id
 
     if args.all_groups == (args.group is not None):
-        raise ConfigError("--all-groups", args.group, "give a GROUP or --all-groups, not both")
+        raise ConfigError("--all-groups", args.group, "give either a GROUP or --all-groups")
     names = sorted(set(lg.groups()) | (_live_groups(url) or set())) if args.all_groups \
         else [validate_group_id(args.group)]
     docs = [_description(url, lg, g) for g in names]
