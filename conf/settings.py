@@ -35,6 +35,10 @@ class StoreSettings:
     url: str
     fsync: bool
     s3_endpoint_url: str
+    hdfs_http_port: int
+    hdfs_user: str
+    hdfs_kerberos: bool
+    hdfs_delegation_token: str = dataclasses.field(repr=False)  # a secret: never printed
     manifest_versions_retained: int
 
 
@@ -69,6 +73,7 @@ class SparkSettings:
     master: str
     app_name: str
     delta_package: str
+    s3a_package: str
     jars_ivy: str
     ui_enabled: bool
     shuffle_partitions: int

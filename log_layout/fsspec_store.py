@@ -1,8 +1,10 @@
-"""Stores on any fsspec filesystem: S3 (s3fs), memory, HDFS (pyarrow), ...
+"""Stores on any fsspec filesystem: S3 (s3fs), memory, ... (HDFS is ``webhdfs_store``)
 
 The contract of every primitive is the ``store`` module's; this module is how
 fsspec keeps it: a conditional PUT (``If-None-Match: *``) on S3, a
 check-and-set under a lock in memory, create-without-overwrite elsewhere.
+HDFS is not served here: every fsspec HDFS class fails the exclusive create
+(see ``webhdfs_store``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ _memory_lock = threading.Lock()
 
 
 class FsspecStore(Store):
-    """Any fsspec filesystem: S3 (s3fs), memory, HDFS (pyarrow), ..."""
+    """Any fsspec filesystem: S3 (s3fs), memory, ..."""
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
         import fsspec
@@ -72,7 +74,7 @@ class FsspecStore(Store):
                         continue  # a concurrent conditional PUT is in flight: ask again
                     raise
                 return True
-        # Other filesystems (HDFS): create-without-overwrite.
+        # Other filesystems: create-without-overwrite.
         try:
             with self.fs.open(full, "xb") as f:
                 f.write(data)

@@ -1,7 +1,8 @@
 """The one way to open a store or a log: from a URL, from settings, or once per process.
 
 :func:`open_store` picks the store by URL scheme (a path or ``file://``: the
-local store; anything else: fsspec); :func:`open_log` opens a log on it.
+local store; ``hdfs://``, ``webhdfs://``: WebHDFS; anything else: fsspec);
+:func:`open_log` opens a log on it.
 
 The gateway, the CLI, the maintenance jobs and the Spark source all open their
 log here, so a store URL with its storage options means the same store
@@ -25,11 +26,15 @@ from log_layout.fsspec_store import FsspecStore
 from log_layout.local_store import LocalStore
 from log_layout.store import Store
 from log_layout.topics import Log
+from log_layout.webhdfs_store import WebHdfsStore
+
+#: URL schemes of HDFS (``webhdfs_store``); ``hdfs://`` is given its RPC address
+HDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
 
 
 def open_store(url: str, *, storage_options: Mapping[str, Any] | None = None,
                fsync: bool = True) -> Store:
-    """Open the store at ``url`` (a path, ``file://``, ``s3://``, ``memory://``...).
+    """Open the store at ``url`` (a path, ``file://``, ``s3://``, ``hdfs://``, ``memory://``...).
 
     Raises StoreError for an empty URL or a scheme no installed package serves.
     """
@@ -38,6 +43,8 @@ def open_store(url: str, *, storage_options: Mapping[str, Any] | None = None,
     parts = urlsplit(url)
     if parts.scheme in ("", "file", "local") or (len(parts.scheme) == 1 and os.name == "nt"):
         return LocalStore(parts.path if parts.scheme in ("file", "local") else url, fsync=fsync)
+    if parts.scheme in HDFS_SCHEMES:
+        return WebHdfsStore(url, storage_options)
     return FsspecStore(url, storage_options)
 
 
@@ -50,10 +57,21 @@ def open_log(url: str, *, storage_options: Mapping[str, Any] | None = None,
 
 def storage_options_for(settings: conf.Settings,
                         explicit: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """fsspec storage options: ``explicit`` if given, else the S3 endpoint from the
-    settings (credentials then come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)."""
+    """Storage options: ``explicit`` if given, else what the settings say about the
+    store's kind: the S3 endpoint (credentials then come from AWS_ACCESS_KEY_ID /
+    AWS_SECRET_ACCESS_KEY), or HDFS's WebHDFS port and authentication."""
     if explicit:
         return dict(explicit)
+    store = settings.store
+    if urlsplit(store.url).scheme in HDFS_SCHEMES:
+        options: dict[str, Any] = {"webhdfs_port": store.hdfs_http_port}
+        if store.hdfs_user:
+            options["user"] = store.hdfs_user
+        if store.hdfs_kerberos:
+            options["kerberos"] = True
+        if store.hdfs_delegation_token:
+            options["delegation_token"] = store.hdfs_delegation_token
+        return options
     if settings.store.s3_endpoint_url:
         return {"client_kwargs": {"endpoint_url": settings.store.s3_endpoint_url}}
     return None

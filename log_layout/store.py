@@ -3,7 +3,8 @@
 A :class:`Store` is opened from an fsspec URL by ``opening.open_store``:
 
 * a plain path or ``file://`` -> ``local_store.LocalStore`` (``os`` calls, fsync);
-* ``s3://bucket/prefix``, ``memory://``, ``hdfs://`` ... -> ``fsspec_store.FsspecStore``.
+* ``hdfs://``, ``webhdfs://``, ``swebhdfs://`` -> ``webhdfs_store.WebHdfsStore``;
+* ``s3://bucket/prefix``, ``memory://`` ... -> ``fsspec_store.FsspecStore``.
 
 This module is the interface and its contract; each kind of store is its own
 module.
@@ -19,7 +20,9 @@ The primitives and their atomicity:
     is *not* atomic on local disks (open with O_EXCL, then write), which is why
     local storage does not use it. S3: a conditional PUT ``If-None-Match: *``
     (``pipe_file(mode="create")``; a plain ``open(..., "xb")`` would create an
-    *empty* object unconditionally). memory: a check-and-set under a lock.
+    *empty* object unconditionally). HDFS: a temp file, then a rename that refuses
+    an existing target (``RENAME renameoptions=NONE``). memory: a check-and-set
+    under a lock.
 ``put_new(path, data)``
     Create a file under a name nobody else uses (a segment's unique name).
     Not atomic: a crash may leave it partial, which is harmless because no

@@ -90,7 +90,7 @@ def test_cleaner_matches_model_memory(steps, configs, budget):
     run_workload(open_log(f"memory://model-{uuid.uuid4().hex}"), steps, configs, budget)
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"], indirect=True)
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"], indirect=True)
 def test_cleaner_matches_model_on_backend(log, backend):
     # The same property on real stores, fewer examples (each costs real I/O).
     @settings(max_examples=12 if backend == "file" else 6, deadline=None,

@@ -21,7 +21,7 @@ import pyarrow as pa
 from jobs.maintain import maintain_partition, run
 from log_layout import OffsetOutOfRange, wall_clock_ms
 
-BATCHES = {"file": 120, "memory": 120, "s3": 50}
+BATCHES = {"file": 120, "memory": 120, "s3": 50, "hdfs": 30}
 DEADLINE_S = 90
 
 

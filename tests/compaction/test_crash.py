@@ -65,7 +65,8 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"], indirect=True)  # memory:// dies with its process
+# not memory://: it dies with its process
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"], indirect=True)
 @pytest.mark.parametrize("mode", ["mid-segments", "before-manifest", "after-manifest"])
 def test_killed_compaction_recovers(log, store, mode, tmp_path):
     url, options = store

@@ -38,7 +38,7 @@ def as_df(spark, logs):
                                   for (t, p), recs in sorted(logs.items()) for r in recs], SCHEMA)
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"], indirect=True)
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"], indirect=True)
 def test_compaction_job_matches_model(log, spark):
     rng = random.Random(7)
     models: dict[tuple[str, int], ModelLog] = {}

@@ -1,4 +1,4 @@
-"""Fixtures of the gateway tests: a live gateway subprocess per backend (local, S3)."""
+"""Fixtures of the gateway tests: a live gateway subprocess per backend (local, S3, HDFS)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from jobs.gateway_process import GatewayProcess
 from tests.clock import Clock
 
 # The memory backend lives inside one process, so a gateway subprocess cannot share it.
-GATEWAY_BACKENDS = ["file", "s3"]
+GATEWAY_BACKENDS = ["file", "s3", "hdfs"]
 
 
 @pytest.fixture(scope="module", params=GATEWAY_BACKENDS)
 def gateway_store(request, tmp_path_factory):
     """(url, storage_options) of a fresh store per backend, shared by a module (``s3``
-    marked at collection by tests/conftest.py)."""
+    and ``hdfs`` marked at collection by tests/conftest.py)."""
     return make_log_url(request.param, request, tmp_path_factory.mktemp("gw"))
 
 

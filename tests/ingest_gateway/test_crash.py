@@ -21,10 +21,8 @@ RECORDS = 20_000
 KILLS = 3
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"])
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"])
 def test_acknowledged_records_survive_sigkill_exactly_once(backend, request, tmp_path):
-    if backend == "s3":
-        request.applymarker(pytest.mark.s3)
     url, options = make_log_url(backend, request, tmp_path)
     lg = open_log(url, storage_options=options)
     lg.create_topic("crash", {"partitions": 3})

@@ -15,7 +15,7 @@ def produce(gw: GatewayProcess, topic: str, *values: str) -> tuple[int, object]:
     return status, doc
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"])
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"])
 def test_a_gateway_that_missed_a_recreate_cannot_corrupt_the_new_topic(backend, request, tmp_path):
     url, options = make_log_url(backend, request, tmp_path)
     log = open_log(url, storage_options=options)

@@ -49,10 +49,8 @@ def _kill_after(store, name, acks_before_kill, env=None):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["file", "s3"])
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"])
 def test_sigkill_mid_commit(backend, request, tmp_path):
-    if backend == "s3":
-        request.applymarker(pytest.mark.s3)
     store = make_log_url(backend, request, tmp_path)
     log = open_log(store[0], storage_options=store[1])
     log.create_topic("crash")

@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from log_layout import Fenced, Log, open_log
+from tests.conftest import make_log_url
 
-EXAMPLES = {"file": 40, "memory": 60, "s3": 4}
+EXAMPLES = {"file": 40, "memory": 60, "s3": 4, "hdfs": 3}
 
 append = st.tuples(st.just("append"), st.integers(1, 7), st.booleans())  # rows, same-epoch writer
 claim = st.tuples(st.just("claim"), st.just(0), st.just(False))
@@ -42,9 +43,8 @@ def fresh_log(backend, request, tmp_path):
         return open_log(str(tmp_path / name), fsync=False, manifest_versions_retained=2)
     if backend == "memory":
         return open_log(f"memory://prop-{name}", manifest_versions_retained=2)
-    server = request.getfixturevalue("s3_server")
-    return open_log(f"s3://{server.bucket}/{name}", storage_options=server.storage_options(),
-                    manifest_versions_retained=2)
+    url, options = make_log_url(backend, request, None)
+    return open_log(url, storage_options=options, manifest_versions_retained=2)
 
 
 def run_program(log, program):

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _batches(backend):
-    return 3 if backend == "s3" else 12
+    return 3 if backend in ("s3", "hdfs") else 12
 
 
 def _run_threads(store, mode, batches, rows=3):

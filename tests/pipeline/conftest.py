@@ -2,7 +2,8 @@
 
 Spark tasks run in separate Python processes, so fsspec's in-process
 ``memory://`` store cannot serve them: these tests run on a local folder and
-on the SeaweedFS S3 server (segments read through fsspec, no S3A jars).
+on the SeaweedFS S3 server (segments read through fsspec, no S3A jars) and on
+HDFS (segments read over WebHDFS by sparklog's store, not by Spark's Hadoop client).
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from log_layout import open_log
 from tests.conftest import make_log_url
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "hdfs"])
 def spark_store(request, tmp_path):
-    """(url, storage_options) of an empty store on a local folder and on S3."""
-    if request.param == "s3":
-        request.applymarker(pytest.mark.s3)
+    """(url, storage_options) of an empty store on a local folder, on S3 and on HDFS
+    (marked ``s3`` / ``hdfs`` at collection by tests/conftest.py)."""
     return make_log_url(request.param, request, tmp_path)
 
 

@@ -102,7 +102,7 @@ def test_maintain_partition_rejects_unknown_steps(log):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("backend", ["file", "s3"], indirect=True)
+@pytest.mark.parametrize("backend", ["file", "s3", "hdfs"], indirect=True)
 def test_spark_read_below_log_start_is_data_loss(log, store, spark):
     pytest.importorskip("pipeline.source")
     from pyspark.errors import PySparkException

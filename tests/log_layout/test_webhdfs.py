@@ -1,0 +1,160 @@
+"""The HDFS store on a real MiniDFSCluster: what WebHDFS guarantees, and what it must not do.
+
+The storage suite (test_store, test_race, test_crash, ...) runs on HDFS through the
+``hdfs`` backend; these tests are about HDFS itself: readers racing writers never
+see a half-written file, the URL forms Hadoop uses, credentials kept out of errors,
+and clear errors for an unreachable or misconfigured NameNode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from log_layout import StoreError, open_log, open_store
+from log_layout.webhdfs_store import WebHdfsStore
+
+pytestmark = pytest.mark.hdfs
+
+
+@pytest.fixture
+def hdfs_store(hdfs_server):
+    return open_store(hdfs_server.url(f"w-{uuid.uuid4().hex}"),
+                      storage_options=hdfs_server.storage_options())
+
+
+def _payload(i: int, size: int) -> bytes:
+    """``size`` bytes whose last 32 are the SHA-256 of the rest: a partial file fails."""
+    body = (b"%08d" % i) * (size // 8)
+    return body + hashlib.sha256(body).digest()
+
+
+def _complete(data: bytes) -> bool:
+    return len(data) > 32 and hashlib.sha256(data[:-32]).digest() == data[-32:]
+
+
+def test_a_reader_never_sees_a_partial_manifest_while_writers_commit(hdfs_store):
+    """4 writers race for each of 12 versions (1 MiB each, so a write takes a while);
+    a reader lists and reads the folder all along: every file it sees is complete."""
+    versions, seen, problems = 12, [], []
+    done = threading.Event()
+
+    def writer(w: int) -> None:
+        for v in range(versions):
+            hdfs_store.put_exclusive(f"m/{v:05d}.json", _payload(w * 100 + v, 1 << 20))
+
+    def reader() -> None:
+        while not done.is_set():
+            for info in hdfs_store.list("m"):
+                try:
+                    data = hdfs_store.read(f"m/{info.name}")
+                except FileNotFoundError:
+                    continue  # a loser's temp file, deleted between list and read
+                if info.name.endswith(".json"):
+                    seen.append(info.name)
+                    if not _complete(data):
+                        problems.append((info.name, len(data)))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    watcher.join()
+    assert problems == []
+    assert len(set(seen)) >= 3  # the reader really read while versions appeared
+    names = sorted(f.name for f in hdfs_store.list("m"))
+    assert names == [f"{v:05d}.json" for v in range(versions)]  # no temp left behind
+    assert all(_complete(hdfs_store.read(f"m/{n}")) for n in names)
+
+
+def test_put_replace_is_atomic_for_readers(hdfs_store):
+    hdfs_store.put_replace("r/meta", _payload(0, 256 << 10))
+    stop, problems = threading.Event(), []
+
+    def reader() -> None:
+        while not stop.is_set():
+            if not _complete(hdfs_store.read("r/meta")):
+                problems.append(1)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for i in range(1, 10):
+        hdfs_store.put_replace("r/meta", _payload(i, 256 << 10))
+    stop.set()
+    t.join()
+    assert problems == [] and hdfs_store.read("r/meta") == _payload(9, 256 << 10)
+    assert [f.name for f in hdfs_store.list("r")] == ["meta"]
+
+
+def test_webhdfs_and_hdfs_urls_name_the_same_store(hdfs_server):
+    prefix = f"u-{uuid.uuid4().hex}"
+    by_rpc = open_log(hdfs_server.url(prefix), storage_options=hdfs_server.storage_options())
+    by_rpc.create_topic("t", {"partitions": 2})
+    by_rpc.partition("t", 1).claim("w").append(pa.table({"value": [b"a", b"b"]}))
+    by_http = open_log(f"webhdfs://127.0.0.1:{hdfs_server.http_port}/{prefix}",
+                       storage_options={"user": "sparklog"})
+    assert by_http.partition("t", 1).read_table(0).column("value").to_pylist() == [b"a", b"b"]
+    assert isinstance(by_http.store, WebHdfsStore)
+    # what a Spark executor is given to reopen it
+    description = by_rpc.store.describe()
+    again = open_log(description["url"], storage_options=description["storage_options"])
+    assert again.partition("t", 1).read_table(0).column("value").to_pylist() == [b"a", b"b"]
+
+
+def test_an_unreachable_namenode_is_a_clear_connection_error(hdfs_server):
+    from tests.s3server import _free_ports
+
+    (port,) = _free_ports(1)
+    store = open_store(f"webhdfs://127.0.0.1:{port}/x", storage_options={"timeout_s": 2})
+    where = f"WebHDFS GET LISTSTATUS /x/a at http://127.0.0.1:{port}"
+    with pytest.raises(ConnectionError, match=where):
+        store.list("a")
+
+
+def test_an_hdfs_url_without_a_namenode_is_refused():
+    with pytest.raises(StoreError, match="names its NameNode"):
+        open_store("hdfs:///just/a/path")
+
+
+def test_a_delegation_token_replaces_the_user_name_and_is_never_shown(hdfs_server):
+    """With a token no ``user.name`` is sent (a cluster without security, as here,
+    ignores the token and writes as its static web user, so the file's owner shows
+    which was sent), and no error message carries the token. That a secure NameNode
+    accepts it is not tested: this machine has no KDC."""
+    secret = "SECRETtokenXYZ123"
+    store = open_store(f"webhdfs://127.0.0.1:{hdfs_server.http_port}/tok",
+                       storage_options={"delegation_token": secret, "user": "alice"})
+    store.put_new("owned", b"x")
+    assert store._status("owned")["owner"] != "alice"
+    with pytest.raises(FileNotFoundError) as caught:
+        store.read("missing")
+    assert secret not in str(caught.value) and "OPEN /tok/missing" in str(caught.value)
+    plain = open_store(f"webhdfs://127.0.0.1:{hdfs_server.http_port}/tok",
+                       storage_options={"user": "alice"})
+    plain.put_new("owned-by-alice", b"x")
+    assert plain._status("owned-by-alice")["owner"] == "alice"
+
+
+def test_kerberos_without_pyspnego_says_what_to_install(hdfs_server, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_spnego(name, *args, **kwargs):
+        if name == "spnego":
+            raise ImportError("No module named 'spnego'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_spnego)
+    store = open_store(hdfs_server.url("k"), storage_options={
+        "webhdfs_port": hdfs_server.http_port, "kerberos": True})
+    with pytest.raises(StoreError, match="pyspnego"):
+        store.list("a")
