@@ -209,10 +209,26 @@ def _form_headers(raw: str) -> list[dict[str, str]]:
     return out
 
 
+def _cross_site(request: Request) -> bool:
+    """Did another site's page send this form? A form can be posted across sites without
+    CORS (unlike REST Proxy's own content types), so the browser's word is checked:
+    ``Sec-Fetch-Site``, else an ``Origin`` that is not this host."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    return origin is not None and origin.split("://", 1)[-1] != request.headers.get("host")
+
+
 async def produce_form(request: Request) -> Response:
     """One record from the topic page's form, through the same path as REST Proxy's
-    binary produce; then the browser at the record (303)."""
+    binary produce; then the browser at the record (303). A form sent from another
+    site is refused (403), so a page elsewhere cannot write through an operator's
+    browser."""
     topic = validate_topic_name(request.path_params["topic"])
+    if _cross_site(request):
+        return HTMLResponse(page("Error 403", '<p class=error id=error>This form was sent from '
+                                 'another site: refused.</p>'), status_code=403)
     body = await read_body(request)
     form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", errors="replace"),
                                           keep_blank_values=True).items()}

@@ -31,8 +31,8 @@ from log_layout.opening import open_log_from_settings
 
 LOG_FORMATS = ("text", "json")
 #: the LogRecord attributes every record has; anything else was given as ``extra``
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime",
-                                                                        "taskName"}
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "taskName", "color_message"}  # uvicorn's message with ANSI colours
 
 
 class JsonFormatter(logging.Formatter):

@@ -281,6 +281,27 @@ def test_produce_form_writes_a_record_shown_by_the_browser_and_the_api(driver, w
     assert base64.b64decode(got[0]["value"]) == b'{"made": "in a browser"}'
 
 
+def test_produce_form_sent_from_another_site_is_refused(world):
+    """A cross-site form post (no CORS needed for urlencoded forms) writes nothing."""
+    gw, http = world["gw"], world["http"]
+    end = http.get("/topics/orders/partitions/0/offsets")["end_offset"]
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        r = http.pool.request("POST", gw.url + "/ui/topics/orders/produce",
+                              body=b"partition=0&value=forged", headers={
+                                  "Content-Type": "application/x-www-form-urlencoded",
+                                  **headers})
+        assert r.status == 403 and b"another site" in r.data
+    assert http.get("/topics/orders/partitions/0/offsets")["end_offset"] == end
+    # the same post from the console's own page is accepted
+    host = gw.url.split("://", 1)[1]
+    r = http.pool.request("POST", gw.url + "/ui/topics/orders/produce", redirect=False,
+                          body=b"partition=0&value=ok", headers={
+                              "Content-Type": "application/x-www-form-urlencoded",
+                              "Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"})
+    assert r.status == 303
+    assert http.get("/topics/orders/partitions/0/offsets")["end_offset"] == end + 1
+
+
 def test_user_controlled_strings_are_shown_as_text_never_run(driver, world):
     for fmt in ("text", "json", "hex"):
         open_page(driver, world["gw"].url + f"/ui/topics/xss/messages?partition=0&offset=0"
