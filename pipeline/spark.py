@@ -5,7 +5,11 @@ configured, the ``sparklog`` data source registered, and the Python workers
 pointed at the running interpreter (executors need pyarrow and sparklog).
 Delta's jars come from Maven Central on first start and are cached in the
 project folder (``spark.jars.ivy``, default ``<project>/.ivy2``), so later
-starts work offline.
+starts work offline. A session that reads or writes ``s3://`` tables
+(``s3=True``) also gets S3A: ``hadoop-aws`` at pyspark's Hadoop version with
+its AWS SDK, fetched the same way, ``s3://`` mapped to S3A, and the endpoint
+from ``store.s3.endpoint.url`` (credentials from the environment, as boto's).
+HDFS needs nothing: pyspark's Hadoop client speaks ``hdfs://`` and ``webhdfs://``.
 """
 
 from __future__ import annotations
@@ -32,16 +36,34 @@ def _ivy_dir(settings: conf.SparkSettings) -> str:
     return str(path)
 
 
-def _jar_list_file(settings: conf.SparkSettings) -> Path:
-    """Where the first start records the jars Ivy resolved for ``delta.package``."""
-    name = settings.delta_package.replace(":", "_").replace("/", "_")
+def hadoop_version() -> str:
+    """The Hadoop version of pyspark's own jars (``hadoop-client-api-<v>.jar``)."""
+    import pyspark
+
+    jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("hadoop-client-api-*.jar"))
+    if not jars:
+        raise RuntimeError("pyspark's hadoop-client-api jar is missing: is pyspark installed?")
+    return jars[0].name[len("hadoop-client-api-"):-len(".jar")]
+
+
+def packages(settings: conf.SparkSettings, *, s3: bool = False) -> list[str]:
+    """Maven coordinates a session needs: Delta, and S3A if ``s3``."""
+    out = [settings.delta_package]
+    if s3:
+        out.append(settings.s3a_package or f"org.apache.hadoop:hadoop-aws:{hadoop_version()}")
+    return out
+
+
+def _jar_list_file(settings: conf.SparkSettings, coordinates: list[str]) -> Path:
+    """Where the first start records the jars Ivy resolved for ``coordinates``."""
+    name = "+".join(coordinates).replace(":", "_").replace("/", "_")
     return Path(_ivy_dir(settings)) / f"sparklog-jars-{name}.txt"
 
 
-def _cached_jars(settings: conf.SparkSettings) -> str | None:
+def _cached_jars(settings: conf.SparkSettings, coordinates: list[str]) -> str | None:
     """The resolved jars of an earlier start, if every one is still on disk."""
     try:
-        jars = [j for j in _jar_list_file(settings).read_text().split(",") if j]
+        jars = [j for j in _jar_list_file(settings, coordinates).read_text().split(",") if j]
     except FileNotFoundError:
         return None
     if jars and all(os.path.exists(urlsplit(j).path) for j in jars):
@@ -49,22 +71,44 @@ def _cached_jars(settings: conf.SparkSettings) -> str | None:
     return None
 
 
-def _remember_jars(spark, settings: conf.SparkSettings) -> None:
+def _remember_jars(spark, settings: conf.SparkSettings, coordinates: list[str]) -> None:
     jars = spark.sparkContext.getConf().get("spark.jars", "")
-    artifact = settings.delta_package.split(":")[1]
-    if artifact in jars:
-        path = _jar_list_file(settings)
+    if all(c.split(":")[1] in jars for c in coordinates):
+        path = _jar_list_file(settings, coordinates)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(jars)
         os.replace(tmp, path)
 
 
+def s3a_configs(settings: conf.Settings) -> dict[str, str]:
+    """Spark configs for S3A: ``s3://`` served by S3A (Delta's S3 LogStore is chosen by
+    scheme, s3 and s3a alike), and a non-AWS endpoint (``store.s3.endpoint.url``) with
+    path-style addressing. Credentials: S3A's default chain (environment variables
+    AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, instance roles)."""
+    out = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    endpoint = settings.store.s3_endpoint_url
+    if endpoint:
+        out.update({"spark.hadoop.fs.s3a.endpoint": endpoint,
+                    "spark.hadoop.fs.s3a.path.style.access": "true",
+                    "spark.hadoop.fs.s3a.endpoint.region":
+                        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+                        or "us-east-1"})
+    return out
+
+
+def needs_s3(*locations: str | None) -> bool:
+    """Whether any of ``locations`` is on S3 (so the session needs S3A)."""
+    return any(urlsplit(loc).scheme in ("s3", "s3a") for loc in locations if loc)
+
+
 def session(*, master: str | None = None, app_name: str | None = None,
-            settings: conf.Settings | None = None, extra: dict[str, Any] | None = None):
+            settings: conf.Settings | None = None, extra: dict[str, Any] | None = None,
+            s3: bool = False):
     """A SparkSession with Delta Lake and the ``sparklog`` source registered.
 
     ``master`` defaults to ``spark.master`` of the settings (``local[*]``);
-    ``extra`` adds Spark configs. Returns the active session if one exists.
+    ``extra`` adds Spark configs; ``s3`` adds S3A (see the module docstring).
+    Returns the active session if one exists.
     """
     from pyspark.sql import SparkSession
 
@@ -95,11 +139,12 @@ def session(*, master: str | None = None, app_name: str | None = None,
     # The first start resolves Delta through Ivy (Maven Central) into the project's
     # .ivy2; later starts put the recorded jars on the classpath directly: no Ivy
     # resolution (a second of start-up and a screen of output), and no network.
-    cached = _cached_jars(spark_settings)
+    coordinates = packages(spark_settings, s3=s3)
+    cached = _cached_jars(spark_settings, coordinates)
     if cached:
         builder = builder.config("spark.jars", cached)
     else:
-        builder = (builder.config("spark.jars.packages", spark_settings.delta_package)
+        builder = (builder.config("spark.jars.packages", ",".join(coordinates))
                    .config("spark.jars.ivy", _ivy_dir(spark_settings))
                    # Maven Central only: a POM without its jar in ~/.m2 failed the
                    # resolution (see the file)
@@ -113,11 +158,12 @@ def session(*, master: str | None = None, app_name: str | None = None,
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1")
                    .config("spark.databricks.delta.snapshotPartitions", "2"))
-    for key, value in (extra or {}).items():
+    configs = {**(s3a_configs(settings) if s3 else {}), **(extra or {})}
+    for key, value in configs.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if not cached:
-        _remember_jars(spark, spark_settings)
+        _remember_jars(spark, spark_settings, coordinates)
     register(spark)
     return spark
 

@@ -19,11 +19,19 @@ exactly once across restarts:
 value), ``json`` (the value's fields become columns; ``schema`` as a DDL
 string, or inferred from the records there are now).
 
-Where tables live: ``warehouse`` (default: ``<store>/_tables`` for a local
-store, ``./sparklog-warehouse`` otherwise); checkpoints under
+Where tables live: ``warehouse`` (default: ``<store>/_tables``, beside the log:
+a local folder, ``s3://`` through S3A, ``hdfs://`` or ``webhdfs://``; a
+``memory://`` store's tables go to ``./sparklog-warehouse``); checkpoints under
 ``<warehouse>/_checkpoints/<table>``. Tables are registered in the session's
 catalog by path, and :func:`register_tables` registers every table of a
 warehouse in a new session, so no metastore is needed.
+
+Concurrent writers: on a local folder and on HDFS, Delta commits by an atomic
+rename that refuses an existing target, so any number of drivers may write one
+table. On S3, Delta's default LogStore (S3SingleDriverLogStore) is safe within one
+driver only: run one ``materialize`` per table (the multi-driver S3DynamoDBLogStore
+is Delta's other option and is not configured here; Delta for Spark does not use
+S3's conditional writes).
 """
 
 from __future__ import annotations
@@ -44,16 +52,34 @@ _META = ("topic", "partition", "offset", "timestamp", "timestampType")
 CHECKPOINTS = "_checkpoints"
 
 
+#: store URL schemes whose tables Spark can keep beside the log
+_SPARK_SCHEMES = ("s3", "s3a", "hdfs", "webhdfs", "swebhdfs")
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` is a URL for Spark's Hadoop filesystems (not a local path)."""
+    return urlsplit(location).scheme in _SPARK_SCHEMES + ("file",)
+
+
 def default_warehouse(log: Log) -> str:
-    """``<store>/_tables`` for a local store; ``./sparklog-warehouse`` for others."""
+    """``<store>/_tables`` for a local, S3 or HDFS store; ``./sparklog-warehouse`` for
+    others (``memory://``, which Spark cannot reach)."""
     parts = urlsplit(log.url)
     if parts.scheme in ("", "file"):
         return os.path.join(parts.path if parts.scheme else log.url, "_tables")
+    if parts.scheme in _SPARK_SCHEMES:
+        return log.url.rstrip("/") + "/_tables"
     return os.path.abspath("sparklog-warehouse")
 
 
 def table_path(warehouse: str, table: str) -> str:
+    if is_url(warehouse):
+        return warehouse.rstrip("/") + "/" + table
     return os.path.join(warehouse, table)
+
+
+def _absolute(location: str) -> str:
+    return location if is_url(location) else os.path.abspath(location)
 
 
 def check_table_name(table: str) -> str:
@@ -154,7 +180,7 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     value_schema = _value_schema(spark, log, topic, table, value_format, schema)
     warehouse = warehouse or default_warehouse(log)
     path = table_path(warehouse, table)
-    checkpoint = checkpoint or os.path.join(warehouse, CHECKPOINTS, table)
+    checkpoint = checkpoint or table_path(table_path(warehouse, CHECKPOINTS), table)
 
     src = {"startingOffsets": "earliest", **(options or {})}
     stream = (spark.readStream.format("sparklog")
@@ -235,23 +261,38 @@ def register(spark, table: str, path: str) -> None:
     name = _catalog_name(spark, table)
     if spark.catalog.tableExists(name):
         current = DeltaTable.forName(spark, name).detail().first()["location"]
-        if current.rstrip("/").removeprefix("file:") == os.path.abspath(path).rstrip("/"):
+        if current.rstrip("/").removeprefix("file:") == _absolute(path).rstrip("/"):
             return
         # the name now means the table of this warehouse (an external table: DROP
         # forgets the name, the other table's data stays where it is)
         spark.sql("DROP TABLE IDENTIFIER(:name)", args={"name": name})
-    spark.catalog.createTable(name, path=os.path.abspath(path), source="delta")
+    spark.catalog.createTable(name, path=_absolute(path), source="delta")
+
+
+def _table_folders(spark, warehouse: str) -> list[str]:
+    """Names of the folders of ``warehouse`` that hold a ``_delta_log``: a local folder
+    by ``os``, a URL by Spark's own Hadoop filesystem (what Delta will read it with)."""
+    if not is_url(warehouse):
+        if not os.path.isdir(warehouse):
+            return []
+        return [n for n in sorted(os.listdir(warehouse))
+                if os.path.isdir(os.path.join(warehouse, n, "_delta_log"))]
+    jvm = spark._jvm
+    root = jvm.org.apache.hadoop.fs.Path(warehouse)
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(root):
+        return []
+    names = [s.getPath().getName() for s in fs.listStatus(root) if s.isDirectory()]
+    return [n for n in sorted(names)
+            if fs.exists(jvm.org.apache.hadoop.fs.Path(table_path(warehouse, n) + "/_delta_log"))]
 
 
 def register_tables(spark, warehouse: str) -> list[str]:
     """Register every Delta table of ``warehouse`` (folders holding ``_delta_log``)."""
     names = []
-    if not os.path.isdir(warehouse):
-        return names
-    for name in sorted(os.listdir(warehouse)):
-        path = table_path(warehouse, name)
-        if _NAME.match(name) and os.path.isdir(os.path.join(path, "_delta_log")):
-            register(spark, name, path)
+    for name in _table_folders(spark, warehouse):
+        if _NAME.match(name):
+            register(spark, name, table_path(warehouse, name))
             names.append(name)
     return names
 

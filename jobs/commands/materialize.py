@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="decode values: raw bytes, UTF-8 text, or JSON fields as columns")
     p.add_argument("--schema", metavar="DDL",
                    help="schema of JSON values, e.g. 'user STRING, n INT' (default: inferred)")
-    p.add_argument("--warehouse", metavar="DIR",
-                   help="folder of the tables (default: <store>/_tables for a local store)")
+    p.add_argument("--warehouse", metavar="DIR|URL",
+                   help="where the tables live: a folder, s3://bucket/path or hdfs://namenode/path "
+                        "(default: <store>/_tables, beside the log)")
     p.add_argument("--checkpoint", metavar="DIR",
                    help="checkpoint folder (default: <warehouse>/_checkpoints/<table>)")
     p.add_argument("--trigger", metavar="DURATION", type=duration(1), default=None,
@@ -48,17 +49,19 @@ def run(args: argparse.Namespace) -> int:
     from jobs.cli import settings_from
     from log_layout import open_log_from_settings
     from pipeline import tables
-    from pipeline.spark import session
+    from pipeline.spark import needs_s3, session
 
     settings = settings_from(args)
     log = open_log_from_settings(settings)
     log.topic(args.topic)  # fail fast, before Spark starts, on an unknown topic
     tables.check_table_name(args.table)  # and on a bad table name
     console = Console(stderr=True)
-    spark = session(master=args.master, settings=settings)
+    warehouse = args.warehouse or tables.default_warehouse(log)
+    spark = session(master=args.master, settings=settings,
+                    s3=needs_s3(warehouse, args.checkpoint))
     query = tables.materialize(
         spark, args.topic, args.table, log=log, once=args.once, value_format=args.value_format,
-        schema=args.schema, warehouse=args.warehouse, checkpoint=args.checkpoint,
+        schema=args.schema, warehouse=warehouse, checkpoint=args.checkpoint,
         options=dict(args.option), trigger_ms=args.trigger)
     if not args.once:
         console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import datetime as dt
+import json
 
 from jobs.cli import integer
 
@@ -17,10 +20,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "its name where a topic has the same one. A query Spark refuses ends with "
                     "its message and exit status 2.")
     p.add_argument("query", metavar="SQL")
-    p.add_argument("--warehouse", metavar="DIR",
-                   help="folder of the tables (default: <store>/_tables for a local store)")
+    p.add_argument("--warehouse", metavar="DIR|URL",
+                   help="where the tables live: a folder, s3://bucket/path or hdfs://namenode/path "
+                        "(default: <store>/_tables, beside the log)")
     p.add_argument("--limit", type=integer(0), default=100, help="rows to print at most (default 100)")
     p.add_argument("--headers", action="store_true", help="give topic views a headers column")
+    p.add_argument("--output", choices=("table", "json"), default="table",
+                   help="a readable table, or one JSON object per row (for scripts)")
     p.add_argument("--master", help="Spark master (default: setting spark.master)")
     p.set_defaults(handler=run)
 
@@ -35,13 +41,14 @@ def run(args: argparse.Namespace) -> int:
     from log_layout import open_log_from_settings
     from jobs.errors import QueryError
     from pipeline import tables
-    from pipeline.spark import session
+    from pipeline.spark import needs_s3, session
 
     settings = settings_from(args)
     log = open_log_from_settings(settings)
-    spark = session(master=args.master, settings=settings)
+    warehouse = args.warehouse or tables.default_warehouse(log)
+    spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse))
     # tables first: a table materialised under a topic's name keeps that name
-    tables.register_tables(spark, args.warehouse or tables.default_warehouse(log))
+    tables.register_tables(spark, warehouse)
     views = set(tables.register_topics(spark, log, include_headers=args.headers))
     err = Console(stderr=True)
     for topic in sorted(set(log.topics()) - views):
@@ -59,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         raise QueryError(args.query, (str(e).strip().splitlines() or [""])[0]) from None
     finally:
         context_log.disabled = was_disabled
+    if args.output == "json":
+        for row in rows[:args.limit]:
+            print(json.dumps({k: _json_value(v) for k, v in row.asDict().items()}))
+        return 0
     out = Table(show_lines=False)
     for name in df.columns:
         out.add_column(name)
@@ -80,3 +91,24 @@ def _show(value) -> str:
         except UnicodeDecodeError:
             return bytes(value).hex()
     return str(value)
+
+
+def _json_value(value):
+    """A row's value as JSON: bytes as UTF-8 text when they are (else base64, as
+    Kafka's REST Proxy gives binary), times as ISO 8601, nested rows as objects."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode()
+        except UnicodeDecodeError:
+            return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if hasattr(value, "asDict"):
+        return {k: _json_value(v) for k, v in value.asDict().items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, float) and value != value:
+        return None
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
