@@ -86,12 +86,16 @@ def test_groups_describe_from_the_store_without_gateway(store, capsys):
 def test_consume_with_group_through_gateway_commits_and_describe_shows_lag(
         gateway, gateway_store, gateway_log, capsys, monkeypatch):
     url, options = gateway_store
-    if options:  # the CLI takes the S3 endpoint from settings and keys from the environment
+    options = options or {}
+    if "client_kwargs" in options:  # S3: the endpoint from settings, keys from the environment
         monkeypatch.setenv("SPARKLOG_STORE_S3_ENDPOINT_URL",
                            options["client_kwargs"]["endpoint_url"])
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", options["key"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", options["secret"])
         monkeypatch.setenv("AWS_DEFAULT_REGION", options["client_kwargs"]["region_name"])
+    elif "webhdfs_port" in options:  # HDFS: the WebHDFS port and user from settings
+        monkeypatch.setenv("SPARKLOG_STORE_HDFS_HTTP_PORT", str(options["webhdfs_port"]))
+        monkeypatch.setenv("SPARKLOG_STORE_HDFS_USER", options.get("user", ""))
     topic = f"cli-{uuid.uuid4().hex[:8]}"
     gateway_log.create_topic(topic, {"partitions": 2})
     for p in range(2):
