@@ -69,7 +69,8 @@ def shoot(driver, folder: str, name: str) -> str:
     """A full-page PNG of what the browser shows, reduced to a 256-colour palette."""
     from PIL import Image
 
-    height = driver.execute_script("return document.documentElement.scrollHeight")
+    height = int(driver.execute_script(
+        "return document.querySelector('main').getBoundingClientRect().bottom + 16"))
     shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
         "format": "png", "captureBeyondViewport": True,
         "clip": {"x": 0, "y": 0, "width": 1280, "height": min(height, 2400), "scale": 1}})
@@ -107,11 +108,15 @@ def world(tmp_path_factory):
     """A gateway over a store with: ``orders`` (3 partitions, 30 keyed JSON records with a
     header and timestamps T0 + i s, retention.ms overridden), ``xss`` (one record whose
     key, value and header try to run script), group ``billing`` (one member, committed
-    behind the log end: lag 4 / 3 / 2), and one maintenance run."""
+    behind the log end: lag 4 / 3 / 2), ``profiles`` (compacted, 5 x the same 20 keys), and
+    a maintenance run of ``xss`` and ``profiles`` (not of ``orders``: its timestamps are a
+    year old, retention would empty it)."""
     url = str(tmp_path_factory.mktemp("console") / "store")
     log = open_log(url)
     log.create_topic("orders", {"partitions": 3, "retention.ms": 86_400_000})
     log.create_topic("xss", {"partitions": 1})
+    log.create_topic("profiles", {"partitions": 1, "cleanup.policy": "compact",
+                                  "min.cleanable.dirty.ratio": 0.01})
     with GatewayProcess(url) as gw:
         http = Http(gw.url)
         ends = {}
@@ -136,9 +141,14 @@ def world(tmp_path_factory):
             "member_id": member["member_id"], "generation": member["generation"],
             "offsets": [{"topic": "orders", "partition": p, "offset": o}
                         for p, o in committed.items()]})
+        for _ in range(5):  # five segments of the same 20 keys: compaction keeps one of each
+            http.post("/topics/profiles", {"records": [
+                {"key": f"user-{i}", "value": {"name": f"user {i}", "visits": i}}
+                for i in range(20)]}, "application/vnd.kafka.json.v2+json")
         subprocess.run([sys.executable, "-m", "jobs.cli", "--store", url, "maintain",
-                        "--no-spark", "--force", "--topic", "xss"], cwd=ROOT, check=True,
-                       capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
+                        "--no-spark", "--force", "--topic", "xss", "--topic", "profiles"],
+                       cwd=ROOT, check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": ROOT})
         yield {"gw": gw, "http": http, "ends": ends, "committed": committed,
                "member": member["member_id"]}
 
@@ -195,9 +205,9 @@ def test_overview_shows_topics_groups_and_throughput_charts(driver, world, shots
     # the gateway samples once a second: six rates take about seven seconds
     wait(driver, charted, "six throughput samples in the overview's chart", timeout=60)
     summary = driver.find_element(*by("#summary")).text
-    assert "TOPICS\n2" in summary and "CONSUMER GROUPS\n1" in summary
+    assert "TOPICS\n3" in summary and "CONSUMER GROUPS\n1" in summary
     topics = {r[0]: r for r in rows(driver, "topics")}
-    assert set(topics) == {"orders", "xss"}
+    assert set(topics) == {"orders", "profiles", "xss"}
     assert topics["orders"][1] == "3" and int(topics["orders"][2].replace(",", "")) >= 30
     assert topics["xss"][2] == "1"
     groups = rows(driver, "groups")
@@ -353,8 +363,12 @@ def test_maintenance_page_lists_the_run(driver, world, shots):
     wait(driver, lambda d: d.title.startswith("Maintenance"), "the maintenance page")
     runs = rows(driver, "runs")
     assert len(runs) == 1
-    assert runs[0][1] == "maintain" and runs[0][2] == "xss" and runs[0][9] == "–"
-    assert runs[0][4] == "1"  # partitions
+    assert runs[0][1:3] == ["maintain", "profiles, xss"] and runs[0][8:] == ["", "–"]
+    assert runs[0][4] == "2"  # partitions
+    # 100 records of 20 keys in 5 segments; the newest segment is not cleaned (as Kafka's
+    # active segment): 60 removed
+    assert runs[0][5] == "60"
+    assert runs[0][6] != "0 B"  # bytes reclaimed
     assert runs[0][0].endswith("UTC")
     shoot(driver, shots, "maintenance")
 
