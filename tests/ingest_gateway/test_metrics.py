@@ -316,3 +316,38 @@ def test_the_console_and_ops_routes_have_their_own_request_types(client):
     # /metrics itself is counted too: the scrape of `before` is in `after`
     assert value(after, "sparklog_gateway_requests_total", request="Operations", status=200) \
         - value(before, "sparklog_gateway_requests_total", request="Operations", status=200) == 2
+
+
+def test_log_format_flag_and_start_up_line(tmp_path):
+    """``sparklog gateway --log-format json``: the first lines are JSON, and one says where
+    the gateway listens and which store it uses."""
+    import selectors
+    import time
+
+    from jobs.gateway_process import free_port
+
+    store = str(tmp_path / "store")
+    open_log(store)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--store", store, "gateway",
+                             "--port", str(port), "--log-format", "json"], cwd=ROOT,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": ROOT})
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        deadline = time.monotonic() + 30
+        lines: list[dict] = []
+        while not any("listening on" in d["message"] for d in lines):
+            assert time.monotonic() < deadline, f"no start-up line in {lines}"
+            if sel.select(timeout=1):
+                line = proc.stderr.readline()
+                assert line, f"the gateway exited: {proc.wait()}"
+                lines.append(json.loads(line))
+        start = next(d for d in lines if "listening on" in d["message"])
+        assert f"http://127.0.0.1:{port}" in start["message"] and store in start["message"]
+        assert start["logger"] == "sparklog.gateway" and start["level"] == "INFO"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
