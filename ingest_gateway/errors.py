@@ -323,6 +323,51 @@ class UnknownConsumerInstance(GroupError, LookupError):
         super().__init__(f"consumer instance {instance!r} of group {group!r} does not exist")
 
 
+class ConsumerFormatMismatch(SparklogError):
+    """A REST consumer instance read with an ``Accept`` naming another embedded format
+    than the one it was created with (REST Proxy: 406, error code 40601)."""
+
+    code = "consumer_format_mismatch"
+
+    def __init__(self, instance: str, fmt: str, asked: str):
+        self.instance, self.fmt, self.asked = instance, fmt, asked
+        super().__init__(f"consumer instance {instance!r} was created with format {fmt!r}: "
+                         f"read it with Accept: {asked} is not possible")
+
+
+class SubscriptionConflict(SparklogError):
+    """Topics, a topic pattern and manual assignment mixed in one consumer instance
+    (REST Proxy: 409, error code 40903)."""
+
+    code = "subscription_conflict"
+
+    def __init__(self, instance: str, has: str, asked: str):
+        self.instance, self.has, self.asked = instance, has, asked
+        super().__init__(f"consumer instance {instance!r} already uses {has}; {asked} is "
+                         "mutually exclusive with it (unsubscribe first)")
+
+
+class UnknownBroker(SparklogError, LookupError):
+    """A v3 broker id that is not one of the cluster's (its gateway slots; 0 standalone)."""
+
+    code = "unknown_broker"
+
+    def __init__(self, broker: str, brokers: Sequence[int]):
+        self.broker, self.brokers = broker, tuple(brokers)
+        super().__init__(f"broker {broker!r} does not exist; the brokers are "
+                         f"{', '.join(map(str, self.brokers))}")
+
+
+class UnknownTopicConfig(SparklogError, LookupError):
+    """A topic config name the topic does not have (v3 ``configs/{name}``)."""
+
+    code = "unknown_config"
+
+    def __init__(self, topic: str, name: str):
+        self.topic, self.name = topic, name
+        super().__init__(f"topic {topic!r} has no config named {name[:200]!r}")
+
+
 # -- the clients' own ---------------------------------------------------------------------
 class ProduceError(SparklogError):
     """The gateway refused a batch (or the delivery timeout passed)."""

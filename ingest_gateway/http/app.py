@@ -8,7 +8,10 @@ Routes (the OpenAPI document at ``/openapi.json`` is the reference, see
     GET    .../messages  .../offsets  POST /fetch           fetch             (fetch_routes)
     /groups/...                                             group protocol    (group_routes)
     /consumers/...                                          REST instances    (rest_consumers)
+    /v3/.../configs  .../records  .../consumer-groups  .../replicas
+                                          (v3_configs, v3_records, v3_groups, v3_replicas)
     GET    /healthz  /readyz  /metrics  /openapi.json       operations        (here)
+    GET    /docs  /redoc                                    API pages         (docs)
     GET    /ui ...                                          web console       (console)
 
 :func:`create_app` mounts every route; the one error table is ``errors``. The
@@ -36,8 +39,9 @@ from starlette.routing import BaseRoute, Route
 import conf
 from conf.errors import ConfigError, SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, ShuttingDown
-from ingest_gateway.http import (cluster_routes, console, fetch_routes, group_routes,
-                                 rest_consumers, topics)
+from ingest_gateway.http import (cluster_routes, console, docs, fetch_routes, group_routes,
+                                 rest_consumers, topics, v3_configs, v3_groups, v3_records,
+                                 v3_replicas)
 from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
@@ -79,8 +83,9 @@ def routes() -> list[BaseRoute]:
         *fetch_routes.routes(), *rest_consumers.routes(), *group_routes.routes(),
         Route("/topics/{topic}", Produce(), methods=["POST"]),
         Route("/topics/{topic}/partitions/{partition}", Produce(), methods=["POST"]),
-        *topics.routes(),
-        *cluster_routes.routes(),
+        *topics.routes(), *v3_configs.routes(), *v3_records.routes(), *v3_groups.routes(),
+        *v3_replicas.routes(),
+        *cluster_routes.routes(), *docs.routes(),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -20,11 +20,14 @@ from starlette.responses import JSONResponse, Response
 
 from conf.errors import ConfigError, SparklogError
 from conf.topic import InvalidTopicName
-from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, GroupFieldTooLong,
+from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatch, FlushFailed,
+                                   GroupFieldTooLong, SubscriptionConflict, UnknownBroker,
+                                   UnknownTopicConfig,
                                    IllegalGeneration, InconsistentGroupProtocol,
                                    InvalidCommitOffset, InvalidGroupId, InvalidKey,
                                    InvalidSessionTimeout, InvalidValue, MissingKey,
-                                   NotCoordinator, NotLeader, PartitionNotAssigned, RebalanceInProgress, RecordNotJson,
+                                   NotCoordinator, NotLeader, PartitionNotAssigned,
+                                   RebalanceInProgress, RecordNotJson,
                                    RequestTimeout, RequestTooLarge, ShuttingDown,
                                    TooManyConnections, UnknownCluster, UnknownConsumerInstance,
                                    UnknownGroup, UnknownMemberId, UnsupportedContentType)
@@ -79,10 +82,15 @@ ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.Map
     InvalidSessionTimeout: (400, 40013),  # Kafka: INVALID_SESSION_TIMEOUT (26)
     GroupFieldTooLong: (400, 40014),
     RecordNotJson: (422, 42206),  # Kafka: RecordDeserializationException
+    ConsumerFormatMismatch: (406, 40601),  # REST Proxy's code and status
+    SubscriptionConflict: (409, 40903),  # REST Proxy's code and status
+    UnknownTopicConfig: (404, 40405),
+    UnknownBroker: (404, 40406),
     SparklogError: (500, 50001),
 })
 #: errors a client may retry unchanged (idempotently)
-RETRIABLE = (BufferFull, NotLeader, NotCoordinator, Fenced, FlushFailed, ShuttingDown, TooManyConnections)
+RETRIABLE = (BufferFull, NotLeader, NotCoordinator, Fenced, FlushFailed, ShuttingDown,
+             TooManyConnections)
 
 
 def status_of(exc: BaseException) -> tuple[int, int]:

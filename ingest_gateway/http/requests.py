@@ -16,6 +16,7 @@ from ingest_gateway.client.group_protocol import validate_group_id
 from ingest_gateway.errors import BadRequest, UnsupportedContentType
 from ingest_gateway.http.params import int_param, parse_int, query_param
 from ingest_gateway.server.consumer_hub import ConsumerHub
+from ingest_gateway.server.rest_instances import Instance
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -35,6 +36,18 @@ def hub_of(request: Request) -> ConsumerHub:
                                                now_ms=state.now_ms,
                                                cluster=getattr(state, "cluster", None))
     return hub
+
+
+def instance_of(request: Request) -> tuple[ConsumerHub, Instance]:
+    """The hub and the route's REST consumer instance (a use of it); raises
+    InvalidGroupId or UnknownConsumerInstance (404, 40403)."""
+    hub = hub_of(request)
+    return hub, hub.instance(group_of(request), request.path_params["instance"])
+
+
+async def sync_instance(hub: ConsumerHub, inst: Instance) -> None:
+    """Follow the instance's group now (off the loop; the caller holds ``inst.lock``)."""
+    await hub.run(inst.sync, hub.source.watermarks, hub.now_ms())
 
 
 def int_q(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
@@ -75,13 +88,22 @@ def field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...
 
 
 def tp_list(items: Any, *, with_offset: bool) -> dict[tuple[str, int], int] | list[tuple[str, int]]:
+    """``[{"topic", "partition"[, "offset"]}, ...]`` as {(topic, partition): offset} (or a
+    list of (topic, partition)). Raises BadRequest for anything else, and for a
+    partition outside int32 or an offset outside int64 (Kafka's types)."""
     if not isinstance(items, list):
-        raise BadRequest("expected a list of {topic, partition" + (", offset}" if with_offset else "}"))
+        raise BadRequest("expected a list of {topic, partition"
+                         + (", offset}" if with_offset else "}"))
     out: dict = {}
-    for i, it in enumerate(items):
+    for it in items:
         t = field(it, "topic", str)
         p = field(it, "partition", int)
-        out[(t, p)] = field(it, "offset", int) if with_offset else None
+        if not -2**31 <= p < 2**31:
+            raise BadRequest(f"partition {p} of {t[:100]!r} is not a 32-bit integer")
+        o = field(it, "offset", int) if with_offset else None
+        if o is not None and not -2**63 <= o < 2**63:
+            raise BadRequest(f"offset {o} of {t[:100]}-{p} is not a 64-bit integer")
+        out[(t, p)] = o
     return out if with_offset else list(out)
 
 

@@ -7,15 +7,33 @@ longer one).
 Mounted by ``app.create_app`` with every other route. Routes::
 
     POST   /consumers/{group}                                  create an instance
-    POST   /consumers/{group}/instances/{instance}/subscription   {"topics": [...]}
+    POST   /consumers/{group}/instances/{instance}/subscription   {"topics": [...]} or
+                                                           {"topic_pattern": "regex"}
     GET    /consumers/{group}/instances/{instance}/subscription
-    GET    /consumers/{group}/instances/{instance}/assignments
+    DELETE /consumers/{group}/instances/{instance}/subscription   unsubscribe (leaves the group)
     GET    /consumers/{group}/instances/{instance}/records?timeout=&max_bytes=
-    POST   /consumers/{group}/instances/{instance}/positions    seek {"offsets": [...]}
     POST   /consumers/{group}/instances/{instance}/offsets      commit (given, or all consumed)
     GET    /consumers/{group}/instances/{instance}/offsets      committed offsets
     POST   /consumers/{group}/instances/{instance}/heartbeat
     DELETE /consumers/{group}/instances/{instance}              leave the group
+
+Seek and manual assignment (``positions``, ``positions/beginning``,
+``positions/end``, ``assignments``) are in ``rest_positions``.
+
+**Formats.** An instance's ``format`` (binary, the default, json or arrow) decides
+what its records are answered as, with that format's Content-Type
+(``application/vnd.kafka.binary.v2+json``, ``...json.v2+json``,
+``application/vnd.apache.arrow.stream``). An ``Accept`` naming another embedded
+format answers 406 ``consumer_format_mismatch`` (40601), as REST Proxy does; a
+generic one (``application/json``, ``application/vnd.kafka.v2+json``, ``*/*``) or
+none gets the instance's format.
+
+**Subscriptions.** ``topics``, ``topic_pattern`` (a regular expression matched
+against whole topic names, as Kafka's; at most ``MAX_PATTERN`` characters, and a
+quantified group holding a quantifier, the shape of catastrophic backtracking, is
+refused) and manual ``assignments`` are mutually exclusive: mixing them answers
+409 ``subscription_conflict`` (40903). A new subscription replaces the previous
+one of the same kind.
 
 Instances (``server.rest_instances``) are kept in the consumer hub
 (``server.consumer_hub``) of the gateway that created them; records are read with
@@ -40,6 +58,7 @@ group.min/max.session.timeout.ms (400 ``invalid_session_timeout``).
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -48,16 +67,45 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ingest_gateway.client.group_protocol import validate_group_id
-from ingest_gateway.errors import (BadRequest, NotCoordinator, PartitionNotAssigned,
-                                   RebalanceInProgress, UnknownConsumerInstance, UnknownMemberId)
+from ingest_gateway.errors import (BadRequest, ConsumerFormatMismatch, NotCoordinator,
+                                   RebalanceInProgress, SubscriptionConflict,
+                                   UnknownConsumerInstance, UnknownMemberId,
+                                   UnsupportedContentType)
+from ingest_gateway.http import rest_positions
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import parse_int
 from ingest_gateway.http.record_docs import arrow_stream, not_json_response, records_json
 from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT,
-                                          MAX_WAIT_MS, V2_RESPONSE, accept, field, group_of,
-                                          hub_of, int_q, offsets_doc, partitions_query, tp_list)
-from ingest_gateway.server.consumer_hub import ConsumerHub
+                                          MAX_WAIT_MS, V2_RESPONSE, field, group_of, hub_of,
+                                          instance_of, int_q, offsets_doc, partitions_query,
+                                          sync_instance, tp_list)
 from ingest_gateway.server.rest_instances import Instance
+
+
+#: the media type of each instance format's records
+MEDIA = {"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW}
+#: Accept values that name no embedded format: the instance's own is answered
+GENERIC = {"", "*/*", "application/*", "application/json", "application/vnd.kafka.v2+json",
+           "application/vnd.kafka+json"}
+MAX_PATTERN = 1000
+#: a quantified group that holds a quantifier, ``(a+)+``: catastrophic backtracking
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
+
+
+def records_media(request: Request, inst: Instance) -> str:
+    """The media type to answer ``inst``'s records with. Raises ConsumerFormatMismatch
+    (406, 40601) when Accept names only other embedded formats, UnsupportedContentType
+    when it names nothing this route answers."""
+    own = MEDIA[inst.fmt]
+    raw = request.headers.get("accept", "")
+    named = [part.split(";")[0].strip().lower() for part in raw.split(",")]
+    if own in named or any(n in GENERIC for n in named):
+        return own
+    asked = [n for n in named if n in FORMATS or re.fullmatch(
+        r"application/vnd\.kafka\.[a-z]+\.v[0-9]+\+json", n)]
+    if asked:
+        raise ConsumerFormatMismatch(inst.name, inst.fmt, ", ".join(asked)[:200])
+    raise UnsupportedContentType(raw[:200], tuple(MEDIA.values()))
 
 
 def _positive_ms(doc: Any, name: str, default: int | None, hi: int = 2**31 - 1) -> int | None:
@@ -113,45 +161,69 @@ async def create_instance(request: Request) -> Response:
                         media_type=V2_RESPONSE)
 
 
-def _instance(request: Request) -> tuple[ConsumerHub, Instance]:
-    hub = hub_of(request)
-    return hub, hub.instance(group_of(request), request.path_params["instance"])
+def _pattern(raw: Any) -> re.Pattern[str]:
+    """A topic_pattern compiled; raises BadRequest (not a string, too long, not a
+    regular expression, or nested quantifiers)."""
+    if not isinstance(raw, str) or not 0 < len(raw) <= MAX_PATTERN:
+        raise BadRequest(f"topic_pattern must be a regular expression of 1 to {MAX_PATTERN} "
+                         "characters")
+    if _NESTED_QUANTIFIER.search(raw):
+        raise BadRequest(f"topic_pattern {raw[:100]!r} nests quantifiers (catastrophic "
+                         "backtracking); write it without a quantified group holding one")
+    try:
+        return re.compile(raw)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise BadRequest(f"topic_pattern {raw[:100]!r} is not a regular expression: {e}") \
+            from None
 
 
 async def subscribe_instance(request: Request) -> Response:
-    hub, inst = _instance(request)
+    """``{"topics": [...]}`` or ``{"topic_pattern": "..."}``; raises BadRequest,
+    UnknownTopic (a listed topic), SubscriptionConflict (409: both given, or the
+    instance has a manual assignment)."""
+    hub, inst = instance_of(request)
     doc = await read_json(request)
-    topics = field(doc, "topics", list)
-    if not topics or not all(isinstance(t, str) for t in topics):
+    topics = field(doc, "topics", list, None)
+    raw_pattern = field(doc, "topic_pattern", str, None)
+    if (topics is None) == (raw_pattern is None):
+        if topics is not None:
+            raise SubscriptionConflict(inst.name, "topics", "topic_pattern")
+        raise BadRequest("give topics (a non-empty list of topic names) or topic_pattern")
+    if topics is not None and (not topics or not all(isinstance(t, str) for t in topics)):
         raise BadRequest("topics must be a non-empty list of topic names")
+    pattern = _pattern(raw_pattern) if raw_pattern is not None else None
     async with inst.lock:
-        for t in topics:
+        if inst.manual is not None:
+            raise SubscriptionConflict(inst.name, "assignments",
+                                       "topics" if topics is not None else "topic_pattern")
+        for t in topics or ():
             await hub.run(hub.log.topic, t)
-        inst.topics = tuple(topics)
-        await hub.run(inst.sync, hub.source.watermarks)
+        inst.pattern, inst.list_topics = pattern, (hub.log.topics if pattern else None)
+        inst.topics = tuple(topics or ())
+        await sync_instance(hub, inst)
     return Response(status_code=204)
 
 
 async def get_subscription(request: Request) -> Response:
-    _, inst = _instance(request)
+    _, inst = instance_of(request)
     return JSONResponse({"topics": list(inst.topics)}, media_type=V2_RESPONSE)
 
 
-async def get_assignments(request: Request) -> Response:
-    hub, inst = _instance(request)
+async def unsubscribe_instance(request: Request) -> Response:
+    """Kafka's unsubscribe(): leave the group, forget topics, pattern and assignment."""
+    hub, inst = instance_of(request)
     async with inst.lock:
-        await hub.run(inst.sync, hub.source.watermarks)
-    return JSONResponse({"partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]},
-                        media_type=V2_RESPONSE)
+        await hub.run(inst.unsubscribe)
+    return Response(status_code=204)
 
 
 async def instance_records(request: Request) -> Response:
-    hub, inst = _instance(request)
-    fmt = accept(request, default={"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW}[inst.fmt])
+    hub, inst = instance_of(request)
+    fmt = records_media(request, inst)
     timeout = int_q(request, "timeout", 1000, 0, MAX_WAIT_MS)
     max_bytes = int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
     async with inst.lock:
-        await hub.run(inst.sync, hub.source.watermarks)
+        await sync_instance(hub, inst)
         if inst.auto_commit and inst.positions:
             # what the last answer handed out counts as processed now (Kafka's poll())
             await hub.run(lambda: inst.commit(None, quiet=True))
@@ -194,29 +266,11 @@ def _records_answer(got: list, fmt: str) -> tuple[Response, dict[tuple[str, int]
             first_bad = first_bad or bad
     if not out and first_bad is not None:
         return not_json_response(first_bad), after
-    return JSONResponse(out, media_type=V2_RESPONSE), after
-
-
-async def seek_instance(request: Request) -> Response:
-    """REST Proxy v2 ``POST .../positions``: the next offsets to fetch, e.g. past a
-    record that is not JSON. Raises PartitionNotAssigned for a partition the instance
-    does not own now, BadRequest for a negative offset."""
-    hub, inst = _instance(request)
-    doc = await read_json(request)
-    offsets = tp_list(field(doc, "offsets", list), with_offset=True)
-    async with inst.lock:
-        await hub.run(inst.sync, hub.source.watermarks)
-        for (t, p), offset in offsets.items():
-            if (t, p) not in inst.assignment:
-                raise PartitionNotAssigned(inst.group, inst.member_id, t, p, inst.generation)
-            if offset < 0:
-                raise BadRequest(f"offset of {t}-{p} must not be negative, not {offset}")
-        inst.positions.update(offsets)
-    return Response(status_code=204)
+    return JSONResponse(out, media_type=fmt), after
 
 
 async def instance_commit(request: Request) -> Response:
-    hub, inst = _instance(request)
+    hub, inst = instance_of(request)
     doc = await read_json(request, empty={})
     if not isinstance(doc, dict):  # only an empty body means "everything delivered"
         raise BadRequest("the body must be a JSON object (or empty, to commit every "
@@ -225,14 +279,14 @@ async def instance_commit(request: Request) -> Response:
     if doc.get("offsets") is not None:
         offsets = tp_list(doc["offsets"], with_offset=True)
     async with inst.lock:
-        if inst.member_id is None:
+        if inst.member_id is None and inst.manual is None:
             raise RebalanceInProgress(inst.group, inst.generation)
         await hub.run(lambda: inst.commit(offsets))
     return Response(status_code=204)
 
 
 async def instance_committed(request: Request) -> Response:
-    hub, inst = _instance(request)
+    hub, inst = instance_of(request)
     tps = partitions_query(request)
     if tps is None:
         doc = await read_json(request, empty={})
@@ -246,15 +300,15 @@ async def instance_committed(request: Request) -> Response:
 
 
 async def instance_heartbeat(request: Request) -> Response:
-    hub, inst = _instance(request)
+    hub, inst = instance_of(request)
     async with inst.lock:
-        await hub.run(inst.sync, hub.source.watermarks)
+        await sync_instance(hub, inst)
     return JSONResponse({"generation": inst.generation, "member_id": inst.member_id,
                          "partitions": [{"topic": t, "partition": p} for t, p in inst.assignment]})
 
 
 async def delete_instance(request: Request) -> Response:
-    hub, inst = _instance(request)
+    hub, inst = instance_of(request)
     async with inst.lock:
         if inst.auto_commit:
             await hub.run(lambda: inst.commit(None, quiet=True))
@@ -275,9 +329,9 @@ def routes() -> list[BaseRoute]:
         Route("/consumers/{group}", create_instance, methods=["POST"]),
         Route(f"{inst}/subscription", subscribe_instance, methods=["POST"]),
         Route(f"{inst}/subscription", get_subscription, methods=["GET"]),
-        Route(f"{inst}/assignments", get_assignments, methods=["GET"]),
+        Route(f"{inst}/subscription", unsubscribe_instance, methods=["DELETE"]),
         Route(f"{inst}/records", instance_records, methods=["GET"]),
-        Route(f"{inst}/positions", seek_instance, methods=["POST"]),
+        *rest_positions.routes(inst),
         Route(f"{inst}/offsets", instance_commit, methods=["POST"]),
         Route(f"{inst}/offsets", instance_committed, methods=["GET"]),
         Route(f"{inst}/heartbeat", instance_heartbeat, methods=["POST"]),

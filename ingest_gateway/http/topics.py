@@ -2,13 +2,23 @@
 
 Routes::
 
-    GET    /topics  /topics/{topic}  /topics/{topic}/partitions        v2 reads
+    GET    /topics  /topics/{topic}  /topics/{topic}/partitions[/{partition}]  v2 reads
+    GET    /brokers                                                     v2 broker ids
     GET    /v3/clusters  /v3/clusters/{cluster_id}                     the one cluster
     GET    /v3/clusters/{cluster_id}/topics        POST (create)
-    GET    /v3/clusters/{cluster_id}/topics/{topic}                    DELETE (delete)
-    GET    /v3/clusters/{cluster_id}/topics/{topic}/configs            POST .../configs:alter
-    GET    /v3/clusters/{cluster_id}/topics/{topic}/partitions
+    GET    /v3/clusters/{cluster_id}/topics/{topic}   PATCH (partitions_count)  DELETE
+    GET    /v3/clusters/{cluster_id}/topics/{topic}/partitions[/{partition}]
     POST   /v3/producers                           a fresh idempotent producer id
+
+(configs: ``v3_configs``; records: ``v3_records``; consumer groups: ``v3_groups``.)
+
+Shapes are REST Proxy's: a v2 partition's ``leader`` and ``replicas[].broker`` are
+int broker ids (a standalone gateway is broker 0; in the broker application a
+broker is a gateway slot, -1 while a partition has no leader); every v3 resource
+has ``metadata.self`` and ``resource_name`` and links its related resources as
+``{"related": url}`` (``v3_links``). sparklog's own facts (log start offset, high
+watermark, bytes, segments, leader epoch) ride along as extra fields, which REST
+Proxy clients ignore.
 
 Handlers validate and delegate: store work runs off the event loop on the
 batcher's pool, and a change of a topic makes the batcher forget its cached state.
@@ -18,19 +28,21 @@ from __future__ import annotations
 
 import secrets
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 import conf
-from conf.errors import ConfigError
 from conf.topic import validate_topic_name
-from ingest_gateway.errors import BadRequest, UnknownCluster
+from ingest_gateway.errors import BadRequest, UnknownBroker, UnknownCluster
 from ingest_gateway.http.body import read_json
+from ingest_gateway.http.params import partition_param
+from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
 from ingest_gateway.server import codec
 from ingest_gateway.server.batcher import Batcher
-from log_layout import Log
+from log_layout import Log, UnknownPartition
 
 
 def batcher_of(request: Request) -> Batcher:
@@ -46,17 +58,44 @@ def _topic_param(request: Request) -> str:
     return validate_topic_name(request.path_params["topic"])
 
 
-def _partition_docs(lg: Log, topic: str, cluster_id: str | None = None) -> list[dict[str, Any]]:
+def _partition_docs(lg: Log, topic: str) -> list[dict[str, Any]]:
+    """sparklog's facts of each partition of ``topic`` (blocking: reads the store)."""
     out = []
     for plog in lg.partitions(topic):
         m = plog.snapshot()
-        doc = {"partition_id": m.partition, "leader": m.leader, "leader_epoch": m.leader_epoch,
-               "log_start_offset": m.log_start_offset, "high_watermark": m.next_offset,
-               "bytes": m.size_bytes, "segments": len(m.segments)}
-        if cluster_id is not None:
-            doc = {"kind": "KafkaPartition", "cluster_id": cluster_id, "topic_name": topic, **doc}
-        out.append(doc)
+        out.append({"partition_id": m.partition, "leader_epoch": m.leader_epoch,
+                    "log_start_offset": m.log_start_offset, "high_watermark": m.next_offset,
+                    "bytes": m.size_bytes, "segments": len(m.segments)})
     return out
+
+
+def broker_ids(request: Request) -> list[int]:
+    """The v2 broker ids: a standalone gateway is broker 0; in the broker application
+    the gateway slots the last assignment names."""
+    member = getattr(request.app.state, "cluster", None)
+    if member is None:
+        return [0]
+    a = member.assignment
+    return sorted(a.slots) if a is not None else [member.slot]
+
+
+def leader_id(request: Request, topic: str, partition: int) -> int:
+    """The int broker id leading ``topic``-``partition`` (REST Proxy's ``leader``): 0 for
+    a standalone gateway, else the leading slot, -1 when none is known yet (Kafka's
+    "no leader")."""
+    member = getattr(request.app.state, "cluster", None)
+    if member is None:
+        return 0
+    where = member.leader(topic, partition)
+    slot = where.get("slot") if where else None
+    return slot if isinstance(slot, int) else -1
+
+
+def _v2_partition(request: Request, topic: str, d: dict[str, Any]) -> dict[str, Any]:
+    leader = leader_id(request, topic, d["partition_id"])
+    replicas = [{"broker": leader, "leader": True, "in_sync": True}] if leader >= 0 else []
+    extra = {k: v for k, v in d.items() if k != "partition_id"}
+    return {"partition": d["partition_id"], "leader": leader, "replicas": replicas, **extra}
 
 
 async def list_topics_v2(request: Request) -> Response:
@@ -64,25 +103,45 @@ async def list_topics_v2(request: Request) -> Response:
     return JSONResponse(names, media_type=codec.V2_RESPONSE_TYPE)
 
 
-def _describe_v2(lg: Log, topic: str) -> dict[str, Any]:
+def _describe_v2(lg: Log, topic: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
     info = lg.topic(topic, refresh=True)
-    parts = []
-    for d in _partition_docs(lg, topic):
-        parts.append({"partition": d["partition_id"], "leader": 0,
-                      "replicas": [{"broker": 0, "leader": True, "in_sync": True}], **d})
-    return {"name": topic, "configs": info.config.to_kafka(), "partitions": parts}
+    return info.config.to_kafka(), _partition_docs(lg, topic)
 
 
 async def get_topic_v2(request: Request) -> Response:
     topic = _topic_param(request)
-    doc = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
-    return JSONResponse(doc, media_type=codec.V2_RESPONSE_TYPE)
+    configs, parts = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
+    return JSONResponse({"name": topic, "configs": configs,
+                         "partitions": [_v2_partition(request, topic, d) for d in parts]},
+                        media_type=codec.V2_RESPONSE_TYPE)
 
 
 async def get_partitions_v2(request: Request) -> Response:
     topic = _topic_param(request)
-    doc = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
-    return JSONResponse(doc["partitions"], media_type=codec.V2_RESPONSE_TYPE)
+    _, parts = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
+    return JSONResponse([_v2_partition(request, topic, d) for d in parts],
+                        media_type=codec.V2_RESPONSE_TYPE)
+
+
+async def _one_partition(request: Request) -> tuple[str, dict[str, Any]]:
+    """The route's topic and its partition's doc; raises UnknownTopic, UnknownPartition."""
+    topic = _topic_param(request)
+    partition = partition_param(topic, request.path_params["partition"])
+    _, parts = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
+    if partition >= len(parts):
+        raise UnknownPartition(topic, partition, len(parts))
+    return topic, parts[partition]
+
+
+async def get_partition_v2(request: Request) -> Response:
+    """REST Proxy v2 ``GET /topics/{topic}/partitions/{partition}``."""
+    topic, doc = await _one_partition(request)
+    return JSONResponse(_v2_partition(request, topic, doc), media_type=codec.V2_RESPONSE_TYPE)
+
+
+async def list_brokers(request: Request) -> Response:
+    """REST Proxy v2 ``GET /brokers``: ``{"brokers": [ids]}``."""
+    return JSONResponse({"brokers": broker_ids(request)}, media_type=codec.V2_RESPONSE_TYPE)
 
 
 async def cluster_id(request: Request) -> str:
@@ -92,7 +151,8 @@ async def cluster_id(request: Request) -> str:
     return state.cluster_id
 
 
-async def _check_cluster(request: Request) -> str:
+async def check_cluster(request: Request) -> str:
+    """The route's cluster id; raises UnknownCluster unless it is this store's."""
     cid = await cluster_id(request)
     if request.path_params["cluster_id"] != cid:
         raise UnknownCluster(request.path_params["cluster_id"], cid)
@@ -101,40 +161,84 @@ async def _check_cluster(request: Request) -> str:
 
 def _cluster_doc(request: Request, cid: str) -> dict[str, Any]:
     batcher = batcher_of(request)
-    return {"kind": "KafkaCluster", "cluster_id": cid,
-            "metadata": {"self": str(request.url_for("cluster", cluster_id=cid))},
+    url = cluster_url(request, cid)
+    brokers = broker_ids(request)
+    return {"kind": "KafkaCluster", "metadata": self_meta(url, crn(cid)), "cluster_id": cid,
+            # no controller in sparklog: the first broker stands in (Kafka's field is required)
+            "controller": related(f"{url}/brokers/{brokers[0]}"),
+            "acls": related(f"{url}/acls"), "brokers": related(f"{url}/brokers"),
+            "broker_configs": related(f"{url}/broker-configs"),
+            "consumer_groups": related(f"{url}/consumer-groups"),
+            "topics": related(f"{url}/topics"),
+            "partition_reassignments": related(f"{url}/topics/-/partitions/-/reassignment"),
             "gateways": [{"gateway_id": batcher.id, "url": str(request.base_url).rstrip("/"),
                           "partitions": sorted(f"{t}-{p}" for t, p in batcher.leading())}]}
 
 
 async def list_clusters(request: Request) -> Response:
     cid = await cluster_id(request)
-    return JSONResponse({"kind": "KafkaClusterList", "metadata": {},
-                         "data": [_cluster_doc(request, cid)]})
+    return JSONResponse(list_doc("KafkaClusterList", f"{str(request.base_url).rstrip('/')}{V3}",
+                                 [_cluster_doc(request, cid)]))
 
 
 async def get_cluster(request: Request) -> Response:
-    return JSONResponse(_cluster_doc(request, await _check_cluster(request)))
+    return JSONResponse(_cluster_doc(request, await check_cluster(request)))
 
 
-def _topic_doc(lg: Log, cid: str, topic: str) -> dict[str, Any]:
+def _broker_doc(request: Request, cid: str, broker: int) -> dict[str, Any]:
+    url = f"{cluster_url(request, cid)}/brokers/{broker}"
+    member = getattr(request.app.state, "cluster", None)
+    where = None
+    if member is not None and member.assignment is not None:
+        where = member.assignment.slots.get(broker)
+    split = urlsplit(where or str(request.base_url))
+    return {"kind": "KafkaBroker", "metadata": self_meta(url, crn(cid, ("broker", broker))),
+            "cluster_id": cid, "broker_id": broker, "host": split.hostname, "port": split.port,
+            "rack": None, "configs": related(f"{url}/configs"),
+            "partition_replicas": related(f"{url}/partition-replicas")}
+
+
+async def list_brokers_v3(request: Request) -> Response:
+    cid = await check_cluster(request)
+    return JSONResponse(list_doc("KafkaBrokerList", f"{cluster_url(request, cid)}/brokers",
+                                 [_broker_doc(request, cid, b) for b in broker_ids(request)]))
+
+
+async def get_broker_v3(request: Request) -> Response:
+    """Raises UnknownBroker (404) for an id that is not a broker."""
+    cid = await check_cluster(request)
+    raw = request.path_params["broker_id"]
+    ids = broker_ids(request)
+    if not raw.isascii() or not raw.isdigit() or int(raw) not in ids:
+        raise UnknownBroker(raw[:50], ids)
+    return JSONResponse(_broker_doc(request, cid, int(raw)))
+
+
+def topic_url(request: Request, cid: str, topic: str) -> str:
+    return f"{cluster_url(request, cid)}/topics/{topic}"
+
+
+def _topic_doc(request: Request, lg: Log, cid: str, topic: str) -> dict[str, Any]:
     info = lg.topic(topic, refresh=True)
-    return {"kind": "KafkaTopic", "cluster_id": cid, "topic_name": topic, "is_internal": False,
+    url = topic_url(request, cid, topic)
+    return {"kind": "KafkaTopic", "metadata": self_meta(url, crn(cid, ("topic", topic))),
+            "cluster_id": cid, "topic_name": topic, "is_internal": False,
             "replication_factor": 1, "partitions_count": info.partitions,
-            "topic_id": info.topic_id or None, "created_ms": info.created_ms,
-            "configs": info.config.to_kafka(),
-            "partitions": _partition_docs(lg, topic)}
+            "partitions": related(f"{url}/partitions"), "configs": related(f"{url}/configs"),
+            "partition_reassignments": related(f"{url}/partitions/-/reassignment"),
+            "authorized_operations": [],
+            "topic_id": info.topic_id or None, "created_ms": info.created_ms}
 
 
 async def list_topics_v3(request: Request) -> Response:
-    cid = await _check_cluster(request)
+    cid = await check_cluster(request)
     lg = log_of(request)
     docs = await batcher_of(request).run_blocking(
-        lambda: [_topic_doc(lg, cid, t) for t in lg.topics()])
-    return JSONResponse({"kind": "KafkaTopicList", "metadata": {}, "data": docs})
+        lambda: [_topic_doc(request, lg, cid, t) for t in lg.topics()])
+    return JSONResponse(list_doc("KafkaTopicList", f"{cluster_url(request, cid)}/topics", docs))
 
 
-def _configs_list(raw: Any, field: str) -> dict[str, Any]:
+def configs_list(raw: Any, field: str) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
@@ -143,38 +247,69 @@ def _configs_list(raw: Any, field: str) -> dict[str, Any]:
     return {c["name"]: c.get("value") for c in raw}
 
 
+def _count(doc: dict[str, Any]) -> int | None:
+    count = doc.get("partitions_count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+        raise BadRequest(f"partitions_count must be an integer, not {count!r}")
+    return count
+
+
 async def create_topic(request: Request) -> Response:
-    cid = await _check_cluster(request)
+    """REST Proxy v3 create; ``validate_only: true`` checks without creating (200)."""
+    cid = await check_cluster(request)
     doc = await read_json(request)
     if not isinstance(doc, dict):
         raise BadRequest("the body must be an object with topic_name")
     name = validate_topic_name(doc.get("topic_name"))
-    configs = _configs_list(doc.get("configs"), "configs")
-    if any(v is None for v in configs.values()):
-        raise BadRequest("every config needs a value")
-    count = doc.get("partitions_count")
+    if doc.get("replicas_assignments") is not None:
+        raise BadRequest("replicas_assignments: sparklog places no replicas (the store "
+                         "replicates the data); give partitions_count")
+    configs = configs_list(doc.get("configs"), "configs")
+    if any(not isinstance(v, str) for v in configs.values()):
+        raise BadRequest("every config needs a string value")
+    count = _count(doc)
     if count is not None:
-        if isinstance(count, bool) or not isinstance(count, int):
-            raise BadRequest(f"partitions_count must be an integer, not {count!r}")
         configs["partitions"] = count
     settings: conf.Settings = request.app.state.settings
     config = conf.TopicConfig.from_kafka(configs, base=settings.topic)
     lg = log_of(request)
     batcher = batcher_of(request)
+    if doc.get("validate_only") is True:
+        body = {"kind": "KafkaTopic", "cluster_id": cid, "topic_name": name,
+                "partitions_count": config.partitions, "replication_factor": 1,
+                "is_internal": False}
+        return JSONResponse(body, status_code=200)
     await batcher.run_blocking(lg.create_topic, name, config)
     batcher.forget_topic(name)
-    body = await batcher.run_blocking(_topic_doc, lg, cid, name)
+    body = await batcher.run_blocking(_topic_doc, request, lg, cid, name)
     return JSONResponse(body, status_code=201)
 
 
 async def get_topic_v3(request: Request) -> Response:
-    cid = await _check_cluster(request)
+    cid = await check_cluster(request)
     topic = _topic_param(request)
-    return JSONResponse(await batcher_of(request).run_blocking(_topic_doc, log_of(request), cid, topic))
+    return JSONResponse(await batcher_of(request).run_blocking(_topic_doc, request,
+                                                               log_of(request), cid, topic))
+
+
+async def patch_topic(request: Request) -> Response:
+    """REST Proxy v3 ``PATCH`` topic: ``{"partitions_count": N}`` grows the topic.
+    Raises ConfigError (400) for fewer partitions than it has, BadRequest for a body
+    without an integer partitions_count."""
+    cid = await check_cluster(request)
+    topic = _topic_param(request)
+    doc = await read_json(request)
+    count = _count(doc) if isinstance(doc, dict) else None
+    if count is None:
+        raise BadRequest('the body must be {"partitions_count": <integer>}')
+    lg, batcher = log_of(request), batcher_of(request)
+    await batcher.run_blocking(lg.alter_topic, topic, {"partitions": count})
+    batcher.forget_topic(topic)
+    return JSONResponse(await batcher.run_blocking(_topic_doc, request, lg, cid, topic))
 
 
 async def delete_topic(request: Request) -> Response:
-    await _check_cluster(request)
+    await check_cluster(request)
     topic = _topic_param(request)
     batcher = batcher_of(request)
     await batcher.run_blocking(log_of(request).delete_topic, topic)
@@ -182,65 +317,37 @@ async def delete_topic(request: Request) -> Response:
     return Response(status_code=204)
 
 
-def _config_docs(lg: Log, cid: str, topic: str) -> list[dict[str, Any]]:
-    info = lg.topic(topic, refresh=True)
-    defaults = conf.TopicConfig().to_kafka()
-    return [{"kind": "KafkaTopicConfig", "cluster_id": cid, "topic_name": topic, "name": k,
-             "value": v, "is_default": defaults.get(k) == v, "is_read_only": k == "partitions",
-             "is_sensitive": False,
-             "source": "DEFAULT_CONFIG" if defaults.get(k) == v else "DYNAMIC_TOPIC_CONFIG"}
-            for k, v in info.config.to_kafka().items()]
+def _v3_partition(request: Request, cid: str, topic: str, d: dict[str, Any]) -> dict[str, Any]:
+    p = d["partition_id"]
+    url = f"{topic_url(request, cid, topic)}/partitions/{p}"
+    leader = leader_id(request, topic, p)
+    return {"kind": "KafkaPartition",
+            "metadata": self_meta(url, crn(cid, ("topic", topic), ("partition", p))),
+            "cluster_id": cid, "topic_name": topic, "partition_id": p,
+            "leader": related(f"{url}/replicas/{leader}") if leader >= 0 else None,
+            "replicas": related(f"{url}/replicas"),
+            "reassignment": related(f"{url}/reassignment"),
+            **{k: v for k, v in d.items() if k != "partition_id"}}
 
 
-async def get_configs(request: Request) -> Response:
-    cid = await _check_cluster(request)
-    topic = _topic_param(request)
-    docs = await batcher_of(request).run_blocking(_config_docs, log_of(request), cid, topic)
-    return JSONResponse({"kind": "KafkaTopicConfigList", "metadata": {}, "data": docs})
-
-
-async def alter_configs(request: Request) -> Response:
-    await _check_cluster(request)
-    topic = _topic_param(request)
-    doc = await read_json(request)
-    if not isinstance(doc, dict):
-        raise BadRequest('the body must be an object with a "data" list')
-    items = doc.get("data")
-    if not isinstance(items, list) or not all(isinstance(c, dict) for c in items):
-        raise BadRequest('"data" must be a list of {"name", "value", "operation"} objects')
-    defaults = conf.TopicConfig().to_kafka()
-    changes: dict[str, Any] = {}
-    for c in items:
-        name, op = c.get("name"), str(c.get("operation") or "SET").upper()
-        if not isinstance(name, str):
-            raise BadRequest("every config change needs a name")
-        if op == "DELETE":
-            if name not in defaults:
-                raise ConfigError(name, None, "unknown topic config")
-            changes[name] = defaults[name]
-        elif op == "SET":
-            if c.get("value") is None:
-                raise BadRequest(f"config {name!r}: SET needs a value")
-            changes[name] = c["value"]
-        else:
-            raise BadRequest(f"config {name!r}: operation must be SET or DELETE, not {op!r}")
-    batcher = batcher_of(request)
-    await batcher.run_blocking(log_of(request).alter_topic, topic, changes)
-    batcher.forget_topic(topic)
-    return Response(status_code=204)
+def _partitions_now(lg: Log, topic: str) -> list[dict[str, Any]]:
+    lg.topic(topic, refresh=True)
+    return _partition_docs(lg, topic)
 
 
 async def get_partitions_v3(request: Request) -> Response:
-    cid = await _check_cluster(request)
+    cid = await check_cluster(request)
     topic = _topic_param(request)
-    lg = log_of(request)
+    docs = await batcher_of(request).run_blocking(_partitions_now, log_of(request), topic)
+    return JSONResponse(list_doc("KafkaPartitionList",
+                                 f"{topic_url(request, cid, topic)}/partitions",
+                                 [_v3_partition(request, cid, topic, d) for d in docs]))
 
-    def work() -> list[dict[str, Any]]:
-        lg.topic(topic, refresh=True)
-        return _partition_docs(lg, topic, cid)
 
-    docs = await batcher_of(request).run_blocking(work)
-    return JSONResponse({"kind": "KafkaPartitionList", "metadata": {}, "data": docs})
+async def get_partition_v3(request: Request) -> Response:
+    cid = await check_cluster(request)
+    topic, doc = await _one_partition(request)
+    return JSONResponse(_v3_partition(request, cid, topic, doc))
 
 
 async def init_producer(request: Request) -> Response:
@@ -256,14 +363,19 @@ def routes() -> list[BaseRoute]:
         Route("/topics", list_topics_v2, methods=["GET"]),
         Route("/topics/{topic}", get_topic_v2, methods=["GET"]),
         Route("/topics/{topic}/partitions", get_partitions_v2, methods=["GET"]),
+        Route("/topics/{topic}/partitions/{partition}", get_partition_v2, methods=["GET"]),
+        Route("/brokers", list_brokers, methods=["GET"]),
         Route("/v3/clusters", list_clusters, methods=["GET"]),
         Route(v3, get_cluster, methods=["GET"], name="cluster"),
+        Route(f"{v3}/brokers", list_brokers_v3, methods=["GET"]),
+        Route(f"{v3}/brokers/{{broker_id}}", get_broker_v3, methods=["GET"]),
         Route(f"{v3}/topics", list_topics_v3, methods=["GET"]),
         Route(f"{v3}/topics", create_topic, methods=["POST"]),
         Route(f"{v3}/topics/{{topic}}", get_topic_v3, methods=["GET"]),
+        Route(f"{v3}/topics/{{topic}}", patch_topic, methods=["PATCH"]),
         Route(f"{v3}/topics/{{topic}}", delete_topic, methods=["DELETE"]),
-        Route(f"{v3}/topics/{{topic}}/configs", get_configs, methods=["GET"]),
-        Route(f"{v3}/topics/{{topic}}/configs:alter", alter_configs, methods=["POST"]),
         Route(f"{v3}/topics/{{topic}}/partitions", get_partitions_v3, methods=["GET"]),
+        Route(f"{v3}/topics/{{topic}}/partitions/{{partition}}", get_partition_v3,
+              methods=["GET"]),
         Route("/v3/producers", init_producer, methods=["POST"]),
     ]

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from conf.errors import SparklogError
 from conf.settings import GatewaySettings
 from ingest_gateway.errors import GroupError, NotCoordinator, UnknownConsumerInstance
 from ingest_gateway.server.batcher import Batcher
@@ -227,11 +228,30 @@ class ConsumerHub:
             self._drop(inst)
         return [(inst.group, inst.name) for inst in gone]
 
+    async def keep_alive(self) -> None:
+        """Heartbeat every subscribed instance whose heartbeat is due and that no request
+        is using (Kafka's consumer heartbeat thread), so a group keeps an idle instance's
+        membership, positions and partitions for as long as the instance lives
+        (``consumer.instance.timeout.ms``), not its session. Not a use of the instance.
+        A coordinator that refuses or cannot be reached is tried again next time."""
+        now = self.now_ms()
+        for inst in list(self.instances.values()):
+            if inst.member_id is None or inst.lock.locked() \
+                    or now - inst.last_sync_ms < inst.heartbeat_interval_ms:
+                continue
+            async with inst.lock:
+                try:
+                    await self.run(inst.sync, self.source.watermarks, now)
+                except (SparklogError, OSError) as e:  # a deleted topic too
+                    log.info("background heartbeat of consumer instance %s/%s: %s",
+                             inst.group, inst.name, e)
+
     async def _expire_periodically(self) -> None:
         while True:
             await asyncio.sleep(EXPIRY_INTERVAL_S)
             try:
                 self.expire_instances()
+                await self.keep_alive()
                 await self.run(self.coordinator.expire)
             except Exception:  # noqa: BLE001 - a store hiccup must not end expiry for good
                 log.exception("expiring consumer instances and group members failed")

@@ -1,0 +1,184 @@
+"""REST Proxy v3 topic configs.
+
+Routes (under ``/v3/clusters/{cluster_id}``)::
+
+    GET    /topics/{topic}/configs                 every config of the topic
+    GET    /topics/-/configs                       every config of every topic
+    POST   /topics/{topic}/configs:alter           {"data": [{"name", "value", "operation"}],
+                                                    "validate_only": false}
+    GET    /topics/{topic}/configs/{name}          one config
+    PUT    /topics/{topic}/configs/{name}          {"value": "..."}
+    DELETE /topics/{topic}/configs/{name}          back to the gateway's default
+
+Config names and values are Kafka's (``conf.topic``). A value is a string, as
+REST Proxy's; a name the topic does not have answers 404 ``unknown_config``
+(40405) on GET and 400 ``invalid_config`` (40004) on a change; a bad value 400
+``invalid_config``. "Default" is the gateway's ``[topic]`` settings, the
+broker-level defaults of Kafka. A change is one exclusive config version
+(``Log.alter_topic``): all of a batch applies, or none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+import conf
+from conf.errors import ConfigError
+from conf.topic import validate_topic_name
+from ingest_gateway.errors import BadRequest, UnknownTopicConfig
+from ingest_gateway.http.body import read_json
+from ingest_gateway.http.topics import batcher_of, check_cluster, log_of, topic_url
+from ingest_gateway.http.v3_links import crn, list_doc, self_meta
+from log_layout import Log
+
+#: a config name longer than any Kafka's is refused before it is looked up or echoed
+MAX_NAME = 255
+
+
+def _defaults(request: Request) -> dict[str, str]:
+    settings: conf.Settings = request.app.state.settings
+    return settings.topic.to_kafka()
+
+
+def _docs(request: Request, lg: Log, cid: str, topic: str) -> list[dict[str, Any]]:
+    """Blocking: every config of ``topic`` as REST Proxy's KafkaTopicConfig."""
+    values = lg.topic(topic, refresh=True).config.to_kafka()
+    defaults = _defaults(request)
+    base = f"{topic_url(request, cid, topic)}/configs"
+    out = []
+    for name, value in values.items():
+        default = defaults.get(name) == value
+        source = "DEFAULT_CONFIG" if default else "DYNAMIC_TOPIC_CONFIG"
+        synonyms = [{"name": name, "value": value, "source": source}]
+        if not default:
+            synonyms.append({"name": name, "value": defaults.get(name), "source": "DEFAULT_CONFIG"})
+        out.append({"kind": "KafkaTopicConfig",
+                    "metadata": self_meta(f"{base}/{name}", crn(cid, ("topic", topic),
+                                                                  ("config", name))),
+                    "cluster_id": cid, "topic_name": topic, "name": name, "value": value,
+                    "is_default": default, "is_read_only": name == "partitions",
+                    "is_sensitive": False, "source": source, "synonyms": synonyms})
+    return out
+
+
+def _name(request: Request) -> str:
+    name = request.path_params["name"]
+    if not 0 < len(name) <= MAX_NAME:
+        raise BadRequest(f"a config name is 1 to {MAX_NAME} characters")
+    return name
+
+
+async def list_configs(request: Request) -> Response:
+    cid = await check_cluster(request)
+    topic = validate_topic_name(request.path_params["topic"])
+    docs = await batcher_of(request).run_blocking(_docs, request, log_of(request), cid, topic)
+    return JSONResponse(list_doc("KafkaTopicConfigList",
+                                 f"{topic_url(request, cid, topic)}/configs", docs))
+
+
+async def list_all_configs(request: Request) -> Response:
+    cid = await check_cluster(request)
+    lg = log_of(request)
+    docs = await batcher_of(request).run_blocking(
+        lambda: [d for t in lg.topics() for d in _docs(request, lg, cid, t)])
+    return JSONResponse(list_doc("KafkaTopicConfigList", f"{topic_url(request, cid, '-')}/configs",
+                                 docs))
+
+
+async def get_config(request: Request) -> Response:
+    """Raises UnknownTopicConfig (404) for a name the topic does not have."""
+    cid = await check_cluster(request)
+    topic = validate_topic_name(request.path_params["topic"])
+    name = _name(request)
+    docs = await batcher_of(request).run_blocking(_docs, request, log_of(request), cid, topic)
+    for d in docs:
+        if d["name"] == name:
+            return JSONResponse(d)
+    raise UnknownTopicConfig(topic, name)
+
+
+async def _alter(request: Request, topic: str, changes: dict[str, Any], *,
+                 validate_only: bool = False) -> None:
+    """Apply ``changes`` (Kafka names -> values) at once; raises ConfigError."""
+    lg, batcher = log_of(request), batcher_of(request)
+    if validate_only:  # built over the current configs exactly as alter_topic would
+        info = await batcher.run_blocking(lambda: lg.topic(topic, refresh=True))
+        conf.TopicConfig.from_kafka(changes, base=info.config)
+        return
+    await batcher.run_blocking(lg.alter_topic, topic, changes)
+    batcher.forget_topic(topic)
+
+
+def _value(name: str, raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise BadRequest(f"config {name!r}: value must be a string, not {raw!r:.100}")
+    return raw
+
+
+async def put_config(request: Request) -> Response:
+    """``{"value": "..."}``; raises BadRequest (no string value) or ConfigError."""
+    await check_cluster(request)
+    topic = validate_topic_name(request.path_params["topic"])
+    name = _name(request)
+    doc = await read_json(request)
+    if not isinstance(doc, dict):
+        raise BadRequest('the body must be {"value": "..."}')
+    await _alter(request, topic, {name: _value(name, doc.get("value"))})
+    return Response(status_code=204)
+
+
+def _reset(request: Request, name: str) -> str:
+    defaults = _defaults(request)
+    if name not in defaults:
+        raise ConfigError(name, None, "unknown topic config")
+    return defaults[name]
+
+
+async def delete_config(request: Request) -> Response:
+    """Back to the default; raises ConfigError for a name topics do not have."""
+    await check_cluster(request)
+    topic = validate_topic_name(request.path_params["topic"])
+    await _alter(request, topic, {(name := _name(request)): _reset(request, name)})
+    return Response(status_code=204)
+
+
+async def alter_configs(request: Request) -> Response:
+    """A batch of SET / DELETE, all applied or none; ``validate_only`` checks only."""
+    await check_cluster(request)
+    topic = validate_topic_name(request.path_params["topic"])
+    doc = await read_json(request)
+    if not isinstance(doc, dict):
+        raise BadRequest('the body must be an object with a "data" list')
+    items = doc.get("data")
+    if not isinstance(items, list) or not all(isinstance(c, dict) for c in items):
+        raise BadRequest('"data" must be a list of {"name", "value", "operation"} objects')
+    validate_only = doc.get("validate_only", False)
+    if not isinstance(validate_only, bool):
+        raise BadRequest(f"validate_only must be true or false, not {validate_only!r:.100}")
+    changes: dict[str, Any] = {}
+    for c in items:
+        name, op = c.get("name"), c.get("operation") or "SET"
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
+            raise BadRequest(f"every config change needs a name of 1 to {MAX_NAME} characters")
+        if not isinstance(op, str) or op.upper() not in ("SET", "DELETE"):
+            raise BadRequest(f"config {name!r}: operation must be SET or DELETE, not {op!r:.100}")
+        changes[name] = _reset(request, name) if op.upper() == "DELETE" \
+            else _value(name, c.get("value"))
+    await _alter(request, topic, changes, validate_only=validate_only)
+    return Response(status_code=204)
+
+
+def routes() -> list[BaseRoute]:
+    t = "/v3/clusters/{cluster_id}/topics"
+    return [
+        Route(f"{t}/-/configs", list_all_configs, methods=["GET"]),
+        Route(f"{t}/{{topic}}/configs", list_configs, methods=["GET"]),
+        Route(f"{t}/{{topic}}/configs:alter", alter_configs, methods=["POST"]),
+        Route(f"{t}/{{topic}}/configs/{{name}}", get_config, methods=["GET"]),
+        Route(f"{t}/{{topic}}/configs/{{name}}", put_config, methods=["PUT"]),
+        Route(f"{t}/{{topic}}/configs/{{name}}", delete_config, methods=["DELETE"]),
+    ]

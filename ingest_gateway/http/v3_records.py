@@ -1,0 +1,261 @@
+"""REST Proxy v3 produce: ``POST /v3/clusters/{cluster_id}/topics/{topic}/records`` and
+``.../records:batch``.
+
+``records`` takes one record, or several as concatenated JSON (REST Proxy's
+streaming mode sends them so over one chunked request), and answers one delivery
+report per record, concatenated in the same order, each with its own
+``error_code`` (200: written)::
+
+    {"partition_id": 1, "headers": [{"name": "h", "value": "<base64>"}],
+     "key": {"type": "BINARY", "data": "<base64>"},
+     "value": {"type": "JSON", "data": {"foo": "bar"}},
+     "timestamp": "2021-02-05T19:14:42Z"}
+    -> {"error_code": 200, "cluster_id": "...", "topic_name": "t", "partition_id": 1,
+        "offset": 0, "timestamp": "2021-02-05T19:14:42Z",
+        "key": {"type": "BINARY", "size": 6}, "value": {"type": "JSON", "size": 13}}
+
+A lone record refused as a whole (unknown topic, bad base64, ...) answers the
+error's status and body instead, as REST Proxy does for a non-streamed request.
+``records:batch`` takes ``{"entries": [{"id": "1", ...record}]}`` (ids 1 to 80
+characters, unique) and answers 207 ``{"successes": [...], "failures": [{"id",
+"error_code", "message"}]}``.
+
+Data types: ``BINARY`` (base64), ``JSON`` (any JSON value, stored as its compact
+text), ``STRING`` (stored as UTF-8); a key or value that is absent or null is
+null (a null value is a tombstone). Schema Registry types (AVRO, PROTOBUF,
+JSONSCHEMA, schema ids) are refused with 400: sparklog has no Schema Registry.
+Records go through the same path as v2 produce (``produce.produce``, acks=all):
+validated whole before anything is written, then one batch for the request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from conf.errors import SparklogError
+from conf.topic import validate_topic_name
+from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.body import json_depth, read_body
+from ingest_gateway.http.errors import error_body, status_of
+from ingest_gateway.http.produce import produce
+from ingest_gateway.http.topics import batcher_of, check_cluster
+from ingest_gateway.server import codec
+from log_layout import UnknownPartition
+
+TYPES = ("BINARY", "JSON", "STRING")
+MAX_ID = 80
+
+
+def _data(row: str, which: str, raw: Any) -> tuple[bytes | None, dict[str, Any] | None]:
+    """(stored bytes, {"type", "size"}) of a record's key or value; raises BadRequest."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict):
+        raise BadRequest(f"{row}: {which} must be an object with type and data")
+    kind = raw.get("type")
+    if kind is None or any(raw.get(f) is not None for f in ("schema", "schema_id",
+                                                          "schema_version", "subject")):
+        raise BadRequest(f"{row}: {which} names a schema; sparklog has no Schema Registry: "
+                         f"give type BINARY, JSON or STRING")
+    if kind not in TYPES:
+        raise BadRequest(f"{row}: {which} type must be BINARY, JSON or STRING, not {kind!r:.50}")
+    data = raw.get("data")
+    if data is None:
+        return None, {"type": kind, "size": 0}
+    if kind == "BINARY":
+        if not isinstance(data, str):
+            raise BadRequest(f"{row}: {which} data={data!r:.50} is not a base64 string")
+        try:
+            out = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest(f"{row}: {which} data={data!r:.50} is not a base64 string") from None
+    elif kind == "STRING":
+        if not isinstance(data, str):
+            raise BadRequest(f"{row}: {which} data of type STRING must be a string")
+        try:
+            out = data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest(f"{row}: {which} data holds a lone surrogate") from None
+    else:
+        out = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8",
+                                                                                 "surrogatepass")
+    return out, {"type": kind, "size": len(out)}
+
+
+def _timestamp(row: str, raw: Any) -> tuple[int | None, str | None]:
+    """(milliseconds, the ISO text) of a record's timestamp; raises BadRequest."""
+    if raw is None:
+        return None, None
+    try:
+        if not isinstance(raw, str) or len(raw) > 64:
+            raise ValueError
+        t = datetime.datetime.fromisoformat(raw)
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=datetime.timezone.utc)
+        ms = int(t.timestamp() * 1000)
+        if ms < 0:
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise BadRequest(f"{row}: timestamp must be an ISO 8601 date-time after 1970, "
+                         f"not {raw!r:.64}") from None
+    return ms, raw
+
+
+def _headers(row: str, raw: Any) -> list[dict[str, Any]] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(h, dict) and isinstance(h.get("name"), str)
+                                            for h in raw):
+        raise BadRequest(f'{row}: headers must be a list of {{"name", "value"}} objects')
+    return [{"key": h["name"], "value": h.get("value")} for h in raw]
+
+
+def _record(row: str, doc: Any, topic: str, partitions: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the v2 binary record, the report's fields known before writing); raises
+    BadRequest or UnknownPartition."""
+    if not isinstance(doc, dict):
+        raise BadRequest(f"{row}: a record must be a JSON object")
+    p = doc.get("partition_id")
+    if p is not None:
+        if isinstance(p, bool) or not isinstance(p, int):
+            raise BadRequest(f"{row}: partition_id must be an integer, not {p!r:.50}")
+        if not 0 <= p < partitions:
+            raise UnknownPartition(topic, p, partitions)
+    key, key_doc = _data(row, "key", doc.get("key"))
+    value, value_doc = _data(row, "value", doc.get("value"))
+    ms, stamp = _timestamp(row, doc.get("timestamp"))
+    v2: dict[str, Any] = {
+        "key": None if key is None else base64.b64encode(key).decode("ascii"),
+        "value": None if value is None else base64.b64encode(value).decode("ascii"),
+        "partition": p, "timestamp": ms, "headers": _headers(row, doc.get("headers"))}
+    return v2, {"timestamp": stamp, "key": key_doc, "value": value_doc}
+
+
+def _documents(text: str, max_depth: int) -> list[Any]:
+    """Concatenated JSON documents (whitespace between them); raises BadRequest."""
+    decoder, out, i = json.JSONDecoder(), [], 0
+    while True:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        if i == len(text):
+            break
+        try:
+            doc, i = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError) as e:
+            raise BadRequest(f"the body is not JSON records: {str(e)[:200]}") from None
+        if json_depth(doc) > max_depth:
+            raise BadRequest(f"a record is nested deeper than {max_depth}")
+        out.append(doc)
+    if not out:
+        raise BadRequest("the request needs at least one record")
+    return out
+
+
+async def _produce(request: Request, topic: str, records: list[dict[str, Any]]) -> list[Any]:
+    """Produce the v2 binary ``records``; per record its offset and partition, or the
+    SparklogError refusing it. Raises what refuses all of them."""
+    body = json.dumps({"records": records}).encode()
+
+    async def read() -> bytes:
+        return body
+
+    _media, doc = await produce(request.app.state, topic, None, codec.BINARY_V2, {}, None, read)
+    if isinstance(doc, bytes):
+        doc = json.loads(doc)
+    return doc["offsets"]
+
+
+def _report(cid: str, topic: str, known: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    if got.get("error_code") is not None:
+        return {"error_code": got["error_code"], "message": got.get("error") or ""}
+    stamp = known["timestamp"] or datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return {"error_code": 200, "cluster_id": cid, "topic_name": topic,
+            "partition_id": got["partition"], "offset": got["offset"], "timestamp": stamp,
+            "key": known["key"], "value": known["value"]}
+
+
+def _refused(exc: SparklogError) -> dict[str, Any]:
+    return {"error_code": status_of(exc)[1], "message": error_body(exc)["message"]}
+
+
+async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list[Any]]:
+    """(cluster, topic, per doc its report or its SparklogError); raises what refuses the
+    topic as a whole (unknown cluster or topic)."""
+    cid = await check_cluster(request)
+    topic = validate_topic_name(request.path_params["topic"])
+    info = await batcher_of(request).topic_info(topic)
+    out: list[Any] = [None] * len(docs)
+    todo, where = [], []
+    for i, doc in enumerate(docs):
+        try:
+            todo.append(_record(label(i, doc), doc, topic, info.partitions))
+            where.append(i)
+        except SparklogError as e:
+            out[i] = e
+    if todo:
+        offsets = await _produce(request, topic, [v2 for v2, _ in todo])
+        for i, (_v2, known), got in zip(where, todo, offsets):
+            out[i] = _report(cid, topic, known, got)
+    return cid, topic, out
+
+
+async def produce_records(request: Request) -> Response:
+    settings = request.app.state.settings.gateway
+    raw = await read_body(request, limit=settings.max_request_size)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the body is not UTF-8 JSON") from None
+    docs = _documents(text, settings.max_json_nesting_depth)
+    _cid, _topic, out = await _run(request, docs, lambda i, _d: f"record {i}")
+    if len(out) == 1:
+        if isinstance(out[0], SparklogError):
+            raise out[0]
+        if out[0]["error_code"] != 200:
+            # REST Proxy error codes are the HTTP status and two digits
+            return JSONResponse(out[0], status_code=out[0]["error_code"] // 100)
+        return JSONResponse(out[0])
+    lines = [_refused(r) if isinstance(r, SparklogError) else r for r in out]
+    return Response("\n".join(json.dumps(d, separators=(",", ":")) for d in lines) + "\n",
+                    media_type="application/json")
+
+
+async def produce_batch(request: Request) -> Response:
+    settings = request.app.state.settings.gateway
+    body = await read_body(request, limit=settings.max_request_size)
+    docs = _documents(body.decode("utf-8", "replace"), settings.max_json_nesting_depth)
+    doc = docs[0]
+    entries = doc.get("entries") if isinstance(doc, dict) and len(docs) == 1 else None
+    if not isinstance(entries, list) or not entries:
+        raise BadRequest('the body must be {"entries": [{"id": "...", ...}, ...]}')
+    ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
+    for i in ids:
+        if not isinstance(i, str) or not 0 < len(i) <= MAX_ID:
+            raise BadRequest(f"every entry needs an id of 1 to {MAX_ID} characters, not {i!r:.90}")
+    if len(set(ids)) != len(ids):
+        raise BadRequest("entry ids must be unique within a batch")
+    _cid, _topic, out = await _run(request, entries, lambda i, _d: f"entry {ids[i]!r}")
+    successes, failures = [], []
+    for i, r in zip(ids, out):
+        if isinstance(r, SparklogError):
+            failures.append({"id": i, **_refused(r)})
+        elif r["error_code"] != 200:
+            failures.append({"id": i, **r})
+        else:
+            successes.append({"id": i, **{k: v for k, v in r.items() if k != "error_code"}})
+    return JSONResponse({"successes": successes, "failures": failures}, status_code=207)
+
+
+def routes() -> list[BaseRoute]:
+    t = "/v3/clusters/{cluster_id}/topics/{topic}"
+    return [Route(f"{t}/records", produce_records, methods=["POST"]),
+            Route(f"{t}/records:batch", produce_batch, methods=["POST"])]
