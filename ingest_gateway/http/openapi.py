@@ -13,6 +13,7 @@ from typing import Any
 
 from ingest_gateway.http.openapi_consumers import consumer_paths
 from ingest_gateway.http.openapi_links import add_links
+from ingest_gateway.http.openapi_v3 import v3_paths
 from ingest_gateway.server import codec
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -86,12 +87,14 @@ def _records_body(binary: bool) -> dict[str, Any]:
 
 def document() -> dict[str, Any]:
     """The whole OpenAPI 3 document: every route, its links (``openapi_links``), the schemas."""
-    paths = {**_topic_paths(), **_admin_paths(), **_operations_paths(), **consumer_paths()}
+    paths = {**_topic_paths(), **_admin_paths(), **v3_paths(), **_operations_paths(),
+             **consumer_paths()}
     add_links(paths)
     doc = {
         "openapi": "3.0.3",
         "info": {"title": "sparklog ingest gateway", "version": "1",
-                 "description": "Kafka REST Proxy v2 produce, an Arrow fast path, v3 topic admin."},
+                 "description": "Kafka REST Proxy v2 and v3 (produce, consumers, topic "
+                                "and group admin), an Arrow fast path, consumer groups."},
         "paths": paths,
         "components": {"schemas": _schemas()},
     }
@@ -133,10 +136,17 @@ def _topic_paths() -> dict[str, Any]:
                 "200": _resp("partitions", {"type": "array", "items": {
                     "$ref": "#/components/schemas/Partition"}}, codec.V2_RESPONSE_TYPE),
                 **_errors(400, 404)}}},
+        "/brokers": {"get": {"summary": "broker ids (gateway slots; 0 standalone)", "responses": {
+            "200": _resp("ids", {"type": "object", "required": ["brokers"], "properties": {
+                "brokers": {"type": "array", "items": {"type": "integer"}}}},
+                codec.V2_RESPONSE_TYPE)}}},
         "/topics/{topic}/partitions/{partition}": {
             "parameters": [TOPIC, {**_param("partition", "path",
                                             {"type": "integer", "minimum": 0},
                                             "partition number"), "example": 0}],
+            "get": {"summary": "one partition: leader broker id, replicas, offsets", "responses": {
+                "200": _resp("the partition", {"$ref": "#/components/schemas/Partition"},
+                             codec.V2_RESPONSE_TYPE), **_errors(400, 404)}},
             "post": {"summary": "produce records to one partition", "parameters": PRODUCE_PARAMS,
                      "requestBody": produce_body,
                      "responses": {"200": produce_ok, **produce_errors}}},
@@ -144,48 +154,8 @@ def _topic_paths() -> dict[str, Any]:
 
 
 def _admin_paths() -> dict[str, Any]:
-    """The v3 cluster and topic admin API, producer ids."""
-    topic_v3 = {"$ref": "#/components/schemas/TopicV3"}
+    """Producer ids (the v3 API is ``openapi_v3``)."""
     return {
-        "/v3/clusters": {"get": {"summary": "the cluster", "responses": {
-            "200": _resp("one cluster", {"type": "object", "required": ["data"], "properties": {
-                "data": {"type": "array", "items": {"$ref": "#/components/schemas/Cluster"}}}})}}},
-        "/v3/clusters/{cluster_id}": {
-            "parameters": [CLUSTER],
-            "get": {"summary": "the cluster", "responses": {
-                "200": _resp("the cluster", {"$ref": "#/components/schemas/Cluster"}),
-                **_errors(404)}}},
-        "/v3/clusters/{cluster_id}/topics": {
-            "parameters": [CLUSTER],
-            "get": {"summary": "topics", "responses": {
-                "200": _resp("topics", {"type": "object", "properties": {
-                    "data": {"type": "array", "items": topic_v3}}}), **_errors(404)}},
-            "post": {"summary": "create a topic", "requestBody": {"required": True, "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/CreateTopic"}}}},
-                "responses": {"201": _resp("created", topic_v3), **_errors(400, 404, 413)}}},
-        "/v3/clusters/{cluster_id}/topics/{topic}": {
-            "parameters": [CLUSTER, TOPIC],
-            "get": {"summary": "describe a topic", "responses": {
-                "200": _resp("the topic", topic_v3), **_errors(400, 404)}},
-            "delete": {"summary": "delete a topic and its data", "responses": {
-                "204": _resp("deleted"), **_errors(400, 404)}}},
-        "/v3/clusters/{cluster_id}/topics/{topic}/configs": {
-            "parameters": [CLUSTER, TOPIC],
-            "get": {"summary": "a topic's configs", "responses": {
-                "200": _resp("configs", {"type": "object", "properties": {"data": {
-                    "type": "array", "items": {"$ref": "#/components/schemas/Config"}}}}),
-                **_errors(400, 404)}}},
-        "/v3/clusters/{cluster_id}/topics/{topic}/configs:alter": {
-            "parameters": [CLUSTER, TOPIC],
-            "post": {"summary": "change configs", "requestBody": {"required": True, "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/AlterConfigs"}}}},
-                "responses": {"204": _resp("changed"), **_errors(400, 404, 413)}}},
-        "/v3/clusters/{cluster_id}/topics/{topic}/partitions": {
-            "parameters": [CLUSTER, TOPIC],
-            "get": {"summary": "partitions with offsets and sizes", "responses": {
-                "200": _resp("partitions", {"type": "object", "properties": {"data": {
-                    "type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}}),
-                **_errors(400, 404)}}},
         "/v3/producers": {"post": {"summary": "a fresh idempotent producer id", "responses": {
             "200": _resp("id and epoch", {"type": "object", "required": ["producer_id"],
                                           "properties": {"producer_id": {"type": "integer"},
@@ -246,33 +216,17 @@ def _schemas() -> dict[str, Any]:
                 "partition": {"type": "integer"}, "base_offset": nullable_int,
                 "count": {"type": "integer"}, "error_code": nullable_int,
                 "error": nullable_str}}}}},
-        "Partition": {"type": "object", "properties": {
-            "partition_id": {"type": "integer"}, "leader": nullable_str,
+        "Partition": {"type": "object", "required": ["partition", "leader", "replicas"],
+                      "properties": {
+            "partition": {"type": "integer"},
+            "leader": {"type": "integer", "description": "broker id (-1: none yet)"},
+            "replicas": {"type": "array", "items": {"type": "object", "properties": {
+                "broker": {"type": "integer"}, "leader": {"type": "boolean"},
+                "in_sync": {"type": "boolean"}}}},
             "leader_epoch": {"type": "integer"}, "log_start_offset": {"type": "integer"},
             "high_watermark": {"type": "integer"}, "bytes": {"type": "integer"},
             "segments": {"type": "integer"}}},
         "TopicV2": {"type": "object", "required": ["name", "partitions"], "properties": {
             "name": {"type": "string"}, "configs": {"type": "object"},
             "partitions": {"type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}},
-        "TopicV3": {"type": "object", "required": ["topic_name", "partitions_count"], "properties": {
-            "kind": {"type": "string"}, "cluster_id": {"type": "string"},
-            "topic_name": {"type": "string"}, "partitions_count": {"type": "integer"},
-            "replication_factor": {"type": "integer"}, "configs": {"type": "object"},
-            "partitions": {"type": "array", "items": {"$ref": "#/components/schemas/Partition"}}}},
-        "Cluster": {"type": "object", "required": ["cluster_id"], "properties": {
-            "kind": {"type": "string"}, "cluster_id": {"type": "string"},
-            "gateways": {"type": "array", "items": {"type": "object"}}}},
-        "Config": {"type": "object", "properties": {
-            "name": {"type": "string"}, "value": nullable_str, "is_default": {"type": "boolean"}}},
-        "CreateTopic": {"type": "object", "required": ["topic_name"], "properties": {
-            "topic_name": {"type": "string"},
-            "partitions_count": {"type": "integer", "minimum": 1, "maximum": 10000},
-            "replication_factor": {"type": "integer"},
-            "configs": {"type": "array", "items": {"type": "object", "required": ["name", "value"],
-                                                   "properties": {"name": {"type": "string"},
-                                                                  "value": {"type": "string"}}}}}},
-        "AlterConfigs": {"type": "object", "required": ["data"], "properties": {
-            "data": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
-                "name": {"type": "string"}, "value": nullable_str,
-                "operation": {"type": "string", "enum": ["SET", "DELETE"]}}}}}},
     }

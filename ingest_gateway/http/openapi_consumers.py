@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest_gateway.http.requests import ARROW, MAX_COUNT, MAX_WAIT_MS, V2_RESPONSE
+from ingest_gateway.http.requests import (ARROW, BINARY_V2, JSON_V2, MAX_COUNT, MAX_WAIT_MS,
+                                          V2_RESPONSE)
 
 # Shared pieces of the path items below (module constants: read, never changed).
 err = {"$ref": "#/components/schemas/Error"}
@@ -48,6 +49,15 @@ record = {"type": "object", "properties": {
 records = {"200": {"description": "records", "content": {
     V2_RESPONSE: {"schema": {"type": "array", "items": record}},
     ARROW: {"schema": {"type": "string", "format": "binary"}}}}}
+#: a REST instance's records: the media type of its format (Accept of another: 406 40601)
+instance_records = {"200": {"description": "records, in the instance's format", "content": {
+    BINARY_V2: {"schema": {"type": "array", "items": record}},
+    JSON_V2: {"schema": {"type": "array", "items": record}},
+    ARROW: {"schema": {"type": "string", "format": "binary"}}}},
+    "406": resp("Accept names another embedded format than the instance's "
+                "(consumer_format_mismatch, 40601)", err)}
+tps = {"type": "object", "required": ["partitions"],
+       "properties": {"partitions": {"type": "array", "items": tp}}}
 member_state = {"type": "object", "required": ["member_id", "generation", "assignment"],
                 "properties": {"group": {"type": "string"}, "member_id": {"type": "string"},
                                "generation": {"type": "integer"},
@@ -126,19 +136,33 @@ def instance_paths() -> dict[str, Any]:
                 V2_RESPONSE), **errors(400, 409)}}},
         f"{base}/subscription": {
             "parameters": [group, instance],
-            "post": {"summary": "subscribe (joins the group)",
-                     "requestBody": json_body({"type": "object", "required": ["topics"],
-                                               "properties": {"topics": {
-                                                   "type": "array",
-                                                   "items": {"type": "string"}}}}),
+            "post": {"summary": "subscribe to topics or to a topic_pattern (a regular "
+                                "expression matched against whole names); joins the group",
+                     "requestBody": json_body({"type": "object", "properties": {
+                         "topics": {"type": "array", "items": {"type": "string"}},
+                         "topic_pattern": {"type": "string", "maxLength": 1000}}}),
                      "responses": {"204": resp("subscribed"), **errors(400, 404, 409)}},
             "get": {"summary": "subscribed topics",
                     "responses": {"200": resp("topics", {"type": "object"}, V2_RESPONSE),
-                                  **errors(400, 404)}}},
-        f"{base}/assignments": {"get": {
-            "summary": "partitions assigned now", "parameters": [group, instance],
-            "responses": {"200": resp("partitions", {"type": "object"}, V2_RESPONSE),
-                          **errors(400, 404, 409)}}},
+                                  **errors(400, 404)}},
+            "delete": {"summary": "unsubscribe (leaves the group)",
+                       "responses": {"204": resp("unsubscribed"), **errors(400, 404)}}},
+        f"{base}/assignments": {
+            "parameters": [group, instance],
+            "get": {"summary": "partitions owned now",
+                    "responses": {"200": resp("partitions", tps, V2_RESPONSE),
+                                  **errors(400, 404, 409)}},
+            "post": {"summary": "assign partitions by hand (no group membership)",
+                     "requestBody": json_body(tps),
+                     "responses": {"204": resp("assigned"), **errors(400, 404, 409)}}},
+        f"{base}/positions/beginning": {"post": {
+            "summary": "seek to the log start of assigned partitions",
+            "parameters": [group, instance], "requestBody": json_body(tps),
+            "responses": {"204": resp("positions set"), **errors(400, 404, 409)}}},
+        f"{base}/positions/end": {"post": {
+            "summary": "seek to the high watermark of assigned partitions",
+            "parameters": [group, instance], "requestBody": json_body(tps),
+            "responses": {"204": resp("positions set"), **errors(400, 404, 409)}}},
         f"{base}/records": {"get": {
             "summary": "records of the assigned partitions (long-poll up to timeout ms)",
             "parameters": [group, instance,
@@ -147,7 +171,8 @@ def instance_paths() -> dict[str, Any]:
                            p("max_bytes", "query", {"type": "integer", "minimum": 1}, "bytes"),
                            p("max_records", "query", {"type": "integer", "minimum": 1,
                                                       "maximum": MAX_COUNT}, "records")],
-            "responses": {**records, **errors(400, 404, 409, 415), "422": not_json}}},
+            "responses": {**instance_records, **errors(400, 404, 409, 415),
+                          "422": not_json}}},
         f"{base}/positions": {"post": {
             "summary": "seek: the next offsets to fetch of assigned partitions",
             "parameters": [group, instance],
