@@ -134,6 +134,12 @@ def instance_paths() -> dict[str, Any]:
             "responses": {"200": resp("instance", {"type": "object", "properties": {
                 "instance_id": {"type": "string"}, "base_uri": {"type": "string"}}},
                 V2_RESPONSE), **errors(400, 409)}}},
+        "/consumers/{group}/": {"post": {
+            "summary": "create a consumer instance (the same, as REST Proxy's reference "
+                       "writes it)", "parameters": [group],
+            "requestBody": json_body({"type": "object"}, required=False),
+            "responses": {"200": resp("instance", {"type": "object"}, V2_RESPONSE),
+                          **errors(400, 409)}}},
         f"{base}/subscription": {
             "parameters": [group, instance],
             "post": {"summary": "subscribe to topics or to a topic_pattern (a regular "

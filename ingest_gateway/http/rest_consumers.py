@@ -327,6 +327,8 @@ def routes() -> list[BaseRoute]:
     inst = "/consumers/{group}/instances/{instance}"
     return [
         Route("/consumers/{group}", create_instance, methods=["POST"]),
+        # REST Proxy's reference writes it with a trailing slash; answered, not redirected
+        Route("/consumers/{group}/", create_instance, methods=["POST"]),
         Route(f"{inst}/subscription", subscribe_instance, methods=["POST"]),
         Route(f"{inst}/subscription", get_subscription, methods=["GET"]),
         Route(f"{inst}/subscription", unsubscribe_instance, methods=["DELETE"]),

@@ -42,7 +42,7 @@ from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
 from ingest_gateway.server import codec
 from ingest_gateway.server.batcher import Batcher
-from log_layout import Log, UnknownPartition
+from log_layout import Log, TopicExists, UnknownPartition
 
 
 def batcher_of(request: Request) -> Batcher:
@@ -275,6 +275,8 @@ async def create_topic(request: Request) -> Response:
     lg = log_of(request)
     batcher = batcher_of(request)
     if doc.get("validate_only") is True:
+        if name in await batcher.run_blocking(lg.topics):
+            raise TopicExists(name)
         body = {"kind": "KafkaTopic", "cluster_id": cid, "topic_name": name,
                 "partitions_count": config.partitions, "replication_factor": 1,
                 "is_internal": False}
