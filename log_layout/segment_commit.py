@@ -8,7 +8,9 @@ manager, whose ``attempt(m, plan)`` is ``commit.run``'s attempt):
   a hard link to the version's name commits both (``store.linked_file``). A lost
   race deletes the file at once; nothing is ever left but a crash's orphan.
 * :class:`PlainAppend` (every other store): two files. The segment is put under a
-  unique name (``store.put_new``), then the version is put exclusively. The
+  unique name (``store.put_new``), then the version is put exclusively. Where
+  that is a write then a rename (HDFS, ``store.stages_exclusive``), the version's
+  file is written beside the segment's and renamed once both are complete. The
   segment is kept across lost races and written again only when rebased to other
   offsets or older than half of ``file.delete.delay.ms`` (vacuum judges unnamed
   files by age: see commit.py).
@@ -32,7 +34,7 @@ import pyarrow as pa
 from log_layout import paths, segment, workers
 from log_layout.commit import wall_clock_ms
 from log_layout.manifest import Manifest, SegmentInfo
-from log_layout.versions import Versions, version_json
+from log_layout.versions import StagedVersion, Versions, version_json
 
 if TYPE_CHECKING:
     from conf.topic import TopicConfig
@@ -56,12 +58,19 @@ class SegmentPuts:
 
     def put(self, table: pa.Table, stats: dict | None = None) -> SegmentInfo:
         """Store ``table`` as a new segment; ``stats`` (segment.stats) if already known."""
+        return self.store(*self.encode(table, stats))
+
+    def encode(self, table: pa.Table, stats: dict | None = None) -> tuple[SegmentInfo, Any]:
+        """``table`` as a new segment's SegmentInfo and bytes, not yet stored."""
         buf, crc = segment.encode(table, compression=self.compression)
         stats = stats or segment.stats(table)
         name = paths.new_segment_name(stats["base_offset"])
+        return SegmentInfo(file=name, bytes=buf.size, crc32=crc, **stats), buf
+
+    def store(self, info: SegmentInfo, buf: Any) -> SegmentInfo:
+        """Store an encoded segment under its unique name."""
         v = self.versions
-        v.store.put_new(f"{v.folder}/{name}", buf)  # unique name: never exists
-        info = SegmentInfo(file=name, bytes=buf.size, crc32=crc, **stats)
+        v.store.put_new(f"{v.folder}/{info.file}", buf)  # unique name: never exists
         self.written.append(info)
         return info
 
@@ -74,8 +83,12 @@ class SegmentPuts:
                     topic_id: str | None = None) -> bool:
         """``Versions.try_commit``; if it raises, the put segments are kept (a commit
         call that failed may have won: we cannot know)."""
+        return self.commit_staged(self.versions.stage(new, parent, topic_id=topic_id))
+
+    def commit_staged(self, staged: StagedVersion) -> bool:
+        """``staged.commit()``, keeping the put segments if it raises (as ``try_version``)."""
         self._outcome_unknown = True  # if the commit call fails, the outcome is unknown
-        won = self.versions.try_commit(new, parent, topic_id=topic_id)
+        won = staged.commit()
         self._outcome_unknown = False
         return won
 
@@ -114,9 +127,32 @@ class PlainAppend:
                 self.puts.drop(info)
                 self.info = None
             self.written_ms = wall_clock_ms()
-            info = self.info = self.puts.put(segment.with_offsets(self.records, base), stats)
+            info, buf = self.puts.encode(segment.with_offsets(self.records, base), stats)
+            new = m.next(segments=m.segments + (info,), **changes)
+            if self.puts.versions.store.stages_exclusive:
+                return new if self._beside_version(info, buf, new, m) else None
+            self.info = self.puts.store(info, buf)
         new = m.next(segments=m.segments + (info,), **changes)
         return new if self.puts.try_version(new, m, topic_id=self.topic_id) else None
+
+    def _beside_version(self, info: SegmentInfo, buf: Any, new: Manifest, m: Manifest) -> bool:
+        """Store the segment on a helper thread while this one stages the version (on
+        HDFS both are file writes of similar cost), then commit the version: never
+        before the segment is complete. An error in either discards the staged version;
+        a segment stored is deleted by ``SegmentPuts`` on the way out."""
+        segment_put = workers.submit(self.puts.store, info, buf)
+        staged = None
+        try:
+            staged = self.puts.versions.stage(new, m, topic_id=self.topic_id)
+        finally:
+            try:
+                segment_put.result()
+            except BaseException:
+                if staged is not None:
+                    staged.discard()
+                raise
+        self.info = info
+        return self.puts.commit_staged(staged)
 
     def __enter__(self) -> "PlainAppend":
         return self

@@ -42,6 +42,12 @@ The primitives and their atomicity:
     name. A crash leaves at most an unnamed segment (an orphan).
     ``delete_linked(path, keep_bytes)`` deletes one name and cuts the file to
     what the other name needs.
+``stage_exclusive(path, data)`` then ``commit()`` (or ``discard()``)
+    ``put_exclusive`` in two steps, so the slow part can run beside other writes:
+    a store where an exclusive create is a write then a rename (HDFS:
+    ``stages_exclusive``) writes the temp file when staged and renames at commit;
+    elsewhere staging only holds the bytes and commit is ``put_exclusive``. A plain
+    append stages its version while its segment is written (``segment_commit``).
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
@@ -86,6 +92,27 @@ class LinkedFile(Protocol):
     def __exit__(self, *exc: Any) -> None: ...
 
 
+class StagedFile(Protocol):
+    """A file staged for an exclusive create (``Store.stage_exclusive``)."""
+
+    def commit(self) -> bool: ...
+
+    def discard(self) -> None: ...
+
+
+class DeferredExclusive:
+    """Staging where an exclusive create is one step: commit is ``put_exclusive``."""
+
+    def __init__(self, store: "Store", path: str, data: bytes):
+        self.store, self.path, self.data = store, path, data
+
+    def commit(self) -> bool:
+        return self.store.put_exclusive(self.path, self.data)
+
+    def discard(self) -> None:
+        pass
+
+
 class Store:
     """Abstract store rooted at ``url``. Paths are relative, ``/``-separated."""
 
@@ -111,6 +138,14 @@ class Store:
 
     def put_exclusive(self, path: str, data: bytes) -> bool:
         raise NotImplementedError
+
+    #: ``stage_exclusive`` writes the file (only the commit is left): worth running
+    #: beside other writes
+    stages_exclusive = False
+
+    def stage_exclusive(self, path: str, data: bytes) -> StagedFile:
+        """``put_exclusive`` in two steps (see the module docstring)."""
+        return DeferredExclusive(self, path, data)
 
     def put_new(self, path: str, data: bytes) -> None:
         """Create ``path``, a name no one else uses; may be left partial by a crash."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from log_layout import paths, segment
 from log_layout.errors import CorruptManifest
@@ -222,14 +223,35 @@ class Versions:
         """Create version ``new.version`` of the topic incarnation ``topic_id`` (default:
         the one followed now) exclusively; False if that version exists. With ``parent``
         (the version before) it may be stored as a delta of it."""
-        won = self.store.put_exclusive(self.path(new.version, topic_id),
-                                       version_json(new, parent))
-        if won:
-            self.remember(new, topic_id)
-        return won
+        return self.stage(new, parent, topic_id=topic_id).commit()
+
+    def stage(self, new: Manifest, parent: Manifest | None = None, *,
+              topic_id: str | None = None) -> "StagedVersion":
+        """``try_commit`` in two steps: the version staged now (``Store.stage_exclusive``:
+        on HDFS its file is written), committed by ``commit()``."""
+        staged = self.store.stage_exclusive(self.path(new.version, topic_id),
+                                            version_json(new, parent))
+        return StagedVersion(self, new, topic_id, staged)
 
     def attempt(self, parent: Manifest, new: Manifest) -> Manifest | None:
         """``new``, stored whole as the version after ``parent``, if it wins; None if
         another commit took that version (``commit.run``'s ``attempt`` for a commit
         that writes no segment: claims, maintenance, vacuum)."""
         return new if self.try_commit(new) else None
+
+
+class StagedVersion:
+    """A version staged by ``Versions.stage``: ``commit()`` is True if it won (and
+    then it is remembered as the newest), ``discard()`` drops it."""
+
+    def __init__(self, versions: Versions, new: Manifest, topic_id: str | None, staged: Any):
+        self.versions, self.new, self.topic_id, self.staged = versions, new, topic_id, staged
+
+    def commit(self) -> bool:
+        won = self.staged.commit()
+        if won:
+            self.versions.remember(self.new, self.topic_id)
+        return won
+
+    def discard(self) -> None:
+        self.staged.discard()

@@ -204,17 +204,16 @@ class WebHdfsStore(Store):
             return False
         return True
 
-    def put_exclusive(self, path: str, data: bytes) -> bool:
+    stages_exclusive = True
+
+    def stage_exclusive(self, path: str, data: bytes) -> "StagedRename":
+        """The temp file, written; ``commit()`` renames it (see ``put_exclusive``)."""
         temp = self._temp_beside(path)
         self._create(temp, data)
-        try:
-            won = self._rename(temp, path, "NONE")
-        except BaseException:
-            self.delete([temp])
-            raise
-        if not won:
-            self.delete([temp])
-        return won
+        return StagedRename(self, temp, path)
+
+    def put_exclusive(self, path: str, data: bytes) -> bool:
+        return self.stage_exclusive(path, data).commit()
 
     def put_new(self, path: str, data: bytes) -> None:
         self._create(path, data)
@@ -251,6 +250,26 @@ class WebHdfsStore(Store):
 
     def describe(self) -> dict[str, Any]:
         return {"url": self.url, "storage_options": self.storage_options}
+
+
+class StagedRename:
+    """A written temp file that ``commit`` renames to its name unless that exists."""
+
+    def __init__(self, store: WebHdfsStore, temp: str, path: str):
+        self.store, self.temp, self.path = store, temp, path
+
+    def commit(self) -> bool:
+        try:
+            won = self.store._rename(self.temp, self.path, "NONE")
+        except BaseException:
+            self.discard()
+            raise
+        if not won:
+            self.discard()
+        return won
+
+    def discard(self) -> None:
+        self.store.delete([self.temp])
 
 
 def _op(url: str) -> str:

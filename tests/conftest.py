@@ -34,7 +34,7 @@ def s3_server():
 
 @pytest.fixture(scope="session")
 def hdfs_server():
-    from tests.hdfsserver import MiniHdfs
+    from bench.hdfs_side import MiniHdfs
 
     with MiniHdfs() as server:
         yield server

@@ -56,6 +56,26 @@ CHILD = textwrap.dedent("""
         return won
 
     store.put_exclusive = put_exclusive
+    if store.stages_exclusive:  # HDFS: a version is staged (written), then committed
+        original_stage = store.stage_exclusive
+
+        def stage_exclusive(path, data):
+            staged = original_stage(path, data)
+            is_commit = "/_log/" in path and b'"committer":"compaction"' in bytes(data)
+            commit = staged.commit
+
+            def crashing_commit():
+                if is_commit and mode == "before-manifest":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                won = commit()
+                if is_commit and mode == "after-manifest":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return won
+
+            staged.commit = crashing_commit
+            return staged
+
+        store.stage_exclusive = stage_exclusive
     if original_new is not None:
         store.put_new = put_new
     else:

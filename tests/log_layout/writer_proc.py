@@ -57,10 +57,12 @@ def main(argv: list[str]) -> int:
 def _crash_inside_commit(store, n: int) -> None:
     """SIGKILL this process inside its n-th manifest commit: segment stored, manifest
     not. Local stores die just before the link (an append) or rename (other commits)
-    that creates the version; others before the conditional PUT."""
+    that creates the version; HDFS before the rename of the version's written temp
+    file; S3 and memory before the conditional PUT."""
     import signal
 
     from log_layout import local_store as store_module
+    from log_layout.webhdfs_store import WebHdfsStore
 
     commits = []
 
@@ -82,6 +84,14 @@ def _crash_inside_commit(store, n: int) -> None:
             return rename(src, dst)
 
         os.link, store_module._rename_noreplace = crashing_link, crashing_rename
+    elif isinstance(store, WebHdfsStore):
+        hdfs_rename = store._rename
+
+        def crashing_hdfs_rename(src, dst, options):
+            die_at_n(dst)
+            return hdfs_rename(src, dst, options)
+
+        store._rename = crashing_hdfs_rename
     else:
         put = store.put_exclusive
 

@@ -1,4 +1,5 @@
-"""A throw-away HDFS (MiniDFSCluster: one NameNode, one DataNode) for tests, on loopback.
+"""A throw-away HDFS (MiniDFSCluster: one NameNode, one DataNode) on loopback, for the
+tests (``hdfs_server`` fixture) and the HDFS case of ``bench/log_append.py``.
 
 Usage::
 
@@ -10,11 +11,11 @@ The jars are ``org.apache.hadoop:hadoop-client-minicluster`` at the Hadoop versi
 pyspark bundles (:data:`HADOOP_VERSION`), fetched once by Maven into
 ``.cache/hadoop/<version>/`` inside the project (``bench.kafka_side.fetch``: a temp
 folder renamed into place, so a broken download is never taken for a cache).
-``tests/hdfs/MiniHdfs.java`` runs as a single-source Java program: every listener
+``MiniHdfs.java`` beside this module runs as a single-source Java program: every listener
 on 127.0.0.1, WebHDFS on, permissions off, ``dfs.datanode.synconclose=true``, and
 two NameNode settings that cut a small file's close from ~200 ms to ~20 ms.
 
-Facts measured with this cluster (tests/log_layout/test_webhdfs.py keeps them true):
+Facts measured with this cluster (tests/log_layout/test_webhdfs.py relies on them):
 start-up 7-10 s, ~300 MB; ``CREATE overwrite=false`` has one winner among racing
 writers but shows the name at length 0 while writing; ``RENAME renameoptions=NONE``
 has one winner and refuses an existing target. The JVM ends when its standard
@@ -23,35 +24,20 @@ input closes, so a test process killed outright does not leave it behind.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from bench.kafka_side.fetch import maven_fetch
+from jobs.gateway_process import free_port
 
-from bench.kafka_side.fetch import maven_fetch  # noqa: E402
-from tests.s3server import _free_ports  # noqa: E402
-
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOST = "127.0.0.1"
 CACHE = os.path.join(ROOT, ".cache", "hadoop")
-LAUNCHER = os.path.join(ROOT, "tests", "hdfs", "MiniHdfs.java")
-
-
-def hadoop_version() -> str:
-    """The Hadoop version of pyspark's own jars (hadoop-client-api-<v>.jar)."""
-    import pyspark
-
-    jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars",
-                                  "hadoop-client-api-*.jar"))
-    if not jars:
-        raise RuntimeError("pyspark's hadoop-client-api jar not found")
-    return os.path.basename(jars[0])[len("hadoop-client-api-"):-len(".jar")]
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "MiniHdfs.java")
 
 
 class MiniHdfs:
@@ -77,10 +63,15 @@ class MiniHdfs:
         return {"webhdfs_port": self.http_port, "user": "sparklog"}
 
     def start(self) -> "MiniHdfs":
+        from pipeline.spark import hadoop_version
+
         jars = maven_fetch("org.apache.hadoop", "hadoop-client-minicluster", hadoop_version(),
                            cache=CACHE, log=lambda *_: None)
         self.base = tempfile.mkdtemp(prefix="sparklog-hdfs-")
-        self.rpc_port, self.http_port = _free_ports(2)
+        self.rpc_port = free_port()
+        self.http_port = free_port()
+        while self.http_port == self.rpc_port:
+            self.http_port = free_port()
         self.proc = subprocess.Popen(
             ["java", "-Xmx512m", "-cp", jars.classpath, LAUNCHER, self.base,
              str(self.rpc_port), str(self.http_port)],
