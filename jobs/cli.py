@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import re
 import sys
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 import conf
 from conf.durations import parse_duration_ms
 from conf.errors import ConfigError, SparklogError
+from pipeline.errors import spark_failure_message
 
 import jobs.commands
 
@@ -95,6 +97,9 @@ def _add_common_flags(parser: argparse.ArgumentParser) -> None:
             child.add_argument("--set", metavar="KEY=VALUE", type=_parse_set, action=_AppendSet,
                                dest=f"set_{depth}", default=argparse.SUPPRESS,
                                help="override any setting (repeatable)")
+        if "--verbose" not in child._option_string_actions:
+            child.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                               help="show Spark's own output (log4j, Ivy, progress bars)")
 
 
 _MARKUP = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
@@ -124,8 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'sparklog COMMAND --help' for a command's options.",
     )
     parser.add_argument("--store", metavar="URL",
-                        help="the log's store: a folder, file://, s3://bucket/prefix or memory:// "
+                        help="the log's store: a folder, file://, s3://bucket/prefix, "
+                             "hdfs://namenode:8020/path or memory:// "
                              "(default: store.url, ./sparklog-data)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's own output: log4j, Ivy's resolution, progress bars "
+                             "(hidden by default)")
     parser.add_argument("--set", metavar="KEY=VALUE", type=_parse_set, action="append",
                         default=[], help="override any setting, e.g. --set gateway.linger.ms=10")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -183,12 +192,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 1
+    if getattr(args, "verbose", False):
+        os.environ["SPARKLOG_VERBOSE"] = "1"  # read where Spark starts (pipeline.quiet)
     try:
         return int(args.handler(args) or 0)
     except (SparklogError, OSError) as e:
         # OSError: the gateway or the store cannot be reached, a file cannot be read;
         # facts about the environment, which the message states, not a bug to trace
         print(f"sparklog: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        # a Spark job that failed: its real reason, in one line, not Spark's pages
+        message = spark_failure_message(e)
+        if message is None:
+            raise
+        print(f"sparklog: error: {_one_line(message)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -7,7 +7,33 @@ exception, so the message must stand on its own.
 
 from __future__ import annotations
 
+import re
+
 from conf.errors import SparklogError
+
+#: a line of a Python traceback inside a Spark error naming one of sparklog's errors
+_OURS = re.compile(r"^(?:pipeline|log_layout|conf|ingest_gateway|compaction|retention|jobs)"
+                   r"\.[\w.]+\.(\w+): (.+)$", re.MULTILINE)
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
+
+
+def spark_failure_message(error: BaseException) -> str | None:
+    """What went wrong, in one sentence, if ``error`` is a Spark failure (PySpark's or
+    py4j's exception); None for any other error.
+
+    A sparklog error raised in a Python worker (the ``sparklog`` source, a UDF) reaches
+    the driver as text inside Spark's (``[PYTHON_DATA_SOURCE_ERROR] ... Traceback ...``):
+    its own message is the last such line. Otherwise Spark's first line, whose
+    ``[ERROR_CLASS]`` names the failure, without the SQLSTATE.
+    """
+    if not type(error).__module__.startswith(("pyspark", "py4j")):
+        return None
+    text = str(error)
+    ours = _OURS.findall(text)
+    if ours:
+        return ours[-1][1].strip()
+    first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    return _SQLSTATE.sub("", first).strip()
 
 
 class InvalidSourceOption(SparklogError, ValueError):

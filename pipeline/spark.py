@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import conf
+from pipeline import quiet
 
 _registered: set[int] = set()
 
@@ -158,10 +159,15 @@ def session(*, master: str | None = None, app_name: str | None = None,
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1")
                    .config("spark.databricks.delta.snapshotPartitions", "2"))
-    configs = {**(s3a_configs(settings) if s3 else {}), **(extra or {})}
+    configs = {**quiet.spark_configs(), **(s3a_configs(settings) if s3 else {}), **(extra or {})}
     for key, value in configs.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if not cached and not quiet.verbose():
+        print(f"sparklog: fetching {', '.join(coordinates)} from Maven Central into "
+              f"{_ivy_dir(spark_settings)} (once)" + (" - S3A's AWS SDK is ~690 MB" if s3 else ""),
+              file=sys.stderr, flush=True)
+    with quiet.jvm_stderr():
+        spark = builder.getOrCreate()
     if not cached:
         _remember_jars(spark, spark_settings, coordinates)
     register(spark)

@@ -1,0 +1,60 @@
+"""Spark commands are quiet by default and say what failed in one line.
+
+Each test runs the real CLI in a subprocess, so each starts its own JVM: the
+noise being tested is printed at JVM start (incubator warning, log4j banner,
+NativeCodeLoader, Ivy's resolution report on a first start) and while jobs run
+(``[Stage N:>`` bars, task-failure stack traces).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from log_layout import open_log
+from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+#: what Spark, log4j, the JDK and Ivy print that a quiet command must not
+SPARK_NOISE = re.compile(
+    r"WARN |INFO |log4j|incubator|NativeCodeLoader|\[Stage \d+|:: resolving|"
+    r"confs: \[|artifacts copied|downloading https|Ivy Default Cache|proxy server")
+
+
+def test_a_first_start_and_a_query_print_only_the_result(tmp_path):
+    """A first start (an empty Ivy cache: Delta's jars are fetched from Maven Central)
+    shows one line of its own about the fetch, and no Ivy, log4j or stage-bar line."""
+    store = str(tmp_path / "store")
+    open_log(store).create_topic("quiet_t", {"partitions": 1})
+    run = sparklog("--store", store, "--set", f"spark.jars.ivy={tmp_path / 'ivy'}", "sql",
+                   "SELECT count(*) AS n FROM quiet_t", timeout=600)
+    out, err = text(run)
+    assert run.returncode == 0, err
+    assert re.search(r"\bn\b", out) and "0" in out
+    noisy = [line for line in err.splitlines() if SPARK_NOISE.search(line)]
+    assert noisy == [], err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        line for line in err.splitlines() if line.startswith("sparklog: fetching")]
+    assert "sparklog: fetching io.delta:delta-spark" in err
+
+
+def test_verbose_shows_sparks_own_output(tmp_path):
+    """The same start with --verbose prints what the default hides (so the check above
+    could fail)."""
+    store = str(tmp_path / "store")
+    open_log(store)
+    run = sparklog("--store", store, "--verbose", "sql", "SELECT 1 AS one", timeout=600)
+    out, err = text(run)
+    assert run.returncode == 0, err
+    assert SPARK_NOISE.search(err), err
+
+
+def test_an_error_in_the_spark_source_is_one_line(tmp_path):
+    store = str(tmp_path / "store")
+    open_log(store).create_topic("quiet_bad", {"partitions": 1})
+    run = sparklog("--store", store, "materialize", "quiet_bad", "--table", "quiet_bad",
+                   "--once", "--option", "startingOffsets=bogus", timeout=600)
+    line = assert_one_line_error(run, "sparklog source option 'startingOffsets' 'bogus'")
+    assert "PYTHON_DATA_SOURCE_ERROR" not in line and "Traceback" not in text(run)[1]
