@@ -195,8 +195,9 @@ class RecordNotJson(SparklogError):
         self.topic, self.partition, self.offset = topic, partition, offset
         self.part, self.reason = part, reason
         super().__init__(f"the {part} of record {topic}-{partition}@{offset} is not strict JSON "
-                         f"({reason}): read it with Accept: "
-                         f"application/vnd.kafka.binary.v2+json, or seek to offset {offset + 1}")
+                         f"({reason}): read it in the binary format (a consumer instance "
+                         f"created with format binary; on a fetch, Accept: "
+                         f"application/vnd.kafka.binary.v2+json), or seek to offset {offset + 1}")
 
 
 # -- consumer groups (raised by the coordinator, raised again by the clients) --------

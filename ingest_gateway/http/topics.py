@@ -63,7 +63,9 @@ def _partition_docs(lg: Log, topic: str) -> list[dict[str, Any]]:
     out = []
     for plog in lg.partitions(topic):
         m = plog.snapshot()
-        out.append({"partition_id": m.partition, "leader_epoch": m.leader_epoch,
+        # leader_gateway: the id of the gateway that last wrote it (sparklog's own fact)
+        out.append({"partition_id": m.partition, "leader_gateway": m.leader,
+                    "leader_epoch": m.leader_epoch,
                     "log_start_offset": m.log_start_offset, "high_watermark": m.next_offset,
                     "bytes": m.size_bytes, "segments": len(m.segments)})
     return out

@@ -255,7 +255,10 @@ def test_v3_topic_admin_round_trip(gateway, gateway_log):
         "topic_name": name, "partitions_count": 2,
         "configs": [{"name": "retention.ms", "value": "3600000"}]})
     assert status == 201, created
-    assert created["partitions_count"] == 2 and created["configs"]["retention.ms"] == "3600000"
+    assert created["partitions_count"] == 2
+    assert created["configs"]["related"] == f"{gateway.url}{base}/{name}/configs"  # REST Proxy
+    status, config, _ = gateway.request("GET", f"{base}/{name}/configs/retention.ms")
+    assert status == 200 and config["value"] == "3600000" and config["is_default"] is False
     assert gateway.request("POST", base, body={"topic_name": name})[1]["error"] == "topic_exists"
     bad = gateway.request("POST", base, body={"topic_name": "x", "configs": [
         {"name": "retention.ms", "value": "soon"}]})
@@ -274,9 +277,10 @@ def test_v3_topic_admin_round_trip(gateway, gateway_log):
     status, parts, _ = gateway.request("GET", f"{base}/{name}/partitions")
     p1 = parts["data"][1]
     assert p1["high_watermark"] == 1 and p1["segments"] == 1 and p1["bytes"] > 0
-    assert p1["log_start_offset"] == 0 and p1["leader"].startswith("gateway-")
+    assert p1["log_start_offset"] == 0 and p1["leader_gateway"].startswith("gateway-")
+    assert p1["leader"] == {"related": f"{gateway.url}{base}/{name}/partitions/1/replicas/0"}
     status, desc, _ = gateway.request("GET", f"{base}/{name}")
-    assert status == 200 and desc["partitions"][1]["high_watermark"] == 1
+    assert status == 200 and desc["partitions"]["related"].endswith(f"{name}/partitions")
     assert gateway.request("DELETE", f"{base}/{name}")[0] == 204
     assert gateway.request("GET", f"{base}/{name}")[0] == 404
     assert name not in gateway_log.topics()
@@ -291,6 +295,12 @@ def test_v2_topic_reads(gateway, topic):
     status, parts, _ = gateway.request("GET", f"/topics/{topic}/partitions")
     assert [p["partition"] for p in parts] == [0, 1, 2]
     assert all({"log_start_offset", "high_watermark", "bytes", "segments"} <= set(p) for p in parts)
+    # REST Proxy's shape: an int broker id, never null or a string (issue 16)
+    assert all(p["leader"] == 0 and p["replicas"] == [{"broker": 0, "leader": True,
+                                                       "in_sync": True}] for p in parts)
+    status, one, _ = gateway.request("GET", f"/topics/{topic}/partitions/2")
+    assert status == 200 and one["partition"] == 2 and one["leader"] == 0
+    assert gateway.request("GET", f"/topics/{topic}/partitions/3")[1]["error_code"] == 40402
     assert gateway.request("GET", "/topics/nothing-here")[1]["error_code"] == 40401
 
 

@@ -113,6 +113,35 @@ def test_instance_timeout_may_be_shorter_than_the_gateways_not_longer(clocked):
              what="the instance to expire after its own 1000 ms")
 
 
+def test_an_idle_subscribed_instance_keeps_its_membership_and_positions(clocked):
+    """Issue 16: an instance was dropped from its group after session.timeout.ms (10 s)
+    unless it called a non-standard heartbeat; the hub now heartbeats it in the
+    background (Kafka's heartbeat thread), for as long as the instance lives."""
+    gw = clocked
+    produce(gw, "t", 0, [b"a", b"b"])
+    assert gw.request("POST", "/consumers/g", body={
+        "name": "keep", "auto.offset.reset": "earliest"})[0] == 200  # session: 10 s
+    inst = "/consumers/g/instances/keep"
+    assert gw.request("POST", f"{inst}/subscription", body={"topics": ["t"]})[0] == 204
+    status, first, _ = gw.request("GET", f"{inst}/records?timeout=0",
+                                  headers={"Accept": BINARY_V2})
+    assert status == 200 and len(first) == 2
+    live = gw.hub.instances[("g", "keep")]
+    member, generation = live.member_id, live.generation
+    for _ in range(10):  # 50 s of idleness, 5 s at a time; no request at all
+        gw.clock.t += 5_000
+        wait_for(lambda: live.last_sync_ms == gw.clock.t, timeout=30,
+                 what="the background heartbeat at the new time")
+    members = gw.request("GET", "/groups/g")[1]["members"]
+    assert [m["member_id"] for m in members] == [member]  # not expired after 50 s > 10 s
+    produce(gw, "t", 0, [b"c"])
+    status, after, _ = gw.request("GET", f"{inst}/records?timeout=1000",
+                                  headers={"Accept": BINARY_V2})
+    assert status == 200 and [base64.b64decode(r["value"]) for r in after] == [b"c"]
+    assert (live.member_id, live.generation) == (member, generation)  # no rejoin, no rewind
+    assert gw.request("POST", f"{inst}/heartbeat")[0] == 200  # the old call still works
+
+
 # -- records that cannot be answered as JSON ------------------------------------------------
 def _instance(gw, group, **kw):
     name = f"i-{uuid.uuid4().hex[:6]}"
@@ -143,8 +172,14 @@ def test_instance_stops_at_a_record_that_is_not_json_and_never_commits_past_it(g
     assert gateway.request("POST", f"{inst}/offsets", body={})[0] == 204  # commit consumed
     status, body, _ = gateway.request("GET", f"/groups/{group}/offsets")
     assert body["offsets"][0]["offset"] == 2  # not past the record never delivered
-    # the client reads it as binary ...
+    # the client reads it as binary: REST Proxy answers the instance's own format only
+    # (406, 40601), so with a binary instance of the group, from the committed offset ...
     status, body, _ = _records(gateway, inst, accept=BINARY_V2)
+    assert status == 406 and body["error_code"] == 40601
+    assert gateway.request("DELETE", inst)[0] == 204
+    binary = _instance(gateway, group, format="binary")
+    assert gateway.request("POST", f"{binary}/subscription", body={"topics": [topic]})[0] == 204
+    status, body, _ = _records(gateway, binary, accept=BINARY_V2)
     assert status == 200 and [base64.b64decode(r["value"]) for r in body] == [b"NaN", b"3"]
     # ... or, in a second instance of another group, seeks past it
     other = _instance(gateway, f"h-{uuid.uuid4().hex[:8]}")
