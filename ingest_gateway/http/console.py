@@ -102,8 +102,7 @@ async def topic_page(request: Request) -> Response:
                               state.settings.topic)
     leader = state.cluster.leader if state.cluster is not None else None
     leaders = {p.partition: leader(topic, p.partition) for p in rows} if leader else {}
-    return HTMLResponse(pages.topic(topic, rows, configs, leaders,
-                                    notice=request.query_params.get("notice", "")))
+    return HTMLResponse(pages.topic(topic, rows, configs, leaders))
 
 
 def _int_query(request: Request, name: str, lo: int, hi: int) -> int | None:
@@ -162,8 +161,10 @@ async def messages_page(request: Request) -> Response:
             raise next(iter(errors.values()))
         for _, batch, _ in got:
             records.extend(batch.to_pylist())
+    # the notice is built here from numbers, never taken from the query as text
+    notice = f"Produced to partition {partition} at offset {offset}" if "produced" in q else ""
     return HTMLResponse(pages.messages(topic, rows, partition, offset, count, fmt, ts,
-                                       records[:count], notice=q.get("notice", "")))
+                                       records[:count], notice=notice))
 
 
 async def groups_page(request: Request) -> Response:
@@ -254,8 +255,7 @@ async def produce_form(request: Request) -> Response:
     if first.get("error"):
         raise BadRequest(f"the record was not written: {first['error']}")
     p, offset = int(first["partition"]), int(first["offset"])
-    target = pages.messages_url(topic, partition=p, offset=offset, count=1,
-                                notice=f"Produced to partition {p} at offset {offset}")
+    target = pages.messages_url(topic, partition=p, offset=offset, count=1, produced=1)
     return RedirectResponse(target, status_code=303)
 
 

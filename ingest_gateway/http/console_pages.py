@@ -68,7 +68,7 @@ def topics(rows: Sequence[TopicRow]) -> str:
 
 
 def topic(name: str, rows: Sequence[PartitionRow], configs: Sequence[tuple[str, str, bool]],
-          leaders: Mapping[int, Any], *, notice: str = "") -> str:
+          leaders: Mapping[int, Any]) -> str:
     prow = []
     for p in rows:
         leader = leaders.get(p.partition)
@@ -98,7 +98,7 @@ def topic(name: str, rows: Sequence[PartitionRow], configs: Sequence[tuple[str, 
             f'{link(messages_url(name), "browse messages")}</p>'
             f"<h2>Partitions</h2>{parts}<div class=split><div><h2>Configs</h2>{conf}</div>"
             f"<div><h2>Produce a record</h2>{form}</div></div>")
-    return page(f"Topic {name}", body, active="/ui/topics", notice=notice)
+    return page(f"Topic {name}", body, active="/ui/topics")
 
 
 def messages(topic: str, rows: Sequence[PartitionRow], partition: int, offset: int, count: int,

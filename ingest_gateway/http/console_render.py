@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 FORMATS = ("text", "json", "hex")
+#: the most bytes of one key or value shown
+SHOW_BYTES = 8192
 NAV = (("/ui", "Overview"), ("/ui/topics", "Topics"), ("/ui/groups", "Consumer groups"),
        ("/ui/maintenance", "Maintenance"))
 
@@ -96,12 +98,21 @@ def when(ms: int | None) -> str:
 # -- records ---------------------------------------------------------------------------------
 def show_bytes(data: bytes | None, fmt: str) -> str:
     """Markup for a key, value or header value in ``fmt`` (text, json or hex): null for
-    None; JSON pretty-printed, or marked as not JSON and shown as text."""
+    None; JSON pretty-printed, or marked as not JSON and shown as text. Past SHOW_BYTES
+    (hex: a quarter of it) the rest is left out, and the size said."""
     if data is None:
         return '<span class=null>null</span>'
+    limit = SHOW_BYTES // 4 if fmt == "hex" else SHOW_BYTES
+    more = (f' <span class=tag>{len(data) - limit:,} more bytes of {len(data):,}</span>'
+            if len(data) > limit else "")
+    if more:
+        data = data[:limit]
+        fmt = "text" if fmt == "json" else fmt  # a cut document is not JSON
     if fmt == "hex":
-        return f'<code class=hex>{esc(data.hex(" "))}</code>'
+        return f'<code class=hex>{esc(data.hex(" "))}</code>{more}'
     text = data.decode("utf-8", errors="replace")
+    if more:
+        return f"<code>{esc(text)}</code>{more}"
     if fmt == "json":
         try:
             doc = json.loads(text)

@@ -291,6 +291,20 @@ def test_produce_form_writes_a_record_shown_by_the_browser_and_the_api(driver, w
     assert base64.b64decode(got[0]["value"]) == b'{"made": "in a browser"}'
 
 
+def test_a_large_value_is_cut_and_its_size_said(driver, world):
+    http = world["http"]
+    got = http.post("/topics/profiles", {"records": [{"key": "big", "value": "y" * 20_000}]},
+                    "application/vnd.kafka.json.v2+json")
+    offset = got["offsets"][0]["offset"]
+    for fmt, shown in (("text", 8192), ("json", 8192), ("hex", 2048)):
+        open_page(driver, world["gw"].url + f"/ui/topics/profiles/messages?partition=0"
+                                            f"&offset={offset}&count=1&format={fmt}")
+        value = rows(driver, "records")[0][3]
+        # the JSON string "yyy..." is 20,002 bytes
+        assert value.endswith(f"{20_002 - shown:,} more bytes of 20,002")
+        assert len(value) < 3 * shown + 60
+
+
 def test_produce_form_sent_from_another_site_is_refused(world):
     """A cross-site form post (no CORS needed for urlencoded forms) writes nothing."""
     gw, http = world["gw"], world["http"]
