@@ -88,11 +88,12 @@ def topic_rows(log: Log) -> list[TopicRow]:
 
 
 def topic_configs(log: Log, topic: str, defaults: Any) -> list[tuple[str, str, bool]]:
-    """(key, value, overridden) for every config of ``topic``; ``overridden``: differs
-    from the gateway's ``topic.*`` defaults. Raises UnknownTopic or InvalidTopicName."""
+    """(key, value, overridden) for every config of ``topic`` but ``partitions`` (shown
+    as the partitions themselves, and no config in Kafka); ``overridden``: differs from
+    the gateway's ``topic.*`` defaults. Raises UnknownTopic or InvalidTopicName."""
     mine = log.topic(topic, refresh=True).config.to_kafka()
     base = defaults.to_kafka()
-    return [(k, str(v), k == "partitions" or base.get(k) != v) for k, v in sorted(mine.items())]
+    return [(k, str(v), base.get(k) != v) for k, v in sorted(mine.items()) if k != "partitions"]
 
 
 def describe_group(state: Any, group: str) -> GroupDescription:

@@ -232,6 +232,7 @@ def test_topic_page_shows_partitions_configs_and_leads_to_the_browser(driver, wo
     configs = {r[0]: r for r in rows(driver, "configs")}
     assert configs["retention.ms"][1:] == ["86400000", "override"]
     assert configs["cleanup.policy"][1:] == ["delete", "default"]
+    assert "partitions" not in configs and len(configs) == 12
     assert driver.find_element(*by("form#produce button")).is_displayed()
     shoot(driver, shots, "topic")
     parts_links = driver.find_elements(*by("#partitions a"))
