@@ -388,6 +388,13 @@ def test_maintenance_page_lists_the_run(driver, world, shots):
     shoot(driver, shots, "maintenance")
 
 
+def test_without_chromium_the_browser_tests_skip_saying_why(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    with pytest.raises(pytest.skip.Exception, match="chromium and chromium-driver are not "
+                                                    "installed .make test installs them"):
+        _browser()
+
+
 def test_static_files_are_packaged_and_served():
     """The stylesheet and script ship as package data (no CDN, no build step)."""
     import importlib.resources

@@ -51,16 +51,13 @@ def value(m: dict, name: str, **labels) -> float:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("metrics") / "store")
-
-
-@pytest.fixture(scope="module")
-def gw(store):
-    log = open_log(store)
+def gw(gateway_store):
+    """A gateway on a local store, then on S3 (the store-read metrics read either)."""
+    url, options = gateway_store
+    log = open_log(url, storage_options=options)
     log.create_topic("m", {"partitions": 2})
     log.create_topic("clicks", {"partitions": 4})
-    with GatewayProcess(store) as g:
+    with GatewayProcess(url, options) as g:
         yield g
 
 
