@@ -52,7 +52,8 @@ def value(m: dict, name: str, **labels) -> float:
 
 @pytest.fixture(scope="module")
 def gw(gateway_store):
-    """A gateway on a local store, then on S3 (the store-read metrics read either)."""
+    """A gateway on each backend of tests/ingest_gateway/conftest.py (the store-read
+    metrics read the store)."""
     url, options = gateway_store
     log = open_log(url, storage_options=options)
     log.create_topic("m", {"partitions": 2})
