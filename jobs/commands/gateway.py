@@ -29,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from ingest_gateway.server.runner import serve
     from jobs.cli import settings_from
 
-    flags = {"gateway.host": args.host, "gateway.port": args.port}
-    if args.log_format:  # else --set gateway.log.format (a None here would replace it)
-        flags["gateway.log.format"] = args.log_format
+    # only the flags given: a None would replace a --set of the same key
+    flags = {k: v for k, v in (("gateway.host", args.host), ("gateway.port", args.port),
+                               ("gateway.log.format", args.log_format)) if v is not None}
     settings = settings_from(args, **flags)
     options = None
     if args.storage_options:

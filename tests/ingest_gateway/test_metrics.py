@@ -318,7 +318,7 @@ def test_the_console_and_ops_routes_have_their_own_request_types(client):
 
 def test_log_format_flag_and_start_up_line(tmp_path):
     """``sparklog gateway --log-format json``: the first lines are JSON, and one says where
-    the gateway listens and which store it uses."""
+    the gateway listens (the port given by ``--set``) and which store it uses."""
     import selectors
     import time
 
@@ -327,8 +327,9 @@ def test_log_format_flag_and_start_up_line(tmp_path):
     store = str(tmp_path / "store")
     open_log(store)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--store", store, "gateway",
-                             "--port", str(port), "--log-format", "json"], cwd=ROOT,
+    # the port by --set: an absent --port must not replace it
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--store", store, "--set",
+                             f"gateway.port={port}", "gateway", "--log-format", "json"], cwd=ROOT,
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONPATH": ROOT})
     try:
