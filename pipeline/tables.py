@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -287,26 +287,40 @@ def _table_folders(spark, warehouse: str) -> list[str]:
             if fs.exists(jvm.org.apache.hadoop.fs.Path(table_path(warehouse, n) + "/_delta_log"))]
 
 
-def register_tables(spark, warehouse: str) -> list[str]:
-    """Register every Delta table of ``warehouse`` (folders holding ``_delta_log``)."""
+def mentioned(names: Iterable[str], query: str) -> set[str]:
+    """The ``names`` that appear in ``query`` as words (a superset of those it reads:
+    a name inside a string literal counts too). Registering only these keeps a query's
+    start-up independent of how many topics and tables there are (a topic's view costs
+    a data-source round trip to a Python worker)."""
+    return {n for n in names
+            if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", query, re.IGNORECASE)}
+
+
+def register_tables(spark, warehouse: str, *, query: str | None = None) -> list[str]:
+    """Register every Delta table of ``warehouse`` (folders holding ``_delta_log``), or
+    those ``query`` mentions (:func:`mentioned`)."""
     names = []
-    for name in _table_folders(spark, warehouse):
+    found = _table_folders(spark, warehouse)
+    for name in found if query is None else sorted(mentioned(found, query)):
         if _NAME.match(name):
             register(spark, name, table_path(warehouse, name))
             names.append(name)
     return names
 
 
-def register_topics(spark, log: Log, *, include_headers: bool = False) -> list[str]:
-    """Every topic of ``log`` as a temporary view of its raw records (Kafka-source columns);
-    returns the names registered.
+def register_topics(spark, log: Log, *, include_headers: bool = False,
+                    query: str | None = None) -> list[str]:
+    """Every topic of ``log`` (or those ``query`` mentions: :func:`mentioned`) as a
+    temporary view of its raw records (Kafka-source columns); returns the names
+    registered.
 
     A view is named as its topic (quote names like ``page-views`` in SQL with
     backticks). A topic whose name a catalog table already has is left out: the
     table materialised from it keeps the name (``register_tables`` first).
     """
     registered = []
-    for topic in log.topics():
+    topics = log.topics()
+    for topic in topics if query is None else sorted(mentioned(topics, query)):
         if spark.catalog.tableExists(_catalog_name(spark, topic)):
             continue
         extra = {"includeHeaders": "true"} if include_headers else None

@@ -46,3 +46,27 @@ def test_a_query_spark_refuses_is_a_one_line_error(spark, local_log, capsys):
     assert "sqlcli_nope" in err[0] and "cannot be found" in err[0]
     assert main(["--store", store, "sql", "SELEC 1"]) == 2
     assert "PARSE_SYNTAX_ERROR" in capsys.readouterr().err
+
+
+def test_only_the_topics_a_query_names_become_views(spark, local_log, capsys):
+    """A topic's view costs a round trip to a Python worker: a query registers the
+    topics it mentions, not every topic of the store."""
+    store = local_log.store.describe()["url"]
+    for name in ("sqlcli_named", "sqlcli_other", "sqlcli-named-too"):
+        local_log.create_topic(name, {"partitions": 1})
+    append(local_log, "sqlcli_named", 0, ["a", "b"])
+    assert main(["--store", store, "sql",
+                 "SELECT count(*) AS n FROM SQLCLI_NAMED JOIN `sqlcli-named-too` ON true"]) == 0
+    capsys.readouterr()
+    views = {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    assert {"sqlcli_named", "sqlcli-named-too"} <= views and "sqlcli_other" not in views
+
+
+def test_mentioned_is_a_superset_of_the_names_read():
+    from pipeline.tables import mentioned
+
+    names = ["clicks", "page-views", "a.b", "clicks2", "views"]
+    assert mentioned(names, "SELECT * FROM `page-views` p JOIN CLICKS c") == \
+        {"page-views", "clicks", "views"}  # views: a word of page-views (harmless extra)
+    assert mentioned(names, "SELECT 'a.b' AS s") == {"a.b"}  # in a literal: registered too
+    assert mentioned(names, "SELECT 1") == set()
