@@ -187,19 +187,34 @@ async def list_assignments(request: Request) -> Response:
                                  v.assignments(consumer)))
 
 
-def _one(rows: list[dict[str, Any]], request: Request) -> dict[str, Any]:
-    """The row of the route's topic and partition; raises UnknownPartition (404)."""
+class NotInGroup(UnknownPartition):
+    """A partition the group (or its consumer) has no assignment or committed offset
+    for: 404 ``unknown_partition`` (40402), as REST Proxy answers."""
+
+    def __init__(self, group: str, topic: str, partition: object, what: str):
+        self.group, self.topic, self.partition, self.partitions = group, topic, partition, 0
+        Exception.__init__(self, f"group {group!r} has no {what} for partition "
+                                 f"{partition!r} of topic {topic!r}")
+
+
+def _one(rows: list[dict[str, Any]], request: Request, group: str, what: str) -> dict[str, Any]:
+    """The row of the route's topic and partition; raises NotInGroup (404)."""
     topic = validate_topic_name(request.path_params["topic"])
-    partition = partition_param(topic, request.path_params["partition"])
+    raw = request.path_params["partition"]
+    try:
+        partition = partition_param(topic, raw)
+    except UnknownPartition:
+        raise NotInGroup(group, topic, raw[:50], what) from None
     for r in rows:
         if r["topic_name"] == topic and r["partition_id"] == partition:
             return r
-    raise UnknownPartition(topic, partition, 0)
+    raise NotInGroup(group, topic, partition, what)
 
 
 async def get_assignment(request: Request) -> Response:
     v = await _views(request)
-    return JSONResponse(_one(v.assignments(request.path_params["consumer"]), request))
+    return JSONResponse(_one(v.assignments(request.path_params["consumer"]), request,
+                             v.d.group, "assignment of this consumer"))
 
 
 async def list_lags(request: Request) -> Response:
@@ -209,7 +224,7 @@ async def list_lags(request: Request) -> Response:
 
 async def get_lag(request: Request) -> Response:
     v = await _views(request)
-    return JSONResponse(_one(v.lags(), request))
+    return JSONResponse(_one(v.lags(), request, v.d.group, "committed offset"))
 
 
 async def lag_summary(request: Request) -> Response:

@@ -30,6 +30,7 @@ validated whole before anything is written, then one batch for the request.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import datetime
@@ -43,7 +44,7 @@ from starlette.routing import BaseRoute, Route
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest
-from ingest_gateway.http.body import json_depth, read_body
+from ingest_gateway.http.body import PARSE_INLINE_BYTES, json_depth, read_body
 from ingest_gateway.http.errors import error_body, status_of
 from ingest_gateway.http.produce import produce
 from ingest_gateway.http.topics import batcher_of, check_cluster
@@ -118,7 +119,8 @@ def _headers(row: str, raw: Any) -> list[dict[str, Any]] | None:
     return [{"key": h["name"], "value": h.get("value")} for h in raw]
 
 
-def _record(row: str, doc: Any, topic: str, partitions: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _record(row: str, doc: Any, topic: str,
+            partitions: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the v2 binary record, the report's fields known before writing); raises
     BadRequest or UnknownPartition."""
     if not isinstance(doc, dict):
@@ -157,6 +159,13 @@ def _documents(text: str, max_depth: int) -> list[Any]:
     if not out:
         raise BadRequest("the request needs at least one record")
     return out
+
+
+async def _parse(text: str, max_depth: int) -> list[Any]:
+    """``_documents``, off the event loop for a large body (as ``body.read_json``)."""
+    if len(text) <= PARSE_INLINE_BYTES:
+        return _documents(text, max_depth)
+    return await asyncio.to_thread(_documents, text, max_depth)
 
 
 async def _produce(request: Request, topic: str, records: list[dict[str, Any]]) -> list[Any]:
@@ -215,7 +224,7 @@ async def produce_records(request: Request) -> Response:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("the body is not UTF-8 JSON") from None
-    docs = _documents(text, settings.max_json_nesting_depth)
+    docs = await _parse(text, settings.max_json_nesting_depth)
     _cid, _topic, out = await _run(request, docs, lambda i, _d: f"record {i}")
     if len(out) == 1:
         if isinstance(out[0], SparklogError):
@@ -232,7 +241,7 @@ async def produce_records(request: Request) -> Response:
 async def produce_batch(request: Request) -> Response:
     settings = request.app.state.settings.gateway
     body = await read_body(request, limit=settings.max_request_size)
-    docs = _documents(body.decode("utf-8", "replace"), settings.max_json_nesting_depth)
+    docs = await _parse(body.decode("utf-8", "replace"), settings.max_json_nesting_depth)
     doc = docs[0]
     entries = doc.get("entries") if isinstance(doc, dict) and len(docs) == 1 else None
     if not isinstance(entries, list) or not entries:

@@ -307,3 +307,19 @@ def test_streamed_records_report_each_one_in_order(gw):
     assert [x["error_code"] for x in reports] == [200, 200, 40001]
     assert reports[1]["offset"] == reports[0]["offset"] + 1
     assert reports[1]["value"] == {"type": "JSON", "size": 3}
+
+
+def test_a_large_stream_of_records_is_parsed_off_the_loop_and_written_whole(gw):
+    """Over 64 KiB of concatenated records (parsed on a worker thread): every one written
+    once, in order, while the gateway keeps answering."""
+    n = 2_000
+    body = b"\n".join(json.dumps({"partition_id": 1, "value": {
+        "type": "STRING", "data": f"r{i:05d}" + "x" * 40}}).encode() for i in range(n))
+    assert len(body) > 64 * 1024
+    end = gw.request("GET", "/topics/h/partitions/1/offsets")[1]["end_offset"]
+    r = gw.http.request("POST", f"{gw.url}/v3/clusters/{gw.cluster}/topics/h/records",
+                        body=body, headers={"Content-Type": "application/json"})
+    assert r.status == 200
+    offsets = [json.loads(line)["offset"] for line in r.data.decode().splitlines()]
+    assert offsets == list(range(end, end + n))
+    assert gw.request("GET", "/topics/h/partitions/1/offsets")[1]["end_offset"] == end + n
