@@ -161,6 +161,14 @@ def instance_paths() -> dict[str, Any]:
             "post": {"summary": "assign partitions by hand (no group membership)",
                      "requestBody": json_body(tps),
                      "responses": {"204": resp("assigned"), **errors(400, 404, 409)}}},
+        **instance_read_paths(),
+    }
+
+
+def instance_read_paths() -> dict[str, Any]:
+    """A REST consumer instance's records, seeks (``rest_positions``), commits, heartbeat
+    and deletion."""
+    return {
         f"{base}/positions/beginning": {"post": {
             "summary": "seek to the log start of assigned partitions",
             "parameters": [group, instance], "requestBody": json_body(tps),
