@@ -133,9 +133,14 @@ def show_headers(headers: Sequence[dict[str, Any]] | None, fmt: str) -> str:
 _W, _H, _L, _R, _T, _B = 560, 180, 64, 12, 12, 26
 
 
-def _nice_max(v: float) -> float:
+def _nice_max(v: float, binary: bool = False) -> float:
+    """A round axis top at or above ``v`` (1, 2, 2.5, 5 x a power of ten, or of 1024 for
+    bytes: 10 KiB, not 9.8)."""
     if v <= 0:
         return 1.0
+    if binary and v >= 1024:
+        scale = 1024 ** math.floor(math.log(v, 1024))
+        return _nice_max(v / scale) * scale
     e = 10 ** math.floor(math.log10(v))
     for m in (1, 2, 2.5, 5, 10):
         if v <= m * e:
@@ -167,7 +172,7 @@ def line_chart(series: Sequence[tuple[str, str, Sequence[tuple[float, float]]]],
         return (f'<figure class=chart{ident}>{head}<p class=empty>collecting samples…</p>'
                 "</figure>")
     t0, t1 = min(p[0] for p in pts), max(p[0] for p in pts)
-    top = _nice_max(max(p[1] for p in pts))
+    top = _nice_max(max(p[1] for p in pts), binary=unit == "B/s")
     span = max(t1 - t0, 1e-9)
     iw, ih = _W - _L - _R, _H - _T - _B
 

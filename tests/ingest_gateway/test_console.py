@@ -39,6 +39,7 @@ def _browser():
 
     opts = Options()
     opts.binary_location = CHROMIUM
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP refusals show there
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1280,900", "--force-device-scale-factor=1",
                 "--disable-extensions", "--no-first-run"):
@@ -217,6 +218,12 @@ def test_overview_shows_topics_groups_and_throughput_charts(driver, world, shots
             for p in range(3)}
     assert groups[0][4] == f"{sum(ends[p] - world['committed'][p] for p in range(3)):,}"
     assert driver.find_element(*by("#chart-bytes svg")).is_displayed()
+    # the page's own stylesheet and script loaded under its Content-Security-Policy
+    assert driver.execute_script(
+        "return getComputedStyle(document.querySelector('header')).display") == "flex"
+    refused = [e["message"] for e in driver.get_log("browser")
+               if "Content Security Policy" in e["message"] or "Refused" in e["message"]]
+    assert not refused
     shoot(driver, shots, "overview")
 
 
@@ -325,6 +332,17 @@ def test_produce_form_sent_from_another_site_is_refused(world):
                               "Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"})
     assert r.status == 303
     assert http.get("/topics/orders/partitions/0/offsets")["end_offset"] == end + 1
+
+
+def test_pages_forbid_other_origins_scripts_and_frames(world):
+    http = world["http"]
+    for path in ("/ui", "/ui/topics/orders", "/ui/topics/nope", "/ui/groups/billing"):
+        r = http.pool.request("GET", world["gw"].url + path)
+        csp = r.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, path
+        assert "form-action 'self'" in csp and "default-src 'none'" in csp
+        assert r.headers["X-Frame-Options"] == "DENY"
+        assert r.headers["Content-Type"].startswith("text/html")
 
 
 def test_user_controlled_strings_are_shown_as_text_never_run(driver, world):
