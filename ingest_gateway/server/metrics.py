@@ -291,7 +291,7 @@ def request_type(method: str, path: str) -> str:
             return "Fetch"
         return "ListOffsets" if parts[-1] == "offsets" else "Metadata"
     if head == "fetch":
-        return "Fetch"
+        return "Fetch" if len(parts) == 1 else "Operations"  # /fetch/waiting
     if head == "groups":
         if len(parts) == 1:
             return "ListGroups"
@@ -301,11 +301,11 @@ def request_type(method: str, path: str) -> str:
             return "JoinGroup" if post else "LeaveGroup"
         return "DescribeGroups"
     if head == "consumers":
-        last = parts[-1] if len(parts) > 3 else ""
-        if last == "offsets":
+        sub = parts[4] if len(parts) > 4 else ""  # /consumers/g/instances/i/<sub>[/...]
+        if sub == "offsets":
             return "OffsetCommit" if post else "OffsetFetch"
-        if last in _CONSUMER_ROUTES:
-            return _CONSUMER_ROUTES[last] or "Consumer"
+        if sub in _CONSUMER_ROUTES:
+            return _CONSUMER_ROUTES[sub] or "Consumer"
         return "CreateConsumer" if post else "DeleteConsumer" if method == "DELETE" \
             else "Consumer"
     if head == "v3":
@@ -315,8 +315,10 @@ def request_type(method: str, path: str) -> str:
             return "DescribeGroups"
         if parts[-1] == "producers":
             return "InitProducerId"
+        if parts[-1] == "offset":
+            return "ListOffsets"
         return "Metadata" if method == "GET" else "Admin"
-    if head == "metadata":
+    if head in ("metadata", "brokers"):
         return "Metadata"
     if head == "ui":
         return "Console"

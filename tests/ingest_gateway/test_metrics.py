@@ -350,3 +350,26 @@ def test_log_format_flag_and_start_up_line(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         proc.stderr.close()
+
+
+def test_every_route_has_a_request_type():
+    """Every route the gateway mounts is counted under a Kafka request type, never
+    ``Other`` (kept for paths no route serves), so a new route cannot go uncounted."""
+    import re
+
+    from ingest_gateway.http.app import routes
+    from ingest_gateway.server.metrics import request_type
+
+    kinds = {}
+    for route in routes():
+        path = re.sub(r"\{[^}]+\}", "x", route.path)
+        for method in route.methods or ():
+            if method != "HEAD":
+                kinds[(method, route.path)] = request_type(method, path)
+    assert "Other" not in kinds.values(), [k for k, v in kinds.items() if v == "Other"]
+    assert kinds[("POST", "/topics/{topic}")] == "Produce"
+    assert kinds[("GET", "/topics/{topic}/partitions/{partition}/messages")] == "Fetch"
+    assert kinds[("POST", "/groups/{group}/members")] == "JoinGroup"
+    assert kinds[("DELETE", "/groups/{group}/members/{member}")] == "LeaveGroup"
+    assert kinds[("POST", "/groups/{group}/offsets")] == "OffsetCommit"
+    assert request_type("GET", "/no/such/route") == "Other"
