@@ -47,8 +47,9 @@ __all__ = ["GatewayMetrics", "History", "CONTENT_TYPE_LATEST", "request_type"]
 #: seconds between two throughput samples, and how many are kept (10 minutes)
 HISTORY_INTERVAL_S = 1.0
 HISTORY_SAMPLES = 600
-#: lag samples kept per group
+#: lag samples kept per group, and groups kept (the least recently sampled goes first)
 LAG_SAMPLES = 360
+LAG_GROUPS = 1000
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
                     5, 10, 30)
@@ -91,9 +92,12 @@ class History:
         """Record ``group``'s total lag (records over all its partitions)."""
         t = time.time() if now is None else now
         with self._lock:
-            ring = self._lags.get(group)
+            ring = self._lags.pop(group, None)  # re-inserted: the dict keeps sampling order
             if ring is None:
-                ring = self._lags[group] = collections.deque(maxlen=LAG_SAMPLES)
+                ring = collections.deque(maxlen=LAG_SAMPLES)
+                if len(self._lags) >= LAG_GROUPS:
+                    del self._lags[next(iter(self._lags))]
+            self._lags[group] = ring
             ring.append((t, lag))
 
     def lags(self, group: str) -> list[tuple[float, int]]:
