@@ -373,3 +373,16 @@ def test_every_route_has_a_request_type():
     assert kinds[("DELETE", "/groups/{group}/members/{member}")] == "LeaveGroup"
     assert kinds[("POST", "/groups/{group}/offsets")] == "OffsetCommit"
     assert request_type("GET", "/no/such/route") == "Other"
+
+
+def test_the_lag_history_is_bounded_least_recently_sampled_first():
+    from ingest_gateway.server import metrics
+
+    h = metrics.History([0, 0, 0, 0])
+    for i in range(metrics.LAG_GROUPS + 5):
+        h.record_lag(f"g{i}", i, now=i)
+    assert h.lags("g4") == [] and h.lags("g5") == [(5, 5)]
+    h.record_lag("g10", 1, now=2000)  # sampled again: now the most recent
+    assert h.lags("g10") == [(10, 10), (2000, 1)]
+    h.record_lag("new", 3, now=3000)
+    assert h.lags("g5") == [] and h.lags("g6") == [(6, 6)] and h.lags("g10")
