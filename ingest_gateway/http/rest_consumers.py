@@ -43,6 +43,12 @@ commit, leave) go to the group's coordinator, this gateway or another, and follo
 it when it moves; while none can be reached they answer 503 ``not_coordinator``
 (retry), the instance keeping its membership.
 
+**Membership while idle or waiting.** The hub heartbeats an idle subscribed instance
+in the background, and a ``records`` long-poll heartbeats between heartbeat
+intervals of its wait, so an instance keeps its partitions and positions for its
+whole ``consumer.instance.timeout.ms`` (REST Proxy's name, 5 minutes), not its
+group session. ``POST .../heartbeat`` (sparklog's own) still works, and is not needed.
+
 **Positions move only past what an answer delivers.** In the JSON format a record
 whose key or value is not strict JSON ends the answer's records of its partition
 (Kafka's consumer does the same before a record it cannot deserialize); when it
@@ -59,6 +65,7 @@ group.min/max.session.timeout.ms (400 ``invalid_session_timeout``).
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from typing import Any
 
@@ -79,6 +86,7 @@ from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MA
                                           MAX_WAIT_MS, V2_RESPONSE, field, group_of, hub_of,
                                           instance_of, int_q, offsets_doc, partitions_query,
                                           sync_instance, tp_list)
+from ingest_gateway.server.consumer_hub import ConsumerHub
 from ingest_gateway.server.rest_instances import Instance
 
 
@@ -227,11 +235,8 @@ async def instance_records(request: Request) -> Response:
         if inst.auto_commit and inst.positions:
             # what the last answer handed out counts as processed now (Kafka's poll())
             await hub.run(lambda: inst.commit(None, quiet=True))
-        positions = {tp: inst.positions[tp] for tp in inst.assignment}
-        got, errors = (await hub.fetch(positions, max_records=int_q(request, "max_records", 500,
-                                                                       1, MAX_COUNT),
-                                       max_bytes=max_bytes, wait_ms=timeout, min_bytes=1)
-                       if positions else ([], {}))
+        got, errors = await _long_poll(hub, inst, timeout, max_bytes,
+                                       int_q(request, "max_records", 500, 1, MAX_COUNT))
         for tp, e in errors.items():  # out of range: auto.offset.reset
             inst.positions[tp] = e.log_start if inst.auto_offset_reset == "earliest" else e.log_end
         # the answer is built (and encoded) before any position moves, and positions
@@ -240,6 +245,28 @@ async def instance_records(request: Request) -> Response:
         inst.positions.update(after)
         inst.last_used_ms = hub.now_ms()  # a long-poll was use until its end
     return response
+
+
+async def _long_poll(hub: ConsumerHub, inst: Instance, timeout_ms: int, max_bytes: int,
+                     max_records: int) -> tuple[list, dict]:
+    """Wait up to ``timeout_ms`` for records of the instance's partitions (the caller
+    holds its lock). The wait is cut into heartbeat intervals with a heartbeat between
+    them: the lock keeps the hub's background heartbeat out, and a long-poll longer than
+    the session (a 30 s timeout, a 10 s session) must not cost the instance its
+    membership. A heartbeat that brings a new assignment reads from its positions."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        positions = {tp: inst.positions[tp] for tp in inst.assignment}
+        if not positions:
+            return [], {}
+        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        wait_ms = min(remaining_ms, inst.heartbeat_interval_ms) if inst.member_id else \
+            remaining_ms
+        got, errors = await hub.fetch(positions, max_records=max_records, max_bytes=max_bytes,
+                                      wait_ms=wait_ms, min_bytes=1)
+        if got or errors or wait_ms >= remaining_ms:
+            return got, errors
+        await sync_instance(hub, inst)
 
 
 def _records_answer(got: list, fmt: str) -> tuple[Response, dict[tuple[str, int], int]]:

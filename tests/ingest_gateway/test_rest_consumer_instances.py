@@ -142,6 +142,32 @@ def test_an_idle_subscribed_instance_keeps_its_membership_and_positions(clocked)
     assert gw.request("POST", f"{inst}/heartbeat")[0] == 200  # the old call still works
 
 
+def test_a_long_poll_longer_than_the_session_keeps_the_membership(clocked):
+    """A records request holds its instance while it waits (the background heartbeat
+    skips it); the wait itself heartbeats every interval, so a 7 s long-poll with a
+    6 s session keeps the member (the hub's clock moves 4 s after each heartbeat)."""
+    gw = clocked
+    assert gw.request("POST", "/consumers/g", body={
+        "name": "poll", "session.timeout.ms": 6_000})[0] == 200
+    inst = "/consumers/g/instances/poll"
+    assert gw.request("POST", f"{inst}/subscription", body={"topics": ["t"]})[0] == 204
+    live = gw.hub.instances[("g", "poll")]
+    member = live.member_id
+    answer: list = []
+    poll = threading.Thread(target=lambda: answer.append(gw.request(
+        "GET", f"{inst}/records?timeout=7000", headers={"Accept": BINARY_V2})))
+    poll.start()
+    wait_for(lambda: live.lock.locked(), timeout=30, what="the long-poll to hold the instance")
+    for _ in range(2):  # 8 s of the hub's clock in all, more than the session
+        gw.clock.t += 4_000
+        wait_for(lambda: live.last_sync_ms == gw.clock.t or not poll.is_alive(), timeout=30,
+                 what="a heartbeat from inside the long-poll")
+    poll.join(30)
+    assert answer and answer[0][0] == 200 and answer[0][1] == []
+    members = gw.request("GET", "/groups/g")[1]["members"]
+    assert [m["member_id"] for m in members] == [member] == [live.member_id]
+
+
 # -- records that cannot be answered as JSON ------------------------------------------------
 def _instance(gw, group, **kw):
     name = f"i-{uuid.uuid4().hex[:6]}"
