@@ -104,11 +104,13 @@ def needs_s3(*locations: str | None) -> bool:
 
 def session(*, master: str | None = None, app_name: str | None = None,
             settings: conf.Settings | None = None, extra: dict[str, Any] | None = None,
-            s3: bool = False):
+            s3: bool = False, source: bool = True):
     """A SparkSession with Delta Lake and the ``sparklog`` source registered.
 
     ``master`` defaults to ``spark.master`` of the settings (``local[*]``);
-    ``extra`` adds Spark configs; ``s3`` adds S3A (see the module docstring).
+    ``extra`` adds Spark configs; ``s3`` adds S3A (see the module docstring);
+    ``source=False`` leaves the ``sparklog`` source unregistered (registering costs
+    ~1.8 s of a cold start; :func:`register` does it later).
     Returns the active session if one exists.
     """
     from pyspark.sql import SparkSession
@@ -170,7 +172,8 @@ def session(*, master: str | None = None, app_name: str | None = None,
         spark = builder.getOrCreate()
     if not cached:
         _remember_jars(spark, spark_settings, coordinates)
-    register(spark)
+    if source:
+        register(spark)
     return spark
 
 

@@ -46,14 +46,16 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     log = open_log_from_settings(settings)
     warehouse = args.warehouse or tables.default_warehouse(log)
-    spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse))
+    named_topics = tables.mentioned(log.topics(), args.query)
+    spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse),
+                    source=bool(named_topics))  # registering the source costs ~1.8 s
     # tables first: a table materialised under a topic's name keeps that name; only
     # names the query mentions (each topic's view costs a round trip to a Python worker)
     tables.register_tables(spark, warehouse, query=args.query)
     views = set(tables.register_topics(spark, log, include_headers=args.headers,
                                        query=args.query))
     err = Console(stderr=True)
-    for topic in sorted(tables.mentioned(log.topics(), args.query) - views):
+    for topic in sorted(named_topics - views):
         err.print(f"note: table {topic} has the name of topic {topic}: the topic is not a "
                   "view in this query", highlight=False)
     # PySpark logs every refused query as an ERROR JSON line on stderr before raising;
