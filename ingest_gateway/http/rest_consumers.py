@@ -29,9 +29,8 @@ generic one (``application/json``, ``application/vnd.kafka.v2+json``, ``*/*``) o
 none gets the instance's format.
 
 **Subscriptions.** ``topics``, ``topic_pattern`` (a regular expression matched
-against whole topic names, as Kafka's; at most ``MAX_PATTERN`` characters, and a
-quantified group holding a quantifier, the shape of catastrophic backtracking, is
-refused) and manual ``assignments`` are mutually exclusive: mixing them answers
+against whole topic names, as Kafka's; ``topic_pattern`` refuses the ones that could
+backtrack without bound) and manual ``assignments`` are mutually exclusive: mixing them answers
 409 ``subscription_conflict`` (40903). A new subscription replaces the previous
 one of the same kind.
 
@@ -80,6 +79,7 @@ from ingest_gateway.errors import (BadRequest, ConsumerFormatMismatch, NotCoordi
                                    UnsupportedContentType)
 from ingest_gateway.http import rest_positions
 from ingest_gateway.http.body import read_json
+from ingest_gateway.http.topic_pattern import compile_topic_pattern
 from ingest_gateway.http.params import parse_int
 from ingest_gateway.http.record_docs import arrow_stream, not_json_response, records_json
 from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT,
@@ -95,9 +95,6 @@ MEDIA = {"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW}
 #: Accept values that name no embedded format: the instance's own is answered
 GENERIC = {"", "*/*", "application/*", "application/json", "application/vnd.kafka.v2+json",
            "application/vnd.kafka+json"}
-MAX_PATTERN = 1000
-#: a quantified group that holds a quantifier, ``(a+)+``: catastrophic backtracking
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
 
 
 def records_media(request: Request, inst: Instance) -> str:
@@ -169,22 +166,6 @@ async def create_instance(request: Request) -> Response:
                         media_type=V2_RESPONSE)
 
 
-def _pattern(raw: Any) -> re.Pattern[str]:
-    """A topic_pattern compiled; raises BadRequest (not a string, too long, not a
-    regular expression, or nested quantifiers)."""
-    if not isinstance(raw, str) or not 0 < len(raw) <= MAX_PATTERN:
-        raise BadRequest(f"topic_pattern must be a regular expression of 1 to {MAX_PATTERN} "
-                         "characters")
-    if _NESTED_QUANTIFIER.search(raw):
-        raise BadRequest(f"topic_pattern {raw[:100]!r} nests quantifiers (catastrophic "
-                         "backtracking); write it without a quantified group holding one")
-    try:
-        return re.compile(raw)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise BadRequest(f"topic_pattern {raw[:100]!r} is not a regular expression: {e}") \
-            from None
-
-
 async def subscribe_instance(request: Request) -> Response:
     """``{"topics": [...]}`` or ``{"topic_pattern": "..."}``; raises BadRequest,
     UnknownTopic (a listed topic), SubscriptionConflict (409: both given, or the
@@ -199,7 +180,7 @@ async def subscribe_instance(request: Request) -> Response:
         raise BadRequest("give topics (a non-empty list of topic names) or topic_pattern")
     if topics is not None and (not topics or not all(isinstance(t, str) for t in topics)):
         raise BadRequest("topics must be a non-empty list of topic names")
-    pattern = _pattern(raw_pattern) if raw_pattern is not None else None
+    pattern = compile_topic_pattern(raw_pattern) if raw_pattern is not None else None
     async with inst.lock:
         if inst.manual is not None:
             raise SubscriptionConflict(inst.name, "assignments",

@@ -135,6 +135,14 @@ def _cases(cid: str) -> list[tuple[str, str, str, object, dict | None, int, int]
          {"topic_pattern": "(a+)+$"}, None, 400, 40001),
         ("subscribe: pattern (x*)*", "POST", f"{S}/subscription",
          {"topic_pattern": "(x*)*y"}, None, 400, 40001),
+        ("subscribe: pattern ((a*))*b", "POST", f"{S}/subscription",
+         {"topic_pattern": "((a*))*b"}, None, 400, 40001),
+        ("subscribe: pattern (a|aa)+$", "POST", f"{S}/subscription",
+         {"topic_pattern": "(a|aa)+$"}, None, 400, 40001),
+        ("subscribe: pattern backreference", "POST", f"{S}/subscription",
+         {"topic_pattern": "(h)\\1"}, None, 400, 40001),
+        ("subscribe: pattern of many repetitions", "POST", f"{S}/subscription",
+         {"topic_pattern": ".*a.*a.*a.*a.*b"}, None, 400, 40001),
         ("subscribe: pattern too long", "POST", f"{S}/subscription",
          {"topic_pattern": "a" * 1001}, None, 400, 40001),
         ("subscribe: pattern a number", "POST", f"{S}/subscription", {"topic_pattern": 1},
@@ -323,3 +331,20 @@ def test_a_large_stream_of_records_is_parsed_off_the_loop_and_written_whole(gw):
     offsets = [json.loads(line)["offset"] for line in r.data.decode().splitlines()]
     assert offsets == list(range(end, end + n))
     assert gw.request("GET", "/topics/h/partitions/1/offsets")[1]["end_offset"] == end + n
+
+
+@pytest.mark.parametrize("pattern, ok", [
+    ("test.*", True), ("clicks-[0-9]+", True), (".*foo.*bar.*", True), ("^t$", True),
+    ("(?:orders|payments)-.*", True), ("foo(bar)?baz", True),
+    ("(a+)+$", False), ("((a*))*b", False), ("(a|aa)+$", False), ("(x)\\1", False),
+    ("(?=(a+)+)b", False), ("a{2,}{2,}", False), (".*a.*a.*a.*b", False), ("[", False),
+    ("", False), ("a" * 1001, False)])
+def test_topic_pattern_refuses_what_could_backtrack_without_bound(pattern, ok):
+    from ingest_gateway.errors import BadRequest
+    from ingest_gateway.http.topic_pattern import compile_topic_pattern
+
+    if ok:
+        assert compile_topic_pattern(pattern).pattern == pattern
+    else:
+        with pytest.raises(BadRequest):
+            compile_topic_pattern(pattern)
