@@ -112,7 +112,8 @@ async def topic_page(request: Request) -> Response:
                               state.settings.topic)
     leader = state.cluster.leader if state.cluster is not None else None
     leaders = {p.partition: leader(topic, p.partition) for p in rows} if leader else {}
-    return HTMLResponse(pages.topic(topic, rows, configs, leaders))
+    return HTMLResponse(pages.topic(topic, rows, configs, leaders,
+                                    state.metrics.history.rates(topic)))
 
 
 def _int_query(request: Request, name: str, lo: int, hi: int) -> int | None:

@@ -38,15 +38,8 @@ def _groups_table(groups: Sequence[GroupDescription]) -> str:
 
 
 def overview(state: Any, topics: Sequence[TopicRow], groups: Sequence[GroupDescription]) -> str:
-    rates = state.metrics.history.rates()
     totals = state.metrics.totals
-    charts = (
-        line_chart([("in", "in", [(r[0], r[1]) for r in rates]),
-                    ("out", "out", [(r[0], r[3]) for r in rates])],
-                   unit=" rec/s", id="chart-records", title="Records per second")
-        + line_chart([("in", "in", [(r[0], r[2]) for r in rates]),
-                      ("out", "out", [(r[0], r[4]) for r in rates])],
-                     unit="B/s", id="chart-bytes", title="Bytes per second"))
+    charts = _throughput(state.metrics.history.rates(), "")
     batcher = state.batcher
     cards = [("Gateway", esc(batcher.id)), ("Store", esc(state.log.url)),
              ("Topics", num(len(topics))),
@@ -67,8 +60,18 @@ def topics(rows: Sequence[TopicRow]) -> str:
     return page("Topics", _topics_table(rows), active="/ui/topics")
 
 
+def _throughput(rates: Sequence[tuple[float, ...]], what: str) -> str:
+    """The records and bytes per second charts of ``rates`` (History.rates)."""
+    return (line_chart([("in", "in", [(r[0], r[1]) for r in rates]),
+                        ("out", "out", [(r[0], r[3]) for r in rates])],
+                       unit=" rec/s", id="chart-records", title=f"Records per second{what}")
+            + line_chart([("in", "in", [(r[0], r[2]) for r in rates]),
+                          ("out", "out", [(r[0], r[4]) for r in rates])],
+                         unit="B/s", id="chart-bytes", title=f"Bytes per second{what}"))
+
+
 def topic(name: str, rows: Sequence[PartitionRow], configs: Sequence[tuple[str, str, bool]],
-          leaders: Mapping[int, Any]) -> str:
+          leaders: Mapping[int, Any], rates: Sequence[tuple[float, ...]]) -> str:
     prow = []
     for p in rows:
         leader = leaders.get(p.partition)
@@ -96,7 +99,8 @@ def topic(name: str, rows: Sequence[PartitionRow], configs: Sequence[tuple[str, 
             '<button type=submit>Produce</button></form>')
     body = (f'<p><a href="/ui/topics">Topics</a> › {esc(name)} · '
             f'{link(messages_url(name), "browse messages")}</p>'
-            f"<h2>Partitions</h2>{parts}<div class=split><div><h2>Configs</h2>{conf}</div>"
+            f"<h2>Partitions</h2>{parts}<section class=charts>{_throughput(rates, ' of this topic')}"
+            f"</section><div class=split><div><h2>Configs</h2>{conf}</div>"
             f"<div><h2>Produce a record</h2>{form}</div></div>")
     return page(f"Topic {name}", body, active="/ui/topics")
 

@@ -59,12 +59,15 @@ class History:
     """Samples of the gateway's totals and of group lags (thread-safe, bounded).
 
     ``sample`` appends ``(time_s, records_in, bytes_in, records_out, bytes_out)``
-    totals; :meth:`rates` turns consecutive samples into per-second rates.
+    totals, the gateway's and each topic's (``topic_totals``: topic -> the same four);
+    :meth:`rates` turns consecutive samples into per-second rates.
     """
 
-    def __init__(self, totals: list[int], *, samples: int = HISTORY_SAMPLES) -> None:
+    def __init__(self, totals: list[int], topic_totals: dict[str, list[int]] | None = None,
+                 *, samples: int = HISTORY_SAMPLES) -> None:
         self._totals = totals
-        self._ring: collections.deque[tuple[float, int, int, int, int]] = \
+        self._topic_totals = {} if topic_totals is None else topic_totals
+        self._ring: collections.deque[tuple[float, tuple[int, ...], dict[str, tuple]]] = \
             collections.deque(maxlen=samples)
         self._lags: dict[str, collections.deque[tuple[float, int]]] = {}
         self._lock = threading.Lock()
@@ -72,17 +75,18 @@ class History:
     def sample(self, now: float | None = None) -> None:
         """Record the totals as they are now (``now``: wall-clock seconds)."""
         t = time.time() if now is None else now
-        rin, bin_, rout, bout = self._totals
+        topics = {k: tuple(v) for k, v in list(self._topic_totals.items())}
         with self._lock:
-            self._ring.append((t, rin, bin_, rout, bout))
+            self._ring.append((t, tuple(self._totals), topics))
 
-    def rates(self) -> list[tuple[float, float, float, float, float]]:
+    def rates(self, topic: str | None = None) -> list[tuple[float, float, float, float, float]]:
         """``(time_s, records_in/s, bytes_in/s, records_out/s, bytes_out/s)`` between
-        consecutive samples, oldest first."""
+        consecutive samples, oldest first: the gateway's, or ``topic``'s."""
         with self._lock:
-            ring = list(self._ring)
+            ring = [(t, totals if topic is None else topics.get(topic, (0, 0, 0, 0)))
+                    for t, totals, topics in self._ring]
         out = []
-        for (t0, *a), (t1, *b) in zip(ring, ring[1:]):
+        for (t0, a), (t1, b) in zip(ring, ring[1:]):
             dt = t1 - t0
             if dt > 0:
                 out.append((t1, *((y - x) / dt for x, y in zip(a, b))))
@@ -208,11 +212,12 @@ class GatewayMetrics:
             "normal operation: a batch that overtook its predecessor is held, not refused",
             registry=r)
         # Children are cached: .labels() costs more than .inc() on the hot path.
-        self._topic_children: dict[str, tuple[Any, Any]] = {}
-        self._out_children: dict[str, tuple[Any, Any]] = {}
+        self._topic_children: dict[str, tuple[Any, Any, list[int]]] = {}
+        self._out_children: dict[str, tuple[Any, Any, list[int]]] = {}
         #: records in, bytes in, records out, bytes out (plain ints: the history's source)
         self.totals = [0, 0, 0, 0]
-        self.history = History(self.totals)
+        self.topic_totals: dict[str, list[int]] = {}  # the same, per topic
+        self.history = History(self.totals, self.topic_totals)
 
     def watch_buffer(self, read: Callable[[], float]) -> None:
         self.buffer_bytes.set_function(read)
@@ -226,28 +231,34 @@ class GatewayMetrics:
         ``/metrics`` renders off the event loop)."""
         self.registry.register(_Collector(collect))
 
+    def _topic(self, topic: str) -> list[int]:
+        totals = self.topic_totals.get(topic)
+        if totals is None:
+            totals = self.topic_totals[topic] = [0, 0, 0, 0]
+        return totals
+
     def accepted(self, topic: str, records: int, nbytes: int) -> None:
         children = self._topic_children.get(topic)
         if children is None:
-            children = self._topic_children[topic] = (self.records_in.labels(topic),
-                                                      self.bytes_in.labels(topic))
+            children = self._topic_children[topic] = (
+                self.records_in.labels(topic), self.bytes_in.labels(topic), self._topic(topic))
         children[0].inc(records)
         children[1].inc(nbytes)
-        totals = self.totals
-        totals[0] += records
-        totals[1] += nbytes
+        for totals in (self.totals, children[2]):
+            totals[0] += records
+            totals[1] += nbytes
 
     def fetched(self, topic: str, records: int, nbytes: int) -> None:
         """``records`` of ``topic`` (``nbytes``) answered to a consumer."""
         children = self._out_children.get(topic)
         if children is None:
-            children = self._out_children[topic] = (self.records_out.labels(topic),
-                                                    self.bytes_out.labels(topic))
+            children = self._out_children[topic] = (
+                self.records_out.labels(topic), self.bytes_out.labels(topic), self._topic(topic))
         children[0].inc(records)
         children[1].inc(nbytes)
-        totals = self.totals
-        totals[2] += records
-        totals[3] += nbytes
+        for totals in (self.totals, children[2]):
+            totals[2] += records
+            totals[3] += nbytes
 
     def flushed(self, seconds: float, records: int) -> None:
         self.flush_seconds.observe(seconds)

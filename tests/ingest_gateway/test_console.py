@@ -240,6 +240,10 @@ def test_topic_page_shows_partitions_configs_and_leads_to_the_browser(driver, wo
     assert configs["retention.ms"][1:] == ["86400000", "override"]
     assert configs["cleanup.policy"][1:] == ["delete", "default"]
     assert "partitions" not in configs and len(configs) == 12
+    # this topic's own throughput: the overview's test produced to it and read from it
+    lines = driver.find_elements(*by("#chart-records polyline"))
+    assert len(lines) == 2 and all(int(x.get_attribute("data-points")) >= 2 for x in lines)
+    assert "of this topic" in driver.find_element(*by("#chart-records figcaption")).text
     assert driver.find_element(*by("form#produce button")).is_displayed()
     shoot(driver, shots, "topic")
     parts_links = driver.find_elements(*by("#partitions a"))
