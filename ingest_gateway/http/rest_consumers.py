@@ -188,6 +188,7 @@ async def subscribe_instance(request: Request) -> Response:
         for t in topics or ():
             await hub.run(hub.log.topic, t)
         inst.pattern, inst.list_topics = pattern, (hub.log.topics if pattern else None)
+        inst.pattern_listed_at = None  # list now
         inst.topics = tuple(topics or ())
         await sync_instance(hub, inst)
     return Response(status_code=204)

@@ -21,12 +21,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ingest_gateway.client.group_protocol import MemberState
 from ingest_gateway.errors import (GroupError, NotCoordinator, PartitionNotAssigned,
                                    UnknownMemberId)
 from ingest_gateway.server.groups.link import CoordinatorLink
+
+#: how long a topic_pattern's matches are used before the topics are listed again. Kafka
+#: refreshes them with its metadata (metadata.max.age.ms, 5 minutes); here a new topic
+#: joins within seconds, and a records request does not list the store every time
+PATTERN_REFRESH_S = 5.0
 
 #: (topic, partition) -> (log start offset, high watermark)
 Watermarks = Callable[[tuple[str, int]], tuple[int, int]]
@@ -62,6 +68,8 @@ class Instance:
     heartbeat_interval_ms: int = 3_000
     #: the topics of the last join (a pattern's matches may change between syncs)
     joined_topics: frozenset[str] = frozenset()
+    #: when the pattern's matches were last listed (time.monotonic; None: not yet)
+    pattern_listed_at: float | None = None
 
     def subscription_kind(self) -> str | None:
         """"topics", "topic_pattern", "assignments" or None: what the instance uses now."""
@@ -74,8 +82,13 @@ class Instance:
     def _follow_pattern(self) -> None:
         if self.pattern is None or self.list_topics is None:
             return
+        now = time.monotonic()
+        if self.pattern_listed_at is not None and now - self.pattern_listed_at < \
+                PATTERN_REFRESH_S:
+            return
         match = self.pattern.fullmatch  # Kafka's Pattern.matcher(topic).matches()
         self.topics = tuple(sorted(t for t in self.list_topics() if match(t)))
+        self.pattern_listed_at = now
 
     def _take(self, assignment: Sequence[tuple[str, int]], watermarks: Watermarks) -> None:
         """Own ``assignment`` from now: positions from the committed offsets, else

@@ -219,3 +219,26 @@ def test_instance_stops_at_a_record_that_is_not_json_and_never_commits_past_it(g
     status, body, _ = gateway.request("POST", f"{other}/positions", body={
         "offsets": [{"topic": topic, "partition": 1, "offset": 0}]})
     assert status == 409 and body["error"] == "partition_not_assigned"
+
+
+def test_a_topic_pattern_picks_up_a_new_matching_topic(gateway, gateway_log):
+    """Kafka's pattern subscription follows the topics: one created later that matches
+    joins the assignment (its matches are listed again every PATTERN_REFRESH_S)."""
+    prefix = f"p{uuid.uuid4().hex[:6]}"
+    gateway_log.create_topic(f"{prefix}-a", {"partitions": 1})
+    gateway_log.create_topic(f"x{prefix}-b", {"partitions": 1})  # does not match whole
+    inst = _instance(gateway, f"g-{uuid.uuid4().hex[:8]}")
+    assert gateway.request("POST", f"{inst}/subscription",
+                           body={"topic_pattern": f"{prefix}-.*"})[0] == 204
+    assert gateway.request("GET", f"{inst}/subscription")[1] == {"topics": [f"{prefix}-a"]}
+    gateway_log.create_topic(f"{prefix}-c", {"partitions": 2})
+    produce(gateway, f"{prefix}-c", 1, [b"1"])
+
+    def assigned() -> set:
+        body = gateway.request("GET", f"{inst}/assignments")[1]
+        return {(p["topic"], p["partition"]) for p in body["partitions"]}
+
+    wait_for(lambda: len(assigned()) == 3, timeout=30, what="the new topic's partitions")
+    assert assigned() == {(f"{prefix}-a", 0), (f"{prefix}-c", 0), (f"{prefix}-c", 1)}
+    status, body, _ = _records(gateway, inst)
+    assert status == 200 and [(r["topic"], r["value"]) for r in body] == [(f"{prefix}-c", 1)]
