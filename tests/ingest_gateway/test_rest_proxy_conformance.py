@@ -38,9 +38,11 @@ documented operation and example that is not walked):
 
 Documented values sparklog cannot take, changed in the request (and said where):
 ``compression.type`` ``gzip`` is sent as ``zstd`` (Arrow IPC compresses with lz4
-or zstd only; gzip is refused with 400 ``invalid_config``). Documented answers
-that contradict their own schema: ``earliest_offset``/``latest_offset`` are
-documented as ``"10L"`` strings with an ``int64`` schema; sparklog answers ints.
+or zstd only; gzip is refused with 400 ``invalid_config``); a documented
+``replication_factor`` is accepted and answered as 1 (the store replicates).
+Documented answers that contradict their own schema: ``earliest_offset`` and
+``latest_offset`` are documented as ``"10L"`` strings with an ``int64`` schema;
+sparklog answers ints.
 """
 
 from __future__ import annotations
