@@ -14,6 +14,11 @@ enough of them exhaust the process. :class:`GatewayHttpProtocol` adds:
     is answered 408 (RequestTimeout, error_code 40801) if nothing else is being
     answered on the connection, and the connection is closed. The timer stops
     with the request's last byte: time the app spends answering is not counted.
+    A request whose answer starts while its body is still arriving is a duplex
+    stream (REST Proxy v3's streamed produce, ``v3_stream``): when the timer
+    fires on one, the bound becomes the stream's silence instead, re-armed by each
+    piece of body, and the connection is closed (no 408: an answer is under way)
+    after this long without a byte.
 ``connections.max.idle.ms``
     uvicorn's keep-alive timeout (``timeout_keep_alive``, set by ``server``),
     armed once a response is sent. Also armed when a request ends after its
@@ -55,6 +60,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._read_timer: asyncio.TimerHandle | None = None
         self._in_body = False  # headers in, body not yet: an app may be waiting for it
+        self._duplex = False  # answering while the body arrives: the timer bounds silence
 
     # -- connection -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -75,15 +81,21 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         # A new request ends the idle time; uvicorn cancels its keep-alive timer only
         # per read, which may hold the end of one request and the start of the next.
         self._unset_keepalive_if_required()
+        self._duplex = False
         self._arm_read_timer()
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         self._in_body = True
 
+    def on_body(self, body: bytes) -> None:
+        super().on_body(body)
+        if self._duplex:  # a duplex stream: silence is what is bounded
+            self._arm_read_timer()
+
     def on_message_complete(self) -> None:
         self._cancel_read_timer()
-        self._in_body = False
+        self._in_body = self._duplex = False
         super().on_message_complete()
         cycle = self.cycle
         if cycle is not None and cycle.response_complete and not self.pipeline \
@@ -107,6 +119,11 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle
+        if self._in_body and not self._duplex and cycle is not None \
+                and cycle.response_started and not cycle.response_complete:
+            self._duplex = True  # the app answers as the body arrives (module doc)
+            self._arm_read_timer()
+            return
         if not self._in_body:  # before or mid-headers: answer unless an earlier one is under way
             answer = cycle is None or cycle.response_complete
         else:  # self.cycle is this request's; answer unless answered already or queued

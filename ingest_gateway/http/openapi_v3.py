@@ -199,7 +199,8 @@ def topic_paths() -> dict[str, Any]:
                        "responses": {"204": resp("reset"), **errors(400, 404)}}},
         f"{t}/{{topic}}/records": {"parameters": [CLUSTER, TOPIC], "post": {
             "summary": "produce one record, or several as concatenated JSON (one delivery "
-                       "report each, concatenated)",
+                       "report each, concatenated); a chunked body without Content-Length "
+                       "is a stream: each report is sent as soon as its record is written",
             "requestBody": body(RECORD),
             "responses": {"200": resp("delivery report(s)", REPORT),
                           **errors(400, 404, 413, 415, 422, 429, 503)}}},

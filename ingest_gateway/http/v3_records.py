@@ -1,10 +1,11 @@
 """REST Proxy v3 produce: ``POST /v3/clusters/{cluster_id}/topics/{topic}/records`` and
 ``.../records:batch``.
 
-``records`` takes one record, or several as concatenated JSON (REST Proxy's
-streaming mode sends them so over one chunked request), and answers one delivery
-report per record, concatenated in the same order, each with its own
-``error_code`` (200: written)::
+``records`` takes one record, or several as concatenated JSON, and answers one
+delivery report per record, concatenated in the same order, each with its own
+``error_code`` (200: written); a chunked body without a ``Content-Length`` is REST
+Proxy's streaming mode, each report sent as soon as its record is written
+(``v3_stream``)::
 
     {"partition_id": 1, "headers": [{"name": "h", "value": "<base64>"}],
      "key": {"type": "BINARY", "data": "<base64>"},
@@ -46,8 +47,10 @@ from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.body import PARSE_INLINE_BYTES, json_depth, read_body
 from ingest_gateway.http.errors import error_body, status_of
+from ingest_gateway.http import v3_stream
 from ingest_gateway.http.produce import produce
 from ingest_gateway.http.topics import batcher_of, check_cluster
+from ingest_gateway.http.v3_stream import DuplexResponse
 from ingest_gateway.server import codec
 from log_layout import UnknownPartition
 
@@ -205,6 +208,9 @@ async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list
     out: list[Any] = [None] * len(docs)
     todo, where = [], []
     for i, doc in enumerate(docs):
+        if isinstance(doc, SparklogError):  # refused while it was read (v3_stream)
+            out[i] = doc
+            continue
         try:
             todo.append(_record(label(i, doc), doc, topic, info.partitions))
             where.append(i)
@@ -218,7 +224,18 @@ async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list
 
 
 async def produce_records(request: Request) -> Response:
+    """One record or concatenated records, answered whole; a chunked body without a
+    Content-Length is REST Proxy's streaming mode (``v3_stream``)."""
     settings = request.app.state.settings.gateway
+    if "content-length" not in request.headers:
+        await check_cluster(request)  # what refuses the whole stream is an HTTP error
+        await batcher_of(request).topic_info(validate_topic_name(request.path_params["topic"]))
+
+        async def run(docs: list[Any], label: Any) -> list[Any]:
+            return (await _run(request, docs, label))[2]
+
+        return DuplexResponse(v3_stream.reports(request, run, _refused),
+                              media_type="application/json")
     raw = await read_body(request, limit=settings.max_request_size)
     try:
         text = raw.decode("utf-8")
