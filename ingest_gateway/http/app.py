@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route
 
 import conf
 from conf.errors import ConfigError, SparklogError
-from ingest_gateway.errors import ControlRequestTooLarge, ShuttingDown
+from ingest_gateway.errors import ControlRequestTooLarge, RequestTooLarge, ShuttingDown
 from ingest_gateway.http import (cluster_routes, console, docs, fetch_routes, group_routes,
                                  rest_consumers, topics, v3_configs, v3_groups, v3_records,
                                  v3_replicas)
@@ -133,11 +133,17 @@ class GatewayApp:
         ``max.control.request.size``: before any route runs, so even a route that never
         reads its body cannot be made to wait for one. Chunked bodies declare no length;
         :func:`ingest_gateway.http.body.read_body` stops those."""
-        limit = self.state.settings.gateway.max_control_request_size
+        gw = self.state.settings.gateway
+        # v3 produce (.../records, .../records:batch) is produce: max.request.size bounds it
+        produce = scope["path"].startswith("/v3/") and \
+            scope["path"].endswith(("/records", "/records:batch"))
+        limit = gw.max_request_size if produce else gw.max_control_request_size
         for name, value in scope["headers"]:
             # bytes.isdigit is ASCII only; httptools already refused a malformed length
             if name == b"content-length" and value.isdigit() and int(value) > limit:
-                status, body, _ = refusal(self.state, ControlRequestTooLarge(int(value), limit))
+                error = RequestTooLarge(int(value), limit) if produce else \
+                    ControlRequestTooLarge(int(value), limit)
+                status, body, _ = refusal(self.state, error)
                 await send_json(send, status, body, [(b"content-type", b"application/json")])
                 return True
         return False

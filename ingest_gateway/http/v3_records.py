@@ -44,7 +44,7 @@ from starlette.routing import BaseRoute, Route
 
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
-from ingest_gateway.errors import BadRequest
+from ingest_gateway.errors import BadRequest, ControlRequestTooLarge, RequestTooLarge
 from ingest_gateway.http.body import PARSE_INLINE_BYTES, json_depth, read_body
 from ingest_gateway.http.errors import error_body, status_of
 from ingest_gateway.http import v3_stream
@@ -164,6 +164,15 @@ def _documents(text: str, max_depth: int) -> list[Any]:
     return out
 
 
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The whole body, bounded by ``max.request.size`` (``limit``) as produce is; raises
+    RequestTooLarge naming that limit, BadRequest."""
+    try:
+        return await read_body(request, limit=limit)
+    except ControlRequestTooLarge as e:
+        raise RequestTooLarge(e.size, e.limit) from None
+
+
 async def _parse(text: str, max_depth: int) -> list[Any]:
     """``_documents``, off the event loop for a large body (as ``body.read_json``)."""
     if len(text) <= PARSE_INLINE_BYTES:
@@ -236,7 +245,7 @@ async def produce_records(request: Request) -> Response:
 
         return DuplexResponse(v3_stream.reports(request, run, _refused),
                               media_type="application/json")
-    raw = await read_body(request, limit=settings.max_request_size)
+    raw = await _read_body(request, settings.max_request_size)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -257,7 +266,7 @@ async def produce_records(request: Request) -> Response:
 
 async def produce_batch(request: Request) -> Response:
     settings = request.app.state.settings.gateway
-    body = await read_body(request, limit=settings.max_request_size)
+    body = await _read_body(request, settings.max_request_size)
     docs = await _parse(body.decode("utf-8", "replace"), settings.max_json_nesting_depth)
     doc = docs[0]
     entries = doc.get("entries") if isinstance(doc, dict) and len(docs) == 1 else None

@@ -348,3 +348,17 @@ def test_topic_pattern_refuses_what_could_backtrack_without_bound(pattern, ok):
     else:
         with pytest.raises(BadRequest):
             compile_topic_pattern(pattern)
+
+
+def test_v3_produce_is_bounded_by_max_request_size_not_the_control_limit(gw):
+    """v3 records are produce: a 2 MiB batch passes (max.control.request.size is 1 MiB),
+    while a 2 MiB body to a control route is still refused before it is read."""
+    value = base64.b64encode(b"x" * 1000).decode()
+    entries = [{"id": str(i), "partition_id": 1, "value": {"type": "BINARY", "data": value}}
+               for i in range(1600)]
+    body = json.dumps({"entries": entries}).encode()
+    assert len(body) > 2 * 1024 * 1024
+    status, out = ask(gw, "POST", f"/v3/clusters/{gw.cluster}/topics/h/records:batch", body)
+    assert status == 207 and len(out["successes"]) == 1600 and out["failures"] == []
+    status, out = ask(gw, "POST", f"/v3/clusters/{gw.cluster}/topics", body)
+    assert status == 413 and "max.control.request.size" in out["message"]
