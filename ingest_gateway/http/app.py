@@ -130,7 +130,8 @@ class GatewayApp:
 
     async def _refused_by_length(self, scope: Any, send: Any) -> bool:
         """Answer 413 (and True) if a request other than produce declares a body over
-        ``max.control.request.size``: before any route runs, so even a route that never
+        ``max.control.request.size`` (a v3 produce: over ``max.request.size``, as a v2
+        produce): before any route runs, so even a route that never
         reads its body cannot be made to wait for one. Chunked bodies declare no length;
         :func:`ingest_gateway.http.body.read_body` stops those."""
         gw = self.state.settings.gateway
