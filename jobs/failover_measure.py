@@ -354,7 +354,7 @@ def _gone_after(pid: int, since: float, timeout: float) -> float | None:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rpartition(")")[2].split()[0] == "Z":
                     break
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone (read races the exit too)
             break
         time.sleep(0.05)
     else:
