@@ -125,15 +125,19 @@ def ours_read(folder: str, records: int) -> float:
 
 
 # -- baseline -----------------------------------------------------------------------
+def ipc_file(table: pa.Table) -> pa.Buffer:
+    """``table`` as the bytes of a plain Arrow IPC file."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
 def plain_append(folder: str, batches: list[pa.Table], fsync: bool) -> float:
     os.makedirs(folder)
-    schema = batches[0].schema
     start = time.perf_counter()
     for i, b in enumerate(batches):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, schema) as writer:
-            writer.write_table(b)
-        buf = sink.getvalue()
+        buf = ipc_file(b)
         fd = os.open(os.path.join(folder, f"{i:020d}.arrow"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             view = memoryview(buf)
@@ -288,12 +292,7 @@ def hdfs_run(records: int, repeat: int, batch: int = 10_000) -> list[dict]:
     from bench.hdfs_side import MiniHdfs
 
     batches = make_batches(records, batch)
-    files = []
-    for t in segment_tables(batches):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, t.schema) as writer:
-            writer.write_table(t)
-        files.append(sink.getvalue())
+    files = [ipc_file(t) for t in segment_tables(batches)]
     runs: dict[str, list[float]] = {}
     with MiniHdfs() as hdfs:
         options = hdfs.storage_options()

@@ -12,6 +12,7 @@ a bound, never for a duration.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -38,12 +39,20 @@ def test_maintenance_beside_producer_and_consumer(log, backend, request):
     errors: list[BaseException] = []
     producer_done = threading.Event()
     stop = threading.Event()
+    every_step_ran = threading.Event()
+    deadline = time.monotonic() + DEADLINE_S
 
     def producer() -> None:
         try:
             rng = random.Random(1)
             w = plog.claim("producer")
-            for b in range(BATCHES[backend]):
+            # at least BATCHES, and on until every maintenance step has run beside it: a
+            # producer done before roll-up's turn (a slow, loaded machine) would leave it
+            # nothing to roll up
+            for b in itertools.count():
+                if b >= BATCHES[backend] and (every_step_ran.is_set()
+                                              or time.monotonic() > deadline):
+                    break
                 rows = [(f"k{rng.randrange(40)}".encode(),
                          None if rng.random() < 0.1 else f"{b}-{j}".encode()) for j in range(20)]
                 res = w.append(pa.table({"key": pa.array([r[0] for r in rows], pa.binary()),
@@ -77,7 +86,6 @@ def test_maintenance_beside_producer_and_consumer(log, backend, request):
         t.start()
     did: dict[str, int] = {"retention": 0, "compact": 0, "rollup": 0, "vacuum": 0}
     spark = request.getfixturevalue("spark") if backend == "file" else None
-    deadline = time.monotonic() + DEADLINE_S
     passes = 0
     try:
         while time.monotonic() < deadline and not errors:
@@ -92,6 +100,8 @@ def test_maintenance_beside_producer_and_consumer(log, backend, request):
                 results = maintain_partition(plog, config, wall_clock_ms())
             for r in results:
                 did[r.action] += int(r.changed and (r.action != "vacuum" or r.files_deleted > 0))
+            if all(did.values()):
+                every_step_ran.set()
             if producer_done.is_set() and all(did.values()):
                 break
     finally:

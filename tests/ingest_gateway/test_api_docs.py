@@ -12,7 +12,6 @@ which the test checks, rather than letting the browser try the network).
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -20,8 +19,8 @@ import pytest
 from ingest_gateway.http.docs import FILES
 from jobs.gateway_process import GatewayProcess
 from log_layout import open_log
+from tests.ingest_gateway import browser
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
@@ -71,19 +70,7 @@ def test_every_route_is_in_the_openapi_document_the_pages_show(gw):
 # -- in a browser ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def driver():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (make test "
-                    "installs them with apt-get; it could not here)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,900", "--disable-extensions", "--no-first-run"):
-        opts.add_argument(arg)
-    d = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    d = browser.chromium()
     d.set_page_load_timeout(60)
     yield d
     d.quit()

@@ -21,30 +21,17 @@ import urllib3
 
 from jobs.gateway_process import ROOT, GatewayProcess
 from log_layout import open_log
+from tests.ingest_gateway import browser
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 XSS_KEY = "<script>window.__xss = 1</script>"
 XSS_VALUE = '<img src=x onerror="window.__xss = 2">'
 XSS_HEADER = '<svg onload="window.__xss = 3">'
 T0 = 1_764_000_000_000  # 2025-11-24 16:00:00 UTC: the first record's timestamp
 
 
-def _browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (make test "
-                    "installs them with apt-get; it could not here)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP refusals show there
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,900", "--force-device-scale-factor=1",
-                "--disable-extensions", "--no-first-run"):
-        opts.add_argument(arg)
-    return webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+def _browser(binary: str = browser.CHROMIUM):
+    return browser.chromium(binary=binary, console_log=True,
+                            extra_args=("--force-device-scale-factor=1",))
 
 
 @pytest.fixture(scope="module")
@@ -410,11 +397,10 @@ def test_maintenance_page_lists_the_run(driver, world, shots):
     shoot(driver, shots, "maintenance")
 
 
-def test_without_chromium_the_browser_tests_skip_saying_why(monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+def test_without_chromium_the_browser_tests_skip_saying_why():
     with pytest.raises(pytest.skip.Exception, match="chromium and chromium-driver are not "
                                                     "installed .make test installs them"):
-        _browser()
+        _browser("/nonexistent/chromium")
 
 
 def test_static_files_are_packaged_and_served():
