@@ -140,7 +140,7 @@ class PlainAppend:
         HDFS both are file writes of similar cost), then commit the version: never
         before the segment is complete. An error in either discards the staged version;
         a segment stored is deleted by ``SegmentPuts`` on the way out."""
-        segment_put = workers.submit(self.puts.store, info, buf)
+        segment_put = workers.submit(self.puts.store, info, buf, kind="remote")
         staged = None
         try:
             staged = self.puts.versions.stage(new, m, topic_id=self.topic_id)

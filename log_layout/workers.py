@@ -1,9 +1,11 @@
 """A few helper threads, for work that overlaps a system call of the calling thread.
 
-Two users: the fsyncs of one commit, run side by side (``store``), and the CRC-32
+Three users: the fsyncs of one commit, run side by side (``store``), the CRC-32
 of a large segment, taken while the calling thread is in the kernel copying the
-same bytes into a file (``partition``). Both release the GIL. A forked child makes
-threads of its own: its parent's do not exist in it.
+same bytes into a file (``partition``), and on HDFS an append's segment, written
+while the calling thread writes its manifest version (``segment_commit``). All
+release the GIL. A forked child makes threads of its own: its parent's do not
+exist in it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ PARALLEL = len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") 
 _lock = threading.Lock()
 _pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}  # kind -> (pool, pid that made it)
 #: threads per kind: fsyncs wait on the disk, checksums only compute (and must not
-#: queue behind a slow fsync)
-_THREADS = {"io": 4, "cpu": 2}
+#: queue behind a slow fsync), "remote" writes wait tens of milliseconds on a remote
+#: store (HDFS), one per partition being flushed: the pool must not serialise them
+_THREADS = {"io": 4, "cpu": 2, "remote": 32}
 
 
 def _executor(kind: str) -> ThreadPoolExecutor:
@@ -38,7 +41,7 @@ def _executor(kind: str) -> ThreadPoolExecutor:
 
 def submit(fn: Callable[..., Any], *args: Any, kind: str = "io") -> Future:
     """Run ``fn(*args)`` on a helper thread: ``kind`` "io" for work that waits on a
-    device, "cpu" for work that only computes."""
+    device, "remote" for a write to a remote store, "cpu" for work that only computes."""
     return _executor(kind).submit(fn, *args)
 
 
