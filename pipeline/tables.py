@@ -157,10 +157,12 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
                 storage_options: Mapping[str, Any] | None = None, log: Log | None = None,
                 once: bool = True, value_format: str = "raw", schema=None,
                 warehouse: str | None = None, checkpoint: str | None = None,
-                options: Mapping[str, str] | None = None, trigger_ms: int | None = None):
+                options: Mapping[str, str] | None = None, trigger_ms: int | None = None,
+                wait: bool = True):
     """Materialise ``topic`` into the Delta table ``table``; returns the StreamingQuery.
 
-    ``once=True`` runs ``Trigger.AvailableNow`` and waits for it to finish;
+    ``once=True`` runs ``Trigger.AvailableNow`` and waits for it to finish (unless
+    ``wait=False``: the caller follows the query);
     otherwise the query keeps running (a micro-batch every ``trigger_ms``, if given)
     and the caller stops it. ``options`` are more ``sparklog`` source options
     (``maxOffsetsPerTrigger``, ``startingOffsets`` for a new table...).
@@ -207,7 +209,7 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     elif trigger_ms:
         writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
     query = writer.start()
-    if once:
+    if once and wait:
         query.awaitTermination()
     return query
 

@@ -57,16 +57,20 @@ def run(args: argparse.Namespace) -> int:
     tables.check_table_name(args.table)  # and on a bad table name
     console = Console(stderr=True)
     warehouse = args.warehouse or tables.default_warehouse(log)
-    spark = session(master=args.master, settings=settings,
-                    s3=needs_s3(warehouse, args.checkpoint))
-    query = tables.materialize(
-        spark, args.topic, args.table, log=log, once=args.once, value_format=args.value_format,
-        schema=args.schema, warehouse=warehouse, checkpoint=args.checkpoint,
-        options=dict(args.option), trigger_ms=args.trigger)
-    if not args.once:
-        console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")
+    # sparklog's own progress on a terminal (Spark's bars are off: pipeline.quiet)
+    with console.status("starting Spark") as status:
+        spark = session(master=args.master, settings=settings,
+                        s3=needs_s3(warehouse, args.checkpoint))
+        status.update(f"materializing {args.topic} into {args.table}")
+        query = tables.materialize(
+            spark, args.topic, args.table, log=log, once=args.once,
+            value_format=args.value_format, schema=args.schema, warehouse=warehouse,
+            checkpoint=args.checkpoint, options=dict(args.option), trigger_ms=args.trigger,
+            wait=False)
+        if not args.once:
+            console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")
         try:
-            query.awaitTermination()
+            follow(query, status, f"{args.topic} -> {args.table}")
         except KeyboardInterrupt:
             query.stop()
             raise
@@ -74,3 +78,17 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"[green]{args.table}[/green]: {rows:,} rows "
                   f"(batches run: {len(query.recentProgress)})")
     return 0
+
+
+def follow(query, status, what: str) -> None:
+    """Wait for ``query`` to end, showing its latest micro-batch on ``status``; raises
+    the query's error if it failed."""
+    batches = 0
+    while query.isActive:
+        progress = query.lastProgress
+        if progress and progress.get("batchId", -1) >= batches:
+            batches = progress["batchId"] + 1
+            status.update(f"{what}: batch {progress['batchId']}, "
+                          f"{progress.get('numInputRows', 0):,} records")
+        query.awaitTermination(1)
+    query.awaitTermination()  # raises what stopped it, if anything did

@@ -32,14 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyspark.errors import AnalysisException
-    from pyspark.logger import PySparkLogger
     from rich.console import Console
     from rich.table import Table
 
     from jobs.cli import settings_from
     from log_layout import open_log_from_settings
-    from jobs.errors import QueryError
     from pipeline import tables
     from pipeline.spark import needs_s3, session
 
@@ -47,29 +44,15 @@ def run(args: argparse.Namespace) -> int:
     log = open_log_from_settings(settings)
     warehouse = args.warehouse or tables.default_warehouse(log)
     named_topics = tables.mentioned(log.topics(), args.query)
-    spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse),
-                    source=bool(named_topics))  # registering the source costs ~1.8 s
-    # tables first: a table materialised under a topic's name keeps that name; only
-    # names the query mentions (each topic's view costs a round trip to a Python worker)
-    tables.register_tables(spark, warehouse, query=args.query)
-    views = set(tables.register_topics(spark, log, include_headers=args.headers,
-                                       query=args.query))
-    err = Console(stderr=True)
-    for topic in sorted(named_topics - views):
-        err.print(f"note: table {topic} has the name of topic {topic}: the topic is not a "
-                  "view in this query", highlight=False)
-    # PySpark logs every refused query as an ERROR JSON line on stderr before raising;
-    # the one-line error below says it once
-    context_log = PySparkLogger.getLogger("SQLQueryContextLogger")
-    context_log.disabled, was_disabled = True, context_log.disabled
+    status = Console(stderr=True).status("starting Spark")  # on a terminal only
+    status.start()
     try:
-        df = spark.sql(args.query)
-        rows = df.limit(args.limit + 1).collect()
-    except AnalysisException as e:  # ParseException too: the query's own fault
-        # the first line states the error; the rest repeats the query with a caret
-        raise QueryError(args.query, (str(e).strip().splitlines() or [""])[0]) from None
+        spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse),
+                        source=bool(named_topics))  # registering the source costs ~1.8 s
+        status.update("running the query")
+        rows, df = _run_query(spark, args, log, warehouse, named_topics)
     finally:
-        context_log.disabled = was_disabled
+        status.stop()
     if args.output == "json":
         for row in rows[:args.limit]:
             print(json.dumps({k: _json_value(v) for k, v in row.asDict().items()}))
@@ -116,3 +99,37 @@ def _json_value(value):
     if isinstance(value, float) and value != value:
         return None
     return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def _run_query(spark, args: argparse.Namespace, log, warehouse: str, named_topics: set[str]):
+    """Register what the query names, run it; returns (rows, DataFrame). Raises
+    QueryError for a query Spark refuses."""
+    from pyspark.errors import AnalysisException
+    from pyspark.logger import PySparkLogger
+    from rich.console import Console
+
+    from jobs.errors import QueryError
+    from pipeline import tables
+
+    # tables first: a table materialised under a topic's name keeps that name; only
+    # names the query mentions (each topic's view costs a round trip to a Python worker)
+    tables.register_tables(spark, warehouse, query=args.query)
+    views = set(tables.register_topics(spark, log, include_headers=args.headers,
+                                       query=args.query))
+    err = Console(stderr=True)
+    for topic in sorted(named_topics - views):
+        err.print(f"note: table {topic} has the name of topic {topic}: the topic is not a "
+                  "view in this query", highlight=False)
+    # PySpark logs every refused query as an ERROR JSON line on stderr before raising;
+    # the one-line error below says it once
+    context_log = PySparkLogger.getLogger("SQLQueryContextLogger")
+    context_log.disabled, was_disabled = True, context_log.disabled
+    try:
+        df = spark.sql(args.query)
+        rows = df.limit(args.limit + 1).collect()
+    except AnalysisException as e:  # ParseException too: the query's own fault
+        # the first line states the error; the rest repeats the query with a caret
+        raise QueryError(args.query, (str(e).strip().splitlines() or [""])[0]) from None
+    finally:
+        context_log.disabled = was_disabled
+    return rows, df

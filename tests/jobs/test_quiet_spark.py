@@ -58,3 +58,44 @@ def test_an_error_in_the_spark_source_is_one_line(tmp_path):
                    "--once", "--option", "startingOffsets=bogus", timeout=600)
     line = assert_one_line_error(run, "sparklog source option 'startingOffsets' 'bogus'")
     assert "PYTHON_DATA_SOURCE_ERROR" not in line and "Traceback" not in text(run)[1]
+
+
+def test_on_a_terminal_sparklog_shows_its_own_progress(tmp_path):
+    """stderr a terminal (a pty): the command's own spinner says what it waits for,
+    while Spark's stage bars stay off."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from jobs.gateway_process import ROOT
+
+    store = str(tmp_path / "store")
+    open_log(store)
+    controller, terminal = os.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # the terminal side is closed
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "jobs.cli", "--store", store, "sql",
+                               "SELECT 1 AS one"], stdout=subprocess.PIPE, stderr=terminal,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
+    finally:
+        os.close(terminal)
+        reader.join(10)
+        os.close(controller)
+    shown = seen.decode(errors="replace")
+    assert proc.returncode == 0, shown
+    assert "starting Spark" in shown
+    assert "[Stage" not in shown and not SPARK_NOISE.search(shown), shown
