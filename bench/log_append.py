@@ -105,8 +105,9 @@ def make_batches(records: int, batch: int) -> list[pa.Table]:
 
 
 # -- ours -------------------------------------------------------------------------
-def ours_append(folder: str, batches: list[pa.Table], fsync: bool) -> float:
-    log = open_log(folder, fsync=fsync)
+def ours_append(folder: str, batches: list[pa.Table], fsync: bool,
+                storage_options: dict | None = None) -> float:
+    log = open_log(folder, fsync=fsync, storage_options=storage_options)
     log.create_topic("bench")
     w = log.partition("bench", 0).claim("bench")
     start = time.perf_counter()
@@ -115,8 +116,8 @@ def ours_append(folder: str, batches: list[pa.Table], fsync: bool) -> float:
     return time.perf_counter() - start
 
 
-def ours_read(folder: str, records: int) -> float:
-    part = open_log(folder).partition("bench", 0)
+def ours_read(folder: str, records: int, storage_options: dict | None = None) -> float:
+    part = open_log(folder, storage_options=storage_options).partition("bench", 0)
     start = time.perf_counter()
     n = sum(b.num_rows for b in part.read(0))
     elapsed = time.perf_counter() - start
@@ -299,27 +300,21 @@ def hdfs_run(records: int, repeat: int, batch: int = 10_000) -> list[dict]:
         for r in range(repeat + 1):  # the first round warms both sides up, unmeasured
             for side in (("ours", "plain") if r % 2 == 0 else ("plain", "ours")):
                 url = hdfs.url(f"{side}-{r}")
-                start = time.perf_counter()
                 if side == "ours":
-                    log = open_log(url, storage_options=options)
-                    log.create_topic("bench")
-                    writer = log.partition("bench", 0).claim("bench")
-                    start = time.perf_counter()
-                    for b in batches:
-                        writer.append(b)
-                    appended = time.perf_counter()
-                    n = sum(b.num_rows for b in log.partition("bench", 0).read(0))
+                    append = ours_append(url, batches, True, options)
+                    read = ours_read(url, records, options)
                 else:
                     store = open_store(url, storage_options=options)
+                    start = time.perf_counter()
                     for i, buf in enumerate(files):
                         store.put_new(f"{i:020d}.arrow", buf)
                     appended = time.perf_counter()
                     n = sum(pa.ipc.open_file(pa.py_buffer(store.read(f.name))).read_all().num_rows
                             for f in sorted(store.list(""), key=lambda f: f.name))
-                read = time.perf_counter() - appended
-                assert n == records, (side, n, records)
+                    append, read = appended - start, time.perf_counter() - appended
+                    assert n == records, (n, records)
                 if r:
-                    runs.setdefault(f"{side}_append", []).append(appended - start)
+                    runs.setdefault(f"{side}_append", []).append(append)
                     runs.setdefault(f"{side}_read", []).append(read)
     figures = []
     for op in ("append", "read"):
