@@ -44,6 +44,23 @@ def console(*, stderr: bool = False):
     return c
 
 
+def progress_console():
+    """A rich Console on standard error for a spinner around Spark's start, writing to its
+    own copy of file descriptor 2: while the JVM starts, ``pipeline.quiet`` points fd 2
+    at a filtering pipe, and a Console on ``sys.stderr`` would then see no terminal and
+    draw nothing. Falls back to ``sys.stderr`` when it has no descriptor."""
+    import os
+
+    from rich.console import Console
+
+    try:
+        sys.stderr.flush()
+        own = os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8", errors="replace")
+    except (OSError, ValueError, AttributeError):
+        return Console(stderr=True, highlight=False)
+    return Console(file=own, highlight=False)
+
+
 class Table:
     """Columns of text aligned with two spaces, a header line of capitals, no borders and
     no trailing blanks, at whatever width the rows need (Kafka's tools print this way, so

@@ -44,9 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from jobs.cli import settings_from
+    from jobs.cli_output import progress_console
     from log_layout import open_log_from_settings
     from pipeline import tables
     from pipeline.spark import needs_s3, session
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     log = open_log_from_settings(settings)
     log.topic(args.topic)  # fail fast, before Spark starts, on an unknown topic
     tables.check_table_name(args.table)  # and on a bad table name
-    console = Console(stderr=True)
+    console = progress_console()
     warehouse = args.warehouse or tables.default_warehouse(log)
     # sparklog's own progress on a terminal (Spark's bars are off: pipeline.quiet)
     with console.status("starting Spark") as status:

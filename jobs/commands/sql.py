@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from jobs.cli import settings_from
+    from jobs.cli_output import progress_console
     from log_layout import open_log_from_settings
     from pipeline import tables
     from pipeline.spark import needs_s3, session
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     log = open_log_from_settings(settings)
     warehouse = args.warehouse or tables.default_warehouse(log)
     named_topics = tables.mentioned(log.topics(), args.query)
-    status = Console(stderr=True).status("starting Spark")  # on a terminal only
+    status = progress_console().status("starting Spark")  # on a terminal only
     status.start()
     try:
         spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse),

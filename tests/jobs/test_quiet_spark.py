@@ -97,5 +97,7 @@ def test_on_a_terminal_sparklog_shows_its_own_progress(tmp_path):
         os.close(controller)
     shown = seen.decode(errors="replace")
     assert proc.returncode == 0, shown
-    assert "starting Spark" in shown
+    # the spinner turns all through the JVM's start (seconds at 12.5 frames a second),
+    # not only until fd 2 is pointed at the filtering pipe (one frame, or none)
+    assert shown.count("starting Spark") >= 2, shown
     assert "[Stage" not in shown and not SPARK_NOISE.search(shown), shown
