@@ -66,6 +66,40 @@ class GatewaySettings:
     advertised_listeners: str
     access_log: bool
     log_format: str
+    access_control_allow_origin: str
+    access_control_allow_methods: str
+    access_control_allow_headers: str
+    listeners: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SslSettings:
+    certfile: str
+    keyfile: str
+    keyfile_password: str = dataclasses.field(repr=False)  # a secret: never printed
+    cafile: str
+    client_auth: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthenticationSettings:
+    method: str
+    password_file: str
+    realm: str
+    jwt_public_key_file: str
+    jwt_issuer: str
+    jwt_audience: str
+    jwt_principal_claim: str
+    jwt_algorithms: str
+    mtls_principal: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthorizerSettings:
+    enabled: bool
+    super_users: str
+    allow_everyone_if_no_acl_found: bool
+    refresh_ms: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +125,9 @@ class Settings:
     topic: TopicConfig
     spark: SparkSettings
     maintenance: MaintenanceSettings
+    ssl: SslSettings
+    authentication: AuthenticationSettings
+    authorizer: AuthorizerSettings
 
 
 _SECTIONS: dict[str, type] = {
@@ -98,6 +135,9 @@ _SECTIONS: dict[str, type] = {
     "gateway": GatewaySettings,
     "spark": SparkSettings,
     "maintenance": MaintenanceSettings,
+    "ssl": SslSettings,
+    "authentication": AuthenticationSettings,
+    "authorizer": AuthorizerSettings,
 }
 
 

@@ -369,6 +369,30 @@ class UnknownTopicConfig(SparklogError, LookupError):
         super().__init__(f"topic {topic!r} has no config named {name[:200]!r}")
 
 
+class NotAuthenticated(SparklogError):
+    """No credentials, or credentials that do not prove who the client is (401). The
+    reason never repeats a password or a token."""
+
+    code = "not_authenticated"
+
+    def __init__(self, reason: str, realm: str = "sparklog", schemes: Sequence[str] = ()):
+        self.reason, self.realm, self.schemes = reason, realm, tuple(schemes)
+        super().__init__(f"authentication failed: {reason}")
+
+
+class NotAuthorized(SparklogError, PermissionError):
+    """The principal may not do this operation on this resource (403), as Kafka's
+    TOPIC_/GROUP_/CLUSTER_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+
+    code = "not_authorized"
+
+    def __init__(self, principal: str, operation: str, resource_type: str, name: str):
+        self.principal, self.operation = principal, operation
+        self.resource_type, self.name = resource_type, name
+        super().__init__(f"{principal} is not authorized to {operation} {resource_type} "
+                         f"{name!r}")
+
+
 # -- the clients' own ---------------------------------------------------------------------
 class ProduceError(SparklogError):
     """The gateway refused a batch (or the delivery timeout passed)."""

@@ -26,6 +26,7 @@ from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatc
                                    IllegalGeneration, InconsistentGroupProtocol,
                                    InvalidCommitOffset, InvalidGroupId, InvalidKey,
                                    InvalidSessionTimeout, InvalidValue, MissingKey,
+                                   NotAuthenticated, NotAuthorized,
                                    NotCoordinator, NotLeader, PartitionNotAssigned,
                                    RebalanceInProgress, RecordNotJson,
                                    RequestTimeout, RequestTooLarge, ShuttingDown,
@@ -86,6 +87,8 @@ ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.Map
     SubscriptionConflict: (409, 40903),  # REST Proxy's code and status
     UnknownTopicConfig: (404, 40405),
     UnknownBroker: (404, 40406),
+    NotAuthenticated: (401, 40101),  # REST Proxy's authentication error
+    NotAuthorized: (403, 40301),  # REST Proxy's authorization error
     SparklogError: (500, 50001),
 })
 #: errors a client may retry unchanged (idempotently)
@@ -121,6 +124,9 @@ def refusal(state: Any, exc: BaseException) -> tuple[int, dict[str, Any], dict[s
     body = error_body(exc)
     state.metrics.rejected(body["error"])
     headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BufferFull) else {}
+    if isinstance(exc, NotAuthenticated):  # RFC 9110: a 401 names the schemes it accepts
+        headers = {"WWW-Authenticate": ", ".join(
+            f'{scheme} realm="{exc.realm}"' for scheme in exc.schemes or ("Basic",))}
     return status, body, headers
 
 
