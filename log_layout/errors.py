@@ -14,6 +14,7 @@ __all__ = [
     "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidMaintenance",
     "InvalidRecords",
     "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
+    "InvalidAcl", "CorruptDocument",
 ]
 
 
@@ -173,3 +174,26 @@ class OutOfOrderSequence(SparklogError):
         self.expected, self.got = expected, got
         super().__init__(f"producer {producer_id} sent sequence {got} to partition "
                          f"{partition}, expected {expected}")
+
+
+class InvalidAcl(ConfigError):
+    """An ACL binding or filter with a field that is not one Kafka's ACL model allows
+    (``field`` names it: resource_type, name, pattern_type, principal, host, operation,
+    permission)."""
+
+    code = "invalid_acl"
+
+    def __init__(self, field: str, value: object, reason: str):
+        self.key = self.field = field  # ``key``: what a ConfigError names
+        self.value, self.reason = value, reason
+        SparklogError.__init__(self, f"invalid ACL {field} {value!r}: {reason}")
+
+
+class CorruptDocument(SparklogError):
+    """A small document of the store (ACLs, quotas) that cannot be parsed."""
+
+    code = "corrupt_document"
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"document {path} is corrupt: {reason}")
