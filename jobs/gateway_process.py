@@ -43,24 +43,34 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.02, what: str
 
 
 class GatewayProcess:
-    """``with GatewayProcess(url, options) as gw: gw.url ...``; ``restart()``, ``kill()``."""
+    """``with GatewayProcess(url, options) as gw: gw.url ...``; ``restart()``, ``kill()``.
+
+    ``scheme="https"`` listens on ``https://127.0.0.1:<port>`` (give ``ssl.certfile``
+    and friends in ``settings``); ``ca_file`` is the CA its own requests trust, and
+    ``cert_file``/``key_file`` the client certificate they present.
+    """
 
     def __init__(self, store_url: str, storage_options: Mapping[str, Any] | None = None, *,
                  settings: Mapping[str, Any] | None = None, port: int | None = None,
-                 log_path: str | None = None):
+                 log_path: str | None = None, scheme: str = "http", ca_file: str | None = None,
+                 cert_file: str | None = None, key_file: str | None = None):
         self.store_url, self.storage_options = store_url, storage_options
         self.settings = {"store.fsync": "false", **(settings or {})}
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.scheme = scheme
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
-        self.http = urllib3.PoolManager(retries=False, timeout=30)
+        tls = {"ca_certs": ca_file, "cert_file": cert_file, "key_file": key_file} \
+            if scheme == "https" else {}
+        self.http = urllib3.PoolManager(retries=False, timeout=30, **tls)
 
     def start(self) -> "GatewayProcess":
         cmd = [sys.executable, "-m", "jobs.cli", "--store", self.store_url]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
-        cmd += ["gateway", "--port", str(self.port)]
+        cmd += ["gateway", "--port", str(self.port)] if self.scheme == "http" else \
+            ["gateway", "--listeners", self.url]
         if self.storage_options:
             cmd += ["--storage-options", json.dumps(self.storage_options)]
         env = {**os.environ, "PYTHONPATH": ROOT}
@@ -74,7 +84,8 @@ class GatewayProcess:
         if self.proc.poll() is not None:
             raise RuntimeError(f"gateway exited with {self.proc.returncode}")
         try:
-            return self.http.request("GET", f"{self.url}/healthz", timeout=1).status == 200
+            # 401: up, and asking for credentials
+            return self.http.request("GET", f"{self.url}/healthz", timeout=1).status in (200, 401)
         except urllib3.exceptions.HTTPError:
             return False
 

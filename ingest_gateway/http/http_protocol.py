@@ -31,6 +31,12 @@ enough of them exhaust the process. :class:`GatewayHttpProtocol` adds:
     client reads a 503 rather than a reset; the read timeout bounds how long a
     refused client may take to send them.
 
+On a TLS connection the verified client certificate's subject is read once, when the
+connection is made, and every request's ASGI scope carries it as
+``scope["sparklog.peer_subject"]``: (attribute, value) pairs, most specific first
+(``(("CN", "alice"), ("O", "acme"))``, ``ingest_gateway.security.tls.peer_subject``),
+or None on a plain connection or without a verified certificate.
+
 Pipelined requests are served as uvicorn serves them; a pipelined request that
 stalls while an earlier one is answered is closed without a 408 (no answer can be
 slipped in before the earlier one's).
@@ -47,6 +53,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from conf.errors import SparklogError
 from ingest_gateway.errors import BadRequest, RequestTimeout, TooManyConnections
 from ingest_gateway.http.errors import error_body, refusal, status_of
+from ingest_gateway.security.tls import PEER_SUBJECT, peer_subject
 
 
 class GatewayHttpProtocol(HttpToolsProtocol):
@@ -61,9 +68,12 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._read_timer: asyncio.TimerHandle | None = None
         self._in_body = False  # headers in, body not yet: an app may be waiting for it
         self._duplex = False  # answering while the body arrives: the timer bounds silence
+        self._peer_subject: tuple[tuple[str, str], ...] | None = None
 
     # -- connection -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        # once per connection (the handshake is over by now): a request pays a dict store
+        self._peer_subject = peer_subject(transport)
         super().connection_made(HeadHoldingTransport(transport, self.loop))  # type: ignore[arg-type]
         open_now = len(self.connections)  # this one included
         if open_now > self.max_connections:
@@ -78,6 +88,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     # -- a request's life -------------------------------------------------------------
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.scope[PEER_SUBJECT] = self._peer_subject  # type: ignore[literal-required]
         # A new request ends the idle time; uvicorn cancels its keep-alive timer only
         # per read, which may hold the end of one request and the start of the next.
         self._unset_keepalive_if_required()

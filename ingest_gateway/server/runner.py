@@ -69,17 +69,23 @@ def setup_logging(level: str, fmt: str = "text") -> None:
 
 def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None = None,
           log_level: str = "info") -> None:
-    """Serve every route until SIGTERM/SIGINT on ``gateway.host``:``gateway.port`` (blocking).
+    """Serve every route until SIGTERM/SIGINT on ``gateway.listeners`` (else
+    ``gateway.host``:``gateway.port``, plain HTTP) (blocking); an https listener uses
+    ``[ssl]`` (``ingest_gateway.security.tls``).
 
     The store is ``store.url`` (``storage_options`` override what the settings imply).
-    Raises ConfigError for a bad ``gateway.log.format``, or what opening the store raises.
+    Raises ConfigError for a bad ``gateway.log.format``, listener or ``[ssl]`` setting
+    (checked before the store is opened), or what opening the store raises.
     """
     import uvicorn
 
     from ingest_gateway.http.app import create_app
     from ingest_gateway.http.http_protocol import protocol_class
+    from ingest_gateway.security import tls
 
     setup_logging(log_level, settings.gateway.log_format)
+    where = tls.check(settings)
+    ssl_kwargs = tls.uvicorn_ssl(settings)
     log_ = open_log_from_settings(settings, storage_options=storage_options)
     app = create_app(settings, log_)
     # Start-up objects (modules, settings) never die: keep them out of every collection,
@@ -92,20 +98,21 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     # httptools, plus a read timeout per request and a cap on connections (http_protocol)
     http = protocol_class(read_timeout_ms=gw.request_read_timeout_ms,
                           max_connections=gw.max_connections)
-    config = uvicorn.Config(app, host=gw.host, port=gw.port, loop="uvloop", http=http,
+    config = uvicorn.Config(app, host=where.host, port=where.port, loop="uvloop", http=http,
                             lifespan="on",
                             # no X-Forwarded-For rewriting: nothing here reads client addresses
                             proxy_headers=False,
                             timeout_keep_alive=gw.connections_max_idle_ms / 1000,
                             # our handlers and format (log_config=None); our own access log
                             log_config=None, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=30, backlog=1024)
+                            timeout_graceful_shutdown=30, backlog=1024, **ssl_kwargs)
     server = uvicorn.Server(config)
     app.state.metrics.watch_connections(lambda: len(server.server_state.connections))
     logging.getLogger("sparklog.gateway").info(
-        "listening on http://%s:%d (console http://%s:%d/ui, metrics /metrics), store %s, "
-        "access log %s", gw.host, gw.port, gw.host, gw.port, log_.url,
-        "on" if gw.access_log else "off")
+        "listening on %s (console %s/ui, metrics /metrics), store %s, access log %s, "
+        "client certificates %s", where.url, where.url, log_.url,
+        "on" if gw.access_log else "off",
+        settings.ssl.client_auth if where.scheme == "https" else "none")
     # a gateway replaced by a newer one in its slot stops serving (cluster_member)
     app.state.request_exit = lambda: setattr(server, "should_exit", True)
     server.run()

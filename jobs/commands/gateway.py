@@ -14,6 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the log's store (default: store.url)")
     p.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to bind (default: gateway.port, 8082)")
+    p.add_argument("--listeners", metavar="URL",
+                   help="where to listen, http://HOST:PORT or https://HOST:PORT (Kafka's "
+                        "listeners; https uses ssl.certfile, ssl.keyfile, ssl.cafile and "
+                        "ssl.client.auth, given with --set; default: gateway.listeners, "
+                        "else http://--host:--port)")
     p.add_argument("--storage-options", metavar="JSON",
                    help="fsspec storage options as JSON, e.g. for an S3 endpoint and keys")
     p.add_argument("--log-level", default="info",
@@ -31,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     # only the flags given: a None would replace a --set of the same key
     flags = {k: v for k, v in (("gateway.host", args.host), ("gateway.port", args.port),
+                               ("gateway.listeners", args.listeners),
                                ("gateway.log.format", args.log_format)) if v is not None}
     settings = settings_from(args, **flags)
     options = None
