@@ -87,18 +87,15 @@ class VersionedDoc:
                 continue
             return Version(number, _parse(path, raw))
 
-    def update(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Version | None:
-        """Apply ``change`` to the newest document and create the next version with it.
+    def update(self, change: Callable[[Version], dict[str, Any] | None]) -> Version | None:
+        """Apply ``change`` to the newest version and create the next one with its result.
 
-        ``change(doc)`` returns the new document, or None when there is nothing to do;
-        it may be called again on a newer document after a lost race (so it must not
-        keep state of its own between calls except what it returns). Returns the
+        ``change(current)`` returns the next document, or None when there is nothing to
+        do; it is called again on a newer version after a lost race (so what it decides
+        must depend on ``current`` only). Returns the
         version created, or None if ``change`` had nothing to do. Raises whatever
         ``change`` raises, CorruptDocument, OSError.
         """
-        def build(current: Version) -> dict[str, Any] | None:
-            return change(dict(current.doc))
-
         def attempt(current: Version, doc: dict[str, Any]) -> Version | None:
             number = current.number + 1
             path = f"{self.folder}/{version_name(number)}"
@@ -112,7 +109,7 @@ class VersionedDoc:
             self._prune(numbers)
             return Version(number, doc)
 
-        return commit.run(lambda: self.newest() or Version(0, {}), build, attempt)
+        return commit.run(lambda: self.newest() or Version(0, {}), change, attempt)
 
     def _prune(self, numbers: list[int]) -> None:
         stale = numbers[:-self.kept] if self.kept > 0 else []
