@@ -1,0 +1,123 @@
+"""``sparklog quotas``: client byte-rate quotas in the store, like ``kafka-configs.sh
+--entity-type users``.
+
+  --describe [--user NAME | --user-default]
+      the quotas set (all of them, one user's, or the default's); for a user, also
+      the quotas in force for it (its own, else the default's);
+  --alter (--user NAME | --user-default) [--add-config K=V,...] [--delete-config K,...]
+      set or remove ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per
+      second, whole numbers of at least 1).
+
+A user's own value wins over the default's (``--user-default``, Kafka's
+``<default>`` entity), config by config; a default is each user's own limit, not
+one they share. Gateways read the quotas again within ``authorizer.refresh.ms`` and
+throttle a client above its rate as Kafka does: the answer is delayed or says how
+long to wait, and the rate is measured over 11 one-second windows.
+
+Examples:
+  sparklog quotas --alter --user alice --add-config producer_byte_rate=1048576
+  sparklog quotas --alter --user-default \\
+      --add-config producer_byte_rate=10485760,consumer_byte_rate=20971520
+  sparklog quotas --alter --user alice --delete-config producer_byte_rate
+  sparklog quotas --describe --user alice
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from conf.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("quotas", help="describe or alter client quotas (like kafka-configs.sh "
+                                      "--entity-type users)",
+                       description=__doc__.split("\n\n", 1)[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="show the quotas set")
+    action.add_argument("--alter", action="store_true", help="set or remove quotas")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--user", metavar="NAME",
+                     help="a user (alice, or User:alice as ACLs name it)")
+    who.add_argument("--user-default", action="store_true",
+                     help="the default of every user without a quota of its own")
+    p.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]",
+                   help="producer_byte_rate=N and/or consumer_byte_rate=N (bytes/s)")
+    p.add_argument("--delete-config", action="append", default=[], metavar="K[,K]",
+                   help="remove producer_byte_rate and/or consumer_byte_rate")
+    p.set_defaults(handler=run, quotas_parser=p)
+
+
+def _entity(args: argparse.Namespace) -> str | None:
+    from log_layout.quotas import DEFAULT, entity
+
+    if args.user_default:
+        return DEFAULT
+    if args.user is None:
+        return None
+    name = args.user.strip()
+    return entity(name if name.startswith("User:") else f"User:{name}")
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    """``K=V,K=V`` (repeatable) as a dict; raises ConfigError naming a malformed pair."""
+    out: dict[str, str] = {}
+    for item in items:
+        for pair in filter(None, (p.strip() for p in item.split(","))):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError("--add-config", item, f"{pair!r}: expected KEY=VALUE")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobs.cli import settings_from
+    from jobs.cli_output import console
+    from log_layout import open_log_from_settings, quotas
+
+    usage = args.quotas_parser.error  # a wrong combination of flags: exit status 2
+    if args.describe and (args.add_config or args.delete_config):
+        usage("--add-config and --delete-config are only used with --alter")
+    if args.alter and args.user is None and not args.user_default:
+        usage("--alter needs --user NAME or --user-default")
+    who = _entity(args)
+    out = console()
+    if args.alter:
+        add = _pairs(args.add_config)
+        delete = [k.strip() for item in args.delete_config for k in item.split(",") if k.strip()]
+        if not add and not delete:
+            usage("--alter needs --add-config or --delete-config")
+        for key, value in add.items():
+            quotas.rate(key, value)  # checked before the store is opened
+        store = open_log_from_settings(settings_from(args)).store
+        after = quotas.alter_quotas(store, who, add=add, delete=delete)
+        out.print(f"quotas of {who}: " + _configs(after.entries.get(who, {})))
+        return 0
+    _describe(quotas.describe(open_log_from_settings(settings_from(args)).store), who, out)
+    return 0
+
+
+def _configs(configs) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(configs.items())) or "none"
+
+
+def _describe(found, who: str | None, out) -> None:
+    from jobs.cli_output import table
+    from log_layout.quotas import CONFIGS, DEFAULT
+
+    entities = sorted(found.entries) if who is None else [who]
+    rows = [(e, found.entries.get(e, {})) for e in entities]
+    if who is None and not rows:
+        out.print("no quotas")
+        return
+    t = table("ENTITY", *(c.upper() for c in CONFIGS), left=("ENTITY",))
+    for e, configs in rows:
+        t.add_row(e, *(configs.get(c) for c in CONFIGS))
+    t.print()
+    if who is not None and who != DEFAULT:
+        own = found.entries.get(who, {})
+        in_force = [f"{c}={found.quota(who, c)} ({'own' if c in own else DEFAULT})"
+                    for c in CONFIGS if found.quota(who, c) is not None]
+        out.print(f"in force for {who}: " + (", ".join(in_force) or "no quota"))
