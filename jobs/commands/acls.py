@@ -39,8 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from conf.errors import ConfigError
-
 _PATTERN_TYPES = ("literal", "prefixed", "any", "match")
 
 
@@ -126,6 +124,14 @@ def _check_args(args: argparse.Namespace) -> None:
             not args.producer and (args.cluster or args.transactional_id))):
         usage("--consumer needs a --topic and a --group, and no --cluster or "
               "--transactional-id")
+    if (args.add or args.remove) and not (args.topic or args.group or args.transactional_id
+                                          or args.cluster):
+        usage(f"--{'add' if args.add else 'remove'} needs a resource: at least one of "
+              "--topic, --group, --transactional-id, --cluster")
+    if args.remove and args.operation and not (args.allow_principal or args.deny_principal):
+        usage("--remove --operation needs the --allow-principal or --deny-principal whose "
+              "ACLs to remove (without a principal, --remove removes every ACL of the "
+              "resources)")
     if args.add and not (args.allow_principal or args.deny_principal):
         usage("--add needs an --allow-principal or a --deny-principal")
     for kind in ("allow", "deny"):
@@ -138,9 +144,8 @@ def _check_args(args: argparse.Namespace) -> None:
         usage("--cluster takes no prefixed pattern (its one name is kafka-cluster)")
 
 
-def _resources(args: argparse.Namespace, *, required: bool) -> list[tuple[str, str]]:
-    """(resource type, name) of every resource named; raises ConfigError if none and
-    ``required``."""
+def _resources(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(resource type, name) of every resource named."""
     from log_layout.acls import CLUSTER_NAME
 
     found = [("Topic", t.strip()) for t in args.topic]
@@ -148,9 +153,6 @@ def _resources(args: argparse.Namespace, *, required: bool) -> list[tuple[str, s
     found += [("TransactionalId", t) for t in args.transactional_id]
     if args.cluster or args.idempotent:
         found.append(("Cluster", CLUSTER_NAME))
-    if not found and required:
-        raise ConfigError("resource", None, "give at least one of --topic, --group, "
-                                            "--transactional-id, --cluster")
     return list(dict.fromkeys(found))
 
 
@@ -180,11 +182,11 @@ def _operations(args: argparse.Namespace, rtype: str) -> list[str]:
 
 
 def _bindings(args: argparse.Namespace):
-    """The ACLs --add or --remove names (validated); raises InvalidAcl, ConfigError."""
+    """The ACLs --add or --remove names (validated); raises InvalidAcl naming the field."""
     from log_layout.acls import AclBinding
 
     out = []
-    for rtype, name in _resources(args, required=True):
+    for rtype, name in _resources(args):
         pattern = "LITERAL" if rtype == "Cluster" else args.resource_pattern_type
         for principal, host, op, permission in _entries(args, _operations(args, rtype)):
             out.append(AclBinding.create(rtype, name, pattern, principal=principal, host=host,
@@ -200,18 +202,15 @@ def _remove_filters(args: argparse.Namespace):
         if args.resource_pattern_type in ("LITERAL", "PREFIXED"):
             return [AclFilter.exact(b) for b in _bindings(args)]
         filters = []
-        for rtype, name in _resources(args, required=True):
+        for rtype, name in _resources(args):
             for principal, host, op, permission in _entries(args, _operations(args, rtype)):
                 filters.append(AclFilter.create(rtype, name, args.resource_pattern_type,
                                                 principal=principal, host=host, operation=op,
                                                 permission=permission))
         return filters
-    if args.operation:
-        raise ConfigError("--operation", args.operation, "--remove by operation needs the "
-                                                          "--allow-principal or --deny-principal")
     return [AclFilter.create(rtype, name, "LITERAL" if rtype == "Cluster"
                              else args.resource_pattern_type)
-            for rtype, name in _resources(args, required=True)]
+            for rtype, name in _resources(args)]
 
 
 def _print(bindings, out) -> None:
@@ -248,7 +247,7 @@ def _run_list(args: argparse.Namespace, store, out) -> int:
 
     filters = [acls.AclFilter.create(rtype, name, "LITERAL" if rtype == "Cluster"
                                      else args.resource_pattern_type)
-               for rtype, name in _resources(args, required=False)]
+               for rtype, name in _resources(args)]
     found = acls.list_acls(store, filters or None)
     if args.principal:
         wanted = {acls.parse_principal(p.strip()) for p in args.principal}
