@@ -218,9 +218,10 @@ class Authorizer:
     def authorize(self, principal: str, host: str, operation: str, resource_type: str,
                   name: str) -> bool:
         """Whether ``principal`` connecting from ``host`` (an IP address as the socket
-        gives it) may do ``operation`` on the ``resource_type`` named ``name``. Names as
-        ``log_layout.acls`` spells them (``Read``, ``Topic``); raises ValueError for
-        another (a caller's bug), never for a denial."""
+        gives it; an IPv4-mapped IPv6 one counts as the IPv4 address) may do
+        ``operation`` on the ``resource_type`` named ``name``. Names as ``log_layout.acls``
+        spells them (``Read``, ``Topic``); raises ValueError for another (a caller's
+        bug), never for a denial."""
         if not self.enabled:
             return True
         if operation not in _OPERATIONS or resource_type not in _RESOURCE_TYPES:
@@ -229,6 +230,10 @@ class Authorizer:
                              f"one of {sorted(_RESOURCE_TYPES)}")
         if principal in self.super_users:
             return True
+        if host.startswith("::ffff:") and "." in host:
+            # a dual-stack socket's IPv4 client; Java's getHostAddress (what Kafka
+            # compares) gives the IPv4 address, which is what an ACL names
+            host = host[7:]
         index = self._index.get(resource_type)
         sections = index.sections(name) if index is not None else []
         if not sections:

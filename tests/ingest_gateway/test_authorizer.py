@@ -91,6 +91,10 @@ def test_wildcard_principal_and_host(local_log):
     assert ok(a, principal="User:bob", host="10.0.0.9")
     assert not ok(a, principal="User:bob", host="10.0.0.8")
     assert ok(a, name="t2", host="192.168.1.1") and not ok(a, name="t2", principal="User:bob")
+    assert ok(a, principal="User:bob", host="::ffff:10.0.0.9")  # a dual-stack socket's
+    assert not ok(a, principal="User:bob", host="::ffff:10.0.0.8")
+    b = authorizer(open_log(local_log.url + "-b"), [allow(host="0:0:0:0:0:0:0:1")])
+    assert ok(b, host="::1") and not ok(b, host="::2")  # ACL hosts are stored compressed
 
 
 def test_literal_star_matches_every_name(local_log):
