@@ -26,6 +26,9 @@ Metadata is asked from the last gateway that answered first, then the others
 known (the bootstrap list and every live gateway the metadata named), so a
 client whose bootstrap gateway died still finds the rest. One
 :class:`Session` per gateway URL is kept and closed by :meth:`close`.
+
+A 401 or 403 answer (NotAuthenticated, NotAuthorized) is raised at once: no other
+gateway is tried (they share the credentials), and no backoff hides it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from urllib.parse import quote
 
 import urllib3
 
+from ingest_gateway.client.connection_security import AUTH_ERRORS, ConnectionSecurity
 from ingest_gateway.client.session import Session, base_url
 from ingest_gateway.errors import GatewayError
 from log_layout.errors import UnknownTopic
@@ -99,14 +103,15 @@ class ClusterRouter:
 
     Thread-safe: the lookups read plain dicts; a refresh runs under one lock, so
     threads that all find the same entry stale cause one metadata request.
+    ``security`` (TLS files, credentials) is given to the default ``session_factory``.
     """
 
     def __init__(self, bootstrap_servers: str | Iterable[str], *,
-                 session_factory: Callable[[str], Session] = Session,
+                 session_factory: Callable[[str], Session] | None = None,
                  retry_backoff_ms: float = 100, metadata_max_age_ms: float = METADATA_MAX_AGE_MS,
-                 request_timeout_s: float = 30.0):
+                 request_timeout_s: float = 30.0, security: ConnectionSecurity | None = None):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
-        self._new_session = session_factory
+        self._new_session = session_factory or (lambda url: Session(url, security=security))
         self.backoff_s = retry_backoff_ms / 1000
         self.max_age_s = metadata_max_age_ms / 1000
         self.request_timeout_s = request_timeout_s
@@ -151,12 +156,15 @@ class ClusterRouter:
         """``fn(session)`` against each known gateway in turn until one is reached.
 
         ``fn`` raising OSError or urllib3's HTTPError means "not reached": the next
-        gateway is tried. Raises the last such error if none was reached.
+        gateway is tried. Raises the last such error if none was reached, and a 401/403
+        (NotAuthenticated, NotAuthorized) at once.
         """
         error: BaseException | None = None
         for url in self.gateways():
             try:
                 result = fn(self.session(url))
+            except AUTH_ERRORS:
+                raise  # NotAuthorized is a PermissionError, an OSError: not "unreachable"
             except (OSError, urllib3.exceptions.HTTPError) as e:
                 error = e
                 self._demote(url)
@@ -229,6 +237,8 @@ class ClusterRouter:
             return
         try:
             self.refresh(topics=[topic] if topic else (), groups=[group] if group else ())
+        except AUTH_ERRORS:
+            raise  # refused credentials: no backoff makes them good
         except OSError as e:
             self.last_error = e  # no gateway answered: the caller finds no entry, backs off
         except GatewayError:

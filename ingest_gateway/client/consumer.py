@@ -33,6 +33,13 @@ partition and coordinates its group (``client.cluster``) and follows both
 when they move; a group call is retried at the new coordinator for up to
 ``request_timeout_ms`` before it raises.
 
+**Security** (gateways only; kafka-python's names, ``client.connection_security``):
+``ssl_cafile`` for ``https://`` gateways, ``ssl_certfile``/``ssl_keyfile`` for a
+client certificate, ``sasl_plain_username``/``sasl_plain_password`` (HTTP Basic) or
+``sasl_oauth_token`` (a bearer token or a callable returning one). A 401 or 403 is
+raised from the call that met it (``subscribe``, ``poll``, ``commit``...) as
+NotAuthenticated or NotAuthorized, never retried.
+
 Group membership (``subscribe(..., group=)``) needs a coordinator: the
 group's coordinator gateway (``gateway=``, also in direct mode: membership and
 commits go to the gateway, records come from the store), or an in-process
@@ -87,6 +94,7 @@ from typing import TYPE_CHECKING, Any
 
 from conf.errors import SparklogError
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
+from ingest_gateway.client.connection_security import ConnectionSecurity
 from ingest_gateway.client.consumer_group import GroupMember
 from ingest_gateway.client.consumer_polling import Polling
 from ingest_gateway.client.gateway_transport import GatewaySource, HttpMembership
@@ -117,7 +125,11 @@ class Consumer(Polling, GroupMember):
                  partition_assignment_strategy: Sequence[str] | str = ("range",),
                  fetch_format: str = "arrow", request_timeout_ms: int = 30_000,
                  retry_backoff_ms: int = 100,
-                 metadata_max_age_ms: int = METADATA_MAX_AGE_MS):
+                 metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
+                 ssl_cafile: str | None = None, ssl_certfile: str | None = None,
+                 ssl_keyfile: str | None = None, sasl_plain_username: str | None = None,
+                 sasl_plain_password: str | None = None,
+                 sasl_oauth_token: str | Callable[[], str] | None = None):
         _check_options(auto_offset_reset, positive={
             "auto_commit_interval_ms": auto_commit_interval_ms,
             "session_timeout_ms": session_timeout_ms,
@@ -147,9 +159,13 @@ class Consumer(Polling, GroupMember):
         self._log, self._coordinator = log, coordinator
         self.request_timeout_s = request_timeout_ms / 1000
         # one router (one session per gateway) for the fetches and the group calls alike
+        security = ConnectionSecurity.of(
+            ssl_cafile=ssl_cafile, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+            sasl_plain_username=sasl_plain_username, sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token=sasl_oauth_token)
         self._router = None if gateway is None else ClusterRouter(
             gateway, retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms,
-            request_timeout_s=self.request_timeout_s)
+            request_timeout_s=self.request_timeout_s, security=security)
         if log is not None:
             self._source: Any = DirectReader(log, backoff_max_ms=fetch_backoff_max_ms)
         else:

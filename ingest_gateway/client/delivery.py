@@ -8,6 +8,10 @@ worker posts each as an Arrow IPC stream to its partition's leader gateway (the
 following the leader when it moves, and the answer settles the partition's idempotent sequences
 before the batch's handles resolve. It shares the Producer's state (one lock,
 one set of per-partition tables), so it is a base class, not an object of its own.
+
+A 401 or 403 (from the partition's leader, or from the metadata request that looks
+for it) is never retried: the batch's handles fail with NotAuthenticated or
+NotAuthorized, and its sequence numbers are given back (nothing was written).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import urllib3
 
 from ingest_gateway.client.batch import MAX_OUT_PER_PARTITION, BatchMetadata, SendBatch
 from ingest_gateway.client.cluster import NOT_LEADER_ERRORS
+from ingest_gateway.client.connection_security import AUTH_ERRORS, auth_error
 from ingest_gateway.client.session import RETRIABLE_STATUS
 from ingest_gateway.errors import ProduceError
 
@@ -90,6 +95,10 @@ class Delivery:
         failure: ProduceError | None = None
         try:
             meta = self._post(batch)
+        except AUTH_ERRORS as e:  # the metadata request was refused: nothing was sent
+            failure = ProduceError(batch.topic, batch.partition,
+                                   401 if e.code == "not_authenticated" else 403, e.code, str(e))
+            failure.__cause__ = e
         except BaseException as e:  # noqa: BLE001 - every failure goes to the handles
             failure = e if isinstance(e, ProduceError) else ProduceError(
                 batch.topic, batch.partition, None, type(e).__name__, str(e))
@@ -112,7 +121,9 @@ class Delivery:
         # handles resolve after the sequences are settled: a caller reacting to the
         # failure by sending again gets a sequence that fits
         if failure is not None:
-            batch.future.set_exception(failure)
+            # a refusal of the credentials or the operation is raised as its own type
+            cause = failure.__cause__
+            batch.future.set_exception(cause if isinstance(cause, AUTH_ERRORS) else failure)
         else:
             batch.future.set_result(meta)
 
@@ -218,7 +229,7 @@ class Delivery:
             if not retriable or self.producer_id is None and status is None:
                 # Without idempotence a blind retry after a lost answer could duplicate.
                 raise ProduceError(batch.topic, batch.partition, status, doc.get("error", ""),
-                                   doc.get("message", ""))
+                                   doc.get("message", "")) from auth_error(status or 0, doc)
             if not retries.wait(retry_after):
                 raise ProduceError(batch.topic, batch.partition, status, "delivery_timeout",
                                    f"gave up after delivery_timeout_ms: {doc.get('message')}")

@@ -9,6 +9,11 @@ typed errors the coordinator raised (``unknown_member_id`` -> UnknownMemberId,
 ``POST /fetch`` answers an Arrow stream whose batches carry ``topic``,
 ``partition`` and ``next_offset`` metadata (an empty batch with ``error``
 reports an offset out of range).
+
+A 401 or 403 (NotAuthenticated, NotAuthorized) is raised to the consumer's caller at
+once: never retried, never taken for an unreachable gateway (NotAuthorized is a
+PermissionError, hence an OSError, so each ``except OSError`` here lets it through
+first).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import pyarrow as pa
 
 from conf.topic import validate_topic_name
 from ingest_gateway.client.cluster import NOT_LEADER_ERRORS, ClusterRouter
+from ingest_gateway.client.connection_security import AUTH_ERRORS
 from ingest_gateway.client.group_protocol import MemberState, validate_group_id
 from ingest_gateway.client.session import RetryPolicy, Session
 from ingest_gateway.errors import (GatewayError, IllegalGeneration, InconsistentGroupProtocol,
@@ -69,6 +75,8 @@ class HttpMembership:
             except NotCoordinator as e:
                 moved = self.router.invalidate(group=g, hint=e.coordinator, asked=s)
                 error: BaseException = e
+            except AUTH_ERRORS:
+                raise
             except OSError as e:
                 if s is not None:
                     self.router.invalidate(failed=s)
@@ -179,6 +187,8 @@ class GatewaySource:
         if leader is not None:
             try:
                 doc = ask(leader)
+            except AUTH_ERRORS:
+                raise
             except OSError:
                 self.router.invalidate(failed=leader)
         if doc is None:
@@ -238,6 +248,8 @@ class GatewaySource:
         is told, so the next call asks the new leader)."""
         try:
             return call()
+        except AUTH_ERRORS:
+            raise
         except OSError:
             self.router.invalidate(failed=s)
         except GatewayError as e:

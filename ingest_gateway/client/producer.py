@@ -42,7 +42,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -52,6 +52,8 @@ import urllib3
 from ingest_gateway.client.batch import (NO_LIMIT, BatchHandle, SendBatch, SendHandle,
                                          header_dicts, headers_size, to_bytes)
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
+from ingest_gateway.client.connection_security import (AUTH_ERRORS, ConnectionSecurity,
+                                                        auth_error)
 from ingest_gateway.client.delivery import Delivery
 from ingest_gateway.client.session import RetryPolicy, Session
 from ingest_gateway.errors import ProduceError
@@ -72,6 +74,15 @@ class Producer(Delivery):
     unanswered before ``send`` blocks), ``max_block_ms`` (how long it blocks
     before raising TimeoutError) and ``metadata_max_age_ms``.
 
+    Security, kafka-python's names (``client.connection_security``): ``ssl_cafile``
+    (the CAs an ``https://`` gateway's certificate chains to), ``ssl_certfile`` and
+    ``ssl_keyfile`` (a client certificate), ``sasl_plain_username`` and
+    ``sasl_plain_password`` (HTTP Basic) or ``sasl_oauth_token`` (a bearer token, or a
+    callable returning one); ValueError for a missing file or a bad combination. A
+    gateway refusing the credentials (401) or the operation (403) is never retried:
+    ``send`` raises NotAuthenticated / NotAuthorized when the topic cannot be read,
+    and a batch refused so fails its handles with that error.
+
     Failures, as in Kafka's producer: a record over the topic's
     ``max.message.bytes`` fails alone (its handle raises ProduceError 413); a
     batch the gateway refuses gives its idempotent sequence numbers back, so
@@ -88,7 +99,15 @@ class Producer(Delivery):
                  max_in_flight: int = 5, enable_idempotence: bool = True,
                  delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 50,
                  request_timeout_ms: int = 30_000, buffer_memory: int = 32 << 20,
-                 max_block_ms: int = 60_000, metadata_max_age_ms: int = METADATA_MAX_AGE_MS):
+                 max_block_ms: int = 60_000, metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
+                 ssl_cafile: str | None = None, ssl_certfile: str | None = None,
+                 ssl_keyfile: str | None = None, sasl_plain_username: str | None = None,
+                 sasl_plain_password: str | None = None,
+                 sasl_oauth_token: str | Callable[[], str] | None = None):
+        security = ConnectionSecurity.of(
+            ssl_cafile=ssl_cafile, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+            sasl_plain_username=sasl_plain_username, sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token=sasl_oauth_token)
         acks = str(acks).lower()
         if acks not in ("0", "1", "all", "-1"):
             raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
@@ -109,7 +128,8 @@ class Producer(Delivery):
         def connect(url: str) -> Session:
             return Session(url, max_connections=max_in_flight + 1, block=True,
                            connect_timeout_s=min(5.0, request_timeout_ms / 1000),
-                           read_timeout_s=request_timeout_ms / 1000, retry=self._retry)
+                           read_timeout_s=request_timeout_ms / 1000, retry=self._retry,
+                           security=security)
 
         # one Session per gateway; each batch goes to its partition's leader
         self._router = ClusterRouter(bootstrap_servers, session_factory=connect,
@@ -160,14 +180,20 @@ class Producer(Delivery):
 
     def _read_topic(self, topic: str) -> int:
         """Ask a gateway (any reachable one: every gateway reads the topics from the
-        store) for the topic's partition count and max.message.bytes."""
+        store) for the topic's partition count and max.message.bytes. Raises
+        ProduceError, or NotAuthenticated / NotAuthorized for a 401 / 403."""
         path = f"/topics/{quote(topic, safe='')}"
         try:
             r = self._router.any_gateway(lambda s: s.send("GET", path))
             doc = json.loads(r.data or b"null")
+        except AUTH_ERRORS:
+            raise
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             raise ProduceError(topic, -1, None, "connection",
                                f"cannot read the topic's metadata: {e}") from None
+        denied = auth_error(r.status, doc if isinstance(doc, dict) else {})
+        if denied is not None:
+            raise denied
         if r.status != 200:
             raise ProduceError(topic, -1, r.status, (doc or {}).get("error", ""),
                                (doc or {}).get("message", r.data.decode(errors="replace")))

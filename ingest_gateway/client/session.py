@@ -12,6 +12,10 @@ caller's decision (the producer's depends on its idempotent sequences):
 The consumer's calls are single attempts (its heartbeats and long-polls are
 repeated by the consumer's own loop, and a refused commit must be seen at once);
 :meth:`Session.call` raises the gateway's error as a typed error instead.
+
+``https://`` gateways and credentials: a :class:`ConnectionSecurity`
+(``connection_security``: CA file, client certificate, Basic or bearer credentials,
+sent on every request). A 401 or 403 is raised as NotAuthenticated / NotAuthorized.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from ingest_gateway.client.connection_security import ConnectionSecurity, auth_error
 from ingest_gateway.errors import GatewayError
 
 #: answers worth trying again unchanged: back-pressure and the gateway's own failures
@@ -126,24 +131,36 @@ class Session:
 
     ``max_connections`` bounds the pool; with ``block=True`` a caller waits for a
     free connection instead of opening more (the producer's ``max_in_flight``).
+    ``security``: TLS files and credentials (``connection_security``), or the same
+    as kafka-python's keyword arguments (``ssl_cafile=``, ``sasl_plain_username=``,
+    ...); ValueError for a bad combination or a missing file.
     """
 
     def __init__(self, url: str, *, max_connections: int = 8, block: bool = False,
                  connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
-                 retry: RetryPolicy = RetryPolicy()):
+                 retry: RetryPolicy = RetryPolicy(),
+                 security: ConnectionSecurity | None = None, **security_kwargs: Any):
         self.base = base_url(url)
         self.prefix = urlsplit(self.base).path
         self.retry = retry
+        self.security = ConnectionSecurity.of(security, **security_kwargs)
+        scheme = urlsplit(self.base).scheme
         self.pool = urllib3.connection_from_url(
             self.base, maxsize=max_connections, block=block, retries=False,
-            timeout=urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s))
+            timeout=urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s),
+            **(self.security.pool_kwargs(scheme) if self.security else {}))
         if self.pool.scheme == "http":
             self.pool.ConnectionCls = OneWriteConnection
 
     def send(self, method: str, path: str, body: Any = None,
              headers: Mapping[str, str] | None = None, *, timeout_s: float | None = None,
              ) -> Answer:
-        """One attempt; raises OSError (or urllib3's HTTPError) if no answer came."""
+        """One attempt; raises OSError (or urllib3's HTTPError) if no answer came (an
+        https gateway whose certificate does not verify is one: urllib3's SSLError)."""
+        if self.security is not None:
+            auth = self.security.authorization()
+            if auth is not None:
+                headers = {**(headers or {}), "Authorization": auth}
         timeout = urllib3.Timeout(connect=5.0, read=timeout_s) if timeout_s is not None \
             else urllib3.util.Timeout.DEFAULT_TIMEOUT
         r = self.pool.urlopen(method, self.prefix + path, body=body, headers=headers,
@@ -156,8 +173,8 @@ class Session:
              ) -> Any:
         """One JSON request: the answer's JSON (None for 204), or its bytes with ``raw``.
 
-        An error answer raises ``errors[name](doc)`` for its ``error`` name, else
-        GatewayError; no answer raises OSError.
+        An error answer raises ``errors[name](doc)`` for its ``error`` name, a 401 or
+        403 NotAuthenticated or NotAuthorized, else GatewayError; no answer raises OSError.
         """
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
@@ -171,6 +188,9 @@ class Session:
             except ValueError:
                 doc = {"error": "http_error", "message": r.data[:200].decode("utf-8", "replace")}
             code = doc.get("error", "http_error")
+            denied = auth_error(r.status, doc)
+            if denied is not None:
+                raise denied
             make = (errors or {}).get(code)
             if make is not None:
                 raise make(doc)

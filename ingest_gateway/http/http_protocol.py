@@ -83,6 +83,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read_timer()
+        if isinstance(self.transport, HeadHoldingTransport):
+            self.transport.closed()
         super().connection_lost(exc)
 
     # -- a request's life -------------------------------------------------------------
@@ -193,13 +195,21 @@ class HeadHoldingTransport:
     one-record request's round trip). A head whose body does not follow in the
     same turn (a streamed answer still computing) goes at the end of the turn;
     ``close`` sends what is held first. Everything else is the transport's own.
+
+    Closing a TLS connection sends close_notify and then waits for the client's,
+    which a client idling in its keep-alive pool never sends: the connection stayed
+    open (and counted against ``max.connections``) for the event loop's 30 s
+    ssl_shutdown_timeout, and a graceful shutdown waited those 30 s for it. HTTP/1.1
+    needs no answering close_notify (answers are framed), so a TLS connection not
+    gone :data:`TLS_CLOSE_GRACE_S` after ``close`` is aborted.
     """
 
-    __slots__ = ("_transport", "_loop", "_held")
+    __slots__ = ("_transport", "_loop", "_held", "_abort")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
         self._transport, self._loop = transport, loop
         self._held: bytes | None = None
+        self._abort: asyncio.TimerHandle | None = None
 
     def write(self, data: bytes) -> None:
         if self._held is not None:
@@ -222,11 +232,20 @@ class HeadHoldingTransport:
     def close(self) -> None:
         self._release()
         self._transport.close()
+        if self._abort is None and self._transport.get_extra_info("ssl_object") is not None:
+            self._abort = self._loop.call_later(TLS_CLOSE_GRACE_S, self._transport.abort)
+
+    def closed(self) -> None:
+        """The connection is gone: no abort is due."""
+        if self._abort is not None:
+            self._abort.cancel()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 
 
+#: how long a closed TLS connection may wait for the client's close_notify
+TLS_CLOSE_GRACE_S = 1.0
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}
 
 

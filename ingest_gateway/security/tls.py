@@ -134,7 +134,7 @@ def server_context(settings: Any) -> ssl.SSLContext:
         ctx.load_cert_chain(s.certfile, s.keyfile or None, lambda: s.keyfile_password)
     except (ssl.SSLError, OSError) as e:
         reason = str(getattr(e, "reason", None) or e)
-        if "decrypt" in reason.lower():  # an encrypted key, and not this password
+        if _encrypted(s.keyfile or s.certfile):  # OpenSSL 3 says only "PEM lib" then
             raise ConfigError("ssl.keyfile.password", "(hidden)", "does not decrypt "
                               f"{s.keyfile or s.certfile}") from None
         key = "ssl.keyfile" if s.keyfile else "ssl.certfile"
@@ -147,6 +147,15 @@ def server_context(settings: Any) -> ssl.SSLContext:
         except (ssl.SSLError, OSError) as e:
             raise ConfigError("ssl.cafile", s.cafile, f"not PEM CA certificates: {e}") from None
     return ctx
+
+
+def _encrypted(path: str) -> bool:
+    """Whether the PEM file at ``path`` holds an encrypted private key."""
+    try:
+        with open(path, "rb") as f:
+            return b"ENCRYPTED" in f.read(1 << 20)
+    except OSError:
+        return False
 
 
 def uvicorn_ssl(settings: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 
 from jobs.cli import integer
+from jobs.client_options import add_client_flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(repeatable)")
     p.add_argument("--time-format", choices=["iso", "ms"], default="iso",
                    help="timestamps as ISO 8601 UTC (default) or ms since the epoch")
+    add_client_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from ingest_gateway.client import Consumer
     from jobs.cli import gateway_url, settings_from
     from jobs.cli_output import plural
+    from jobs.client_options import client_kwargs
     from log_layout import open_log_from_settings
 
     if args.offset is not None and args.partition is None:
@@ -122,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     gateway = gateway_url(args, settings)
     kw = dict(auto_offset_reset="earliest" if args.from_beginning else "latest",
-              client_id="sparklog-console-consumer", fetch_max_wait_ms=200)
+              client_id="sparklog-console-consumer", fetch_max_wait_ms=200,
+              **client_kwargs(args))
     lg = open_log_from_settings(settings) if not args.via_gateway or start_ms is not None \
         else None
     if args.via_gateway:

@@ -19,6 +19,7 @@ import argparse
 import sys
 
 from jobs.cli import integer
+from jobs.client_options import add_client_flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     p.add_argument("--progress-every", type=integer(1), default=100_000, metavar="N",
                    help="when stderr is not a terminal, print a progress line every N records")
+    add_client_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -111,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
     from ingest_gateway.client import Producer
     from jobs.cli import gateway_url, settings_from
     from jobs.cli_output import console as make_console, plural
+    from jobs.client_options import client_kwargs
 
     settings = settings_from(args)
+    security = client_kwargs(args)
     url = gateway_url(args, settings)
     parse = line_parser(args)
     console = make_console(stderr=True)
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     show = not args.no_progress and console.is_terminal
     progress = _progress(console) if show else None
-    with Producer(url, acks=args.acks, linger_ms=args.linger_ms) as producer:
+    with Producer(url, acks=args.acks, linger_ms=args.linger_ms, **security) as producer:
         if args.partition is not None and args.partition >= producer.partitions_for(args.topic):
             raise ConfigError("--partition", args.partition, f"topic {args.topic!r} has "
                               f"partitions 0..{producer.partitions_for(args.topic) - 1}")
