@@ -44,6 +44,9 @@ from log_layout.store import Store
 
 #: versions kept after a write (older ones are pruned)
 KEPT = 10
+#: listings tried when the newest file vanishes before it is read (pruned meanwhile); a
+#: store whose listing keeps naming a file it cannot read is broken, not busy
+_READ_ATTEMPTS = 10
 _NAME = re.compile(r"([0-9]{20})\.json")
 
 
@@ -72,8 +75,9 @@ class VersionedDoc:
 
     def newest(self, *, known: int | None = None) -> Version | None:
         """The current version; None if it is ``known`` (then nothing was read but the
-        listing). Raises CorruptDocument, OSError if the store cannot be reached."""
-        while True:
+        listing). Raises CorruptDocument, OSError if the store cannot be reached
+        (FileNotFoundError if the newest listed file never reads)."""
+        for attempt in range(_READ_ATTEMPTS):
             numbers = self._numbers()
             number = numbers[-1] if numbers else 0
             if number == known:
@@ -84,8 +88,11 @@ class VersionedDoc:
             try:
                 raw = self.store.read(path)
             except FileNotFoundError:  # pruned since the listing: list again
+                if attempt + 1 == _READ_ATTEMPTS:
+                    raise
                 continue
             return Version(number, _parse(path, raw))
+        raise AssertionError("unreachable")
 
     def update(self, change: Callable[[Version], dict[str, Any] | None]) -> Version | None:
         """Apply ``change`` to the newest version and create the next one with its result.
