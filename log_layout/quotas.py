@@ -56,10 +56,11 @@ def entity(value: object) -> str:
         return DEFAULT
     try:
         who = parse_principal(value)
-    except InvalidAcl as e:
-        raise ConfigError("quota entity", value, f"{e.reason}, or {DEFAULT}") from None
-    if who == "User:*":
-        raise ConfigError("quota entity", value, f"the default of every user is {DEFAULT}")
+    except InvalidAcl:
+        who = None
+    if who is None or who == "User:*":
+        raise ConfigError("quota entity", value, f"expected User:<name>, or {DEFAULT} for the "
+                                                 "default of every user")
     return who
 
 
