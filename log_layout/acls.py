@@ -50,11 +50,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from log_layout.errors import CorruptDocument, InvalidAcl
+from log_layout.paths import SECURITY_FOLDER
 from log_layout.store import Store
 from log_layout.versioned_doc import Version, VersionedDoc, version_name
 
-#: where the store's security documents live (``_security`` at the store's root)
-SECURITY_FOLDER = "_security"
+#: where the store's security documents live (``_security`` at the store's root, reserved
+#: as a topic name by ``paths``)
 ACLS_FOLDER = f"{SECURITY_FOLDER}/acls"
 
 RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")

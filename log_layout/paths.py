@@ -14,12 +14,15 @@
       _cluster.json                          the store's cluster id (created on first use)
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
+      _security/acls/, _security/quotas/     ACLs and quotas (acls.py, quotas.py)
+      _tables/                               the default warehouse of materialised tables
       .tmp-<uniq>                            a root file being written (see store.py)
 
 Reserved names: topics share the root with the log's own files, and every
 legal Kafka topic name (``[a-zA-Z0-9._-]{1,249}``, not ``.`` or ``..``) is a
 legal file name, so the root names above are reserved: ``_cluster.json``,
-``_groups``, ``_maintenance`` and any name starting ``.tmp-``
+``_groups``, ``_maintenance``, ``_brokers``, ``_security``, ``_tables`` and any name
+starting ``.tmp-``
 (:data:`RESERVED_NAMES`, :data:`RESERVED_PREFIXES`). Creating, reading or
 producing to a topic of such a name raises InvalidTopicName saying why (the
 gateway answers 400, error_code 40003). Kafka reserves none of them, but none
@@ -62,7 +65,12 @@ MAINTENANCE_HISTORY = "_maintenance/history.jsonl"
 MAINTENANCE_FOLDER = "_maintenance"
 #: top-level names the log keeps for itself: no topic may take them
 BROKERS_FOLDER = "_brokers"
-RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER})
+#: ACLs and quotas: a topic of this name, once deleted, would take every rule with it
+SECURITY_FOLDER = "_security"
+#: pipeline.tables' default warehouse, beside the log
+TABLES_FOLDER = "_tables"
+RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER,
+                            SECURITY_FOLDER, TABLES_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
 #: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)
@@ -76,7 +84,7 @@ def topic_folder(topic: str) -> str:
     validate_topic_name(topic)
     if topic in RESERVED_NAMES or topic.startswith(RESERVED_PREFIXES):
         raise InvalidTopicName(topic, f"{topic!r} is reserved for the store's own files "
-                                      "(_cluster.json, _groups, _maintenance, .tmp-*)")
+                                      "(" + ", ".join(sorted(RESERVED_NAMES)) + ", .tmp-*)")
     return topic
 
 

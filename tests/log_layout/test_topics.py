@@ -263,7 +263,7 @@ def test_underscore_topics_are_listed_and_reserved_names_refused(log):
 
 
 @pytest.mark.parametrize("name", ["_cluster.json", "_groups", "_maintenance", ".tmp-x",
-                                  ".tmp-0123456789abcdef"])
+                                  ".tmp-0123456789abcdef", "_security", "_tables", "_brokers"])
 def test_the_stores_own_names_are_no_topic_names(log, name):
     log.cluster_id()
     for call in (lambda: log.create_topic(name), lambda: log.topic(name),
@@ -286,9 +286,13 @@ def test_every_name_at_a_used_stores_root_is_reserved_or_a_topic(log):
     log.alter_topic("t", {"retention.ms": 1000})
     log.write_group_offsets("g", {"t": {"0": 1}})
     log.append_history({"job": "retention"})
+    from log_layout import acls, quotas
+    acls.add_acls(log.store, [acls.AclBinding.create("Topic", "t", principal="User:a",
+                                                     operation="Read")])
+    quotas.alter_quotas(log.store, "User:a", add={"producer_byte_rate": 1000})
     root = {f.name for f in log.store.list("")} | set(log.store.list_folders(""))
     internal = root - {"t"}
-    assert internal >= {"_cluster.json", "_groups", "_maintenance"}, root
+    assert internal >= {"_cluster.json", "_groups", "_maintenance", "_security"}, root
     for name in internal:
         with pytest.raises(InvalidTopicName, match="reserved"):
             paths.topic_folder(name)
