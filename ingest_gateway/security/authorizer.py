@@ -246,6 +246,35 @@ class Authorizer:
             allowed = allowed or bool(decided)
         return allowed
 
+    def authorize_by_resource_type(self, principal: str, host: str, operation: str,
+                                   resource_type: str) -> bool:
+        """Whether ``principal`` may do ``operation`` on *some* resource of the type:
+        Kafka's ``authorizeByResourceType`` (how InitProducerId accepts Write on any
+        topic for IdempotentWrite). An Allow (of the operation or All, no implication)
+        counts unless a Deny covers it: a Deny of the literal ``*``, of the same literal
+        name, or of a prefix of its name or prefix. With no ACL of the type at all,
+        ``allow.everyone.if.no.acl.found``. Raises ValueError as :meth:`authorize`."""
+        if not self.enabled or principal in self.super_users:
+            return True
+        self.authorize(principal, host, operation, resource_type, WILDCARD)  # validates
+        if host.startswith("::ffff:") and "." in host:
+            host = host[7:]
+        relevant = [b for b in self._acls.bindings if b.resource_type == resource_type]
+        if not relevant:
+            return self.allow_if_no_acl
+        mine = [b for b in relevant if b.principal in (principal, WILDCARD_PRINCIPAL)
+                and b.host in (host, WILDCARD) and b.operation in (operation, "All")]
+        denies = [b for b in mine if b.permission == "Deny"]
+        if any(d.pattern_type == "LITERAL" and d.name == WILDCARD for d in denies):
+            return False
+
+        def denied(allow: AclBinding) -> bool:
+            return any((d.pattern_type == "PREFIXED" and allow.name.startswith(d.name)) or
+                       (d.pattern_type == "LITERAL" and allow.pattern_type == "LITERAL"
+                        and d.name == allow.name) for d in denies)
+
+        return any(not denied(b) for b in mine if b.permission == "Allow")
+
     def check(self, principal: str, host: str, operation: str, resource_type: str,
               name: str) -> None:
         """:meth:`authorize`, raising NotAuthorized (403) when refused."""

@@ -290,3 +290,29 @@ def test_the_first_load_must_succeed(local_log):
     local_log.store.put_exclusive("_security/acls/00000000000000000001.json", b"[]")
     with pytest.raises(CorruptDocument, match="expected a JSON object"):
         Authorizer(local_log, make_settings())
+
+
+# -- authorize_by_resource_type (InitProducerId: Write on any topic) -----------------------
+def test_by_resource_type_needs_one_allow_no_deny_covers(local_log):
+    a = authorizer(local_log, [allow("orders", "Write"), allow("logs-", "Write", pattern="PREFIXED"),
+                               allow("x", "Read", principal="User:bob"),
+                               deny("orders", "Write", principal="User:carol"),
+                               allow("orders", "Write", principal="User:carol"),
+                               allow("pay-", "All", pattern="PREFIXED", principal="User:dan"),
+                               deny("pay", "Write", pattern="PREFIXED", principal="User:dan"),
+                               allow("a", "Write", principal="User:erin"),
+                               deny("*", "Write", principal="User:erin")])
+
+    def any_write(principal: str, host: str = HOST) -> bool:
+        return a.authorize_by_resource_type(principal, host, "Write", "Topic")
+
+    assert any_write("User:alice")          # two allows, no deny
+    assert not any_write("User:bob")        # Read only: no implication here
+    assert not any_write("User:carol")      # its one allow is denied by the same literal
+    assert not any_write("User:dan")        # the deny prefix covers the allow prefix
+    assert not any_write("User:erin")       # a deny of literal * denies every name
+    assert not any_write("User:nobody")
+    # no ACL of the type at all: allow.everyone.if.no.acl.found decides (off, then on)
+    assert not a.authorize_by_resource_type("User:alice", HOST, "Write", "Group")
+    b = authorizer(open_log(str(local_log.url) + "-other"), allow_everyone_if_no_acl_found=True)
+    assert b.authorize_by_resource_type("User:nobody", HOST, "Write", "Topic")
