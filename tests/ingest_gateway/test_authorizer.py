@@ -294,7 +294,8 @@ def test_the_first_load_must_succeed(local_log):
 
 # -- authorize_by_resource_type (InitProducerId: Write on any topic) -----------------------
 def test_by_resource_type_needs_one_allow_no_deny_covers(local_log):
-    a = authorizer(local_log, [allow("orders", "Write"), allow("logs-", "Write", pattern="PREFIXED"),
+    a = authorizer(local_log, [allow("orders", "Write"),
+                               allow("logs-", "Write", pattern="PREFIXED"),
                                allow("x", "Read", principal="User:bob"),
                                deny("orders", "Write", principal="User:carol"),
                                allow("orders", "Write", principal="User:carol"),
