@@ -124,8 +124,7 @@ class Consumer(Polling, GroupMember):
                  fetch_max_bytes: int = 52_428_800, fetch_backoff_max_ms: int = 10,
                  partition_assignment_strategy: Sequence[str] | str = ("range",),
                  fetch_format: str = "arrow", request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100,
-                 metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
+                 retry_backoff_ms: int = 100, metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
                  ssl_cafile: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, sasl_plain_username: str | None = None,
                  sasl_plain_password: str | None = None,
@@ -144,17 +143,14 @@ class Consumer(Polling, GroupMember):
             partition_assignment_strategy = (partition_assignment_strategy,)
         log, gateway = _where(store, storage_options, log, gateway, bootstrap_servers)
         self.group_id = None if group_id is None else validate_group_id(group_id)
-        self.client_id = client_id
-        self.auto_offset_reset = auto_offset_reset
+        self.client_id, self.auto_offset_reset = client_id, auto_offset_reset
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.max_poll_interval_ms = max_poll_interval_ms
-        self.max_poll_records = max_poll_records
-        self.fetch_max_wait_ms = fetch_max_wait_ms
-        self.fetch_min_bytes = fetch_min_bytes
-        self.fetch_max_bytes = fetch_max_bytes
+        self.session_timeout_ms, self.heartbeat_interval_ms = \
+            session_timeout_ms, heartbeat_interval_ms
+        self.max_poll_interval_ms, self.max_poll_records = max_poll_interval_ms, max_poll_records
+        self.fetch_max_wait_ms, self.fetch_min_bytes, self.fetch_max_bytes = \
+            fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes
         self.strategies = tuple(partition_assignment_strategy)
         self._log, self._coordinator = log, coordinator
         self.request_timeout_s = request_timeout_ms / 1000

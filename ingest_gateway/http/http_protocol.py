@@ -204,12 +204,15 @@ class HeadHoldingTransport:
     gone :data:`TLS_CLOSE_GRACE_S` after ``close`` is aborted.
     """
 
-    __slots__ = ("_transport", "_loop", "_held", "_abort")
+    __slots__ = ("_transport", "_loop", "_held", "_abort", "_tls", "_gone")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
         self._transport, self._loop = transport, loop
         self._held: bytes | None = None
         self._abort: asyncio.TimerHandle | None = None
+        # asked now: asyncio's TLS transport cannot answer once the connection is lost
+        self._tls = transport.get_extra_info("ssl_object") is not None
+        self._gone = False
 
     def write(self, data: bytes) -> None:
         if self._held is not None:
@@ -232,11 +235,12 @@ class HeadHoldingTransport:
     def close(self) -> None:
         self._release()
         self._transport.close()
-        if self._abort is None and self._transport.get_extra_info("ssl_object") is not None:
+        if self._tls and self._abort is None and not self._gone:
             self._abort = self._loop.call_later(TLS_CLOSE_GRACE_S, self._transport.abort)
 
     def closed(self) -> None:
         """The connection is gone: no abort is due."""
+        self._gone = True
         if self._abort is not None:
             self._abort.cancel()
 
