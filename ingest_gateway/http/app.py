@@ -171,6 +171,42 @@ def _cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher, state:
                          on_replaced=stop_serving)
 
 
+def _guarded(app: GatewayApp, settings: conf.Settings, log_: Log) -> Any:
+    """``app`` behind the guard (``guard``: body types, authentication, ACLs, quotas)
+    and, if ``gateway.access.control.allow.origin`` names origins, CORS. Raises
+    ConfigError for bad security settings."""
+    from ingest_gateway.http.guard import Guard
+
+    authenticator = authorizer = quotas = None
+    if settings.authentication.method.strip():
+        from ingest_gateway.security.authentication import Authenticator
+
+        authenticator = Authenticator.from_settings(settings)
+    if settings.authorizer.enabled:
+        from ingest_gateway.security.authorizer import Authorizer
+
+        authorizer = Authorizer(log_, settings)
+    if authenticator is not None or authorizer is not None:
+        from ingest_gateway.security.quotas import QuotaManager
+
+        quotas = QuotaManager(log_, settings)
+    app.state.authorizer, app.state.quotas = authorizer, quotas
+    guarded: Any = Guard(app, authenticator=authenticator, authorizer=authorizer, quotas=quotas)
+    gw = settings.gateway
+    origins = [o.strip() for o in gw.access_control_allow_origin.split(",") if o.strip()]
+    if origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        state = guarded.state
+        guarded = CORSMiddleware(
+            guarded, allow_origins=origins,
+            allow_methods=[m.strip() for m in gw.access_control_allow_methods.split(",")],
+            allow_headers=[h.strip() for h in gw.access_control_allow_headers.split(",")],
+            allow_credentials="*" not in origins)
+        guarded.state = state
+    return guarded
+
+
 def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = None,
                flush_threads: int | None = None,
                now_ms: Callable[[], int] | None = None) -> GatewayApp | Instrumented:
@@ -204,6 +240,9 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
             yield
         finally:
             observer.stop()
+            for part in (app.state.authorizer, app.state.quotas):  # their refresh threads
+                if part is not None and hasattr(part, "close"):
+                    part.close()
             if member is not None:
                 await member.stop()
             await batcher.close()
@@ -217,7 +256,9 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     app.state.metrics = metrics_
     app.state.cluster_id = None
     app.state.cluster = None
+    app.state.authorizer = app.state.quotas = None  # set by _guarded
     #: the server sets this to a callable that makes it stop serving (runner.serve)
     app.state.request_exit = None
     app.state.now_ms = now_ms
-    return Instrumented(GatewayApp(app), metrics_, log_requests=settings.gateway.access_log)
+    return Instrumented(_guarded(GatewayApp(app), settings, log_), metrics_,
+                        log_requests=settings.gateway.access_log)

@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Route
 from conf.topic import validate_topic_name
 from ingest_gateway.client.group_protocol import validate_group_id
 from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.access import allowed
 from ingest_gateway.http.params import query_param
 from ingest_gateway.http.topics import batcher_of, cluster_id, log_of
 from log_layout import Log, UnknownTopic
@@ -82,11 +83,15 @@ async def metadata(request: Request) -> Response:
     def leader(t: str, p: int) -> dict[str, Any] | None:
         return SELF if member is None else member.leader(t, p)
 
-    doc["topics"] = [{"topic": t, "error": "unknown_topic"} if n is None else
+    doc["topics"] = [{"topic": t, "error": "not_authorized"}
+                     if not allowed(request, "Describe", "Topic", t) else
+                     {"topic": t, "error": "unknown_topic"} if n is None else
                      {"topic": t, "partitions": [{"partition": p, "leader": leader(t, p)}
                                                  for p in range(n)]}
                      for t, n in counts.items()]
-    doc["groups"] = [{"group": g, "coordinator": SELF if member is None
+    doc["groups"] = [{"group": g, "error": "not_authorized"}
+                     if not allowed(request, "Describe", "Group", g) else
+                     {"group": g, "coordinator": SELF if member is None
                       else member.coordinator(g)} for g in groups]
     return JSONResponse(doc)
 

@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.access import require_topics
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.record_docs import arrow_stream, batches_response, out_of_range_response
@@ -80,6 +81,7 @@ async def post_fetch(request: Request) -> Response:
     if not 1 <= max_records <= MAX_COUNT or not 0 <= wait_ms <= MAX_WAIT_MS or max_bytes < 1:
         raise BadRequest(f"max_records must be 1..{MAX_COUNT}, wait_ms 0..{MAX_WAIT_MS}, "
                          "max_bytes positive")
+    require_topics(request, "Read", (t for t, _ in positions))
     hub = hub_of(request)
 
     def check() -> None:

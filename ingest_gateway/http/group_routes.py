@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 from conf.errors import SparklogError
 from ingest_gateway.client.group_protocol import MemberState
 from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.access import require_topics, visible, visible_offsets
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.requests import (field, group_of, hub_of, offsets_doc, partitions_query,
                                           tp_list)
@@ -94,6 +95,7 @@ async def commit_offsets(request: Request) -> Response:
     group = _coordinated_here(request)
     doc = await read_json(request)
     offsets = tp_list(field(doc, "offsets", list), with_offset=True)
+    require_topics(request, "Read", (t for t, _ in offsets))
     member = field(doc, "member_id", str, None)
     generation = field(doc, "generation", int, -1)
     hub = hub_of(request)
@@ -108,12 +110,13 @@ async def get_committed(request: Request) -> Response:
     hub = hub_of(request)
     tps = partitions_query(request)
     committed = await hub.run(hub.coordinator.committed, group, tps)
-    return JSONResponse(offsets_doc(committed))
+    return JSONResponse(offsets_doc(visible_offsets(request, committed)))
 
 
 async def list_groups(request: Request) -> Response:
     hub = hub_of(request)
-    return JSONResponse({"groups": await hub.run(hub.coordinator.groups)})
+    return JSONResponse({"groups": visible(request, "Group",
+                                           await hub.run(hub.coordinator.groups))})
 
 
 async def describe_group(request: Request) -> Response:

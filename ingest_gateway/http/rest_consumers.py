@@ -78,6 +78,7 @@ from ingest_gateway.errors import (BadRequest, ConsumerFormatMismatch, NotCoordi
                                    UnknownConsumerInstance, UnknownMemberId,
                                    UnsupportedContentType)
 from ingest_gateway.http import rest_positions
+from ingest_gateway.http.access import readable_topics, require_topics, visible_offsets
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.topic_pattern import compile_topic_pattern
 from ingest_gateway.http.params import parse_int
@@ -181,13 +182,17 @@ async def subscribe_instance(request: Request) -> Response:
     if topics is not None and (not topics or not all(isinstance(t, str) for t in topics)):
         raise BadRequest("topics must be a non-empty list of topic names")
     pattern = compile_topic_pattern(raw_pattern) if raw_pattern is not None else None
+    require_topics(request, "Read", topics or ())
     async with inst.lock:
         if inst.manual is not None:
             raise SubscriptionConflict(inst.name, "assignments",
                                        "topics" if topics is not None else "topic_pattern")
         for t in topics or ():
             await hub.run(hub.log.topic, t)
-        inst.pattern, inst.list_topics = pattern, (hub.log.topics if pattern else None)
+        # a pattern matches only topics the principal may read, as Kafka's Metadata
+        # leaves out the topics a client may not describe
+        inst.pattern, inst.list_topics = pattern, (
+            readable_topics(request, hub.log.topics) if pattern else None)
         inst.pattern_listed_at = None  # list now
         inst.topics = tuple(topics or ())
         await sync_instance(hub, inst)
@@ -287,6 +292,7 @@ async def instance_commit(request: Request) -> Response:
     offsets = None
     if doc.get("offsets") is not None:
         offsets = tp_list(doc["offsets"], with_offset=True)
+        require_topics(request, "Read", (t for t, _ in offsets))
     async with inst.lock:
         if inst.member_id is None and inst.manual is None:
             raise RebalanceInProgress(inst.group, inst.generation)
@@ -305,7 +311,7 @@ async def instance_committed(request: Request) -> Response:
             tps = tp_list(doc["partitions"], with_offset=False)
     committed = await hub.run(inst.link.committed,
                               tps if tps is not None else inst.assignment)
-    return JSONResponse(offsets_doc(committed), media_type=V2_RESPONSE)
+    return JSONResponse(offsets_doc(visible_offsets(request, committed)), media_type=V2_RESPONSE)
 
 
 async def instance_heartbeat(request: Request) -> Response:

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ingest_gateway.errors import BadRequest, PartitionNotAssigned, SubscriptionConflict
+from ingest_gateway.http.access import require_topics
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.requests import V2_RESPONSE, field, instance_of, sync_instance, tp_list
 from ingest_gateway.server.rest_instances import Instance
@@ -43,10 +44,11 @@ def _owned(inst: Instance, tps) -> None:
             raise PartitionNotAssigned(inst.group, inst.member_id, t, p, inst.generation)
 
 
-def _partitions(doc) -> list[tuple[str, int]]:
+def _partitions(request: Request, doc) -> list[tuple[str, int]]:
     tps = tp_list(field(doc, "partitions", list), with_offset=False)
     if len(tps) > MAX_PARTITIONS:
         raise BadRequest(f"at most {MAX_PARTITIONS} partitions in one request")
+    require_topics(request, "Read", (t for t, _ in tps))
     return tps  # type: ignore[return-value]
 
 
@@ -55,6 +57,7 @@ async def seek(request: Request) -> Response:
     hub, inst = instance_of(request)
     doc = await read_json(request)
     offsets = tp_list(field(doc, "offsets", list), with_offset=True)
+    require_topics(request, "Read", (t for t, _ in offsets))
     for (t, p), offset in offsets.items():  # type: ignore[union-attr]
         if not 0 <= offset <= MAX_OFFSET:
             raise BadRequest(f"offset of {t[:100]}-{p} must be 0 to {MAX_OFFSET}, not {offset}")
@@ -67,7 +70,7 @@ async def seek(request: Request) -> Response:
 
 async def _seek_to(request: Request, end: bool) -> Response:
     hub, inst = instance_of(request)
-    tps = _partitions(await read_json(request))
+    tps = _partitions(request, await read_json(request))
     async with inst.lock:
         await sync_instance(hub, inst)
         _owned(inst, tps)
@@ -89,7 +92,7 @@ async def seek_to_end(request: Request) -> Response:
 async def assign(request: Request) -> Response:
     """Raises SubscriptionConflict, UnknownTopic, UnknownPartition, BadRequest."""
     hub, inst = instance_of(request)
-    tps = _partitions(await read_json(request))
+    tps = _partitions(request, await read_json(request))
 
     def check() -> None:
         for t, p in tps:

@@ -37,6 +37,7 @@ from starlette.routing import BaseRoute, Route
 import conf
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownBroker, UnknownCluster
+from ingest_gateway.http.access import require_create, require_idempotent_producer, visible
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
@@ -102,7 +103,7 @@ def _v2_partition(request: Request, topic: str, d: dict[str, Any]) -> dict[str, 
 
 async def list_topics_v2(request: Request) -> Response:
     names = await batcher_of(request).run_blocking(log_of(request).topics)
-    return JSONResponse(names, media_type=codec.V2_RESPONSE_TYPE)
+    return JSONResponse(visible(request, "Topic", names), media_type=codec.V2_RESPONSE_TYPE)
 
 
 def _describe_v2(lg: Log, topic: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
@@ -236,7 +237,7 @@ async def list_topics_v3(request: Request) -> Response:
     cid = await check_cluster(request)
     lg = log_of(request)
     docs = await batcher_of(request).run_blocking(
-        lambda: [_topic_doc(request, lg, cid, t) for t in lg.topics()])
+        lambda: [_topic_doc(request, lg, cid, t) for t in visible(request, "Topic", lg.topics())])
     return JSONResponse(list_doc("KafkaTopicList", f"{cluster_url(request, cid)}/topics", docs))
 
 
@@ -263,6 +264,7 @@ async def create_topic(request: Request) -> Response:
     if not isinstance(doc, dict):
         raise BadRequest("the body must be an object with topic_name")
     name = validate_topic_name(doc.get("topic_name"))
+    require_create(request, name)
     if doc.get("replicas_assignments") is not None:
         raise BadRequest("replicas_assignments: sparklog places no replicas (the store "
                          "replicates the data); give partitions_count")
@@ -355,6 +357,7 @@ async def get_partition_v3(request: Request) -> Response:
 
 
 async def init_producer(request: Request) -> Response:
+    require_idempotent_producer(request)
     # Ids are random 63-bit numbers: collisions are negligible and no coordination
     # (or store write) is needed; the Producer client draws its own the same way.
     return JSONResponse({"producer_id": secrets.randbits(63), "producer_epoch": 0})

@@ -30,6 +30,7 @@ import conf
 from conf.errors import ConfigError
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownTopicConfig
+from ingest_gateway.http.access import allowed
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.topics import batcher_of, check_cluster, log_of, topic_url
 from ingest_gateway.http.v3_links import crn, list_doc, self_meta
@@ -84,7 +85,8 @@ async def list_all_configs(request: Request) -> Response:
     cid = await check_cluster(request)
     lg = log_of(request)
     docs = await batcher_of(request).run_blocking(
-        lambda: [d for t in lg.topics() for d in _docs(request, lg, cid, t)])
+        lambda: [d for t in lg.topics() if allowed(request, "DescribeConfigs", "Topic", t)
+                 for d in _docs(request, lg, cid, t)])
     return JSONResponse(list_doc("KafkaTopicConfigList", f"{topic_url(request, cid, '-')}/configs",
                                  docs))
 

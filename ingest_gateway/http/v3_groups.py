@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import UnknownMemberId
+from ingest_gateway.http.access import visible
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.requests import group_of, hub_of
 from ingest_gateway.http.topics import check_cluster, cluster_url
@@ -152,7 +153,7 @@ async def list_groups(request: Request) -> Response:
 
     def work() -> list[GroupDescription]:
         out = []
-        for g in hub.coordinator.groups():
+        for g in visible(request, "Group", hub.coordinator.groups()):
             try:
                 out.append(hub.coordinator.describe(g))
             except LookupError:

@@ -324,8 +324,14 @@ def test_group_routes_refuse_bad_input(gateway, topic):
     assert status == 400
     status, body, _ = gateway.request("GET", "/groups/never-seen-group")
     assert status == 404 and body["error"] == "unknown_group"
-    r = urllib3.PoolManager().request("POST", f"{gateway.url}/groups/g1/offsets", body=b"{nope")
+    r = urllib3.PoolManager().request("POST", f"{gateway.url}/groups/g1/offsets", body=b"{nope",
+                                      headers={"Content-Type": "application/json"})
     assert r.status == 400
+    # untyped, or typed as a cross-site page may send it without a preflight: 415
+    for headers in ({}, {"Content-Type": "text/plain"}):
+        r = urllib3.PoolManager().request("POST", f"{gateway.url}/groups/g1/offsets",
+                                          body=b'{"offsets": []}', headers=headers)
+        assert r.status == 415 and r.json()["error_code"] == 41501, (headers, r.data)
 
 
 def test_restarted_gateway_knows_committed_offsets(gateway, topic6):

@@ -234,7 +234,7 @@ def _half_requests() -> list[bytes]:
     return [b"", b"POST /topics/x HT", b"GET /healthz HTTP/1.1\r\nHost: gw\r\nAcc",
             head("POST", "/groups/g/members", "Content-Type: application/json",
                  "Content-Length: 100") + b'{"topics":',
-            head("POST", "/fetch", "Transfer-Encoding: chunked") + b"5\r\n{\"par\r\n"]
+            head("POST", "/fetch", "Content-Type: application/json", "Transfer-Encoding: chunked") + b"5\r\n{\"par\r\n"]
 
 
 def test_slow_clients_are_timed_out_and_others_are_served_meanwhile(edge_gw):

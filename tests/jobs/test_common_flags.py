@@ -21,6 +21,9 @@ COMMANDS = {
     ("groups", "delete"): ["g"], ("groups", "delete-offsets"): ["g", "--topic", "t"],
     ("records", "delete"): ["t", "--partition", "0", "--before", "1"], ("offsets",): ["t"],
     ("metadata",): [], ("dump-log",): ["t/0"],
+    ("acls",): ["--list"], ("quotas",): ["--describe"],
+    ("passwords", "add"): ["--file", "p", "u"], ("passwords", "remove"): ["--file", "p", "u"],
+    ("passwords", "list"): ["--file", "p"],
 }
 
 
