@@ -161,7 +161,7 @@ def _cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher, state:
 
     if not gw.broker_id.isdigit() or len(gw.broker_id) > 6:
         raise ConfigError("gateway.broker.id", gw.broker_id, "expected a slot number (0, 1, ...)")
-    url = gw.advertised_listeners or f"http://{gw.host}:{gw.port}"
+    url = gw.advertised_listeners or gw.listeners.strip() or f"http://{gw.host}:{gw.port}"
 
     def stop_serving() -> None:
         if state.request_exit is not None:
