@@ -15,7 +15,8 @@ from typing import TypeVar
 from starlette.requests import Request
 
 from ingest_gateway.errors import NotAuthorized
-from ingest_gateway.http.guard import host_of, principal_of
+from ingest_gateway.http.guard import host_of
+from ingest_gateway.security.authentication import principal_of
 from ingest_gateway.security.route_acls import CLUSTER
 
 T = TypeVar("T")

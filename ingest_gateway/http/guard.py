@@ -35,7 +35,7 @@ from conf.errors import SparklogError
 from ingest_gateway.errors import NotAuthorized, UnsupportedContentType
 from ingest_gateway.http.errors import refusal
 from ingest_gateway.http.produce import send_json
-from ingest_gateway.security import ANONYMOUS
+from ingest_gateway.security.authentication import principal_of
 from ingest_gateway.security.route_acls import AUTHENTICATED, IN_HANDLER, OPEN, Need, rule_for
 
 #: the body types a cross-site page can send without a preflight (the Fetch standard's
@@ -47,11 +47,6 @@ API_TYPES = ("application/json", "application/vnd.kafka.json.v2+json",
              "application/vnd.kafka.binary.v2+json", "application/vnd.apache.arrow.stream")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 THROTTLE_HEADER = b"x-sparklog-throttle-time-ms"
-
-
-def principal_of(scope: Any) -> str:
-    """The request's principal (``User:ANONYMOUS`` before or without authentication)."""
-    return scope.get("sparklog.principal", ANONYMOUS)
 
 
 def host_of(scope: Any) -> str:
@@ -82,7 +77,8 @@ class Guard:
             if self.authenticator is not None or self.authorizer is not None:
                 rule, params = rule_for(scope["method"], scope["path"])
                 if rule is not OPEN and self.authenticator is not None:
-                    scope["sparklog.principal"] = self.authenticator.authenticate(scope)
+                    # argon2 (first login of a password) off the event loop
+                    await self.authenticator.authenticate_async(scope)
                 if self.authorizer is not None and rule not in (OPEN, AUTHENTICATED):
                     self._authorize(scope, rule, params)
         except SparklogError as exc:
