@@ -6,9 +6,8 @@ certificate's subject into the scope) and the gateway's TLS settings
 (``security.tls.uvicorn_ssl``), so every request arrives as it would at a gateway.
 
 :func:`whoami` is an app that answers ``{"principal": ..., "peer_subject": ...}`` or
-the gateway's 401; :func:`authenticated` wraps the real gateway app so that only
-authenticated requests reach it (standing in for ``ingest_gateway.http.guard`` until
-that lands).
+the gateway's 401, so an ``Authenticator`` is tested on the scopes a real TLS
+connection makes.
 """
 
 from __future__ import annotations
@@ -57,24 +56,6 @@ def whoami(authenticator: Any):
                                      [list(p) for p in subject]}, {})
 
     return app
-
-
-def authenticated(app: Any, authenticator: Any):
-    """``app`` behind ``authenticator``: a request that does not authenticate is
-    answered 401 (with its metric counted, as the gateway's refusals are)."""
-
-    async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            try:
-                await authenticator.authenticate_async(scope)
-            except NotAuthenticated as e:
-                status, body, headers = refusal(app.state, e)
-                await _send_json(send, status, body, headers)
-                return
-        await app(scope, receive, send)
-
-    guarded.state = app.state  # type: ignore[attr-defined]
-    return guarded
 
 
 class Served:

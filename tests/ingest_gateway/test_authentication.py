@@ -2,8 +2,7 @@
 client certificates, each accepted and refused, checked on real TLS sockets
 (``auth_server``: the gateway's connection class and TLS settings) and against
 hostile headers (hypothesis). The Producer, the Consumer and ``sparklog
-produce/consume`` are run against an https + Basic gateway (the real gateway app
-behind ``auth_server.authenticated`` until ``http.guard`` lands)."""
+produce/consume`` are run against ``sparklog gateway`` over https with Basic required."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import base64
 import hashlib
 import hmac
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -27,13 +25,12 @@ import conf
 from conf.errors import ConfigError
 from ingest_gateway.client import Consumer, Producer
 from ingest_gateway.errors import NotAuthenticated
-from ingest_gateway.http.app import create_app
 from ingest_gateway.security import authentication as authn, passwords
 from ingest_gateway.security.tls import PEER_SUBJECT
-from jobs.gateway_process import ROOT
+from jobs.gateway_process import ROOT, GatewayProcess
 from log_layout import open_log
 from tests.clock import Clock
-from tests.ingest_gateway.auth_server import Served, authenticated, whoami
+from tests.ingest_gateway.auth_server import Served, whoami
 from tests.ingest_gateway.certs import Pki, new_key, public_pem
 from tests.jobs.cli_proc import assert_one_line_error, text
 
@@ -332,22 +329,18 @@ def served_basic(pki, fuzz_authenticator):
 # -- the clients against an https + Basic gateway --------------------------------------
 @pytest.fixture(scope="module")
 def secure_gateway(pki, tmp_path_factory):
-    """The real gateway app over https, Basic required (alice), in this process."""
+    """``sparklog gateway`` over https with Basic required (alice), its log in a file."""
     folder = tmp_path_factory.mktemp("secure")
     pw = str(folder / "pw")
     passwords.add(pw, "alice", ALICE_PW)
     store = str(folder / "store")
-    settings = conf.load({"store.url": store, "store.fsync": "false",
-                          "gateway.listeners": "https://127.0.0.1:8443",
-                          "gateway.access.log": "true", **pki.ssl_settings(),
-                          "authentication.method": "basic",
-                          "authentication.password.file": pw}, environ={})
-    lg = open_log(store, fsync=False)
-    app = create_app(settings, lg)
-    guarded = authenticated(app, authn.Authenticator.from_settings(settings))
-    with Served(guarded, settings, lifespan="on") as srv:
-        srv.log, srv.app = lg, app
-        yield srv
+    with GatewayProcess(store, scheme="https", ca_file=pki.ca, log_path=str(folder / "log"),
+                        settings={**pki.ssl_settings(), "gateway.access.log": "true",
+                                  "authentication.method": "basic",
+                                  "authentication.password.file": pw}) as gw:
+        gw.log = open_log(store)
+        gw.log_file = folder / "log"
+        yield gw
 
 
 def sparklog(*args: str, stdin: bytes = b"", env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -364,8 +357,7 @@ def fresh_topic(srv) -> str:
     return name
 
 
-def test_producer_and_consumer_with_basic_over_https(secure_gateway, pki, caplog):
-    caplog.set_level(logging.DEBUG)
+def test_producer_and_consumer_with_basic_over_https(secure_gateway, pki):
     srv = secure_gateway
     topic = fresh_topic(srv)
     creds = dict(ssl_cafile=pki.ca, sasl_plain_username="alice", sasl_plain_password=ALICE_PW)
@@ -392,8 +384,10 @@ def test_producer_and_consumer_with_basic_over_https(secure_gateway, pki, caplog
     metrics = urllib3.PoolManager(ca_certs=pki.ca).request(
         "GET", srv.url + "/metrics", headers={"Authorization": basic("alice", ALICE_PW)})
     assert metrics.status == 200 and b"not_authenticated" in metrics.data
+    logged = srv.log_file.read_bytes()
+    assert b"401" in logged  # the access log saw the refusals
     for secret in (ALICE_PW, base64.b64encode(f"alice:{ALICE_PW}".encode()).decode()):
-        assert secret not in caplog.text and secret.encode() not in metrics.data
+        assert secret.encode() not in logged and secret.encode() not in metrics.data
 
 
 def test_sparklog_produce_and_consume_with_basic_over_https(secure_gateway, pki):
