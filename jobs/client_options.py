@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from conf.errors import ConfigError
 
@@ -83,3 +83,28 @@ def client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     elif token is not None:
         kw["sasl_oauth_token"] = token
     return kw
+
+
+class Gateways(NamedTuple):
+    """The gateways a command talks to: ``urls`` (``jobs.cli.gateway_url``'s
+    comma-separated list) and ``security`` (:func:`client_kwargs`)."""
+
+    urls: str
+    security: dict[str, Any]
+
+    def session(self, url: str, *, timeout_s: float) -> Any:
+        """A Session to ``url`` with these TLS files and credentials and ``timeout_s``
+        to connect and to read (an admin command says "no gateway" within seconds)."""
+        from ingest_gateway.client.session import Session
+
+        return Session(url, connect_timeout_s=timeout_s, read_timeout_s=timeout_s,
+                       **self.security)
+
+
+def gateways(args: argparse.Namespace, settings: Any) -> Gateways:
+    """The ``--bootstrap-server`` gateways (else the settings') with this command's
+    TLS and credential flags. Raises ConfigError as ``gateway_url`` and
+    :func:`client_kwargs`."""
+    from jobs.cli import gateway_url
+
+    return Gateways(gateway_url(args, settings), client_kwargs(args))

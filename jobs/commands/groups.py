@@ -26,6 +26,7 @@ import json
 
 from conf.errors import SparklogError
 from jobs.cli import integer
+from jobs.client_options import Gateways, add_client_flags
 
 #: reset-offsets' flags (their argparse names) -> how ``group_admin.reset_plan`` resets
 _HOW = {"to_earliest": "earliest", "to_latest": "latest", "to_datetime": "datetime",
@@ -85,17 +86,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         parser.add_argument("--bootstrap-server", metavar="URL", default=argparse.SUPPRESS,
                             help="gateways to bootstrap from, comma-separated HOST:PORT or URLs "
                                  "(default: http://gateway.host:gateway.port)")
+        add_client_flags(parser)
     p.set_defaults(handler=run)
 
 
-def _router(urls: str):
-    """A ClusterRouter over ``urls`` with the CLI's short timeouts (an admin command
-    should say "no gateway" within seconds, not wait like a client)."""
+def _router(gw: Gateways):
+    """A ClusterRouter over ``gw`` (its URLs, TLS files and credentials) with the CLI's
+    short timeouts (an admin command should say "no gateway" within seconds, not wait
+    like a client)."""
     from ingest_gateway.client.cluster import ClusterRouter
-    from ingest_gateway.client.session import Session
 
-    return ClusterRouter(urls, request_timeout_s=2.0, session_factory=lambda u: Session(
-        u, connect_timeout_s=2.0, read_timeout_s=2.0))
+    return ClusterRouter(gw.urls, request_timeout_s=2.0,
+                         session_factory=lambda u: gw.session(u, timeout_s=2.0))
 
 
 def _json(session, path: str):
@@ -103,24 +105,32 @@ def _json(session, path: str):
     something else listens there."""
     import urllib3
 
+    from ingest_gateway.client.connection_security import auth_error
+
     try:
         r = session.send("GET", path, timeout_s=2.0)
     except (urllib3.exceptions.HTTPError, OSError):
         return None
-    if r.status != 200:
-        return None
     try:
-        return json.loads(r.data)
+        doc = json.loads(r.data)
     except ValueError:
         return None
+    denied = auth_error(r.status, doc if isinstance(doc, dict) else {})
+    if denied is not None:  # refused credentials are not "no gateway here": say so
+        raise denied
+    return doc if r.status == 200 else None
 
 
-def _live_groups(urls: str) -> set[str] | None:
+def _live_groups(urls: Gateways) -> set[str] | None:
     """The groups every reachable gateway holds (each knows those it coordinates);
-    None if no gateway answered."""
+    None if no gateway answered. Raises NotAuthenticated / NotAuthorized."""
+    from ingest_gateway.client.connection_security import AUTH_ERRORS
+
     with _router(urls) as router:
         try:
             router.refresh()  # learns every gateway of the application
+        except AUTH_ERRORS:
+            raise  # wrong credentials are not "no gateway answered"
         except (OSError, SparklogError):
             pass
         docs = [_json(router.session(u), "/groups") for u in router.gateways()]
@@ -128,7 +138,7 @@ def _live_groups(urls: str) -> set[str] | None:
     return None if not docs else {g for d in docs for g in d["groups"]}
 
 
-def _describe(urls: str, group: str):
+def _describe(urls: Gateways, group: str):
     """The group's description from its coordinator (which knows its members); None if
     no gateway answered."""
     with _router(urls) as router:
@@ -142,13 +152,14 @@ def _describe(urls: str, group: str):
         return doc
 
 
-def _commit_via_coordinator(url: str, group: str, offsets: dict) -> bool:
+def _commit_via_coordinator(url: Gateways, group: str, offsets: dict) -> bool:
     """Commit ``offsets`` ({(topic, partition): offset}) as a member-less commit at the
     group's coordinator, which refuses it if a member has joined meanwhile (the check and
     the commit are one step there). False if no coordinator answered. Raises GroupNotEmpty
     for that refusal, GatewayError for any other."""
     import urllib3
 
+    from ingest_gateway.client.connection_security import auth_error
     from ingest_gateway.errors import GatewayError
     from jobs.group_admin import GroupNotEmpty
 
@@ -170,13 +181,16 @@ def _commit_via_coordinator(url: str, group: str, offsets: dict) -> bool:
         doc = json.loads(r.data)
     except ValueError:
         doc = {}
+    denied = auth_error(r.status, doc)
+    if denied is not None:
+        raise denied
     if doc.get("error") == "unknown_member_id":
         raise GroupNotEmpty(group, "reset offsets of", ["a member that joined just now"],
                             "as its coordinator says")
     raise GatewayError(r.status, str(doc.get("error", "?")), str(doc.get("message", r.data)))
 
 
-def _description(url: str, lg, group: str) -> dict:
+def _description(url: Gateways, lg, group: str) -> dict:
     """The coordinator's description, else the store's (``members_known`` False).
     Raises UnknownGroup."""
     from ingest_gateway.server.groups.store import describe_from_store
@@ -192,12 +206,13 @@ def _description(url: str, lg, group: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from ingest_gateway.client.group_protocol import validate_group_id
-    from jobs.cli import gateway_url, settings_from
+    from jobs.cli import settings_from
     from jobs.cli_output import console
+    from jobs.client_options import gateways
     from log_layout import open_log_from_settings
 
     settings = settings_from(args)
-    url = gateway_url(args, settings)
+    url = gateways(args, settings)
     lg = open_log_from_settings(settings)
     out = console()
     if args.action == "list":
@@ -214,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     return _run_delete(args, url, lg, group, out)
 
 
-def _run_describe(args, url: str, lg, out) -> int:
+def _run_describe(args, url: Gateways, lg, out) -> int:
     from conf.errors import ConfigError
     from ingest_gateway.client.group_protocol import validate_group_id
 
@@ -289,7 +304,7 @@ def _print_offsets(doc: dict, out) -> None:
             out.print(f"idle member {m['member_id']} ({m['client_id']}): no partition")
 
 
-def _run_reset(args, url: str, lg, group: str, out) -> int:
+def _run_reset(args, url: Gateways, lg, group: str, out) -> int:
     from ingest_gateway.server.groups.store import commit_to_store
     from jobs import group_admin
     from jobs.cli_output import confirm, parse_time_ms, plural, table
@@ -320,7 +335,7 @@ def _run_reset(args, url: str, lg, group: str, out) -> int:
     return 0
 
 
-def _run_delete(args, url: str, lg, group: str, out) -> int:
+def _run_delete(args, url: Gateways, lg, group: str, out) -> int:
     from ingest_gateway.errors import UnknownGroup
     from jobs import group_admin
     from jobs.cli_output import confirm, plural

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from jobs.client_options import Gateways, add_client_flags
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metadata", help="gateways, topics, partitions and leaders (kcat -L)",
@@ -21,24 +23,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gateways to ask for leaders, comma-separated HOST:PORT or URLs "
                         "(default: http://gateway.host:gateway.port)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_client_flags(p)
     p.set_defaults(handler=run)
 
 
-def _gateway_metadata(url: str, topics: list[str]) -> tuple[dict | None, str | None]:
+def _gateway_metadata(url: Gateways, topics: list[str]) -> tuple[dict | None, str | None]:
     """(the metadata of ``topics`` from any gateway of ``url``, that gateway's URL);
     (None, None) if none answered."""
     from conf.errors import SparklogError
+    from ingest_gateway.client.connection_security import AUTH_ERRORS
     from jobs.commands.groups import _router
 
     with _router(url) as router:
         try:
             doc = router.refresh(topics=topics)
+        except AUTH_ERRORS:
+            raise  # wrong credentials are not "no gateway answered"
         except (OSError, SparklogError):
             return None, None
         return doc, router.gateways()[0]
 
 
-def describe(lg, url: str, names: list[str] | None) -> dict:
+def describe(lg, url: Gateways, names: list[str] | None) -> dict:
     """The metadata document ``run`` prints. Raises UnknownTopic for a topic named."""
     topics = names or lg.topics()
     infos = [lg.topic(t, refresh=True) for t in topics]
@@ -73,13 +79,14 @@ def describe(lg, url: str, names: list[str] | None) -> dict:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from jobs.cli import gateway_url, settings_from
+    from jobs.cli import settings_from
+    from jobs.client_options import gateways
     from jobs.cli_output import console, plural
     from log_layout import open_log_from_settings
 
     settings = settings_from(args)
     lg = open_log_from_settings(settings)
-    doc = describe(lg, gateway_url(args, settings), args.topic)
+    doc = describe(lg, gateways(args, settings), args.topic)
     out = console()
     if args.json:
         out.print_json(json.dumps(doc))

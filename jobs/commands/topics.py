@@ -19,6 +19,7 @@ import argparse
 
 from conf.errors import SparklogError
 from jobs.cli import integer
+from jobs.client_options import add_client_flags
 
 
 def _config(text: str) -> tuple[str, str]:
@@ -65,23 +66,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         parser.add_argument("--bootstrap-server", metavar="URL", default=argparse.SUPPRESS,
                             help="gateways to ask which one leads each partition "
                                  "(comma-separated HOST:PORT or URLs)")
+        add_client_flags(parser)
     p.set_defaults(handler=run)
 
 
 def _leaders(args: argparse.Namespace, settings, topic: str) -> dict[int, str]:
     """Partition -> the URL of the gateway leading it, from the metadata of the gateways
-    given with --bootstrap-server ({} without it, or if none answers)."""
+    given with --bootstrap-server ({} without it, or if none answers). Raises
+    NotAuthenticated / NotAuthorized if a gateway refuses the credentials."""
     from ingest_gateway.client.cluster import ClusterRouter
-    from ingest_gateway.client.session import Session
-    from jobs.cli import gateway_url
+    from ingest_gateway.client.connection_security import AUTH_ERRORS
+    from jobs.client_options import gateways
 
     if not getattr(args, "bootstrap_server", None):
         return {}
-    urls = gateway_url(args, settings)
-    with ClusterRouter(urls, request_timeout_s=2.0, session_factory=lambda u: Session(
-            u, connect_timeout_s=2.0, read_timeout_s=2.0)) as router:
+    gw = gateways(args, settings)
+    with ClusterRouter(gw.urls, request_timeout_s=2.0,
+                       session_factory=lambda u: gw.session(u, timeout_s=2.0)) as router:
         try:
             n = router.partition_count(topic)
+        except AUTH_ERRORS:
+            raise  # wrong credentials are not "no gateway answered"
         except (OSError, SparklogError):
             return {}
         leaders = {p: router.leader(topic, p) for p in range(n)}

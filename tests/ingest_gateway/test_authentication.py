@@ -404,3 +404,20 @@ def test_sparklog_produce_and_consume_with_basic_over_https(secure_gateway, pki)
                    env={"SPARKLOG_PASSWORD": "Zz7-not-it"})
     line = assert_one_line_error(run, "authentication failed")
     assert "Zz7-not-it" not in line
+
+
+def test_admin_commands_with_basic_over_https(secure_gateway, pki):
+    srv = secure_gateway
+    topic = fresh_topic(srv)
+    flags = ["--bootstrap-server", srv.url, "--ca-file", pki.ca, "--user", "alice",
+             "--store", srv.store_url]
+    ok, wrong = {"SPARKLOG_PASSWORD": ALICE_PW}, {"SPARKLOG_PASSWORD": "Zz7-not-it"}
+    run = sparklog("metadata", "--json", "--topic", topic, *flags, env=ok)
+    assert run.returncode == 0, text(run)
+    [t] = json.loads(text(run)[0])["topics"]
+    assert t["partitions"][0]["gateway"] == srv.url  # the gateway answered, over https
+    assert sparklog("groups", "list", *flags, env=ok).returncode == 0
+    run = sparklog("topics", "describe", topic, *flags, env=ok)
+    assert run.returncode == 0 and srv.url in text(run)[0], text(run)
+    for command in (["metadata"], ["groups", "list"], ["topics", "describe", topic]):
+        assert_one_line_error(sparklog(*command, *flags, env=wrong), "authentication failed")
