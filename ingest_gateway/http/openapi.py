@@ -85,6 +85,17 @@ def _records_body(binary: bool) -> dict[str, Any]:
                                        "items": _record(binary)}}}
 
 
+#: how a client may authenticate (``authentication.method``); mutual TLS needs no header
+SECURITY_SCHEMES = {
+    "basic": {"type": "http", "scheme": "basic",
+              "description": "HTTP Basic against the gateway's password file "
+                             "(authentication.method=basic)"},
+    "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+               "description": "a JWT signed by the configured issuer's key "
+                              "(authentication.method=bearer)"},
+}
+
+
 def document() -> dict[str, Any]:
     """The whole OpenAPI 3 document: every route, its links (``openapi_links``), the schemas."""
     paths = {**_topic_paths(), **_admin_paths(), **v3_paths(), **_operations_paths(),
@@ -96,7 +107,11 @@ def document() -> dict[str, Any]:
                  "description": "Kafka REST Proxy v2 and v3 (produce, consumers, topic "
                                 "and group admin), an Arrow fast path, consumer groups."},
         "paths": paths,
-        "components": {"schemas": _schemas()},
+        "components": {"schemas": _schemas(), "securitySchemes": SECURITY_SCHEMES},
+        # each is optional: a gateway without authentication.method takes none (README,
+        # "Security"); with one, a request without credentials is answered 401 (40101),
+        # an operation its ACLs do not allow 403 (40301)
+        "security": [{}, {"basic": []}, {"bearer": []}],
     }
     # the path items share constant pieces: a caller may change its copy freely
     return copy.deepcopy(doc)
