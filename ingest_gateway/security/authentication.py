@@ -47,6 +47,7 @@ import hmac
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +106,10 @@ class PasswordFile:
         self.path, self.clock = path, clock
         self._key = secrets.token_bytes(32)  # per process: the cache's keys mean nothing outside
         self._ok: dict[bytes, str] = {}  # HMAC of the credentials -> principal
+        # the event loop reads and clears the cache, verifying threads fill it
+        self._lock = threading.Lock()
+        #: the file's version: a check that began before a change is not remembered after it
+        self.generation = 0
         self._stamp: tuple[int, int, int] | None = None
         self._users: dict[str, str] = {}
         self._checked = float("-inf")
@@ -116,9 +121,14 @@ class PasswordFile:
         return st.st_mtime_ns, st.st_size, st.st_ino
 
     def _reload(self, stamp: tuple[int, int, int]) -> None:
-        self._users = passwords.read(self.path)
-        self._stamp = stamp
-        self._ok.clear()
+        users = passwords.read(self.path)
+        self._forget(users, stamp)
+
+    def _forget(self, users: dict[str, str], stamp: tuple[int, int, int] | None) -> None:
+        with self._lock:
+            self._users, self._stamp = users, stamp
+            self.generation += 1
+            self._ok.clear()
 
     def _fresh(self) -> None:
         """Read the file again if it changed (looked at at most once a RECHECK_S). A file
@@ -132,8 +142,7 @@ class PasswordFile:
             if stamp != self._stamp:
                 self._reload(stamp)
         except (OSError, ConfigError) as e:
-            self._users, self._stamp = {}, None
-            self._ok.clear()
+            self._forget({}, None)
             _log.error("password file %s unusable, refusing every Basic login: %s",
                        self.path, getattr(e, "reason", None) or type(e).__name__)
 
@@ -143,18 +152,22 @@ class PasswordFile:
         key = hmac.digest(self._key, token, "sha256")
         return self._ok.get(key), key
 
-    def check(self, key: bytes, token: bytes) -> str:
+    def check(self, key: bytes, token: bytes, generation: int) -> str:
         """Verify the Basic ``token`` (base64, RFC 7617) against the file (~50 ms);
-        remember a success under ``key``. Raises NotAuthenticated."""
+        remember a success under ``key`` unless the file changed since ``generation``
+        (when the check was asked for). Raises NotAuthenticated."""
         name, password = _decode_basic(token)
         hashed = self._users.get(name)
         # an unknown name is checked against a dummy hash: the same 50 ms as a known one
         ok = passwords.verify(hashed or self._dummy, password) and hashed is not None
         if not ok:
             raise NotAuthenticated("wrong user name or password")
-        if len(self._ok) >= CACHE_SIZE:
-            del self._ok[next(iter(self._ok))]  # the oldest entry
-        principal = self._ok[key] = _user(name)
+        principal = _user(name)
+        with self._lock:
+            if generation == self.generation:
+                if len(self._ok) >= CACHE_SIZE:
+                    del self._ok[next(iter(self._ok))]  # the oldest entry
+                self._ok[key] = principal
         return principal
 
 
@@ -178,13 +191,14 @@ def _decode_basic(token: bytes) -> tuple[str, str]:
 class _Pending:
     """A Basic check that needs argon2 (not remembered): run by :meth:`finish`."""
 
-    __slots__ = ("users", "key", "token")
+    __slots__ = ("users", "key", "token", "generation")
 
     def __init__(self, users: PasswordFile, key: bytes, token: bytes):
         self.users, self.key, self.token = users, key, token
+        self.generation = users.generation
 
     def finish(self) -> str:
-        return self.users.check(self.key, self.token)
+        return self.users.check(self.key, self.token, self.generation)
 
 
 class Authenticator:

@@ -9,10 +9,20 @@ RS*/PS*; EC: ES*; Ed25519/Ed448: EdDSA): ``none`` would accept unsigned tokens, 
 an HS* algorithm with a public key would let anyone holding the (public) key sign
 (the classic algorithm-confusion attack). PyJWT checks the signature, ``exp``
 (required), ``nbf`` and ``iat`` (each with a leeway for clock skew), ``iss`` and ``aud``.
+
+A signature check costs 70 us (RS256) to 130 us (ES256) of the event loop, on every
+request of a client; so a token that passed is remembered, keyed by an HMAC (a random
+key made per process) of the token, until its ``exp`` (at most :data:`CACHE_SIZE`
+tokens, the oldest forgotten first). A token that failed is never remembered.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import jwt
@@ -28,6 +38,8 @@ _FAMILIES = {
 ASYMMETRIC = frozenset(a for algs in _FAMILIES.values() for a in algs)
 #: a user name from a token: this long at most
 MAX_NAME_CHARS = 255
+#: tokens remembered as checked, at most
+CACHE_SIZE = 4096
 
 
 def _load_key(path: str) -> tuple[Any, str]:
@@ -79,8 +91,13 @@ class BearerVerifier:
     """Checks a JWT and returns the user it names (module doc)."""
 
     def __init__(self, key: Any, algorithms: list[str], *, issuer: str = "",
-                 audience: str = "", claim: str = "sub", leeway_s: float = 30):
+                 audience: str = "", claim: str = "sub", leeway_s: float = 30,
+                 wall: Callable[[], float] = time.time):
         self.key, self.algorithms, self.claim, self.leeway_s = key, algorithms, claim, leeway_s
+        self._wall = wall  # exp is wall-clock time
+        self._hmac_key = secrets.token_bytes(32)
+        self._ok: dict[bytes, tuple[str, float]] = {}  # HMAC of a token -> (user, its exp)
+        self._lock = threading.Lock()
         self.issuer, self.audience = issuer or None, audience or None
         require = ["exp"] + (["iss"] if issuer else []) + (["aud"] if audience else [])
         self._options = {"require": require, "verify_signature": True, "verify_exp": True,
@@ -99,8 +116,22 @@ class BearerVerifier:
                    audience=a.jwt_audience, claim=a.jwt_principal_claim, leeway_s=leeway_s)
 
     def verify(self, token: bytes) -> str:
-        """The user name the token's principal claim holds. Raises NotAuthenticated
-        (never repeating the token) for any token that does not pass."""
+        """The user name the token's principal claim holds (from the cache if it passed
+        before and has not expired). Raises NotAuthenticated (never repeating the
+        token) for any token that does not pass."""
+        digest = hmac.digest(self._hmac_key, token, "sha256")
+        hit = self._ok.get(digest)
+        if hit is not None and self._wall() < hit[1]:
+            return hit[0]
+        name, expires = self._check(token)
+        with self._lock:
+            if len(self._ok) >= CACHE_SIZE:
+                self._ok.pop(next(iter(self._ok)), None)  # the oldest entry
+            self._ok[digest] = (name, expires)
+        return name
+
+    def _check(self, token: bytes) -> tuple[str, float]:
+        """(user, exp) of a token that passes every check; NotAuthenticated otherwise."""
         try:
             claims = jwt.decode(token, self.key, algorithms=self.algorithms,
                                 issuer=self.issuer, audience=self.audience,
@@ -122,4 +153,4 @@ class BearerVerifier:
                 or any(ord(c) < 32 or ord(c) == 127 for c in name):
             raise NotAuthenticated(f"the bearer token's {self.claim!r} claim is not a user "
                                    "name")
-        return name
+        return name, float(claims["exp"])  # required, and a number once decoded

@@ -421,3 +421,23 @@ def test_admin_commands_with_basic_over_https(secure_gateway, pki):
     assert run.returncode == 0 and srv.url in text(run)[0], text(run)
     for command in (["metadata"], ["groups", "list"], ["topics", "describe", topic]):
         assert_one_line_error(sparklog(*command, *flags, env=wrong), "authentication failed")
+
+
+def test_a_checked_token_is_remembered_until_its_exp(keys, monkeypatch):
+    from ingest_gateway.security import bearer
+
+    key, _pub, other = keys
+    now = [time.time()]
+    v = bearer.BearerVerifier(key.public_key(), ["ES256"], wall=lambda: now[0])
+    calls = []
+    real = jwt.decode
+    monkeypatch.setattr(bearer.jwt, "decode", lambda *a, **k: calls.append(1) or real(*a, **k))
+    good = token(key, exp=int(now[0]) + 60).encode()
+    assert v.verify(good) == v.verify(good) == "carol" and len(calls) == 1
+    now[0] += 61  # past its exp: checked again (and PyJWT's own clock still accepts it)
+    assert v.verify(good) == "carol" and len(calls) == 2
+    bad = token(other).encode()
+    for _ in range(2):
+        with pytest.raises(NotAuthenticated):
+            v.verify(bad)
+    assert len(calls) == 4  # a failure is never remembered
