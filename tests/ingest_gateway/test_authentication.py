@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 import conf
 from conf.errors import ConfigError
 from ingest_gateway.client import Consumer, Producer
-from ingest_gateway.errors import NotAuthenticated
+from ingest_gateway.errors import NotAuthenticated, NotAuthorized
 from ingest_gateway.security import authentication as authn, passwords
 from ingest_gateway.security.tls import PEER_SUBJECT
 from jobs.gateway_process import ROOT, GatewayProcess
@@ -441,3 +441,45 @@ def test_a_checked_token_is_remembered_until_its_exp(keys, monkeypatch):
         with pytest.raises(NotAuthenticated):
             v.verify(bad)
     assert len(calls) == 4  # a failure is never remembered
+
+
+def test_clients_with_a_certificate_a_token_and_no_acl(pki, keys, tmp_path):
+    """mtls and bearer through the Producer and the Consumer; with the authorizer on and
+    no ACL, a 403 is raised as NotAuthorized at once, not retried."""
+    key, pub, other = keys
+    store = str(tmp_path / "store")
+    cert = pki.client("henry")
+    settings = {**pki.ssl_settings("requested"), "authentication.method": "bearer,mtls",
+                "authentication.jwt.public.key.file": pub}
+    with GatewayProcess(store, scheme="https", ca_file=pki.ca, cert_file=cert[0],
+                        key_file=cert[1], settings=settings) as gw:
+        lg = open_log(store)
+        lg.create_topic("t", {"partitions": 1})
+        with Producer(gw.url, linger_ms=0, ssl_cafile=pki.ca, ssl_certfile=cert[0],
+                      ssl_keyfile=cert[1]) as producer:
+            assert producer.send("t", b"by certificate").result(30).offset == 0
+        tokens = []
+        with Consumer(gateway=gw.url, ssl_cafile=pki.ca, auto_offset_reset="earliest",
+                      sasl_oauth_token=lambda: tokens.append(1) or token(key)) as consumer:
+            consumer.assign([("t", 0)])
+            got = []
+            deadline = time.monotonic() + 30
+            while not got and time.monotonic() < deadline:
+                got = consumer.poll(0.5)
+        assert [r.value for r in got] == [b"by certificate"] and tokens  # asked per request
+        with Producer(gw.url, ssl_cafile=pki.ca, sasl_oauth_token=token(other)) as producer:
+            with pytest.raises(NotAuthenticated):
+                producer.send("t", b"x")
+    settings.update({"authorizer.enabled": "true"})
+    with GatewayProcess(store, scheme="https", ca_file=pki.ca, cert_file=cert[0],
+                        key_file=cert[1], settings=settings) as gw:
+        started = time.monotonic()
+        with Producer(gw.url, ssl_cafile=pki.ca, sasl_oauth_token=token(key)) as producer:
+            with pytest.raises(NotAuthorized) as e:
+                producer.send("t", b"x")
+        assert e.value.principal == "User:carol"
+        with Consumer(gateway=gw.url, ssl_cafile=pki.ca, sasl_oauth_token=token(key)) as c:
+            with pytest.raises(NotAuthorized):
+                c.assign([("t", 0)])
+                c.poll(1)
+        assert time.monotonic() - started < 10
