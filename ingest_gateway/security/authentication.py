@@ -142,9 +142,11 @@ class PasswordFile:
             if stamp != self._stamp:
                 self._reload(stamp)
         except (OSError, ConfigError) as e:
+            was_good = self._stamp is not None  # said once, not every second it stays broken
             self._forget({}, None)
-            _log.error("password file %s unusable, refusing every Basic login: %s",
-                       self.path, getattr(e, "reason", None) or type(e).__name__)
+            if was_good:
+                _log.error("password file %s unusable, refusing every Basic login: %s",
+                           self.path, getattr(e, "reason", None) or type(e).__name__)
 
     def lookup(self, token: bytes) -> tuple[str | None, bytes]:
         """(the principal remembered for these credentials or None, the cache key)."""
