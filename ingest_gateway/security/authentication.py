@@ -154,11 +154,10 @@ class PasswordFile:
         key = hmac.digest(self._key, token, "sha256")
         return self._ok.get(key), key
 
-    def check(self, key: bytes, token: bytes, generation: int) -> str:
-        """Verify the Basic ``token`` (base64, RFC 7617) against the file (~50 ms);
-        remember a success under ``key`` unless the file changed since ``generation``
-        (when the check was asked for). Raises NotAuthenticated."""
-        name, password = _decode_basic(token)
+    def check(self, key: bytes, name: str, password: str, generation: int) -> str:
+        """Verify ``name``'s ``password`` against the file (~50 ms); remember a success
+        under ``key`` unless the file changed since ``generation`` (when the check was
+        asked for). Raises NotAuthenticated."""
         hashed = self._users.get(name)
         # an unknown name is checked against a dummy hash: the same 50 ms as a known one
         ok = passwords.verify(hashed or self._dummy, password) and hashed is not None
@@ -191,16 +190,18 @@ def _decode_basic(token: bytes) -> tuple[str, str]:
 
 
 class _Pending:
-    """A Basic check that needs argon2 (not remembered): run by :meth:`finish`."""
+    """A Basic check that needs argon2 (well-formed credentials not remembered): run by
+    :meth:`finish`, on a verifying thread in ``authenticate_async``."""
 
-    __slots__ = ("users", "key", "token", "generation")
+    __slots__ = ("users", "key", "name", "password", "generation")
 
     def __init__(self, users: PasswordFile, key: bytes, token: bytes):
-        self.users, self.key, self.token = users, key, token
-        self.generation = users.generation
+        # parsed here, on the event loop: malformed credentials are refused at once
+        self.name, self.password = _decode_basic(token)
+        self.users, self.key, self.generation = users, key, users.generation
 
     def finish(self) -> str:
-        return self.users.check(self.key, self.token, self.generation)
+        return self.users.check(self.key, self.name, self.password, self.generation)
 
 
 class Authenticator:
