@@ -126,6 +126,11 @@ class OneWriteConnection(urllib3.connection.HTTPConnection):
         super().send(data)
 
 
+class OneWriteHTTPSConnection(OneWriteConnection, urllib3.connection.HTTPSConnection):
+    """:class:`OneWriteConnection` over TLS: a small request is one TLS record and one
+    write, not two of each."""
+
+
 class Session:
     """One gateway's keep-alive pool (thread-safe) and its retry policy.
 
@@ -149,8 +154,8 @@ class Session:
             self.base, maxsize=max_connections, block=block, retries=False,
             timeout=urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s),
             **(self.security.pool_kwargs(scheme) if self.security else {}))
-        if self.pool.scheme == "http":
-            self.pool.ConnectionCls = OneWriteConnection
+        self.pool.ConnectionCls = OneWriteConnection if self.pool.scheme == "http" \
+            else OneWriteHTTPSConnection
 
     def send(self, method: str, path: str, body: Any = None,
              headers: Mapping[str, str] | None = None, *, timeout_s: float | None = None,
