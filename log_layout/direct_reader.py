@@ -22,6 +22,14 @@ average; a probe costs ~16 us on a local store, under 2% of a core), one
 quiet for a second or more every ``backoff_max_ms`` (10 ms: 100 probes a
 second). The gateway instead wakes its fetches on its own commits and calls
 :meth:`DirectReader.read_available`.
+
+``isolation_level`` (Kafka's names, per reader and per call): read_uncommitted
+reads to the high watermark, read_committed to the last stable offset and skips
+the segments of aborted transactions (manifest.py); both skip control markers. A
+skipped segment still moves the position past it: a read that skips only such
+segments answers one empty batch whose next position is past them, so a consumer
+never stalls on a marker. ``watermarks`` answers the last stable offset as the end
+for a read_committed reader (Kafka's ``endOffsets``); ``stable_watermarks`` all three.
 """
 
 from __future__ import annotations
@@ -32,10 +40,14 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pyarrow as pa
 
+from log_layout import reader as reads
+from log_layout.segment import SCHEMA
 from log_layout.errors import MissingSegment, OffsetOutOfRange
 from log_layout.topics import Log
 
 TopicPartition = tuple[str, int]
+#: the batch of a read that only skipped segments (markers, aborted records)
+_EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
 #: what a read answers: (partition, batch, the position after it) in read order
 Fetched = list[tuple[TopicPartition, pa.RecordBatch, int]]
 #: the shortest wait between two probes of the manifests
@@ -53,8 +65,11 @@ class DirectReader:
 
     def __init__(self, log: Log, *, backoff_max_ms: int = 10,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep,
+                 isolation_level: str = reads.READ_UNCOMMITTED):
         self.log = log
+        self.committed = reads.is_committed_read(isolation_level)
+        self.isolation_level = isolation_level
         self.backoff_max_s = backoff_max_ms / 1000
         self._clock, self._sleep = clock, sleep
         #: when a probe last found records (the clock's time); the probe interval
@@ -68,18 +83,33 @@ class DirectReader:
     def partitions(self, topic: str) -> int:
         return self.log.topic(topic).partitions
 
-    def watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+    def watermarks(self, tp: TopicPartition, *,
+                   isolation_level: str | None = None) -> tuple[int, int]:
+        """(log start offset, end): the end is the high watermark, or for read_committed
+        the last stable offset (Kafka's ``endOffsets``)."""
         m = self.log.partition(*tp).snapshot()
-        return m.log_start_offset, m.next_offset
+        return m.log_start_offset, reads.read_end(m, None, self._committed(isolation_level))
+
+    def stable_watermarks(self, tp: TopicPartition) -> tuple[int, int, int]:
+        """(log start offset, last stable offset, high watermark)."""
+        m = self.log.partition(*tp).snapshot()
+        return m.log_start_offset, m.last_stable_offset, m.next_offset
+
+    def _committed(self, isolation_level: str | None) -> bool:
+        return self.committed if isolation_level is None \
+            else reads.is_committed_read(isolation_level)
 
     def fetch(self, positions: Mapping[TopicPartition, int], max_records: int, wait_ms: int,
+              *, isolation_level: str | None = None,
               ) -> tuple[Fetched, dict[TopicPartition, OffsetOutOfRange]]:
         """Up to ``max_records`` from the partitions at ``positions``; waits up to
         ``wait_ms`` for any (probing, see the module docstring). Returns (tp, batch,
-        next position) triples and per-partition OffsetOutOfRange errors."""
+        next position) triples and per-partition OffsetOutOfRange errors.
+        ``isolation_level`` defaults to the reader's."""
         deadline = self._clock() + wait_ms / 1000
         while True:
-            out, errors = self.read_available(positions, max_records)
+            out, errors = self.read_available(positions, max_records,
+                                              isolation_level=isolation_level)
             now = self._clock()
             if out:
                 self._records_at = now
@@ -100,9 +130,11 @@ class DirectReader:
         return max(PROBE_MIN_S, min(wait, self.backoff_max_s))
 
     def read_available(self, positions: Mapping[TopicPartition, int], max_records: int,
+                       *, isolation_level: str | None = None,
                        ) -> tuple[Fetched, dict[TopicPartition, OffsetOutOfRange]]:
         """What is committed at ``positions`` now (up to ``max_records``), no waiting.
         Safe to call from several threads (the gateway's fetches share one reader)."""
+        committed = self._committed(isolation_level)
         out: Fetched = []
         errors: dict[TopicPartition, OffsetOutOfRange] = {}
         tps = list(positions)
@@ -114,7 +146,7 @@ class DirectReader:
             if budget <= 0:
                 break
             try:
-                got = self._read(tp, positions[tp], budget)
+                got = self._read(tp, positions[tp], budget, committed)
             except OffsetOutOfRange as e:
                 errors[tp] = e
                 continue
@@ -123,18 +155,23 @@ class DirectReader:
                 budget -= batch.num_rows
         return out, errors
 
-    def _read(self, tp: TopicPartition, pos: int, budget: int, *, retry: bool = True,
-              ) -> list[tuple[pa.RecordBatch, int]]:
+    def _read(self, tp: TopicPartition, pos: int, budget: int, committed: bool = False, *,
+              retry: bool = True) -> list[tuple[pa.RecordBatch, int]]:
         plog = self.log.partition(*tp)
         m = plog.snapshot()
-        if pos == m.next_offset:
+        end = reads.read_end(m, None, committed)
+        if pos >= end and pos <= m.next_offset:
             return []
         if pos < m.log_start_offset or pos > m.next_offset:
             raise OffsetOutOfRange(tp[0], tp[1], pos, m.log_start_offset, m.next_offset)
         got: list[tuple[pa.RecordBatch, int]] = []
-        for info in m.segments_between(pos, m.next_offset):
+        start = pos
+        for info in m.segments_between(pos, end):
             if budget <= 0:
                 break
+            if m.transactional and reads.hidden(m, info, committed):
+                pos = info.end_offset  # a marker, or aborted: skipped, position moves on
+                continue
             cached = self._segments.get(tp)
             if cached is None or cached[0] != info.file:
                 try:
@@ -146,7 +183,7 @@ class DirectReader:
                     if got:
                         break
                     if retry:
-                        return self._read(tp, pos, budget, retry=False)
+                        return self._read(tp, pos, budget, committed, retry=False)
                     raise
                 cached = (info.file, table, table.column(0).to_numpy())
                 self._segments[tp] = cached
@@ -162,6 +199,8 @@ class DirectReader:
             pos = nxt
         if got and got[-1][1] < pos:  # the position skips a trailing compaction gap
             got[-1] = (got[-1][0], pos)
+        elif not got and m.transactional and pos > start:
+            got.append((_EMPTY, pos))  # only skipped segments: move the position past them
         return got
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ __all__ = [
     "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidMaintenance",
     "InvalidRecords",
     "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
-    "InvalidAcl", "CorruptDocument",
+    "InvalidAcl", "CorruptDocument", "ProducerFenced", "InvalidTxnState",
 ]
 
 
@@ -197,3 +197,34 @@ class CorruptDocument(SparklogError):
     def __init__(self, path: str, reason: str):
         self.path, self.reason = path, reason
         super().__init__(f"document {path} is corrupt: {reason}")
+
+
+class ProducerFenced(InvalidProducerEpoch):
+    """A transactional producer whose epoch (or producer id) is no longer its
+    transactional id's: a newer ``init_transactions`` or the timeout aborter fenced it
+    (Kafka's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH). It must stop; a new producer
+    calls ``init_transactions`` again."""
+
+    code = "producer_fenced"
+
+    def __init__(self, transactional_id: str, producer_id: int, epoch: int,
+                 current_producer_id: int, current_epoch: int):
+        SparklogError.__init__(
+            self, f"transactional id {transactional_id!r}: producer {producer_id} with "
+                  f"epoch {epoch} is fenced: the current producer is {current_producer_id} "
+                  f"with epoch {current_epoch}")
+        self.transactional_id = transactional_id
+        self.producer_id, self.epoch = producer_id, epoch
+        self.current_producer_id, self.current_epoch = current_producer_id, current_epoch
+
+
+class InvalidTxnState(SparklogError):
+    """A transaction operation that its transaction's state does not allow (Kafka's
+    INVALID_TXN_STATE): e.g. adding partitions while a commit is being completed."""
+
+    code = "invalid_txn_state"
+
+    def __init__(self, transactional_id: str, state: str, operation: str):
+        self.transactional_id, self.state, self.operation = transactional_id, state, operation
+        super().__init__(f"transactional id {transactional_id!r} is in state {state}: "
+                         f"cannot {operation}")

@@ -48,6 +48,40 @@ holding an older snapshot never meets a missing file. ``producers`` keeps the
 last five batches of each idempotent producer, so a retried batch is answered
 with its original offsets even after a gateway restart (the rules that read and
 extend it: ``idempotence``).
+
+**Transactions** (Kafka's model, KIP-98; the coordinator is ``transactions``). A
+transactional producer's records go into the partition at once, as segments of
+their own: a segment never mixes them with other producers' records, so what a
+transaction wrote is a set of offset ranges of one producer. A transaction ends
+with a **control marker** in each partition it touched: a one-record segment
+(COMMIT or ABORT, Kafka's control record: key = int16 version 0, int16 type 0
+abort / 1 commit; value = int16 version 0, int32 coordinator epoch) that takes one
+offset, as in Kafka, and is never returned to any reader. A manifest of a log
+that has ever held a transactional segment is in ``"format": 3`` (whole) or
+``4`` (a delta; the same rules as format 2), so a reader that predates
+transactions refuses it rather than serve aborted records or markers; it adds::
+
+     "segments": {..., "producer_id": [-1, 7, -1, ...],    # the transactional producer
+                       "control": [0, 0, 1, ...]},          # 1 = a marker segment
+     "open_txns": {"<producer_id>": first_offset},          # transactions not ended here
+     "aborted": [[producer_id, first_offset, last_offset], ...]   # Kafka's .txnindex
+
+``open_txns`` opens with a producer's first transactional segment and closes with
+its marker; ``aborted`` gets ``[producer, first, marker offset]`` with each ABORT
+marker. The **last stable offset** (LSO) is the first offset of the earliest open
+transaction, else the high watermark. A ``read_committed`` reader reads below
+the LSO only and drops every transactional segment inside an ``aborted`` range
+of its producer; both isolation levels drop marker segments. A marker also sets
+the producer's epoch in ``producers`` to the marker's (a bumped epoch forgets the
+old epoch's batches): a zombie appending with an older epoch is refused.
+
+What maintenance (compaction, retention, roll-up: other packages) must keep:
+a transactional segment is never merged with another producer's records nor
+across a marker (roll-up keeps transaction boundaries); a marker segment stays
+while any record of its transaction is in the log (after which Kafka's
+``delete.retention.ms`` lets it go); an ``aborted`` entry stays while any offset of
+its range is at or above ``log_start_offset`` (retention drops the ones below);
+records of an open transaction are never compacted away (they are above the LSO).
 """
 
 from __future__ import annotations
@@ -63,12 +97,16 @@ from log_layout.errors import CorruptManifest
 
 FORMAT = 1  # a whole version
 DELTA_FORMAT = 2  # a delta of the version before
+TXN_FORMAT = 3  # a whole version of a log that has held transactions
+TXN_DELTA_FORMAT = 4  # a delta of such a log
 #: every version that is a multiple of this is whole; an append between them is a delta
 CHECKPOINT_INTERVAL = 16
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
 _SEGMENT_FIELDS = ("file", "base_offset", "last_offset", "count", "bytes", "min_ts", "max_ts",
                    "crc32")
 _COLUMN_OPEN = tuple(("," if i else "") + f'"{f}":[' for i, f in enumerate(_SEGMENT_FIELDS))
+_TXN_FIELDS = ("producer_id", "control")
+NO_PRODUCER = -1  # the producer_id of a segment that is not transactional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +121,10 @@ class SegmentInfo:
     min_ts: int
     max_ts: int
     crc32: int
+    #: the transactional producer whose records these are (NO_PRODUCER: none)
+    producer_id: int = NO_PRODUCER
+    #: a control marker's segment (one offset, never returned to a reader)
+    control: bool = False
 
     @property
     def end_offset(self) -> int:
@@ -133,6 +175,12 @@ class Manifest:
     committed_ms: int = 0
     #: the log cleaner's checkpoint: offsets below it are compacted (0 = never cleaned)
     cleaned_offset: int = 0
+    #: transactional producer id -> first offset of its transaction open here
+    open_txns: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: (producer_id, first_offset, last_offset) of aborted transactions, oldest first
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    #: the log has held transactional segments: stored in the TXN formats
+    transactional: bool = False
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled into Spark tasks: the fields only, not the encoding caches.
@@ -142,6 +190,18 @@ class Manifest:
     @property
     def high_watermark(self) -> int:
         return self.next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the high watermark:
+        a read_committed reader reads below it only."""
+        return min(self.open_txns.values(), default=self.next_offset)
+
+    def is_aborted(self, info: SegmentInfo) -> bool:
+        """Whether ``info`` holds records of an aborted transaction."""
+        pid = info.producer_id
+        return pid != NO_PRODUCER and any(
+            a[0] == pid and a[1] <= info.base_offset <= a[2] for a in self.aborted)
 
     @property
     def size_bytes(self) -> int:
@@ -241,14 +301,23 @@ class Manifest:
             doc["cleaned_offset"] = self.cleaned_offset
         if delta_of is not None:
             doc["format"], doc["delta_of"] = DELTA_FORMAT, delta_of.version
-            columns = _columns_text(self.segments[len(delta_of.segments):])
+            added = self.segments[len(delta_of.segments):]
+            columns = _columns_text(added)
         else:
+            added = self.segments
             columns = self._segment_columns()
+        if self.transactional:
+            doc["format"] += 2  # 1 -> 3, 2 -> 4
+            doc["open_txns"] = {str(pid): off for pid, off in self.open_txns.items()}
+            doc["aborted"] = [list(a) for a in self.aborted]
+            columns = (*columns, *(",".join(str(int(getattr(s, f))) for s in added)
+                                   for f in _TXN_FIELDS))
         rest = json.dumps(doc, separators=(",", ":"))
         # One join: the segment columns are most of the text (they grow with the log).
         parts = ['{"segments":{']
         for i, text in enumerate(columns):
-            parts += (_COLUMN_OPEN[i], text, "]")
+            parts += (_COLUMN_OPEN[i] if i < len(_COLUMN_OPEN) else
+                      f',"{_TXN_FIELDS[i - len(_COLUMN_OPEN)]}":[', text, "]")
         parts += ("},", rest[1:])
         return "".join(parts).encode()
 
@@ -279,11 +348,13 @@ class Manifest:
     def _parse(cls, data: bytes, *, path: str) -> tuple["Manifest", int | None]:
         try:
             doc = json.loads(data)
-            if doc.get("format") not in (FORMAT, DELTA_FORMAT):
-                raise CorruptManifest(path, f"unknown format {doc.get('format')!r}")
+            fmt = doc.get("format")
+            if fmt not in (FORMAT, DELTA_FORMAT, TXN_FORMAT, TXN_DELTA_FORMAT):
+                raise CorruptManifest(path, f"unknown format {fmt!r}")
+            txn = fmt in (TXN_FORMAT, TXN_DELTA_FORMAT)
             cols = doc["segments"]
             n = len(cols["file"])
-            if any(len(cols[f]) != n for f in _SEGMENT_FIELDS):
+            if any(len(cols[f]) != n for f in _SEGMENT_FIELDS + (_TXN_FIELDS if txn else ())):
                 raise CorruptManifest(path, "segment columns differ in length")
             files = cols["file"]
             bad = [f for f in (*files, *doc["removed"]["file"]) if not paths.is_segment_name(f)]
@@ -293,6 +364,13 @@ class Manifest:
             # refused here, not met later as a TypeError deep inside a read.
             numbers = [_ints(cols[f]) for f in _SEGMENT_FIELDS[1:]]
             segments = tuple(map(_segment_info, zip(files, *numbers)))
+            open_txns: dict[int, int] = {}
+            aborted: tuple[tuple[int, int, int], ...] = ()
+            if txn:
+                segments = _with_txn_columns(segments, _ints(cols["producer_id"]),
+                                             _ints(cols["control"]))
+                open_txns = {int(pid): _int(off) for pid, off in doc["open_txns"].items()}
+                aborted = tuple(_aborted_entry(a) for a in doc["aborted"])
             removed = tuple(zip(doc["removed"]["file"], map(_int, doc["removed"]["at_ms"])))
             producers = {int(pid): ProducerEntry(int(e["epoch"]),
                                                  tuple(tuple(map(_int, b)) for b in e["batches"]))
@@ -303,10 +381,11 @@ class Manifest:
                     next_offset=int(doc["next_offset"]), segments=segments, removed=removed,
                     producers=producers, committer=doc.get("committer", ""),
                     committed_ms=int(doc.get("committed_ms", 0)),
-                    cleaned_offset=int(doc.get("cleaned_offset", 0)))
-            delta_of = doc.get("delta_of") if doc["format"] == DELTA_FORMAT else None
-            if doc["format"] == DELTA_FORMAT \
-                    and (type(delta_of) is not int or delta_of != m.version - 1):
+                    cleaned_offset=int(doc.get("cleaned_offset", 0)),
+                    open_txns=open_txns, aborted=aborted, transactional=txn)
+            is_delta = fmt in (DELTA_FORMAT, TXN_DELTA_FORMAT)
+            delta_of = doc.get("delta_of") if is_delta else None
+            if is_delta and (type(delta_of) is not int or delta_of != m.version - 1):
                 raise CorruptManifest(path, f"version {m.version} cannot be a delta of "
                                             f"{delta_of!r}")
             return m, delta_of
@@ -338,6 +417,24 @@ def _segment_info(row: tuple) -> SegmentInfo:
     info = object.__new__(SegmentInfo)
     info.__dict__.update(zip(_SEGMENT_FIELDS, row))
     return info
+
+
+def _with_txn_columns(segments: tuple[SegmentInfo, ...], producer_ids: list[int],
+                      control: list[int]) -> tuple[SegmentInfo, ...]:
+    """``segments`` with their transactional columns set where they differ from the
+    defaults (format 3 and 4)."""
+    for info, pid, ctl in zip(segments, producer_ids, control):
+        if pid != NO_PRODUCER or ctl:
+            if ctl not in (0, 1):
+                raise ValueError(f"control must be 0 or 1, found {ctl!r}")
+            info.__dict__.update(producer_id=pid, control=bool(ctl))
+    return segments
+
+
+def _aborted_entry(entry: Any) -> tuple[int, int, int]:
+    if type(entry) is not list or len(entry) != 3:
+        raise ValueError(f"an aborted entry is [producer_id, first, last], not {entry!r}")
+    return tuple(map(_int, entry))  # type: ignore[return-value]
 
 
 def _ints(values: Any) -> list[int]:

@@ -81,6 +81,10 @@ class PartitionLog:
     def log_start_offset(self) -> int:
         return self.snapshot().log_start_offset
 
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the high watermark."""
+        return self.snapshot().last_stable_offset
+
     def version(self, version: int) -> Manifest:
         """A specific manifest version (FileNotFoundError once vacuumed)."""
         return self.versions.load(version)
@@ -92,15 +96,19 @@ class PartitionLog:
         MissingSegment or CorruptSegment."""
         return reader.read_segment(self.versions, info, start, end, version=version)
 
-    def read(self, start: int, end: int | None = None, *,
-             manifest: Manifest | None = None) -> Iterator[pa.RecordBatch]:
-        """Record batches with offsets in ``[start, end)`` (``end`` = high watermark);
+    def read(self, start: int, end: int | None = None, *, manifest: Manifest | None = None,
+             isolation_level: str = reader.READ_UNCOMMITTED) -> Iterator[pa.RecordBatch]:
+        """Record batches with offsets in ``[start, end)`` (``end`` = high watermark;
+        read_committed: at most the last stable offset, without aborted records);
         raises OffsetOutOfRange (see ``reader.read``)."""
-        return reader.read(self.versions, start, end, manifest=manifest)
+        return reader.read(self.versions, start, end, manifest=manifest,
+                           isolation_level=isolation_level)
 
     def read_table(self, start: int, end: int | None = None, *,
-                   manifest: Manifest | None = None) -> pa.Table:
-        return reader.read_table(self.versions, start, end, manifest=manifest)
+                   manifest: Manifest | None = None,
+                   isolation_level: str = reader.READ_UNCOMMITTED) -> pa.Table:
+        return reader.read_table(self.versions, start, end, manifest=manifest,
+                                 isolation_level=isolation_level)
 
     def offset_for_timestamp(self, timestamp_ms: int, *,
                              manifest: Manifest | None = None) -> int | None:

@@ -15,13 +15,15 @@
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
       _security/acls/, _security/quotas/     ACLs and quotas (acls.py, quotas.py)
+      _transactions/<tid>/<version:020d>.json  one transactional id's state (transactions.py)
       _tables/                               the default warehouse of materialised tables
       .tmp-<uniq>                            a root file being written (see store.py)
 
 Reserved names: topics share the root with the log's own files, and every
 legal Kafka topic name (``[a-zA-Z0-9._-]{1,249}``, not ``.`` or ``..``) is a
 legal file name, so the root names above are reserved: ``_cluster.json``,
-``_groups``, ``_maintenance``, ``_brokers``, ``_security``, ``_tables`` and any name
+``_groups``, ``_maintenance``, ``_brokers``, ``_security``, ``_tables``,
+``_transactions`` and any name
 starting ``.tmp-``
 (:data:`RESERVED_NAMES`, :data:`RESERVED_PREFIXES`). Creating, reading or
 producing to a topic of such a name raises InvalidTopicName saying why (the
@@ -69,8 +71,10 @@ BROKERS_FOLDER = "_brokers"
 SECURITY_FOLDER = "_security"
 #: pipeline.tables' default warehouse, beside the log
 TABLES_FOLDER = "_tables"
+#: the transaction log: one versioned document per transactional id (transactions.py)
+TRANSACTIONS_FOLDER = "_transactions"
 RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER,
-                            SECURITY_FOLDER, TABLES_FOLDER})
+                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
 #: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)
@@ -175,3 +179,10 @@ def is_segment_name(name: object) -> bool:
 
 def group_offsets(group: str) -> str:
     return f"{GROUPS_FOLDER}/{validate_topic_name(group)}.json"
+
+
+def transaction_folder(transactional_id: str) -> str:
+    """The folder of a transactional id's versioned state document. The id follows the
+    topic-name rules (``[a-zA-Z0-9._-]{1,249}``: it becomes a folder name); raises
+    InvalidTopicName otherwise."""
+    return f"{TRANSACTIONS_FOLDER}/{validate_topic_name(transactional_id)}"

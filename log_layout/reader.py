@@ -4,6 +4,12 @@ A read plans on a snapshot (``Versions.snapshot``) and opens only the segments
 it names. A reader holding an older snapshot may meet a superseded segment that
 vacuum already deleted: it then re-plans on the newest snapshot, and raises
 MissingSegment only for a file the newest manifest still names (commit.py).
+
+Isolation levels (Kafka's names; the rules are in manifest.py): ``read_uncommitted``
+(the default) reads up to the high watermark, ``read_committed`` up to the last
+stable offset and without the segments of aborted transactions. Both skip control
+marker segments; offsets keep their gaps there. A log that never held a
+transaction reads as before: one flag per segment is all the extra work.
 """
 
 from __future__ import annotations
@@ -14,9 +20,33 @@ import numpy as np
 import pyarrow as pa
 
 from log_layout import segment
-from log_layout.errors import MissingSegment, OffsetOutOfRange
+from log_layout.errors import ConfigError, MissingSegment, OffsetOutOfRange
 from log_layout.manifest import Manifest, SegmentInfo
 from log_layout.versions import Versions
+
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def is_committed_read(isolation_level: str) -> bool:
+    """True for read_committed; raises ConfigError (a ValueError) for an unknown level."""
+    if isolation_level not in ISOLATION_LEVELS:
+        raise ConfigError("isolation.level", isolation_level,
+                          "must be read_uncommitted or read_committed")
+    return isolation_level == READ_COMMITTED
+
+
+def hidden(m: Manifest, info: SegmentInfo, committed: bool) -> bool:
+    """Whether a reader at this isolation skips ``info`` (a marker; an aborted
+    transaction's records for read_committed)."""
+    return info.control or (committed and m.is_aborted(info))
+
+
+def read_end(m: Manifest, end: int | None, committed: bool) -> int:
+    """Where a read stops: ``end`` (default the high watermark), at most the last
+    stable offset for read_committed."""
+    end = m.next_offset if end is None else end
+    return min(end, m.last_stable_offset) if committed else end
 
 
 def check_range(v: Versions, m: Manifest, start: int, end: int) -> None:
@@ -53,24 +83,31 @@ def read_segment(v: Versions, info: SegmentInfo, start: int | None = None,
 
 
 def read(v: Versions, start: int, end: int | None = None, *,
-         manifest: Manifest | None = None) -> Iterator[pa.RecordBatch]:
-    """Record batches with offsets in ``[start, end)`` (``end`` = high watermark).
+         manifest: Manifest | None = None,
+         isolation_level: str = READ_UNCOMMITTED) -> Iterator[pa.RecordBatch]:
+    """Record batches with offsets in ``[start, end)`` (``end`` = high watermark;
+    read_committed stops at the last stable offset and skips aborted records).
 
     Raises OffsetOutOfRange if ``start`` or ``end`` lies outside
     ``[log_start_offset, high_watermark]``. If vacuum removed a segment of
     an old snapshot meanwhile, continues from the newest one.
     """
+    committed = is_committed_read(isolation_level)
     m = manifest or v.snapshot()
     end = m.next_offset if end is None else end
     # Checked here, not in the generator, so a bad range raises at the call.
     check_range(v, m, start, end)
-    return _read(v, m, start, end)
+    return _read(v, m, start, read_end(m, end, committed), committed)
 
 
-def _read(v: Versions, m: Manifest, start: int, end: int) -> Iterator[pa.RecordBatch]:
+def _read(v: Versions, m: Manifest, start: int, end: int,
+          committed: bool = False) -> Iterator[pa.RecordBatch]:
     position = start
     while position < end:
         for info in m.segments_between(position, end):
+            if m.transactional and hidden(m, info, committed):
+                position = info.end_offset
+                continue
             try:
                 table = read_segment(v, info, position, end, version=m.version)
             except MissingSegment:
@@ -87,9 +124,11 @@ def _read(v: Versions, m: Manifest, start: int, end: int) -> Iterator[pa.RecordB
 
 
 def read_table(v: Versions, start: int, end: int | None = None, *,
-               manifest: Manifest | None = None) -> pa.Table:
+               manifest: Manifest | None = None,
+               isolation_level: str = READ_UNCOMMITTED) -> pa.Table:
     """``read`` as one table of the segment schema."""
-    return pa.Table.from_batches(list(read(v, start, end, manifest=manifest)),
+    return pa.Table.from_batches(list(read(v, start, end, manifest=manifest,
+                                           isolation_level=isolation_level)),
                                  schema=segment.SCHEMA)
 
 

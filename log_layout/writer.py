@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from log_layout import commit, idempotence, segment
+from log_layout import commit, segment, txn_writes
+from log_layout.commit import run as run_commit
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
-                               OutOfOrderSequence, TopicRecreated)
+                               TopicRecreated)
 from log_layout.manifest import Manifest, ProducerBatch, SegmentInfo, segments_after_replace
 from log_layout.segment_commit import SegmentPuts, append_commit
 from log_layout.versions import Versions
@@ -91,14 +92,18 @@ class PartitionWriter:
             raise self.fenced
 
     def append(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
-               producer_batches: Sequence[tuple[ProducerBatch, int]] = ()) -> AppendResult:
+               producer_batches: Sequence[tuple[ProducerBatch, int]] = (),
+               transactional: bool = False) -> AppendResult:
         """Commit ``records`` as one new segment; return their offsets.
 
         ``producer_batches`` lists idempotent batches in the records as
         ``(batch, first_row)``; their sequences are checked against the
-        committed state at commit time. Raises Fenced (this writer is done),
-        InvalidRecords, InvalidProducerEpoch or OutOfOrderSequence (a duplicate
-        here means the caller skipped its own duplicate check).
+        committed state at commit time. ``transactional``: the records are one
+        transactional producer's, its batches covering them all; the segment is
+        flagged with its producer id and the first opens its transaction here
+        (see ``txn_writes``). Raises Fenced (this writer is done), InvalidRecords,
+        InvalidProducerEpoch or OutOfOrderSequence (a duplicate here means the
+        caller skipped its own duplicate check).
         """
         p = self.partition
         ts = wall_clock_ms() if now_ms is None else now_ms
@@ -107,9 +112,12 @@ class PartitionWriter:
             config.message_timestamp_type == "LogAppendTime"))
         if table.num_rows == 0:
             raise InvalidRecords("nothing to append: no records")
+        txn_pid = txn_writes.check_transactional(producer_batches, table.num_rows) \
+            if transactional else None
         v = p.versions
         with self._segment_commit(v, table, config, self.topic_id) as seg:
-            new = commit.run(v.snapshot, lambda m: self._plan(m, table, producer_batches, ts),
+            new = commit.run(v.snapshot,
+                             lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
                              seg.attempt, first=v.snapshot(refresh=False))
         base = new.next_offset - table.num_rows
         return AppendResult(base, new.next_offset - 1, new.version,
@@ -118,24 +126,46 @@ class PartitionWriter:
 
     def _plan(self, m: Manifest, table: segment.Records,
               producer_batches: Sequence[tuple[ProducerBatch, int]],
-              ts: int) -> tuple[dict, dict]:
+              ts: int, txn_pid: int | None = None) -> tuple[dict, dict]:
         """The append's next version on ``m``: its segment's stats and the other
         changes (segment_commit's plan). Raises Fenced or OutOfOrderSequence."""
         self._check_epoch(m)
         base = m.next_offset
-        # Checked one after the other: a flush may hold several batches of one producer.
-        producers = m.producers
-        for batch, row in producer_batches:
-            entry = producers.get(batch.producer_id)
-            if idempotence.check_sequence(entry, batch, self.partition.partition) is not None:
-                raise OutOfOrderSequence(batch.producer_id, self.partition.partition,
-                                         entry.last_sequence + 1, batch.first_sequence)
-            producers = idempotence.after_appends(producers, [(batch, base + row)])
+        producers = txn_writes.plan_producers(m, producer_batches, base,
+                                              self.partition.partition) \
+            if producer_batches else m.producers
         stats = {"base_offset": base, "last_offset": base + table.num_rows - 1,
                  "count": table.num_rows, "min_ts": table.min_ts, "max_ts": table.max_ts}
         changes = {"next_offset": base + table.num_rows, "producers": producers,
                    "committer": "append", "committed_ms": ts}
+        if txn_pid is not None:
+            stats["producer_id"] = txn_pid
+            changes.update(txn_writes.transactional_changes(m, txn_pid, base))
         return stats, changes
+
+    def write_marker(self, producer_id: int, epoch: int, commit: bool, *,
+                     now_ms: int | None = None) -> Manifest | None:
+        """End ``producer_id``'s transaction here with a COMMIT or ABORT control marker
+        (one offset), recording ``epoch`` as the producer's (see ``txn_writes``).
+        Returns the version committed, None if there was nothing to do (no open
+        transaction, epoch already recorded). Raises Fenced or InvalidProducerEpoch."""
+        p = self.partition
+        ts = wall_clock_ms() if now_ms is None else now_ms
+        config = p.config()
+        table = segment.normalize(txn_writes.marker_records(commit), default_ts_ms=ts)
+        v = p.versions
+
+        def build(m: Manifest) -> tuple[dict, dict] | dict | None:
+            self._check_epoch(m)
+            return txn_writes.plan_marker(m, producer_id, epoch, commit, ts)
+
+        def attempt(m: Manifest, plan: tuple[dict, dict] | dict) -> Manifest | None:
+            if isinstance(plan, dict):  # the epoch only: a version without a segment
+                return v.attempt(m, m.next(**plan))
+            return seg.attempt(m, plan)
+
+        with self._segment_commit(v, table, config, self.topic_id) as seg:
+            return run_commit(v.snapshot, build, attempt)
 
 
 def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],

@@ -1,0 +1,353 @@
+"""The transaction log: one versioned document per transactional id (Kafka's
+``__transaction_state``), and the coordinator that moves it through its states.
+
+**Format.** ``_transactions/<transactional_id>/<version:020d>.json``
+(``paths.transaction_folder``; the id follows the topic-name rules), a
+``versioned_doc``: every change creates the next version exclusively, so
+concurrent callers race on one put-if-absent and **exactly one state transition
+wins each version**; the loser re-reads the winner's state and decides again
+(usually ProducerFenced or InvalidTxnState)::
+
+    {"transactional_id": "etl-1", "producer_id": 5172063455912837641, "epoch": 3,
+     "timeout_ms": 60000,             # transaction.timeout.ms
+     "state": "Ongoing",              # Kafka's TransactionMetadata states, below
+     "started_ms": 1763700000000,     # when the ongoing transaction began (-1: none)
+     "updated_ms": 1763700000500,     # the last transition
+     "partitions": [["clicks", 0], ["clicks", 3]],          # where its markers go
+     "offsets": {"g": {"clicks": {"0": 42}}}}               # pending group offsets
+
+**States** (Kafka's): ``Empty`` (after ``init_transactions``) -> ``Ongoing`` (first
+``add_partitions``/``add_offsets``) -> ``PrepareCommit`` | ``PrepareAbort``
+(``end_transaction``: **the commit point**) -> ``CompleteCommit`` |
+``CompleteAbort`` -> ``Ongoing`` (the next transaction) ...
+
+**Ending a transaction** (``end_transaction``, and ``recover`` for a crash):
+1. Ongoing -> Prepare*: from here the outcome is decided and durable;
+2. a COMMIT or ABORT marker in every partition of ``partitions``
+   (``PartitionWriter.write_marker``, idempotent: a partition that has it already
+   is left alone);
+3. on commit, ``offsets`` merged into each group's document (``group_offsets``:
+   other topics and partitions kept, a fresh ``write_id`` so the group's
+   coordinator reloads it; writing the same offsets twice is harmless);
+4. Prepare* -> Complete* (partitions and offsets cleared).
+A crash before 1 leaves the transaction Ongoing: its records stay above the last
+stable offset until ``init_transactions`` of its id or ``abort_expired`` aborts it.
+A crash after 1 leaves Prepare*: ``recover`` (also run by ``init_transactions``
+and ``abort_expired``) redoes 2-4, so a transaction ends whole, committed or
+aborted, never half. Partitions are added (and persisted) **before** any record
+is written to them, so the markers of 2 reach every partition the transaction
+wrote.
+
+**Fencing.** ``init_transactions`` bumps the epoch (a first use draws a random
+63-bit producer id, as the idempotent producer does); it first completes a
+Prepare* and aborts an Ongoing transaction of the old epoch (PrepareAbort at the
+bumped epoch, whose markers record the new epoch in the partitions: a zombie's
+later append there is refused). Every other call names its producer id and
+epoch, and a call whose pair is not the document's raises ProducerFenced.
+
+**Races**, each decided by the one exclusive create of the next version:
+a zombie and its successor -- whichever transition is created first stands: a
+zombie's ``end_transaction`` that wins reaches its commit point and is completed
+by the successor's ``init_transactions``; one that loses is fenced. The timeout
+aborter and the producer's commit -- whichever Prepare* wins: a committing
+producer that loses finds PrepareAbort at a bumped epoch and is fenced; an
+aborter that loses finds PrepareCommit and leaves it to be completed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from log_layout import group_offsets, paths
+from log_layout.commit import wall_clock_ms
+from log_layout.errors import Fenced, InvalidTxnState, ProducerFenced, UnknownTopic
+from log_layout.versioned_doc import Version, VersionedDoc
+
+EMPTY, ONGOING = "Empty", "Ongoing"
+PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+PREPARED = (PREPARE_COMMIT, PREPARE_ABORT)
+#: states in which no transaction is under way (the next add begins one)
+IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+#: Kafka's transaction.max.timeout.ms default
+MAX_TIMEOUT_MS = 900_000
+#: times a marker is retried when a claim of its partition fences the writer meanwhile
+MARKER_ATTEMPTS = 5
+#: what tells one transaction in one state from another
+_IDENTITY = ("state", "producer_id", "epoch", "started_ms")
+
+
+class _Busy(Exception):
+    """The state moved under an ``init_transactions`` step: look again."""
+
+
+def _doc(log: Any, tid: str) -> VersionedDoc:
+    return VersionedDoc(log.store, paths.transaction_folder(tid))
+
+
+def describe(log: Any, tid: str) -> dict[str, Any] | None:
+    """The transactional id's current document (module doc), None if never used."""
+    v = _doc(log, tid).newest()
+    return v.doc if v is not None and v.number else None
+
+
+def list_transactions(log: Any) -> list[str]:
+    """The transactional ids with a document, sorted."""
+    return sorted(log.store.list_folders(paths.TRANSACTIONS_FOLDER))
+
+
+def _now(now_ms: int | None) -> int:
+    return wall_clock_ms() if now_ms is None else now_ms
+
+
+def _check(tid: str, doc: Mapping[str, Any], producer_id: int, epoch: int,
+           operation: str) -> None:
+    """Raise InvalidTxnState for an unused id, ProducerFenced unless the producer id and
+    epoch are the document's."""
+    if not doc:
+        raise InvalidTxnState(tid, "Unknown", f"{operation} before init_transactions")
+    if (doc["producer_id"], doc["epoch"]) != (producer_id, epoch):
+        raise ProducerFenced(tid, producer_id, epoch, doc["producer_id"], doc["epoch"])
+
+
+def init_transactions(log: Any, tid: str, timeout_ms: int,
+                      now_ms: int | None = None) -> tuple[int, int]:
+    """Register a transactional producer: ``(producer_id, epoch)``, a new id on first
+    use, else the same id at epoch + 1 (fencing the older producer). A Prepare*
+    transaction is completed and an Ongoing one aborted first. Raises ValueError for
+    a timeout outside 1..MAX_TIMEOUT_MS, InvalidTopicName for a bad id."""
+    if type(timeout_ms) is not int or not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+        raise ValueError(f"transaction.timeout.ms must be 1..{MAX_TIMEOUT_MS}, "
+                         f"not {timeout_ms!r}")
+    d = _doc(log, tid)
+    while True:
+        current = d.newest() or Version(0, {})
+        state = current.doc.get("state")
+        if state in PREPARED:
+            _complete(log, tid, current.doc, now_ms)
+            continue
+        if state == ONGOING:
+            _abort_ongoing(log, tid, current.doc, now_ms)
+            continue
+
+        def init(cur: Version) -> dict[str, Any]:
+            doc = cur.doc
+            if doc.get("state") not in (None, *IDLE):
+                raise _Busy()
+            now = _now(now_ms)
+            pid, epoch = (doc["producer_id"], doc["epoch"] + 1) if doc \
+                else (secrets.randbits(63), 0)
+            return {"transactional_id": tid, "producer_id": pid, "epoch": epoch,
+                    "timeout_ms": timeout_ms, "state": EMPTY, "started_ms": -1,
+                    "updated_ms": now, "partitions": [], "offsets": {}}
+
+        try:
+            new = d.update(init)
+        except _Busy:
+            continue
+        return new.doc["producer_id"], new.doc["epoch"]
+
+
+def _abort_ongoing(log: Any, tid: str, seen: Mapping[str, Any], now_ms: int | None,
+                   ) -> bool:
+    """Abort ``seen``'s Ongoing transaction at a bumped epoch (fencing its producer)
+    and complete it. False if the state moved first (then nothing was done here)."""
+    def prepare(cur: Version) -> dict[str, Any]:
+        doc = cur.doc
+        if doc.get("state") != ONGOING or (doc["producer_id"], doc["epoch"]) != \
+                (seen["producer_id"], seen["epoch"]):
+            raise _Busy()
+        return {**doc, "state": PREPARE_ABORT, "epoch": doc["epoch"] + 1,
+                "updated_ms": _now(now_ms)}
+
+    try:
+        new = _doc(log, tid).update(prepare)
+    except _Busy:
+        return False
+    _complete(log, tid, new.doc, now_ms)
+    return True
+
+
+def _add(log: Any, tid: str, producer_id: int, epoch: int, operation: str, now_ms: int | None,
+         extend: Any) -> None:
+    """A transition that begins the transaction if idle and extends it with
+    ``extend(doc) -> doc or None`` (None: nothing new, no version)."""
+    def change(cur: Version) -> dict[str, Any] | None:
+        doc = cur.doc
+        _check(tid, doc, producer_id, epoch, operation)
+        if doc["state"] in PREPARED:
+            raise InvalidTxnState(tid, doc["state"], operation)
+        now = _now(now_ms)
+        if doc["state"] in IDLE:
+            doc = {**doc, "state": ONGOING, "started_ms": now, "partitions": [],
+                   "offsets": {}}
+        new = extend(doc)
+        if new is None:
+            return None if cur.doc["state"] == ONGOING else doc | {"updated_ms": now}
+        return new | {"updated_ms": now}
+
+    _doc(log, tid).update(change)
+
+
+def add_partitions(log: Any, tid: str, producer_id: int, epoch: int,
+                   partitions: Iterable[tuple[str, int]], *, now_ms: int | None = None) -> None:
+    """Add ``(topic, partition)`` pairs to the transaction (beginning it if none is
+    under way), persisted before the caller writes a record to any of them. Raises
+    ProducerFenced, InvalidTxnState (a Prepare* transaction), InvalidTopicName."""
+    wanted = []
+    for topic, p in partitions:
+        paths.partition_folder(topic, int(p))  # validates the topic name
+        wanted.append([topic, int(p)])
+
+    def extend(doc: dict[str, Any]) -> dict[str, Any] | None:
+        have = {tuple(x) for x in doc["partitions"]}
+        new = [x for x in wanted if tuple(x) not in have]
+        if not new:
+            return None
+        return {**doc, "partitions": sorted(doc["partitions"] + new)}
+
+    _add(log, tid, producer_id, epoch, "add partitions", now_ms, extend)
+
+
+def add_offsets(log: Any, tid: str, producer_id: int, epoch: int, group: str,
+                offsets: Mapping[str, Mapping[int, int]], *, now_ms: int | None = None) -> None:
+    """Add a group's offsets ``{topic: {partition: offset}}`` to the transaction
+    (Kafka's ``sendOffsetsToTransaction``): committed into the group with it.
+    Raises ProducerFenced, InvalidTxnState, InvalidTopicName."""
+    paths.group_offsets(group)  # validates the group name
+    given = {t: {str(int(p)): int(o) for p, o in parts.items()} for t, parts in offsets.items()}
+
+    def extend(doc: dict[str, Any]) -> dict[str, Any] | None:
+        merged = {g: {t: dict(ps) for t, ps in ts.items()} for g, ts in doc["offsets"].items()}
+        mine = merged.setdefault(group, {})
+        for t, parts in given.items():
+            mine.setdefault(t, {}).update(parts)
+        return None if merged == doc["offsets"] else {**doc, "offsets": merged}
+
+    _add(log, tid, producer_id, epoch, "add offsets", now_ms, extend)
+
+
+def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bool,
+                    now_ms: int | None = None) -> None:
+    """Commit or abort the ongoing transaction (the module doc's steps 1-4). Ending an
+    idle transaction is a no-op, and so is a retry of an end already decided the
+    same way. Raises ProducerFenced, InvalidTxnState (the other outcome was decided)."""
+    prepare_state = PREPARE_COMMIT if commit else PREPARE_ABORT
+    operation = "commit" if commit else "abort"
+
+    def prepare(cur: Version) -> dict[str, Any] | None:
+        doc = cur.doc
+        _check(tid, doc, producer_id, epoch, operation)
+        state = doc["state"]
+        if state == ONGOING:
+            return {**doc, "state": prepare_state, "updated_ms": _now(now_ms)}
+        if state in IDLE or state == prepare_state:
+            return None  # nothing under way, or a retry of this end
+        raise InvalidTxnState(tid, state, operation)
+
+    d = _doc(log, tid)
+    d.update(prepare)
+    current = d.newest()
+    if current is not None and current.doc.get("state") == prepare_state \
+            and current.doc["epoch"] == epoch:
+        _complete(log, tid, current.doc, now_ms, check=False)
+
+
+def recover(log: Any, tid: str, now_ms: int | None = None) -> str | None:
+    """Finish a transaction left at its commit point (Prepare*) by a crash: markers,
+    offsets, Complete*. Returns the state it is in after (None: never used)."""
+    current = _doc(log, tid).newest()
+    if current is None or not current.number:
+        return None
+    if current.doc["state"] in PREPARED:
+        return _complete(log, tid, current.doc, now_ms)
+    return current.doc["state"]
+
+
+def abort_expired(log: Any, now_ms: int) -> list[str]:
+    """Abort every Ongoing transaction older than its ``timeout_ms`` (Kafka's
+    ``transaction.timeout.ms``), at a bumped epoch so its producer is fenced; also
+    finish Prepare* transactions idle as long (their coordinator crashed). Returns
+    the transactional ids aborted here."""
+    aborted = []
+    for tid in list_transactions(log):
+        doc = describe(log, tid)
+        if not doc:
+            continue
+        if doc["state"] == ONGOING and now_ms - doc["started_ms"] > doc["timeout_ms"]:
+            if _abort_ongoing(log, tid, doc, now_ms):
+                aborted.append(tid)
+        elif doc["state"] in PREPARED and now_ms - doc["updated_ms"] > doc["timeout_ms"]:
+            _complete(log, tid, doc, now_ms)
+    return aborted
+
+
+def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
+              check: bool = True) -> str:
+    """Steps 2-4 for a Prepare* ``doc``: markers, offsets, Complete*. Returns the state
+    after (Complete*, or whatever another caller moved it to meanwhile).
+
+    ``check``: a recovering caller (not the producer ending its own transaction)
+    re-reads the document before each marker and stops once another caller
+    completed it, so its markers do not reach the producer's next transaction.
+    The window between that read and the marker's commit remains: a marker does not
+    name its transaction, only its producer and epoch."""
+    commit = doc["state"] == PREPARE_COMMIT
+    d = _doc(log, tid)
+    for topic, p in doc["partitions"]:
+        if check and not _same(d, doc):
+            return (d.newest() or Version(0, {})).doc.get("state", doc["state"])
+        _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms)
+    if commit:
+        for group, offsets in sorted(doc["offsets"].items()):
+            _commit_offsets(log, group, offsets, _now(now_ms))
+    done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+
+    def complete(cur: Version) -> dict[str, Any] | None:
+        c = cur.doc
+        if any(c.get(k) != doc.get(k) for k in _IDENTITY):
+            return None  # completed (or moved on) by another caller
+        return {**c, "state": done, "started_ms": -1, "partitions": [], "offsets": {},
+                "updated_ms": _now(now_ms)}
+
+    d.update(complete)
+    return (d.newest() or Version(0, {})).doc.get("state", done)
+
+
+def _same(d: VersionedDoc, doc: Mapping[str, Any]) -> bool:
+    """Whether the newest document is still ``doc``'s transaction in ``doc``'s state."""
+    cur = (d.newest() or Version(0, {})).doc
+    return all(cur.get(k) == doc.get(k) for k in _IDENTITY)
+
+
+def _marker(log: Any, topic: str, partition: int, producer_id: int, epoch: int,
+            commit: bool, now_ms: int | None) -> None:
+    """One partition's marker; retried when a claim fences the writer meanwhile. A
+    deleted topic needs none."""
+    for attempt in range(MARKER_ATTEMPTS):
+        try:
+            log.partition(topic, partition).writer().write_marker(
+                producer_id, epoch, commit, now_ms=_now(now_ms))
+            return
+        except UnknownTopic:
+            return
+        except Fenced:
+            if attempt + 1 == MARKER_ATTEMPTS:
+                raise
+
+
+def _commit_offsets(log: Any, group: str, offsets: Mapping[str, Mapping[str, int]],
+                    now: int) -> None:
+    """Merge a committed transaction's offsets into the group's document."""
+    doc = dict(group_offsets.read_group_offsets(log.store, group)
+               or {"group": group, "generation": 0, "strategy": None})
+    merged = {t: dict(ps) for t, ps in (doc.get("offsets") or {}).items()}
+    for topic, parts in offsets.items():
+        for p, off in parts.items():
+            merged.setdefault(topic, {})[str(p)] = {"offset": off, "metadata": "",
+                                                    "commit_ms": now}
+    doc["offsets"] = merged
+    doc["write_id"] = secrets.token_hex(8)
+    group_offsets.write_group_offsets(log.store, group, doc)
