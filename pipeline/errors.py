@@ -96,3 +96,26 @@ class TableError(SparklogError):
     def __init__(self, table: str, reason: str):
         self.table, self.reason = table, reason
         super().__init__(f"table {table!r}: {reason}")
+
+
+class InvalidSinkOption(SparklogError, ValueError):
+    """An option of the ``sparklog`` sink (``df.write`` / ``writeStream``) is unknown,
+    missing or malformed, or the save mode is not ``append``."""
+
+    code = "invalid_sink_option"
+
+    def __init__(self, option: str, value: object, reason: str):
+        self.option, self.value, self.reason = option, value, reason
+        shown = "" if value is None else f" {value!r}"
+        super().__init__(f"sparklog sink option {option!r}{shown}: {reason}")
+
+
+class InvalidSinkColumn(SparklogError, ValueError):
+    """A column the ``sparklog`` sink writes is missing, of the wrong type, or holds a
+    value it cannot write (a null topic, a partition out of range)."""
+
+    code = "invalid_sink_column"
+
+    def __init__(self, column: str, reason: str):
+        self.column, self.reason = column, reason
+        super().__init__(f"sparklog sink column {column!r}: {reason}")

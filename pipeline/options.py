@@ -220,7 +220,9 @@ def _assign(raw: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def _store(opts: Mapping[str, str]) -> tuple[str, dict[str, Any] | None]:
+def parse_store(opts: Mapping[str, str]) -> tuple[str, dict[str, Any] | None]:
+    """The store's URL and fsspec options from the (lower-cased) options ``store``,
+    ``storageOptions`` and ``store.s3.*`` (shared by the source and the sink)."""
     import conf
 
     settings = None
@@ -289,7 +291,7 @@ def parse(options: Mapping[str, str]) -> SourceOptions:
     if max_trigger is not None and min_trigger is not None and min_trigger > max_trigger:
         raise InvalidSourceOption("minOffsetsPerTrigger", min_trigger,
                                   f"is larger than maxOffsetsPerTrigger ({max_trigger})")
-    url, storage = _store(opts)
+    url, storage = parse_store(opts)
     return SourceOptions(
         store_url=url, storage_options=storage,
         subscribe=subscribe, subscribe_pattern=pattern, assign=assign,

@@ -219,6 +219,8 @@ def plan(log: Log, ranges: dict[TP, tuple[int, int]], opts: SourceOptions) -> li
             continue
         ts_type = timestamp_type(log, tp[0])
         for info in m.segments_between(start, end):
+            if info.control:
+                continue  # a transaction's marker: never a record to any reader (reader.py)
             lo, hi = max(start, info.base_offset), min(end, info.end_offset)
             if hi > lo:
                 slices.append(Slice(tp[0], tp[1], info, lo, hi, ts_type))

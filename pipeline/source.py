@@ -70,8 +70,22 @@ class SparklogDataSource(DataSource):
 
     def __init__(self, options):
         super().__init__(options)
-        # Parse now so a bad option fails at load(), naming the option.
-        self.parsed: SourceOptions = parse(dict(options))
+        self._parsed: SourceOptions | None = None
+        # Spark's planner constructs the data source it asks for a writer; its streaming
+        # commit runner unpickles one (see __setstate__ and pipeline.sink_stream).
+        self._planning = True
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._planning = False
+
+    @property
+    def parsed(self) -> SourceOptions:
+        """The read options, parsed on first use: ``schema()`` asks at ``load()``, so a
+        bad option fails there, naming the option (a write parses its own, see sink)."""
+        if self._parsed is None:
+            self._parsed = parse(dict(self.options))
+        return self._parsed
 
     @classmethod
     def name(cls) -> str:
@@ -87,6 +101,25 @@ class SparklogDataSource(DataSource):
     def streamReader(self, schema: StructType) -> "StreamReader":
         self.parsed.check_stream()
         return StreamReader(self.parsed)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        """``df.write``: the sink (pipeline.sink), one transaction per job."""
+        from pipeline.sink import BatchWriter
+        from pipeline.sink_options import parse_sink
+
+        return BatchWriter.plan(parse_sink(dict(self.options)), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        """``writeStream``: the sink (pipeline.sink_stream), one transaction per batch.
+        Only the planner's call opens the query's transactions; the commit runner's
+        writer commits with the tasks' producer."""
+        from pipeline.sink_options import parse_sink
+        from pipeline.sink_stream import StreamWriter
+
+        opts = parse_sink(dict(self.options))
+        if self._planning:
+            return StreamWriter.plan(opts, schema, overwrite)
+        return StreamWriter.for_commit(opts)
 
 
 # -- the executor side ------------------------------------------------------------
