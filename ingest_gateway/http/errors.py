@@ -115,6 +115,9 @@ def error_body(exc: BaseException) -> dict[str, Any]:
         body["leader"] = exc.leader
     elif isinstance(exc, NotCoordinator):
         body["coordinator"] = exc.coordinator
+    elif isinstance(exc, NotAuthorized):  # what was refused, for a client to read as is
+        body.update(principal=exc.principal, operation=exc.operation,
+                    resource_type=exc.resource_type, resource_name=exc.name)
     return body
 
 

@@ -22,7 +22,7 @@ from ingest_gateway.security import tls
 from jobs.gateway_process import GatewayProcess
 from log_layout import open_log
 from tests.ingest_gateway.auth_server import Served, whoami
-from tests.ingest_gateway.certs import Pki, key_pem, new_key
+from bench.tls_certs import Pki, key_pem, new_key
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""Certificates and keys made in the tests (``cryptography``): a CA, a server certificate
-for 127.0.0.1 (an IP SAN), client certificates, another CA's client certificate, and
-JWT signing keys. Nothing is read from the repository; every file is written under a
-test's tmp folder.
+"""Certificates and keys made on the spot (``cryptography``) for the tests and
+``bench/security.py``: a CA, a server certificate for 127.0.0.1 (an IP SAN), client
+certificates, another CA's client certificate, and JWT signing keys. Nothing is read
+from the repository; every file is written under the caller's folder. (In bench/, as
+the HDFS side is, because a benchmark may not import tests/.)
 
 ``pki = Pki(tmp_path)`` writes ``pki.ca`` (PEM), ``pki.server_cert``/``server_key``,
 ``pki.client("alice")`` -> (cert path, key path) signed by the CA, and
