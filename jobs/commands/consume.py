@@ -7,7 +7,9 @@ from the store (``--store``): no gateway needed. ``--from-timestamp MS`` or
 time (found in the store). With ``--group G`` it joins the group through the
 gateway (``--bootstrap-server``), reads the partitions the group gives it, and
 commits what it printed (auto-commit, and on exit). Add ``--via-gateway`` to read
-records through the gateway's long-poll fetch instead of the store.
+records through the gateway's long-poll fetch instead of the store (implied by
+``--user``, ``--token``, ``--ca-file`` or a client certificate: the gateway's ACLs
+then apply).
 
 Each record prints as ``partition offset timestamp key value`` (tab-separated,
 the timestamp in ISO 8601 UTC; ``--time-format ms`` for ms since the epoch);
@@ -49,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gateways to bootstrap from, comma-separated HOST:PORT or URLs "
                         "(default: http://gateway.host:gateway.port)")
     p.add_argument("--via-gateway", action="store_true",
-                   help="fetch records through the gateway instead of reading the store")
+                   help="fetch records through the gateway instead of reading the store "
+                        "(implied by --user, --token, --ca-file, --cert-file)")
     p.add_argument("--format", default="text", metavar="FORMAT",
                    help="text (default), json, or a kcat format string such as "
                         "'%%p %%o %%T %%k %%v\\n'")
@@ -124,12 +127,14 @@ def run(args: argparse.Namespace) -> int:
     start_ms = _start_time(args)
     settings = settings_from(args)
     gateway = gateway_url(args, settings)
+    security = client_kwargs(args)
     kw = dict(auto_offset_reset="earliest" if args.from_beginning else "latest",
-              client_id="sparklog-console-consumer", fetch_max_wait_ms=200,
-              **client_kwargs(args))
-    lg = open_log_from_settings(settings) if not args.via_gateway or start_ms is not None \
+              client_id="sparklog-console-consumer", fetch_max_wait_ms=200, **security)
+    # credentials or a CA are for a gateway: read through it, where its ACLs apply
+    via_gateway = args.via_gateway or bool(security)
+    lg = open_log_from_settings(settings) if not via_gateway or start_ms is not None \
         else None
-    if args.via_gateway:
+    if via_gateway:
         consumer = Consumer(gateway=gateway, group_id=args.group, **kw)
     else:
         consumer = Consumer(log=lg, gateway=gateway if args.group else None,
