@@ -36,7 +36,8 @@ from ingest_gateway.errors import NotAuthorized, UnsupportedContentType
 from ingest_gateway.http.errors import refusal
 from ingest_gateway.http.produce import send_json
 from ingest_gateway.security.authentication import principal_of
-from ingest_gateway.security.route_acls import AUTHENTICATED, IN_HANDLER, OPEN, Need, rule_for
+from ingest_gateway.security.route_acls import (AUTHENTICATED, CLUSTER, IN_HANDLER, OPEN, Need,
+                                                rule_for)
 
 #: the body types a cross-site page can send without a preflight (the Fetch standard's
 #: CORS-safelisted Content-Type values)
@@ -81,6 +82,7 @@ class Guard:
                     await self.authenticator.authenticate_async(scope)
                 if self.authorizer is not None and rule not in (OPEN, AUTHENTICATED):
                     self._authorize(scope, rule, params)
+                    await self._check_auto_create(scope, params)
         except SparklogError as exc:
             status, body, headers = refusal(self.state, exc)
             await send_json(send, status, body, [(b"content-type", b"application/json")] + [
@@ -117,6 +119,21 @@ class Guard:
             if not self.authorizer.authorize(principal, host, need.operation,
                                              need.resource_type, name):
                 raise NotAuthorized(principal, need.operation, need.resource_type, name)
+
+    async def _check_auto_create(self, scope: Any, params: dict[str, str]) -> None:
+        """A produce to a topic that does not exist creates it (auto.create.topics.enable)
+        only for a principal with Create on the cluster or the topic, as Kafka's
+        auto-creation; for another it answers 404 unknown_topic."""
+        topic = params.get("topic")
+        settings = self.state.settings.gateway
+        if topic is None or not settings.auto_create_topics_enable or \
+                _quota_kind(scope["method"], scope["path"]) != "produce":
+            return
+        principal, host = principal_of(scope), host_of(scope)
+        if self.authorizer.authorize(principal, host, "Create", "Cluster", CLUSTER) or \
+                self.authorizer.authorize(principal, host, "Create", "Topic", topic):
+            return
+        await self.state.batcher.topics.get(topic, create=False)  # UnknownTopic if missing
 
     async def _throttled(self, kind: str, scope: Any, receive: Any, send: Any) -> None:
         """Run the route counting the bytes of ``kind`` (the request's body for produce,

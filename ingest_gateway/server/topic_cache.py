@@ -29,14 +29,18 @@ class TopicCache:
         self._topics: dict[str, tuple[float, TopicInfo]] = {}
         self._loads: dict[str, asyncio.Future] = {}
 
-    async def get(self, topic: str) -> TopicInfo:
-        """The topic's metadata (at most ``cache_s`` old); auto-creates if enabled.
+    async def get(self, topic: str, *, create: bool = True) -> TopicInfo:
+        """The topic's metadata (at most ``cache_s`` old); auto-creates if enabled and
+        ``create`` (False: the requester may not create topics, ACLs said).
 
         Raises InvalidTopicName or UnknownTopic.
         """
         hit = self._topics.get(topic)
         if hit is not None and time.monotonic() - hit[0] < self.cache_s:
             return hit[1]
+        if not create and self.settings.auto_create_topics_enable:
+            # not through the shared load, which may create the topic
+            return await self.run_blocking(lambda: self.log.topic(topic, refresh=True))
         # One read per expiry, however many requests are waiting: without this, every
         # request arriving while the read runs would start its own (hundreds at a time
         # at full load, a burst of store reads each second).

@@ -14,6 +14,7 @@ import urllib3
 from ingest_gateway.security import passwords
 from jobs.gateway_process import GatewayProcess
 from log_layout import open_log
+from log_layout.acls import AclBinding, add_acls
 from log_layout.quotas import alter_quotas
 
 PASSWORD = "pw-guard"
@@ -126,3 +127,30 @@ def test_a_consumer_over_its_byte_rate_is_held_back(quota_gw):
         assert r.status == 200, r.data
         throttles.append(int(r.headers.get("X-Sparklog-Throttle-Time-Ms", 0)))
     assert sum(throttles) > 0, throttles
+
+
+def test_auto_creation_needs_create_as_in_kafka(store):
+    root, log = store
+    pw = str(root / "passwords-auto")
+    for user in ("maker", "writer"):
+        passwords.add(pw, user, PASSWORD)
+    add_acls(log.store, [
+        *(AclBinding.create("Topic", "auto-", "PREFIXED", principal=f"User:{u}",
+                            operation="Write") for u in ("maker", "writer")),
+        AclBinding.create("Topic", "auto-", "PREFIXED", principal="User:maker",
+                          operation="Create")])
+    settings = {"authentication.method": "basic", "authentication.password.file": pw,
+                "authorizer.enabled": "true", "gateway.auto.create.topics.enable": "true"}
+    with GatewayProcess(log.url, settings=settings) as gw:
+        body = json.dumps({"records": [{"value": 1}]}).encode()
+
+        def produce(user: str, topic: str) -> urllib3.BaseHTTPResponse:
+            return http.request("POST", f"{gw.url}/topics/{topic}", body=body, headers={
+                "Content-Type": "application/vnd.kafka.json.v2+json",
+                "Authorization": _basic(user)})
+
+        r = produce("writer", "auto-a")
+        assert r.status == 404 and r.json()["error"] == "unknown_topic", r.data
+        assert "auto-a" not in log.topics()
+        assert produce("maker", "auto-a").status == 200 and "auto-a" in log.topics()
+        assert produce("writer", "auto-a").status == 200  # it exists now: Write is enough
