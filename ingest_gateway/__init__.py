@@ -15,6 +15,9 @@ Three parts, each importable without the ones above it:
   (``http.errors``), the OpenAPI document. ``http.app.create_app(settings,
   log)`` mounts every route.
 
+- ``security``: TLS settings, authentication, Kafka's ACL authorizer and quotas
+  (``http.guard`` applies them to every request).
+
 Arrows point down only: ``http`` -> ``server`` -> ``client`` protocol types
 (``client.group_protocol``, ``client.records``) and ``errors``; the client never
 imports ``server`` or ``http``, except the coordinator's store functions that a
