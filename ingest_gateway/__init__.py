@@ -14,7 +14,6 @@ Three parts, each importable without the ones above it:
   fetch, groups, REST consumer instances), the ONE error table
   (``http.errors``), the OpenAPI document. ``http.app.create_app(settings,
   log)`` mounts every route.
-
 - ``security``: TLS settings, authentication, Kafka's ACL authorizer and quotas
   (``http.guard`` applies them to every request).
 
