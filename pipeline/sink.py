@@ -29,9 +29,10 @@ with an abort. Read-committed readers see all of the job's rows or none; a drive
 dies leaves the transaction open until ``transaction.timeout.ms`` aborts it. Until the
 transactions module lands, see ``sink_txn`` for what is not atomic.
 
-Save modes: ``append`` only (Spark's Kafka sink also takes the default
-``errorifexists``, which appends; Spark passes a Python sink only "overwrite or not",
-so ``overwrite`` is refused and every other mode appends).
+Save modes: ``append`` only. ``overwrite`` is refused here (InvalidSinkOption); the
+default ``errorifexists`` and ``ignore``, which Spark's Kafka sink treats as append,
+Spark itself refuses for every Python data source (UNSUPPORTED_DATA_SOURCE_SAVE_MODE),
+so ``.mode("append")`` is needed.
 """
 
 from __future__ import annotations

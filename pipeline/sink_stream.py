@@ -103,6 +103,12 @@ class StreamWriter(DataSourceStreamArrowWriter):
         batch_id = int(tc.getLocalProperty("streaming.sql.batchId"))
         tid = f"spark-{query_id}"
         txn = self.txn if self.txn is not None and self.txn.tid == tid else Txn(tid)
+        if sink_txn.TRANSACTIONAL and not txn.transactional:
+            # never fall back to plain appends: the batch would not be one transaction
+            raise InvalidSinkOption("checkpointLocation", self.opts.checkpoint_location,
+                                    f"the query's transactions were opened for "
+                                    f"{self.txn.tid if self.txn else 'no query'}, but this "
+                                    f"task belongs to query {query_id}")
         log = shared_log(**self.opts.store_description)
         last = sink_txn.last_batch(log, tid)
         if last is not None and last >= batch_id:

@@ -46,8 +46,9 @@ TRANSACTIONAL = _tx is not None and all(
 BATCH_TOPIC = "_spark_sink_batch"
 #: the longest transaction.timeout.ms the store takes (Kafka's transaction.max.timeout.ms)
 MAX_TIMEOUT_MS = getattr(_tx, "MAX_TIMEOUT_MS", 900_000)
-#: appends that lost a race to another task's (sequence or leader epoch) are retried
-_RETRIES = 20
+#: appends that lost a race to another task's (sequence or leader epoch) are retried;
+#: each loss means another append committed, so this bounds only a broken store
+_RETRIES = 1000
 
 
 @dataclasses.dataclass(frozen=True)

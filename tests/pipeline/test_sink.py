@@ -164,13 +164,15 @@ def test_unknown_topic_bad_partition_and_overwrite_are_refused(spark, flog):
     with pytest.raises(Exception, match="'partition': 5 is out of range: topic 't' has "
                                         "partitions 0 to 1"):
         write(df.selectExpr("value", "5 as partition"), flog, topic="t")
+    both = spark.createDataFrame([("t", "v"), ("ghost", "w")], "topic string, value string")
+    with pytest.raises(Exception, match="ghost"):
+        write(both.coalesce(1), flog)  # an unknown topic in the column: the task fails
     with pytest.raises(Exception, match="sparklog sink option 'mode' 'overwrite'"):
         df.write.format("sparklog").options(**sink_options(flog, topic="t")) \
             .mode("overwrite").save()
     with pytest.raises(Exception, match="'subscribe'.*not an option of the sparklog sink"):
         write(df, flog, topic="t", subscribe="t")
-    assert flog.partition("t", 0).high_watermark() == 0
-    assert flog.partition("t", 1).high_watermark() == 0
+    assert committed_rows(flog, "t", 0) == committed_rows(flog, "t", 1) == 0
 
 
 def committed_rows(log, topic: str, partition: int) -> int:
@@ -205,3 +207,14 @@ def test_a_job_is_one_transaction_committed_at_the_end(spark, flog):
     assert sum(committed_rows(flog, "t", p) for p in range(3)) == 3000
     tids = [t for t in transactions.list_transactions(flog) if t.startswith("spark-")]
     assert len(tids) == 1 and transactions.describe(flog, tids[0])["state"] == "CompleteCommit"
+
+
+@pytest.mark.spark
+def test_the_default_save_mode_is_refused_by_spark_with_a_clear_message(spark, flog):
+    """Spark's Kafka sink appends under ErrorIfExists; Spark refuses that mode for every
+    Python data source before asking it (UNSUPPORTED_DATA_SOURCE_SAVE_MODE)."""
+    flog.create_topic("t", {"partitions": 1})
+    df = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(Exception, match='Please use either the "Append"'):
+        df.write.format("sparklog").options(**sink_options(flog, topic="t")).save()
+    assert committed_rows(flog, "t", 0) == 0
