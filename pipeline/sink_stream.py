@@ -49,7 +49,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from log_layout import open_store, shared_log
+from log_layout import StoreError, open_store, shared_log
 from pipeline import sink_txn
 from pipeline.errors import InvalidSinkOption
 from pipeline.sink import TaskResult, plan_checks, write_rows
@@ -57,13 +57,22 @@ from pipeline.sink_options import SinkOptions
 from pipeline.sink_txn import Txn
 
 
-def query_id_from_checkpoint(location: str | None) -> str | None:
-    """The query id Spark keeps in ``<location>/metadata`` (``{"id": ...}``), or None."""
+def query_id_from_checkpoint(location: str | None,
+                             storage_options: dict | None = None) -> str | None:
+    """The query id Spark keeps in ``<location>/metadata`` (``{"id": ...}``), or None.
+
+    The checkpoint is read through ``log_layout``'s stores: Hadoop's ``s3a://`` is read
+    as ``s3://``, with ``storage_options`` (the sink store's, when it is on S3 too).
+    """
     if not location:
         return None
+    if location.startswith("s3a://"):
+        location = "s3://" + location[len("s3a://"):]
+    same_kind = storage_options if location.startswith("s3://") else None
     try:
-        doc = json.loads(open_store(location).read("metadata").decode().splitlines()[0])
-    except (FileNotFoundError, ValueError, IndexError):
+        store = open_store(location, storage_options=same_kind)
+        doc = json.loads(store.read("metadata").decode().splitlines()[0])
+    except (FileNotFoundError, ValueError, IndexError, StoreError):
         return None
     return doc.get("id")
 
@@ -79,7 +88,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
     def plan(cls, opts: SinkOptions, schema: StructType, overwrite: bool) -> "StreamWriter":
         """Step 1, on the driver before any task of this run."""
         plan_checks(opts, schema, overwrite)
-        query_id = query_id_from_checkpoint(opts.checkpoint_location)
+        query_id = query_id_from_checkpoint(opts.checkpoint_location, opts.storage_options)
         if query_id is None:
             if sink_txn.TRANSACTIONAL:
                 raise InvalidSinkOption("checkpointLocation", opts.checkpoint_location,

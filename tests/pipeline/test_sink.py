@@ -218,3 +218,39 @@ def test_the_default_save_mode_is_refused_by_spark_with_a_clear_message(spark, f
     with pytest.raises(Exception, match='Please use either the "Append"'):
         df.write.format("sparklog").options(**sink_options(flog, topic="t")).save()
     assert committed_rows(flog, "t", 0) == 0
+
+
+@pytest.mark.spark
+def test_tasks_append_beside_a_live_gateway_without_fencing_it(spark, flog):
+    """The sink appends at the current leader epoch: the gateway's claimed writer goes on."""
+    flog.create_topic("t", {"partitions": 1})
+    gateway = flog.partition("t", 0).claim("gateway-1")
+    gateway.append(pa.table({"value": [b"before"]}))
+    write(spark.createDataFrame([("spark",)], "value string"), flog, topic="t")
+    gateway.append(pa.table({"value": [b"after"]}))  # not fenced
+    values = flog.partition("t", 0).read_table(0, isolation_level="read_committed")
+    assert values.column("value").to_pylist() == [b"before", b"spark", b"after"]
+
+
+@pytest.mark.spark
+def test_many_tasks_of_one_job_into_one_partition(spark, flog):
+    """Tasks share the job's producer: each append takes the producer's next sequence
+    number, and one that lost it to another task's append takes the one after."""
+    flog.create_topic("t", {"partitions": 1})
+    df = spark.range(0, 4000, 1, 8).selectExpr("cast(id as string) as value")
+    write(df, flog, topic="t")
+    got = flog.partition("t", 0).read_table(0, isolation_level="read_committed")
+    assert sorted(int(v) for v in got.column("value").to_pylist()) == list(range(4000))
+
+
+@pytest.mark.spark
+def test_round_trip_on_every_store(spark, slog):
+    """The local folder, the SeaweedFS S3 server and HDFS (marked s3 / hdfs)."""
+    slog.create_topic("t", {"partitions": 2})
+    df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(50)],
+                               "key string, value string")
+    write(df, slog, topic="t")
+    wanted = spark.createDataFrame([(f"k{i}".encode(), f"v{i}".encode(),
+                                     partition_for_key(f"k{i}".encode(), 2)) for i in range(50)],
+                                   "key binary, value binary, partition int")
+    check(read_back(spark, slog, "t"), wanted)

@@ -27,12 +27,21 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def flog(tmp_path):
-    log = open_log(str(tmp_path / "store"))
+def with_topics(log):
     log.create_topic("in", {"partitions": 2})
     log.create_topic("out", {"partitions": 3})
     return log
+
+
+@pytest.fixture
+def flog(tmp_path):
+    return with_topics(open_log(str(tmp_path / "store")))
+
+
+@pytest.fixture
+def any_log(slog):
+    """The local folder, the SeaweedFS S3 server and HDFS (marked s3 / hdfs)."""
+    return with_topics(slog)
 
 
 def run(spark, log, checkpoint: Path, **reader):
@@ -71,8 +80,8 @@ def query_tid(checkpoint: Path) -> str:
     return f"spark-{query_id_from_checkpoint(str(checkpoint))}"
 
 
-def test_restarts_write_each_row_once_one_transaction_per_batch(spark, flog, tmp_path):
-    ck = tmp_path / "ck"
+def test_restarts_write_each_row_once_one_transaction_per_batch(spark, any_log, tmp_path):
+    flog, ck = any_log, tmp_path / "ck"
     fill(flog, 0, range(0, 30))
     fill(flog, 1, range(30, 50))
     q = run(spark, flog, ck, maxOffsetsPerTrigger=20)
