@@ -432,3 +432,15 @@ class GatewayError(SparklogError):
     def __init__(self, status: int, code: str, message: str):
         self.status, self.code, self.message = status, code, message
         super().__init__(f"gateway answered {status} {code}: {message}")
+
+
+class UnknownTransactionalId(SparklogError, LookupError):
+    """A transactional id that no producer has initialised (Kafka's
+    TRANSACTIONAL_ID_NOT_FOUND)."""
+
+    code = "unknown_transactional_id"
+
+    def __init__(self, transactional_id: str):
+        self.transactional_id = transactional_id
+        super().__init__(f"transactional id {transactional_id!r} has never been initialised "
+                         "(POST /v3/transactions/{id}:init)")

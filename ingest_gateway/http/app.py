@@ -10,6 +10,7 @@ Routes (the OpenAPI document at ``/openapi.json`` is the reference, see
     /consumers/...                                          REST instances    (rest_consumers)
     /v3/.../configs  .../records  .../consumer-groups  .../replicas
                                           (v3_configs, v3_records, v3_groups, v3_replicas)
+    /v3/transactions ...                                    transactions      (v3_transactions)
     GET    /healthz  /readyz  /metrics  /openapi.json       operations        (here)
     GET    /docs  /redoc                                    API pages         (docs)
     GET    /ui ...                                          web console       (console)
@@ -41,7 +42,7 @@ from conf.errors import ConfigError, SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, RequestTooLarge, ShuttingDown
 from ingest_gateway.http import (cluster_routes, console, docs, fetch_routes, group_routes,
                                  rest_consumers, topics, v3_configs, v3_groups, v3_records,
-                                 v3_replicas)
+                                 v3_replicas, v3_transactions)
 from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
@@ -84,7 +85,7 @@ def routes() -> list[BaseRoute]:
         Route("/topics/{topic}", Produce(), methods=["POST"]),
         Route("/topics/{topic}/partitions/{partition}", Produce(), methods=["POST"]),
         *topics.routes(), *v3_configs.routes(), *v3_records.routes(), *v3_groups.routes(),
-        *v3_replicas.routes(),
+        *v3_replicas.routes(), *v3_transactions.routes(),
         *cluster_routes.routes(), *docs.routes(),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -235,11 +236,13 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         observer = console.Observer(app.state).start()  # throughput and lag history
+        aborter = v3_transactions.TimeoutAborter(batcher, log_, now_ms).start()
         log.info("gateway %s serving %s", batcher.id, log_.url)
         try:
             yield
         finally:
             observer.stop()
+            await aborter.stop()
             for part in (app.state.authorizer, app.state.quotas):  # their refresh threads
                 if part is not None and hasattr(part, "close"):
                     part.close()

@@ -31,9 +31,11 @@ from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatc
                                    RebalanceInProgress, RecordNotJson,
                                    RequestTimeout, RequestTooLarge, ShuttingDown,
                                    TooManyConnections, UnknownCluster, UnknownConsumerInstance,
-                                   UnknownGroup, UnknownMemberId, UnsupportedContentType)
+                                   UnknownGroup, UnknownMemberId, UnknownTransactionalId,
+                                   UnsupportedContentType)
 from log_layout import (CorruptManifest, CorruptSegment, Fenced, InvalidProducerEpoch,
-                        InvalidRecords, MaintenanceConflict, OffsetOutOfRange,
+                        InvalidRecords, InvalidTxnState, MaintenanceConflict, OffsetOutOfRange,
+                        ProducerFenced,
                         OutOfOrderSequence, RecordTooLarge, StoreError, TopicExists,
                         UnknownPartition, UnknownTopic)
 
@@ -89,6 +91,11 @@ ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.Map
     UnknownBroker: (404, 40406),
     NotAuthenticated: (401, 40101),  # REST Proxy's authentication error
     NotAuthorized: (403, 40301),  # REST Proxy's authorization error
+    # transactions (v3_transactions): a conflict with the id's state or newer producer,
+    # not a malformed request, so 409 (Kafka: PRODUCER_FENCED, INVALID_TXN_STATE)
+    ProducerFenced: (409, 40915),
+    InvalidTxnState: (409, 40916),
+    UnknownTransactionalId: (404, 40407),  # Kafka: TRANSACTIONAL_ID_NOT_FOUND
     SparklogError: (500, 50001),
 })
 #: errors a client may retry unchanged (idempotently)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ingest_gateway.http.openapi_consumers import consumer_paths
 from ingest_gateway.http.openapi_links import add_links
+from ingest_gateway.http.openapi_txn import txn_paths
 from ingest_gateway.http.openapi_v3 import v3_paths
 from ingest_gateway.server import codec
 
@@ -55,6 +56,9 @@ PRODUCE_PARAMS = [
            "idempotent producer epoch (default 0)"),
     _param("sequence", "query", {"type": "string", "pattern": r"^\d+(:\d+)?(,\d+:\d+)*$"},
            "first sequence of the request's records: N, or P:N,P:N across partitions"),
+    _param("transactional_id", "query", {"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$"},
+           "write into this id's ongoing transaction (with producer_id, producer_epoch, "
+           "sequence; each partition added first: POST /v3/transactions/{tid}/partitions)"),
 ]
 
 
@@ -99,7 +103,7 @@ SECURITY_SCHEMES = {
 def document() -> dict[str, Any]:
     """The whole OpenAPI 3 document: every route, its links (``openapi_links``), the schemas."""
     paths = {**_topic_paths(), **_admin_paths(), **v3_paths(), **_operations_paths(),
-             **consumer_paths()}
+             **consumer_paths(), **txn_paths()}
     add_links(paths)
     doc = {
         "openapi": "3.0.3",

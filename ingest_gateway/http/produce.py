@@ -4,7 +4,11 @@ Parameters (query string): ``acks`` = 0 | 1 | all (default all; the
 ``X-Sparklog-Acks`` header works too); for idempotent producing
 ``producer_id`` (0 .. 2^63-1), ``producer_epoch`` (0 .. 32767) and ``sequence``:
 the first sequence number of the request's records in its one partition, or
-``P:SEQ,P:SEQ`` when a request spans partitions. Bodies: ``server.codec``.
+``P:SEQ,P:SEQ`` when a request spans partitions; with those, ``transactional_id``
+writes the records into the producer's ongoing transaction (every partition added
+to it first: ``POST /v3/transactions/{id}/partitions``; else 409
+``invalid_txn_state``; an older epoch: 409 ``producer_fenced``;
+``server.txn_produce``). Bodies: ``server.codec``.
 
 The route is a bare ASGI endpoint (:class:`Produce`) that ``app.GatewayApp``
 calls without Starlette's routing; it parses the body (``codec_json`` /
@@ -133,6 +137,12 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
     if (pid is None) != (q.get("sequence") is None) or (epoch is not None and pid is None):
         raise BadRequest("idempotent producing needs producer_id and sequence together "
                          "(producer_epoch defaults to 0)")
+    tid = q.get("transactional_id")
+    if tid is not None:
+        validate_topic_name(tid)  # transactional ids follow the topic-name rules
+        if pid is None or epoch is None:
+            raise BadRequest("transactional producing needs producer_id, producer_epoch and "
+                             "sequence")
     body = await read_body()
     batcher: Batcher = state.batcher
     info = await batcher.topic_info(topic)
@@ -149,7 +159,7 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
     sequences = _sequences(q.get("sequence"), list(parsed.parts))
     results = await batcher.produce(topic, parsed, acks=acks,
                                     producer=None if pid is None else (pid, epoch or 0),
-                                    sequences=sequences)
+                                    sequences=sequences, transactional_id=tid)
     failed = [r for r in results if r.error is not None]
     if failed and len(failed) == len(results):
         raise failed[0].error  # type: ignore[misc]

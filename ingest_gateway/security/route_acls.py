@@ -56,6 +56,7 @@ _G = "Group"
 _C = "Cluster"
 _GROUP_READ = (Need("Read", _G, "group"),)
 _V3 = "/v3/clusters/{cluster_id}"
+_TXN_WRITE = Need("Write", "TransactionalId", "tid")
 
 #: (methods, path template, rule); GET rules cover HEAD
 RULES: tuple[tuple[str, str, object], ...] = (
@@ -66,6 +67,16 @@ RULES: tuple[tuple[str, str, object], ...] = (
     ("POST", _V3 + "/topics/{topic}/records", (Need("Write", _T, "topic"),)),
     ("POST", _V3 + "/topics/{topic}/records:batch", (Need("Write", _T, "topic"),)),
     ("POST", "/v3/producers", (IN_HANDLER,)),  # InitProducerId: IdempotentWrite or a Write
+    # transactions (InitProducerId, AddPartitionsToTxn, EndTxn: Write on the
+    # TransactionalId; AddOffsetsToTxn also Read on the group; listing: Describe,
+    # filtered in the handler as Kafka's ListTransactions is)
+    ("GET", "/v3/transactions", (IN_HANDLER,)),
+    ("POST", "/v3/transactions/{tid}:init", (_TXN_WRITE,)),
+    ("POST", "/v3/transactions/{tid}:commit", (_TXN_WRITE,)),
+    ("POST", "/v3/transactions/{tid}:abort", (_TXN_WRITE,)),
+    ("POST", "/v3/transactions/{tid}/partitions", (_TXN_WRITE, IN_HANDLER)),  # + Write topics
+    ("POST", "/v3/transactions/{tid}/offsets", (_TXN_WRITE, IN_HANDLER)),  # + Read on the group
+    ("GET", "/v3/transactions/{tid}", (Need("Describe", "TransactionalId", "tid"),)),
     # reads: Fetch needs Read on the topic; ListOffsets Describe
     ("GET", "/topics/{topic}/partitions/{partition}/messages", (Need("Read", _T, "topic"),)),
     ("GET", "/topics/{topic}/partitions/{partition}/offsets", (Need("Describe", _T, "topic"),)),

@@ -65,8 +65,9 @@ from conf.settings import GatewaySettings
 from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
+from ingest_gateway.server import sequencing, txn_produce
 from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
-                                           Ticket, check_sequence, write_batch, write_now)
+                                           Ticket, write_batch, write_now)
 from ingest_gateway.server.codec import Parsed, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
@@ -77,9 +78,6 @@ log = logging.getLogger("sparklog.gateway")
 
 CommitListener = Callable[[str, int, int], None]
 
-#: how long a batch whose sequence is ahead of the expected one waits for its
-#: predecessors before it is refused as out of order (see ``Batcher._tickets``)
-SEQUENCE_HOLD_S = 1.0
 #: a batch up to this size is written on the event loop itself when the store's commits
 #: are cheap (``Store.cheap_commits``): one-record requests at low load
 INLINE_FLUSH_BYTES = 64 * 1024
@@ -95,7 +93,8 @@ class Batcher:
         self.settings = settings
         self.topic_defaults = topic_defaults
         self.metrics = metrics
-        self.id = gateway_id or f"gateway-{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.id = gateway_id or \
+            f"gateway-{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=flush_threads or min(16, (os.cpu_count() or 2) * 4),
             thread_name_prefix="sparklog-flush")
@@ -211,14 +210,16 @@ class Batcher:
     # -- produce ------------------------------------------------------------------
     async def produce(self, topic: str, parsed: Parsed, *, acks: int = -1,
                       producer: tuple[int, int] | None = None,
-                      sequences: dict[int, int] | None = None) -> list[PartResult]:
+                      sequences: dict[int, int] | None = None,
+                      transactional_id: str | None = None) -> list[PartResult]:
         """Accept a parsed request; per partition, its base offset (None at acks=0).
 
         All checks run before anything is added, so an error leaves nothing
         behind. Raises ShuttingDown, UnknownTopic, UnknownPartition,
         RecordTooLarge, MissingKey, BufferFull, BadRequest (sequences),
-        InvalidProducerEpoch, OutOfOrderSequence, NotLeader. With acks=all, a
-        failed flush is reported per partition in ``PartResult.error``.
+        InvalidProducerEpoch, OutOfOrderSequence, NotLeader; with a
+        ``transactional_id`` (``txn_produce``) ProducerFenced, InvalidTxnState. With
+        acks=all, a failed flush is reported per partition in ``PartResult.error``.
         """
         if self.closing:
             raise ShuttingDown()
@@ -228,6 +229,13 @@ class Batcher:
                 self.cluster.check_leader(topic, p)
         for p, table in parsed.parts.items():
             check_records(topic, info.config, table)
+        if transactional_id is not None:
+            if producer is None:
+                raise BadRequest("a transactional request needs producer_id, producer_epoch "
+                                 "and sequence")
+            await self.run_blocking(txn_produce.check_in_transaction, self.log,
+                                    transactional_id, *producer, topic, list(parsed.parts))
+        txn = producer if transactional_id is not None else None
         incoming = parsed.nbytes
         if self.buffered + incoming > self.settings.buffer_memory and self.buffered:
             self.metrics.rejected(BufferFull.code)
@@ -243,11 +251,13 @@ class Batcher:
                 if sequences is None or p not in sequences:
                     raise BadRequest(f"an idempotent request needs a sequence for partition {p}")
                 batches[p] = ProducerBatch(pid, epoch, sequences[p], table.num_rows)
-        tickets = await self._tickets(parsed, states, batches)
+        tickets = await sequencing.tickets(parsed, states, batches,
+                                           closing=lambda: self.closing,
+                                           out_of_order=self.metrics.out_of_order)
         for p, table in parsed.parts.items():
             ticket = tickets[p]
             if ticket.batch is None and ticket.committed is None:
-                self._add(states[p], table, batches.get(p), ticket)
+                self._add(states[p], table, batches.get(p), ticket, txn)
                 if acks != -1:
                     ticket.batch.acked += table.num_rows  # type: ignore[union-attr]
         self.metrics.accepted(topic, parsed.count, incoming)
@@ -261,59 +271,18 @@ class Batcher:
             results.append(await self._answer(ticket, acks))
         return results
 
-    async def _tickets(self, parsed: Parsed, states: dict[int, PartitionState],
-                       batches: dict[int, ProducerBatch]) -> dict[int, Ticket]:
-        """Validate every partition first (nothing is added unless all pass): each one's
-        ticket, a duplicate's already filled in.
-
-        A batch whose sequence is *ahead* of the next expected one is held (up to
-        SEQUENCE_HOLD_S) instead of refused: the Producer sends up to 5 batches of a
-        partition at once over several connections, so a later one can arrive first.
-        It is checked again whenever the partition's idempotent state changes; once
-        its predecessor is accepted it fits. Refusing it (Kafka's broker does, but
-        Kafka's producer keeps a partition's requests in order on one connection)
-        made the client back off 50 ms doubling to 1 s while every later batch waited.
-        The wait ends at the bound, or at shutdown, with the refusal it would have had.
-        """
-        deadline = None
-        while True:
-            tickets: dict[int, Ticket] = {}
-            try:
-                for p, table in parsed.parts.items():
-                    ticket = Ticket(p, table.num_rows)
-                    if p in batches:
-                        dup = check_sequence(states[p], batches[p])
-                        if isinstance(dup, tuple) and isinstance(dup[0], Batch):
-                            ticket.batch, ticket.part = dup
-                        elif dup is not None:
-                            ticket.committed = dup
-                    tickets[p] = ticket
-                return tickets
-            except OutOfOrderSequence as e:
-                now = time.monotonic()
-                deadline = deadline or now + SEQUENCE_HOLD_S
-                if e.got < e.expected or now >= deadline or self.closing:
-                    self.metrics.out_of_order()
-                    raise
-                state = states[e.partition]
-                if state.sequence_changed is None:
-                    state.sequence_changed = asyncio.get_running_loop().create_future()
-                try:
-                    await asyncio.wait_for(asyncio.shield(state.sequence_changed),
-                                           deadline - now)
-                except TimeoutError:
-                    pass
-                if self.closing:
-                    raise ShuttingDown() from None
-                if state.stopped is not None:
-                    raise state.stopped from None
-
     def _add(self, state: PartitionState, table: pa.Table, pb: ProducerBatch | None,
-             ticket: Ticket) -> None:
+             ticket: Ticket, txn: tuple[int, int] | None = None) -> None:
         batch = state.current
+        if batch is not None and batch.txn != txn:
+            # A transactional segment holds one producer's records only (txn_writes):
+            # the open batch goes to the queue, in order, and a new one opens.
+            state.queue.append(self._close_current(state))
+            self._flush(state)
+            batch = None
         if batch is None:
             loop = asyncio.get_running_loop()
-            batch = state.current = Batch(loop.create_future())
+            batch = state.current = Batch(loop.create_future(), txn)
             if self.settings.linger_ms > 0:  # the compatibility knob: a fixed wait
                 state.timer = loop.call_later(self.settings.linger_ms / 1000,
                                               self._linger_expired, state, batch)

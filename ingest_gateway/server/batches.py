@@ -29,9 +29,12 @@ class Batch:
     """One partition's records between two flushes, resolved once by its flush."""
 
     __slots__ = ("parts", "producers", "rows", "nbytes", "future", "starts", "dropped",
-                 "result", "error", "acked")
+                 "result", "error", "acked", "txn")
 
-    def __init__(self, future: asyncio.Future):
+    def __init__(self, future: asyncio.Future, txn: tuple[int, int] | None = None):
+        #: (producer id, epoch) of a transactional batch: its records only, flushed as
+        #: one transactional segment; None: any non-transactional records
+        self.txn = txn
         self.parts: list[pa.Table | Rows] = []
         #: (ProducerBatch, index of its part)
         self.producers: list[tuple[ProducerBatch, int]] = []
@@ -177,7 +180,8 @@ def write_batch(state: PartitionState, batch: Batch) -> AppendResult:
     table = to_table(tables)
     try:
         return state.writer.append(table, producer_batches=[(pb, starts[part])
-                                                            for pb, part in accepted])
+                                                            for pb, part in accepted],
+                                   transactional=batch.txn is not None)
     except Fenced:
         raise
     except Exception:

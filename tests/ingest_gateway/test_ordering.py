@@ -16,7 +16,7 @@ import threading
 import time
 
 from ingest_gateway.client import Producer
-from ingest_gateway.server.batcher import SEQUENCE_HOLD_S
+from ingest_gateway.server.sequencing import SEQUENCE_HOLD_S
 
 
 def metric(gateway, name: str) -> float:

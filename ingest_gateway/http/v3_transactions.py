@@ -1,0 +1,253 @@
+"""Transactions over HTTP, in REST Proxy v3's style (Kafka's transactional producer
+requests, KIP-98), over the coordinator in ``log_layout.transactions``.
+
+Routes::
+
+    POST /v3/transactions/{tid}:init        {"transaction_timeout_ms": 60000}
+         -> {"transactional_id", "producer_id", "producer_epoch"}   (InitProducerId)
+    POST /v3/transactions/{tid}/partitions  {"producer_id", "producer_epoch",
+         "partitions": [{"topic", "partition"}]}                    (AddPartitionsToTxn)
+    POST /v3/transactions/{tid}/offsets     {"producer_id", "producer_epoch", "group_id",
+         "offsets": [{"topic", "partition", "offset"}]}   (AddOffsetsToTxn + TxnOffsetCommit)
+    POST /v3/transactions/{tid}:commit      {"producer_id", "producer_epoch"}  (EndTxn)
+    POST /v3/transactions/{tid}:abort       {"producer_id", "producer_epoch"}
+    GET  /v3/transactions/{tid}             the transaction log's document
+    GET  /v3/transactions                   every transactional id's document
+
+Records go into the transaction by the produce route with ``transactional_id``
+(``produce``), to partitions added here first. ``:init`` bumps the epoch and so
+fences an older producer of the id; every other call names producer id and epoch.
+Answers: 200 with a JSON document; 204 for partitions, offsets, commit and abort.
+Refusals (``errors.ERRORS``): a body field missing, of the wrong type or out of
+range 400 ``bad_request``; a bad transactional id 400 ``invalid_topic_name``; a
+bad group id 400 ``invalid_group_id``; an unknown topic or partition 404; an
+older epoch 409 ``producer_fenced`` (40915: a conflict with the id's newer
+producer, not a malformed request, so 409 and not 400); a call the state does not
+allow 409 ``invalid_txn_state`` (40916); an unknown id on GET 404
+``unknown_transactional_id``.
+
+Every store call runs on the batcher's pool, off the event loop. :class:`TimeoutAborter`
+aborts transactions older than their ``transaction_timeout_ms`` (Kafka's
+transaction.timeout.ms), checked every ABORT_CHECK_S while the app runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from conf.topic import validate_topic_name
+from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.errors import BadRequest, UnknownTransactionalId
+from ingest_gateway.http import access
+from ingest_gateway.http.body import read_json
+from log_layout import UnknownPartition, transactions
+from log_layout.commit import wall_clock_ms
+
+log = logging.getLogger("sparklog.gateway")
+
+#: Kafka's transaction.timeout.ms default
+DEFAULT_TIMEOUT_MS = 60_000
+#: how often the gateway aborts timed-out transactions (Kafka's
+#: transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s; shorter here
+#: because a check is one listing of the transaction log)
+ABORT_CHECK_S = 1.0
+#: at most this many partitions or offsets in one call (a body is bounded anyway)
+MAX_ITEMS = 10_000
+_INT64 = 2**63 - 1
+
+
+def _now(request: Request) -> int:
+    clock = getattr(request.app.state, "now_ms", None)
+    return clock() if clock is not None else wall_clock_ms()
+
+
+async def _run(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return await request.app.state.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
+
+
+def _int(doc: dict, name: str, lo: int, hi: int, default: Any = ...) -> int:
+    v = doc.get(name)
+    if v is None:
+        if default is ...:
+            raise BadRequest(f"field {name!r} is required")
+        return default
+    if type(v) is not int or not lo <= v <= hi:
+        raise BadRequest(f"field {name!r} must be an integer {lo}..{hi}, not {str(v)[:100]!r}")
+    return v
+
+
+def _object(doc: Any) -> dict:
+    if not isinstance(doc, dict):
+        raise BadRequest("the body must be a JSON object")
+    return doc
+
+
+def _producer(doc: dict) -> tuple[int, int]:
+    return _int(doc, "producer_id", 0, _INT64), _int(doc, "producer_epoch", 0, 32767)
+
+
+def _items(doc: dict, name: str) -> list[dict]:
+    items = doc.get(name)
+    if not isinstance(items, list) or not items or len(items) > MAX_ITEMS:
+        raise BadRequest(f"field {name!r} must be a list of 1..{MAX_ITEMS} objects")
+    for it in items:
+        _object(it)
+        validate_topic_name(it.get("topic"))
+        _int(it, "partition", 0, 2**31 - 1)
+    return items
+
+
+async def _check_partitions(request: Request, pairs: list[tuple[str, int]]) -> None:
+    """UnknownTopic / UnknownPartition unless every pair exists (Kafka's
+    UNKNOWN_TOPIC_OR_PARTITION)."""
+    for topic in sorted({t for t, _ in pairs}):
+        info = await request.app.state.batcher.topic_info(topic)
+        for t, p in pairs:
+            if t == topic and p >= info.partitions:
+                raise UnknownPartition(topic, p, info.partitions)
+
+
+def _tid(request: Request) -> str:
+    return validate_topic_name(request.path_params["tid"])
+
+
+async def init(request: Request) -> Response:
+    tid = _tid(request)
+    doc = _object(await read_json(request, empty={}))
+    timeout = _int(doc, "transaction_timeout_ms", 1, transactions.MAX_TIMEOUT_MS,
+                   DEFAULT_TIMEOUT_MS)
+    pid, epoch = await _run(request, transactions.init_transactions, request.app.state.log,
+                            tid, timeout, _now(request))
+    return JSONResponse({"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch})
+
+
+async def add_partitions(request: Request) -> Response:
+    tid = _tid(request)
+    doc = _object(await read_json(request))
+    pid, epoch = _producer(doc)
+    pairs = [(it["topic"], it["partition"]) for it in _items(doc, "partitions")]
+    for topic in sorted({t for t, _ in pairs}):
+        access.require(request, "Write", "Topic", topic)  # Kafka's AddPartitionsToTxn
+    await _check_partitions(request, pairs)
+    await _run(request, transactions.add_partitions, request.app.state.log, tid, pid, epoch,
+               pairs, now_ms=_now(request))
+    return Response(status_code=204)
+
+
+async def add_offsets(request: Request) -> Response:
+    tid = _tid(request)
+    doc = _object(await read_json(request))
+    pid, epoch = _producer(doc)
+    group = validate_group_id(doc.get("group_id"))
+    access.require(request, "Read", "Group", group)  # Kafka's AddOffsetsToTxn
+    offsets: dict[str, dict[int, int]] = {}
+    for it in _items(doc, "offsets"):
+        offsets.setdefault(it["topic"], {})[it["partition"]] = _int(it, "offset", 0, _INT64)
+    for topic in sorted(offsets):
+        access.require(request, "Read", "Topic", topic)  # Kafka's TxnOffsetCommit
+    await _run(request, transactions.add_offsets, request.app.state.log, tid, pid, epoch,
+               group, offsets, now_ms=_now(request))
+    return Response(status_code=204)
+
+
+async def _end(request: Request, commit: bool) -> Response:
+    tid = _tid(request)
+    pid, epoch = _producer(_object(await read_json(request)))
+    await _run(request, transactions.end_transaction, request.app.state.log, tid, pid, epoch,
+               commit, _now(request))
+    return Response(status_code=204)
+
+
+async def commit(request: Request) -> Response:
+    return await _end(request, True)
+
+
+async def abort(request: Request) -> Response:
+    return await _end(request, False)
+
+
+def _view(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "KafkaTransaction", "transactional_id": doc["transactional_id"],
+            "producer_id": doc["producer_id"], "producer_epoch": doc["epoch"],
+            "transaction_timeout_ms": doc["timeout_ms"], "state": doc["state"],
+            "started_ms": doc["started_ms"], "updated_ms": doc["updated_ms"],
+            "partitions": [{"topic": t, "partition": p} for t, p in doc["partitions"]],
+            "offsets": [{"group_id": g, "topic": t, "partition": int(p), "offset": o}
+                        for g, ts in sorted(doc["offsets"].items())
+                        for t, ps in sorted(ts.items()) for p, o in sorted(ps.items())]}
+
+
+async def get_transaction(request: Request) -> Response:
+    tid = _tid(request)
+    doc = await _run(request, transactions.describe, request.app.state.log, tid)
+    if doc is None:
+        raise UnknownTransactionalId(tid)
+    return JSONResponse(_view(doc))
+
+
+async def list_transactions(request: Request) -> Response:
+    store = request.app.state.log
+
+    def work() -> list[dict[str, Any]]:
+        docs = (transactions.describe(store, t) for t in transactions.list_transactions(store))
+        return [d for d in docs if d]
+
+    docs = access.visible(request, "TransactionalId", await _run(request, work),
+                          lambda d: d["transactional_id"])
+    return JSONResponse({"kind": "KafkaTransactionList", "data": [_view(d) for d in docs]})
+
+
+class TimeoutAborter:
+    """Calls ``abort_expired`` every ABORT_CHECK_S on the batcher's pool, from
+    :meth:`start` to :meth:`stop` (the app's lifespan). Several gateways may run one
+    each: the coordinator's exclusive versions let one abort win."""
+
+    def __init__(self, batcher: Any, log_: Any, now_ms: Any = None,
+                 interval_s: float = ABORT_CHECK_S):
+        self.batcher, self.log, self.interval_s = batcher, log_, interval_s
+        self.now_ms = now_ms or wall_clock_ms
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> "TimeoutAborter":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                aborted = await self.batcher.run_blocking(transactions.abort_expired, self.log,
+                                                          self.now_ms())
+                for tid in aborted:
+                    log.info("transaction of %r aborted: older than its timeout", tid)
+            except Exception:  # the store failing now: the next round tries again
+                log.exception("aborting timed-out transactions failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+
+def routes() -> list[BaseRoute]:
+    t = "/v3/transactions/{tid}"
+    return [
+        Route("/v3/transactions", list_transactions, methods=["GET"]),
+        Route(t + ":init", init, methods=["POST"]),
+        Route(t + ":commit", commit, methods=["POST"]),
+        Route(t + ":abort", abort, methods=["POST"]),
+        Route(t + "/partitions", add_partitions, methods=["POST"]),
+        Route(t + "/offsets", add_offsets, methods=["POST"]),
+        Route(t, get_transaction, methods=["GET"]),
+    ]
