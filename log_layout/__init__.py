@@ -20,7 +20,10 @@ module per job behind ``partition.PartitionLog``: ``versions``, ``commit``,
 (the interface and its atomicity contract) with ``local_store`` and
 ``fsspec_store``; ``topics`` holds :class:`Log`, ``group_offsets`` and
 ``maintenance_history`` the store's small documents, ``maintenance`` the
-skeleton every maintenance step runs.
+skeleton every maintenance step runs. Transactions (Kafka's KIP-98): the
+transaction log and its coordinator are ``transactions``, what a transactional
+append and a control marker change in a partition ``txn_writes``, the manifest
+fields and the read_committed rules ``manifest``.
 """
 
 from log_layout.errors import *  # noqa: F401,F403  (the typed errors are part of the API)

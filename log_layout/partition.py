@@ -9,8 +9,10 @@
   vacuum) and the one optimistic loop every commit runs;
 * ``segment_commit`` -- how an append's segment is written and committed (one
   linked file on local stores, segment then version elsewhere);
-* ``reader`` -- reads by offset and by time; ``writer`` -- claims, appends,
-  maintenance swaps; ``vacuum`` -- unreferenced files and their deletion.
+* ``reader`` -- reads by offset and by time, read_uncommitted or read_committed;
+  ``writer`` -- claims, appends (transactional ones and control markers: the rules
+  are ``txn_writes``), maintenance swaps; ``vacuum`` -- unreferenced files and
+  their deletion.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from log_layout.commit import run as run_commit
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
                                TopicRecreated)
-from log_layout.manifest import Manifest, ProducerBatch, SegmentInfo, segments_after_replace
+from log_layout.manifest import (NO_PRODUCER, Manifest, ProducerBatch, SegmentInfo,
+                                 segments_after_replace)
 from log_layout.segment_commit import SegmentPuts, append_commit
 from log_layout.versions import Versions
 
@@ -176,6 +177,12 @@ def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],
     ``PartitionLog.replace_segments``; ``config()`` gives the topic's compression).
     Raises InvalidMaintenance, InvalidRecords or MaintenanceConflict."""
     tables = _maintenance_output(v, remove, add)
+    if tables and any(s.control or s.producer_id != NO_PRODUCER for s in remove):
+        # Rewritten segments would lose their producer and marker flags (aborted records
+        # would become visible): until maintenance knows transactions (manifest.py says
+        # what it must keep) they stay as they are; dropping them whole is allowed.
+        raise MaintenanceConflict(v.topic, v.partition, "transactional segments and "
+                                  "markers are not rewritten by maintenance yet")
     lo, hi = remove[0].base_offset, remove[-1].last_offset
     with SegmentPuts(v, config().compression if tables else None) as puts:
         infos: list[SegmentInfo] = []

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from log_layout import (InvalidProducerEpoch, InvalidRecords, InvalidTopicName, InvalidTxnState,
-                        Manifest, ProducerBatch, ProducerFenced, transactions as tx)
+                        MaintenanceConflict, Manifest, ProducerBatch, ProducerFenced,
+                        transactions as tx)
 from log_layout.direct_reader import DirectReader
 from log_layout.manifest import TXN_DELTA_FORMAT, TXN_FORMAT
 from tests.log_layout.txn_helpers import (Crash, crashing_log, offsets, plain_append,
@@ -332,3 +333,20 @@ def test_race_timeout_aborter_against_commit(log):
         seen.add(commit[0])
         assert tx.describe(log, topic)["state"] in ("CompleteCommit", "CompleteAbort")
     print("aborter race outcomes:", seen)
+
+
+def test_maintenance_does_not_rewrite_transactional_segments(log, topic):
+    pid, epoch = _begin(log)
+    plain_append(log, "t", 0, [b"p0"])
+    txn_append(log, "t", 0, pid, epoch, [b"a1"])
+    tx.end_transaction(log, "app", pid, epoch, False)
+    part = log.partition("t", 0)
+    segs = part.snapshot().segments
+    with pytest.raises(MaintenanceConflict):  # compaction or roll-up output: refused
+        part.replace_segments(segs[:2], [part.read_table(0, 2)], committer="compaction",
+                              now_ms=T0)
+    part.replace_segments(segs[:1], [part.read_table(0, 1)], committer="compaction", now_ms=T0)
+    part.replace_segments(part.snapshot().segments[:3], [], committer="retention", now_ms=T0,
+                          log_start_offset=3)  # dropped whole: fine
+    assert part.snapshot().log_start_offset == 3
+    assert part.read_table(3, isolation_level=RC).num_rows == 0
