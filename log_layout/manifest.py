@@ -22,8 +22,9 @@ every kind of commit must race for the same name, or two could win a version::
 **Deltas.** An append between checkpoints is stored as a delta of the version
 before it: ``"format": 2``, ``"delta_of": N-1`` and, under ``segments``, only the
 segments it adds (every other field whole, as above). The format number differs
-so that a reader that predates deltas refuses one rather than misread it. So an append's JSON costs O(1) in the
-segments of the log, not O(segments): at 20,000 segments a whole manifest is
+so that a reader that predates deltas refuses one rather than misread it. So an
+append's JSON costs O(1) in the segments of the log, not O(segments): at 20,000
+segments a whole manifest is
 ~2 MB. Every version that is a multiple of ``CHECKPOINT_INTERVAL`` is whole, and
 so is every commit that is not an append (a claim, maintenance, vacuum), so a
 reader applies at most ``CHECKPOINT_INTERVAL - 1`` deltas to a whole version
@@ -86,6 +87,7 @@ records of an open transaction are never compacted away (they are above the LSO)
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import operator
@@ -200,8 +202,21 @@ class Manifest:
     def is_aborted(self, info: SegmentInfo) -> bool:
         """Whether ``info`` holds records of an aborted transaction."""
         pid = info.producer_id
-        return pid != NO_PRODUCER and any(
-            a[0] == pid and a[1] <= info.base_offset <= a[2] for a in self.aborted)
+        if pid == NO_PRODUCER or not self.aborted:
+            return False
+        index = self.__dict__.get("_aborted_index")
+        if index is None:  # producer -> its aborted ranges, by first offset (built once)
+            index = {}
+            for p, first, last in sorted(self.aborted):
+                index.setdefault(p, ([], []))
+                index[p][0].append(first)
+                index[p][1].append(last)
+            object.__setattr__(self, "_aborted_index", index)
+        ranges = index.get(pid)
+        if ranges is None:
+            return False
+        i = bisect.bisect_right(ranges[0], info.base_offset) - 1
+        return i >= 0 and info.base_offset <= ranges[1][i]
 
     @property
     def size_bytes(self) -> int:
@@ -292,7 +307,8 @@ class Manifest:
             "format": FORMAT, "topic": self.topic, "partition": self.partition,
             "version": self.version, "leader_epoch": self.leader_epoch, "leader": self.leader,
             "log_start_offset": self.log_start_offset, "next_offset": self.next_offset,
-            "removed": {"file": [r[0] for r in self.removed], "at_ms": [r[1] for r in self.removed]},
+            "removed": {"file": [r[0] for r in self.removed],
+                        "at_ms": [r[1] for r in self.removed]},
             "producers": {str(pid): {"epoch": e.epoch, "batches": [list(b) for b in e.batches]}
                           for pid, e in self.producers.items()},
             "committer": self.committer, "committed_ms": self.committed_ms,

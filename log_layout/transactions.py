@@ -30,6 +30,10 @@ wins each version**; the loser re-reads the winner's state and decides again
    other topics and partitions kept, a fresh ``write_id`` so the group's
    coordinator reloads it; writing the same offsets twice is harmless);
 4. Prepare* -> Complete* (partitions and offsets cleared).
+Step 3 reads, merges and replaces the group's document; it is not atomic against
+the group's coordinator (the gateway) writing the same document at that moment:
+the coordinator must reload a document whose ``write_id`` is not its own before
+it writes (``group_offsets``), or route these commits through itself.
 A crash before 1 leaves the transaction Ongoing: its records stay above the last
 stable offset until ``init_transactions`` of its id or ``abort_expired`` aborts it.
 A crash after 1 leaves Prepare*: ``recover`` (also run by ``init_transactions``
@@ -62,7 +66,8 @@ from typing import Any
 
 from log_layout import group_offsets, paths
 from log_layout.commit import wall_clock_ms
-from log_layout.errors import Fenced, InvalidTxnState, ProducerFenced, UnknownTopic
+from log_layout.errors import (Fenced, InvalidTxnState, ProducerFenced, UnknownPartition,
+                               UnknownTopic)
 from log_layout.versioned_doc import Version, VersionedDoc
 
 EMPTY, ONGOING = "Empty", "Ongoing"
@@ -331,7 +336,7 @@ def _marker(log: Any, topic: str, partition: int, producer_id: int, epoch: int,
             log.partition(topic, partition).writer().write_marker(
                 producer_id, epoch, commit, now_ms=_now(now_ms))
             return
-        except UnknownTopic:
+        except (UnknownTopic, UnknownPartition):
             return
         except Fenced:
             if attempt + 1 == MARKER_ATTEMPTS:

@@ -206,7 +206,11 @@ def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],
                                          "segments of the newest manifest")
             start = m.log_start_offset if log_start_offset is None \
                 else max(m.log_start_offset, log_start_offset)
+            # an aborted range goes once its last offset is below the log (Kafka's
+            # .txnindex entries go with their segments)
+            aborted = tuple(a for a in m.aborted if a[2] >= min(start, m.next_offset))
             return m.next(segments=segments_after_replace(m.segments, remove, infos),
+                          aborted=aborted,
                           removed=m.removed + tuple((s.file, now_ms) for s in remove),
                           log_start_offset=min(start, m.next_offset),
                           cleaned_offset=m.cleaned_offset if cleaned_offset is None

@@ -342,6 +342,7 @@ def test_maintenance_does_not_rewrite_transactional_segments(log, topic):
     tx.end_transaction(log, "app", pid, epoch, False)
     part = log.partition("t", 0)
     segs = part.snapshot().segments
+    assert part.snapshot().aborted == ((pid, 1, 2),)
     with pytest.raises(MaintenanceConflict):  # compaction or roll-up output: refused
         part.replace_segments(segs[:2], [part.read_table(0, 2)], committer="compaction",
                               now_ms=T0)
@@ -349,4 +350,5 @@ def test_maintenance_does_not_rewrite_transactional_segments(log, topic):
     part.replace_segments(part.snapshot().segments[:3], [], committer="retention", now_ms=T0,
                           log_start_offset=3)  # dropped whole: fine
     assert part.snapshot().log_start_offset == 3
+    assert part.snapshot().aborted == ()  # its range left the log with its segments
     assert part.read_table(3, isolation_level=RC).num_rows == 0
