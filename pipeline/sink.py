@@ -18,7 +18,8 @@ concurrent gateway append makes ours rebase onto it (commit.py), so the two inte
 safely, as maintenance commits interleave with the gateway's. A gateway that claims in
 the meantime fences our writer *before* its version exists; the task then appends
 again at the new epoch (``sink_txn.append``). Each task gathers its rows per target
-partition and appends them as one segment per partition (more above ``FLUSH_ROWS``).
+partition and appends them as one segment per partition (more above ``FLUSH_ROWS``
+rows in a partition or ``PENDING_BYTES`` held in all).
 
 **Batch writes are atomic per job.** The driver opens one transaction for the job when
 it plans the write (``writer()``: ``init_transactions(tid="spark-<job uuid>")``); each
@@ -54,8 +55,10 @@ from pipeline.sink_options import SinkOptions, check_schema
 from pipeline.sink_partition import Assigner
 from pipeline.sink_txn import Txn
 
-#: a task appends a partition's gathered rows once it holds this many (one segment)
+#: a task appends a partition's gathered rows once it holds this many (one segment) ...
 FLUSH_ROWS = 500_000
+#: ... or its largest partition's once all it holds passes this size (a task's memory)
+PENDING_BYTES = 256 << 20
 _SEGMENT_COLUMNS = ("key", "value", "headers")
 
 
@@ -84,7 +87,7 @@ def _binary(column: pa.Array) -> pa.Array:
     return column if column.type == pa.binary() else column.cast(pa.binary())
 
 
-def _topics(batch: pa.RecordBatch, opts: SinkOptions) -> pa.Array:
+def _topics(batch: pa.RecordBatch) -> pa.Array:
     topics = batch.column("topic")
     if topics.null_count:
         raise InvalidSinkColumn("topic", f"is null in {topics.null_count} row(s) and no topic "
@@ -101,6 +104,7 @@ class _Gatherer:
         self.assigner = Assigner(_task_partition_id())
         self.pending: dict[tuple[str, int], list[pa.Table]] = {}
         self.pending_rows: dict[tuple[str, int], int] = {}
+        self.pending_bytes = 0
         self.written: dict[tuple[str, int], int] = {}
         self.registered: set[tuple[str, int]] = set()
 
@@ -108,7 +112,7 @@ class _Gatherer:
         """Validate ``batch`` and place its rows; append partitions that filled up."""
         if batch.num_rows == 0:
             return
-        topics = _topics(batch, self.opts) if self.opts.topic is None else None
+        topics = _topics(batch) if self.opts.topic is None else None
         names = batch.schema.names
         table = pa.table({
             "key": _binary(batch.column("key")) if "key" in names
@@ -137,14 +141,19 @@ class _Gatherer:
                                       explicit)
         for p in np.unique(target).tolist():
             key = (topic, int(p))
-            self.pending.setdefault(key, []).append(rows.filter(pa.array(target == p)))
-            self.pending_rows[key] = self.pending_rows.get(key, 0) + int((target == p).sum())
+            part = rows.filter(pa.array(target == p))
+            self.pending.setdefault(key, []).append(part)
+            self.pending_rows[key] = self.pending_rows.get(key, 0) + part.num_rows
+            self.pending_bytes += part.nbytes
             if self.pending_rows[key] >= FLUSH_ROWS:
                 self._flush(key)
+        while self.pending and self.pending_bytes > PENDING_BYTES:
+            self._flush(max(self.pending, key=self.pending_rows.__getitem__))
 
     def _flush(self, key: tuple[str, int]) -> None:
         tables = self.pending.pop(key, [])
         self.pending_rows.pop(key, None)
+        self.pending_bytes -= sum(t.nbytes for t in tables)
         if not tables:
             return
         if key not in self.registered:

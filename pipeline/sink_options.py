@@ -16,8 +16,10 @@ Other columns are ignored, as Spark's Kafka sink ignores them. Options:
     ``store``, ``storageOptions``, ``store.s3.endpoint.url``, ``store.s3.key``,
     ``store.s3.secret``  the store, as the source takes them (:mod:`pipeline.options`)
     ``transaction.timeout.ms``  how long a sink transaction may stay open before the
-                       store's transaction timeout aborts it (Kafka's producer key;
-                       default 900000, Spark's Kafka default for a transactional producer)
+                       store's timeout aborter may abort it (Kafka's producer key; default
+                       900000, the store's maximum, Kafka's ``transaction.max.timeout.ms``,
+                       not the producer's 60000: a job's transaction lasts as long as the
+                       job, and a batch job or micro-batch that outlasts it fails at commit)
     ``checkpointLocation``, ``path``, ``queryName``  Spark's own, accepted and ignored here
     ``kafka.*``        accepted and ignored (``kafka.bootstrap.servers`` ...), so Kafka
                        jobs run unchanged
