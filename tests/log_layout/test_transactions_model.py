@@ -18,7 +18,7 @@ import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from log_layout import InvalidProducerEpoch, ProducerFenced, open_log, transactions as tx
+from log_layout import InvalidProducerEpoch, Log, ProducerFenced, open_log, transactions as tx
 from log_layout.commit import wall_clock_ms
 from tests.log_layout.txn_helpers import (Crash, crashing_log, plain_append, txn_append,
                                           values)
@@ -150,8 +150,10 @@ class Transactions(RuleBasedStateMachine):
 
     @invariant()
     def readers_agree_with_the_model(self):
+        fresh = Log(self.log.store)  # reads every manifest from the store: deltas, formats
         for p in range(PARTITIONS):
             part = self.log.partition(TOPIC, p)
+            assert fresh.partition(TOPIC, p).snapshot() == part.snapshot()
             lso = min((first for first, _ in self.open[p].values()), default=self.next[p])
             assert (part.high_watermark(), part.last_stable_offset()) == (self.next[p], lso)
             assert values(self.log, TOPIC, p) == [v for _, v, _ in self.records[p]]
