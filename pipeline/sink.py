@@ -27,7 +27,11 @@ task adds its partitions (``add_partitions``) before its first append there and 
 transactionally under the job's producer id and epoch; the driver's ``commit`` ends the
 transaction with a commit, ``abort`` (a task failed for good, the job was cancelled)
 with an abort. Read-committed readers see all of the job's rows or none; a driver that
-dies leaves the transaction open until ``transaction.timeout.ms`` aborts it. Until the
+dies leaves the transaction open until ``transaction.timeout.ms`` aborts it. A task
+that Spark *retries* inside the job (a cluster's ``spark.task.maxFailures`` > 1, or
+speculation) appends its rows again in the same transaction: all or nothing still
+holds, but the rows of the retried task are there twice, as with Spark's Kafka sink;
+``spark.task.maxFailures=1`` trades that for a failed, aborted job. Until the
 transactions module lands, see ``sink_txn`` for what is not atomic.
 
 Save modes: ``append`` only. ``overwrite`` is refused here (InvalidSinkOption); the

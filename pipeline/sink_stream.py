@@ -3,31 +3,35 @@
 The transactional id is the query's: ``tid = "spark-<queryId>"`` (the query id is kept
 in the checkpoint, so a restarted query has the same one). Step by step:
 
-1. **Query (re)start, on the driver** -- Spark plans the write and asks the data source
-   for a writer (``SparklogDataSource.streamWriter``): it reads the query id from
-   ``<checkpointLocation>/metadata`` and calls ``init_transactions(tid)``. The new epoch
-   fences any producer of an earlier run of the query and aborts its open transaction:
-   the rows of a micro-batch that was being written when the last run died never
-   become visible. That writer, with the producer id and epoch, is what Spark ships to
-   the tasks.
+1. **Each micro-batch b, on the driver, before its tasks** -- Spark plans the batch's
+   write and asks a freshly made data source for a writer
+   (``SparklogDataSource.streamWriter``; measured: once per micro-batch, epochs 0, 1,
+   2 for three batches): it reads the query id from ``<checkpointLocation>/metadata``
+   and calls ``init_transactions(tid)``. The new epoch fences every producer of the
+   query before it -- a task of an earlier batch or of a run that died -- and aborts
+   an open transaction: the rows of a micro-batch that was being written when the
+   last run died never become visible. That writer, with the producer id and epoch,
+   is what Spark ships to b's tasks.
 2. **Each task of batch b** reads the query id and ``b`` from the task's local
    properties (``sql.streaming.queryId``, ``streaming.sql.batchId``), and the batch id
    the query's last committed transaction recorded (``sink_txn.last_batch``). If it is
    ``>= b``, batch b was committed before Spark wrote it to its commit log (a crash
    between steps 3 and 4): the task writes nothing (``skipped``). Otherwise it adds its
    partitions and appends its rows transactionally (``sink.write_rows``).
-3. **Driver, ``commit(messages, b)``** -- if every task skipped, nothing; else
-   ``add_offsets(group=tid, b)`` then ``end_transaction(commit=True)`` under the tasks'
-   producer id and epoch (``sink_txn.end``): b is recorded exactly when its rows commit.
-4. **Spark** writes b to the checkpoint's commit log, and goes on with b + 1 (step 2:
-   the next ``add_partitions`` opens the next transaction with the same epoch).
+3. **Driver, ``commit(messages, b)``** -- Spark's commit runner makes its writer from
+   an *unpickled* data source, which does not call ``init_transactions`` (that would
+   fence b's own tasks; see ``SparklogDataSource.__setstate__``). If every task
+   skipped, nothing; else ``add_offsets(group=tid, b)`` then
+   ``end_transaction(commit=True)`` under the tasks' producer id and epoch
+   (``sink_txn.end``): b is recorded exactly when its rows commit.
+4. **Spark** writes b to the checkpoint's commit log, and goes on with b + 1 (step 1).
 
 What a crash leaves (the query is restarted from its checkpoint each time):
 
-* during step 2 (tasks writing): an open transaction; step 1 of the next run aborts it;
+* during step 2 (tasks writing): an open transaction; step 1 after the restart aborts it;
   Spark replays b (its offsets are in the offset log), written again, committed once.
-* in step 3 before the commit decision (PrepareCommit): the same. After it: step 1 of
-  the next run completes the commit (markers, then the batch id), and the replay of b
+* in step 3 before the commit decision (PrepareCommit): the same. After it: step 1 after
+  the restart completes the commit (markers, then the batch id), and the replay of b
   is recognised in step 2 and skipped.
 * after step 3, before step 4: the replayed b is recognised in step 2 and skipped.
 * a task retried by Spark within a run: its earlier attempt's appends are already in
@@ -79,14 +83,14 @@ def query_id_from_checkpoint(location: str | None,
 
 class StreamWriter(DataSourceStreamArrowWriter):
     """One micro-batch one transaction (see the module docstring). ``txn`` is the
-    query run's producer (step 1); None in the writer Spark makes to commit."""
+    batch's producer (step 1); None in the writer Spark makes to commit."""
 
     def __init__(self, opts: SinkOptions, txn: Txn | None):
         self.opts, self.txn = opts, txn
 
     @classmethod
     def plan(cls, opts: SinkOptions, schema: StructType, overwrite: bool) -> "StreamWriter":
-        """Step 1, on the driver before any task of this run."""
+        """Step 1, on the driver before any task of the micro-batch."""
         plan_checks(opts, schema, overwrite)
         query_id = query_id_from_checkpoint(opts.checkpoint_location, opts.storage_options)
         if query_id is None:
