@@ -274,8 +274,8 @@ def recover(log: Any, tid: str, now_ms: int | None = None) -> str | None:
 def abort_expired(log: Any, now_ms: int) -> list[str]:
     """Abort every Ongoing transaction older than its ``timeout_ms`` (Kafka's
     ``transaction.timeout.ms``), at a bumped epoch so its producer is fenced; also
-    finish Prepare* transactions idle as long (their coordinator crashed). Returns
-    the transactional ids aborted here."""
+    finish every Prepare* transaction (its completer crashed, or is finishing it
+    now: completing twice is harmless). Returns the transactional ids aborted here."""
     aborted = []
     for tid in list_transactions(log):
         doc = describe(log, tid)
@@ -284,7 +284,7 @@ def abort_expired(log: Any, now_ms: int) -> list[str]:
         if doc["state"] == ONGOING and now_ms - doc["started_ms"] > doc["timeout_ms"]:
             if _abort_ongoing(log, tid, doc, now_ms):
                 aborted.append(tid)
-        elif doc["state"] in PREPARED and now_ms - doc["updated_ms"] > doc["timeout_ms"]:
+        elif doc["state"] in PREPARED:  # decided, its completer gone or slow: finish it
             _complete(log, tid, doc, now_ms)
     return aborted
 

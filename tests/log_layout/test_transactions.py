@@ -352,3 +352,35 @@ def test_maintenance_does_not_rewrite_transactional_segments(log, topic):
     assert part.snapshot().log_start_offset == 3
     assert part.snapshot().aborted == ()  # its range left the log with its segments
     assert part.read_table(3, isolation_level=RC).num_rows == 0
+
+
+@pytest.mark.parametrize("backend", ["file", "memory", "s3"], indirect=True)
+@pytest.mark.parametrize("recovery", ["init_transactions", "abort_expired"])
+def test_a_crash_at_every_write_of_an_abort(log, recovery):
+    """The fencing abort of init_transactions and the timeout aborter crash at every
+    write; a second run of the same call ends the transaction aborted, whole."""
+    for n in range(30):
+        topic = f"i{n}"
+        log.create_topic(topic, {"partitions": 2})
+        pid, epoch = tx.init_transactions(log, topic, 1000, now_ms=T0)
+        tx.add_partitions(log, topic, pid, epoch, [(topic, 0), (topic, 1)], now_ms=T0)
+        for p in (0, 1):
+            txn_append(log, topic, p, pid, epoch, [b"r%d" % p])
+        call = (lambda lg: tx.init_transactions(lg, topic, 1000)) \
+            if recovery == "init_transactions" else (lambda lg: tx.abort_expired(lg, T0 + 5000))
+        broken = crashing_log(log, n)
+        try:
+            call(broken)
+        except Crash:
+            call(log)  # run again, on a store that works
+        else:
+            break
+        assert tx.describe(log, topic)["state"] in ("Empty", "CompleteAbort")
+        for p in (0, 1):
+            part = log.partition(topic, p)
+            assert values(log, topic, p, RC) == [] and values(log, topic, p, RU) == [b"r%d" % p]
+            assert part.last_stable_offset() == part.high_watermark() == 2
+            with pytest.raises(InvalidProducerEpoch):
+                txn_append(log, topic, p, pid, epoch, [b"zombie"])
+    else:
+        pytest.fail("the call never finished without a crash")
