@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_gateway.errors import BadRequest, InvalidKey, InvalidValue, UncompressedTooLarge
-from ingest_gateway.partitioner import partition_for_key
 from ingest_gateway.server.codec import (DEFAULT_MAX_UNCOMPRESSED, MAX_TIMESTAMP_MS,
                                          PART_SCHEMA, Parsed)
 from ingest_gateway.server.ipc_size import MalformedIpc, expanded_size
 from log_layout import InvalidRecords, UnknownPartition
+from log_layout.partitioner import partition_for_key
 from log_layout.segment import HEADER_TYPE
 from log_layout.segment_schema import BINARY, HEADERS, INT64, shared_nulls
 

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ingest_gateway.errors import BadRequest, InvalidKey, InvalidValue, NestingTooDeep
-from ingest_gateway.partitioner import partition_for_key
 from ingest_gateway.server.codec import (BINARY_V2, DEFAULT_MAX_NESTING_DEPTH, JSON_V2,
                                          MAX_TIMESTAMP_MS, Parsed, Rows, headers_size,
                                          to_table)
 from log_layout import InvalidRecords, UnknownPartition
+from log_layout.partitioner import partition_for_key
 
 #: body, "records" list, record: the levels above a key or value
 _RECORD_DEPTH = 3

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from ingest_gateway.client import ProduceError, Producer
-from ingest_gateway.partitioner import partition_for_key
+from log_layout.partitioner import partition_for_key
 
 
 def test_send_batches_by_key_and_resolves_every_handle(gateway, gateway_log, topic):

@@ -13,7 +13,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from ingest_gateway.partitioner import partition_for_key
+from log_layout.partitioner import partition_for_key
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ingest_gateway.client import Producer
-from ingest_gateway.partitioner import partition_for_key
+from log_layout.partitioner import partition_for_key
 
 pytestmark = pytest.mark.parametrize("gateway_store", ["file"], indirect=True)
 

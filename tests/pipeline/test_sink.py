@@ -12,14 +12,14 @@ import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 
-from ingest_gateway.partitioner import murmur2 as gateway_murmur2
-from ingest_gateway.partitioner import partition_for_key
 from log_layout import open_log
 from log_layout import transactions
+from log_layout.partitioner import key_partitions, murmur2_column, partition_for_key
+from log_layout.partitioner import murmur2 as scalar_murmur2
 from pipeline.errors import InvalidSinkOption
 from pipeline.sink import FLUSH_ROWS
 from pipeline.sink_options import parse_sink
-from pipeline.sink_partition import Assigner, key_partitions, murmur2
+from pipeline.sink_partition import Assigner
 from tests.pipeline.conftest import source_options
 
 HEADERS = "array<struct<key: string, value: binary>>"
@@ -55,11 +55,11 @@ def test_vectorised_murmur2_is_kafkas_bit_for_bit():
     rng = random.Random(7)
     keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 41))) for _ in range(2000)]
     keys += [b"", b"a", b"ab", b"abc", b"abcd", b"hello world", None]
-    got = murmur2(pa.array(keys, pa.binary()))
+    got = murmur2_column(pa.array(keys, pa.binary()))
     assert [int(g) for g, k in zip(got, keys) if k is not None] == \
-        [gateway_murmur2(k) for k in keys if k is not None]
+        [scalar_murmur2(k) for k in keys if k is not None]
     sliced = pa.array(keys, pa.binary()).slice(100, 50)
-    assert murmur2(sliced).tolist() == [gateway_murmur2(k) for k in keys[100:150]]
+    assert murmur2_column(sliced).tolist() == [scalar_murmur2(k) for k in keys[100:150]]
     assert key_partitions(pa.array(keys[:-1], pa.binary()), 7).tolist() == \
         [partition_for_key(k, 7) for k in keys[:-1]]
 
