@@ -35,6 +35,12 @@ Splitting and behaviour:
     ``failOnDataLoss``         ``true`` (default): fail when retention deleted offsets
                                the query needs; ``false``: skip to the log start, warn
     ``includeHeaders``         add the ``headers`` column (default ``false``)
+    ``kafka.isolation.level``  ``read_uncommitted`` (default, Kafka's) | ``read_committed``:
+    (or ``isolation.level``)   read_committed reads below each partition's last stable
+                               offset only ("latest" and a stream's latest offset are the
+                               LSO, so an open transaction is read after it commits) and
+                               never returns an aborted transaction's records; offsets
+                               keep their gaps (markers, aborted records)
 
 The store (sparklog's own options):
     ``store``                  fsspec URL of the log (default: setting ``store.url``)
@@ -43,7 +49,7 @@ The store (sparklog's own options):
     ``store.s3.endpoint.url``, ``store.s3.key``, ``store.s3.secret``  shortcuts for S3
                                (the endpoint defaults to setting ``store.s3.endpoint.url``)
 
-Accepted and ignored, so Kafka jobs run unchanged: every ``kafka.*`` option
+Accepted and ignored, so Kafka jobs run unchanged: every other ``kafka.*`` option
 (``kafka.bootstrap.servers`` ...), ``groupIdPrefix``, ``fetchOffset.numRetries``,
 ``fetchOffset.retryIntervalMs``, ``kafkaConsumer.pollTimeoutMs``.
 """
@@ -61,6 +67,7 @@ from conf.errors import ConfigError
 from pipeline.errors import InvalidSourceOption
 
 EARLIEST, LATEST = -2, -1
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"  # Kafka's names
 
 _KNOWN = {
     "store", "storageoptions", "store.s3.endpoint.url", "store.s3.key", "store.s3.secret",
@@ -69,6 +76,7 @@ _KNOWN = {
     "startingoffsetsbytimestampstrategy", "endingtimestamp", "endingoffsetsbytimestamp",
     "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
+    "isolation.level", "kafka.isolation.level",
 }
 _IGNORED = {"groupidprefix", "fetchoffset.numretries", "fetchoffset.retryintervalms",
             "kafkaconsumer.polltimeoutms"}
@@ -102,6 +110,7 @@ class SourceOptions:
     max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
+    isolation_level: str  # READ_UNCOMMITTED | READ_COMMITTED
     given: frozenset[str]  # option names the user set (lower case)
 
     def check_batch(self) -> None:
@@ -127,6 +136,10 @@ class SourceOptions:
             if name in self.given:
                 raise InvalidSourceOption(name, None, "is not valid for streaming queries "
                                           "(a stream has no end)")
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == READ_COMMITTED
 
     @property
     def store_description(self) -> dict[str, Any]:
@@ -195,6 +208,24 @@ def _partition_map(name: str, raw: str, *, minimum: int) -> dict[str, dict[int, 
                                           f">= {minimum}")
             out[topic][partition] = value
     return out
+
+
+def _isolation(opts: Mapping[str, str]) -> str:
+    """``kafka.isolation.level`` or ``isolation.level`` (both given: they must agree)."""
+    levels = {}
+    for key, name in (("kafka.isolation.level", "kafka.isolation.level"),
+                      ("isolation.level", "isolation.level")):
+        if key in opts:
+            level = str(opts[key]).strip().lower()
+            if level not in (READ_UNCOMMITTED, READ_COMMITTED):
+                raise InvalidSourceOption(name, opts[key],
+                                          "must be read_uncommitted or read_committed")
+            levels[name] = level
+    if len(set(levels.values())) > 1:
+        raise InvalidSourceOption("isolation.level", levels["isolation.level"],
+                                  f"disagrees with kafka.isolation.level "
+                                  f"({levels['kafka.isolation.level']})")
+    return next(iter(levels.values()), READ_UNCOMMITTED)
 
 
 def _offsets(name: str, raw: str | None) -> OffsetSpec | None:
@@ -310,12 +341,14 @@ def parse(options: Mapping[str, str]) -> SourceOptions:
         if "endingoffsetsbytimestamp" in opts else None,
         max_offsets_per_trigger=max_trigger,
         min_offsets_per_trigger=min_trigger,
-        max_trigger_delay_ms=parse_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay", "15m")),
+        max_trigger_delay_ms=parse_duration_ms("maxTriggerDelay",
+                                               opts.get("maxtriggerdelay", "15m")),
         min_partitions=_int("minPartitions", opts["minpartitions"], 1)
         if "minpartitions" in opts else None,
         max_records_per_partition=_int("maxRecordsPerPartition", opts["maxrecordsperpartition"], 1)
         if "maxrecordsperpartition" in opts else None,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        isolation_level=_isolation(opts),
         given=frozenset(opts),
     )

@@ -7,6 +7,13 @@ of one, read with ``PartitionLog.read_segment``). Offsets are always ``[start, e
 the next offset to read, as in Kafka and in the streaming offsets
 ``{topic: {"partition": next_offset}}``.
 
+Isolation (``kafka.isolation.level``): read_uncommitted reads up to each
+partition's high watermark; read_committed up to its last stable offset (the
+first offset of its earliest open transaction: "latest" resolves there, and
+a planned end above it is lowered to it) and plans no segment of an aborted
+transaction (``Manifest.is_aborted``). Neither plans a control marker, and
+offsets keep their gaps.
+
 Data loss means a needed offset lies below the partition's log start offset
 (retention deleted it). Offsets that compaction removed are gaps inside the
 segments' ranges and are simply not there; they are never data loss.
@@ -20,7 +27,7 @@ import logging
 import math
 import re
 
-from log_layout import Log, SegmentInfo, UnknownTopic
+from log_layout import Log, Manifest, SegmentInfo, UnknownTopic
 from pipeline.errors import DataLoss, InvalidSourceOption, NoOffsetForTimestamp
 from pipeline.options import EARLIEST, LATEST, SourceOptions
 
@@ -154,7 +161,7 @@ def resolve_starts(log: Log, opts: SourceOptions, tps: list[TP], *, default: str
         spec_of = {tp: EARLIEST if spec == "earliest" else LATEST for tp in tps}
     else:
         spec_of = _specific(spec, tps, "startingOffsets")
-    return {tp: _resolve(log, tp, v) for tp, v in spec_of.items()}
+    return {tp: _resolve(log, tp, v, opts) for tp, v in spec_of.items()}
 
 
 def resolve_ends(log: Log, opts: SourceOptions, tps: list[TP]) -> dict[TP, int]:
@@ -168,19 +175,25 @@ def resolve_ends(log: Log, opts: SourceOptions, tps: list[TP]) -> dict[TP, int]:
     spec = opts.ending_offsets
     spec_of = {tp: LATEST for tp in tps} if isinstance(spec, str) \
         else _specific(spec, tps, "endingOffsets")
-    return {tp: _resolve(log, tp, v) for tp, v in spec_of.items()}
+    return {tp: _resolve(log, tp, v, opts) for tp, v in spec_of.items()}
 
 
-def _resolve(log: Log, tp: TP, value: int) -> int:
+def _resolve(log: Log, tp: TP, value: int, opts: SourceOptions) -> int:
     if value == EARLIEST:
         return log.partition(*tp).log_start_offset()
     if value == LATEST:
-        return log.partition(*tp).high_watermark()
+        return latest_offset(log.partition(*tp).snapshot(), opts)
     return value
 
 
-def high_watermarks(log: Log, tps: list[TP]) -> dict[TP, int]:
-    return {tp: log.partition(*tp).high_watermark() for tp in tps}
+def latest_offset(m: Manifest, opts: SourceOptions) -> int:
+    """Where "latest" is: the high watermark, or the last stable offset for read_committed."""
+    return m.last_stable_offset if opts.read_committed else m.next_offset
+
+
+def latest_offsets(log: Log, tps: list[TP], opts: SourceOptions) -> dict[TP, int]:
+    """:func:`latest_offset` of each partition."""
+    return {tp: latest_offset(log.partition(*tp).snapshot(), opts) for tp in tps}
 
 
 # -- which slices ----------------------------------------------------------------
@@ -196,13 +209,15 @@ def clamp_start(tp: TP, start: int, log_start: int, *, fail_on_data_loss: bool) 
     return log_start
 
 
-def plan(log: Log, ranges: dict[TP, tuple[int, int]], opts: SourceOptions) -> list[tuple[Slice, ...]]:
+def plan(log: Log, ranges: dict[TP, tuple[int, int]],
+         opts: SourceOptions) -> list[tuple[Slice, ...]]:
     """Tasks covering each partition's ``[start, end)``: slices of one segment each,
     split as ``minPartitions`` / ``maxRecordsPerPartition`` ask, else packed (:func:`pack`).
 
     A start below the log start is data loss (see :func:`clamp_start`); an end
     above the high watermark, or an end before the start, is an error naming
-    the partition (OffsetOutOfRange from ``log_layout``).
+    the partition (OffsetOutOfRange from ``log_layout``). read_committed lowers
+    an end to the last stable offset and skips aborted segments.
     """
     from log_layout import OffsetOutOfRange
 
@@ -213,14 +228,18 @@ def plan(log: Log, ranges: dict[TP, tuple[int, int]], opts: SourceOptions) -> li
         if end > m.next_offset:
             raise OffsetOutOfRange(tp[0], tp[1], end, m.log_start_offset, m.next_offset)
         start = clamp_start(tp, start, m.log_start_offset, fail_on_data_loss=opts.fail_on_data_loss)
+        if opts.read_committed and end > m.last_stable_offset:
+            # an open transaction's records are never read (the LSO only grows, so a
+            # stream's planned end, taken from an older snapshot, is never lowered)
+            end = max(start, m.last_stable_offset)
         if end < start:
             if opts.fail_on_data_loss:
                 raise OffsetOutOfRange(tp[0], tp[1], start, m.log_start_offset, end)
             continue
         ts_type = timestamp_type(log, tp[0])
         for info in m.segments_between(start, end):
-            if info.control:
-                continue  # a transaction's marker: never a record to any reader (reader.py)
+            if info.control or (opts.read_committed and m.is_aborted(info)):
+                continue  # a marker (never a record), an aborted transaction's records
             lo, hi = max(start, info.base_offset), min(end, info.end_offset)
             if hi > lo:
                 slices.append(Slice(tp[0], tp[1], info, lo, hi, ts_type))
@@ -251,7 +270,8 @@ def split(slices: list[Slice], *, min_partitions: int | None,
             continue
         step = s.size / parts
         bounds = [s.start + round(i * step) for i in range(parts)] + [s.end]
-        out.extend(dataclasses.replace(s, start=a, end=b) for a, b in zip(bounds, bounds[1:]) if b > a)
+        out.extend(dataclasses.replace(s, start=a, end=b)
+                   for a, b in zip(bounds, bounds[1:]) if b > a)
     return out
 
 

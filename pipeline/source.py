@@ -20,11 +20,18 @@ when ``minPartitions`` / ``maxRecordsPerPartition`` ask for more. Tasks reopen t
 its picklable description and yield ``pyarrow.RecordBatch`` es already in
 Spark's types (a tuple-yielding reader is about 5 times slower).
 
+Isolation: ``kafka.isolation.level`` (or ``isolation.level``) ``read_committed``
+ends batch and streaming reads at each partition's last stable offset (so a
+micro-batch never holds an open transaction's records; it reads them after the
+commit) and skips aborted transactions' segments; ``read_uncommitted`` (the
+default) reads to the high watermark, aborted records included. Neither
+returns a control marker; offsets keep their gaps (:mod:`pipeline.planning`).
+
 Streaming: offsets are ``{topic: {"partition": next_offset}}``.
-``latestOffset`` reads the manifests' high watermarks, capped by admission
+``latestOffset`` reads the manifests' high watermarks (last stable offsets), capped by admission
 control (``maxOffsetsPerTrigger`` -> ``ReadMaxRows``; ``minOffsetsPerTrigger``
 with ``maxTriggerDelay``); ``Trigger.AvailableNow`` reads up to the high
-watermarks seen when the query started. Partitions that appear later (a
+watermarks (LSOs) seen when the query started. Partitions that appear later (a
 topic grew, a new topic matches the pattern) are read from their earliest
 offset, as Kafka does. Retention passing a needed offset is data loss
 (:class:`~pipeline.errors.DataLoss`, or skip with a warning when
@@ -169,7 +176,8 @@ def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
         m = part.snapshot()
         start = planning.clamp_start((s.topic, s.partition), s.start, m.log_start_offset,
                                      fail_on_data_loss=opts.fail_on_data_loss)
-        batches = part.read(start, s.end, manifest=m) if start < s.end else iter(())
+        batches = part.read(start, s.end, manifest=m, isolation_level=opts.isolation_level) \
+            if start < s.end else iter(())
     for batch in batches:
         if batch.num_rows:
             yield to_spark(batch, s, include_headers=opts.include_headers)
@@ -243,7 +251,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = planning.topic_partitions(self.log, self.opts)
-        self._target = planning.high_watermarks(self.log, tps)
+        self._target = planning.latest_offsets(self.log, tps, self.opts)
 
     def _begin(self, start: dict) -> dict[TP, int]:
         """The start offsets, plus partitions that appeared since (from their earliest)."""
@@ -255,7 +263,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return begin
 
     def _available(self, begin: dict[TP, int]) -> dict[TP, int]:
-        """The newest offsets the query may read: high watermarks, or the AvailableNow target.
+        """The newest offsets the query may read: high watermarks (read_committed: last
+        stable offsets), or the AvailableNow target.
 
         A partition that no longer exists fails the query (PartitionsRemoved) or,
         with ``failOnDataLoss=false``, is dropped.
@@ -264,13 +273,17 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             latest = {tp: o for tp, o in self._target.items() if tp in begin}
         else:
-            latest = planning.high_watermarks(log, planning.topic_partitions(log, self.opts))
+            latest = planning.latest_offsets(log, planning.topic_partitions(log, self.opts),
+                                             self.opts)
         gone = [tp for tp in begin if tp not in latest and not planning.exists(log, tp)]
         if gone and self.opts.fail_on_data_loss:
             raise PartitionsRemoved([f"{t}-{p}" for t, p in gone])
         for tp, offset in begin.items():
-            if self._target is None and tp in latest and latest[tp] < offset:
-                # the log is shorter than what was read: the topic was deleted and created again
+            if self._target is None and tp in latest and latest[tp] < offset \
+                    and log.partition(*tp).high_watermark() < offset:
+                # the log is shorter than what was read: the topic was deleted and created
+                # again (the high watermark: a read_committed query's LSO may lag a start
+                # a read_uncommitted run of the same checkpoint took)
                 if self.opts.fail_on_data_loss:
                     part = log.partition(*tp).snapshot()
                     raise OffsetOutOfRange(tp[0], tp[1], offset, part.log_start_offset,
@@ -309,7 +322,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         log = self.log
         return planning.to_json_offsets(
-            planning.high_watermarks(log, planning.topic_partitions(log, self.opts)))
+            planning.latest_offsets(log, planning.topic_partitions(log, self.opts), self.opts))
 
     def partitions(self, start: dict, end: dict) -> list[SliceInput]:
         begin, finish = planning.from_json_offsets(start), planning.from_json_offsets(end)
