@@ -24,7 +24,9 @@ from ingest_gateway.client.producer import Producer
 from ingest_gateway.client.records import Batch, Record, TopicPartition
 from ingest_gateway.errors import (GatewayError, IllegalState, NoOffsetForPartition,
                                    ProduceError)
+from log_layout.errors import InvalidTxnState, ProducerFenced
 
 __all__ = ["Producer", "Consumer", "Record", "Batch", "TopicPartition", "RecordMetadata",
-           "BatchMetadata", "SendHandle", "BatchHandle", "MemberState", "GroupMetadata", "ProduceError",
-           "IllegalState", "NoOffsetForPartition", "GatewayError"]
+           "BatchMetadata", "SendHandle", "BatchHandle", "MemberState", "GroupMetadata",
+           "ProduceError", "IllegalState", "NoOffsetForPartition", "GatewayError",
+           "ProducerFenced", "InvalidTxnState"]

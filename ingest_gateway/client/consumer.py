@@ -33,6 +33,11 @@ partition and coordinates its group (``client.cluster``) and follows both
 when they move; a group call is retried at the new coordinator for up to
 ``request_timeout_ms`` before it raises.
 
+``isolation_level`` (Kafka's name and default ``read_uncommitted``): with
+``read_committed`` a fetch reads only to the last stable offset and never hands out
+an aborted transaction's records, through gateways (the fetch's field) and directly
+alike; ``watermarks`` then answers the last stable offset as the end.
+
 **Security** (gateways only; kafka-python's names, ``client.connection_security``):
 ``ssl_cafile`` for ``https://`` gateways, ``ssl_certfile``/``ssl_keyfile`` for a
 client certificate, ``sasl_plain_username``/``sasl_plain_password`` (HTTP Basic) or
@@ -128,8 +133,9 @@ class Consumer(Polling, GroupMember):
                  ssl_cafile: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, sasl_plain_username: str | None = None,
                  sasl_plain_password: str | None = None,
-                 sasl_oauth_token: str | Callable[[], str] | None = None):
-        _check_options(auto_offset_reset, positive={
+                 sasl_oauth_token: str | Callable[[], str] | None = None,
+                 isolation_level: str = "read_uncommitted"):
+        _check_options(auto_offset_reset, isolation_level, positive={
             "auto_commit_interval_ms": auto_commit_interval_ms,
             "session_timeout_ms": session_timeout_ms,
             "heartbeat_interval_ms": heartbeat_interval_ms,
@@ -144,6 +150,7 @@ class Consumer(Polling, GroupMember):
         log, gateway = _where(store, storage_options, log, gateway, bootstrap_servers)
         self.group_id = None if group_id is None else validate_group_id(group_id)
         self.client_id, self.auto_offset_reset = client_id, auto_offset_reset
+        self.isolation_level = isolation_level
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.session_timeout_ms, self.heartbeat_interval_ms = \
@@ -162,11 +169,8 @@ class Consumer(Polling, GroupMember):
         self._router = None if gateway is None else ClusterRouter(
             gateway, retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms,
             request_timeout_s=self.request_timeout_s, security=security)
-        if log is not None:
-            self._source: Any = DirectReader(log, backoff_max_ms=fetch_backoff_max_ms)
-        else:
-            self._source = GatewaySource(self._router, fetch_format=fetch_format,
-                                         min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes)
+        self._source: Any = _source(log, self._router, fetch_backoff_max_ms, fetch_format,
+                                    fetch_min_bytes, fetch_max_bytes, isolation_level)
         self._membership: Any = None
         self._subscription: tuple[str, ...] = ()
         self._assignment: list[TopicPartition] = []
@@ -429,12 +433,24 @@ def _where(store: str | None, storage_options: Mapping[str, Any] | None, log: Lo
     return log, gateway
 
 
-def _check_options(auto_offset_reset: str, *, positive: Mapping[str, Any],
-                   non_negative: Mapping[str, Any]) -> None:
+def _source(log: Log | None, router: ClusterRouter | None, backoff_max_ms: int,
+            fetch_format: str, min_bytes: int, max_bytes: int, isolation_level: str) -> Any:
+    """Where the records come from: the store itself, or the gateways."""
+    if log is not None:
+        return DirectReader(log, backoff_max_ms=backoff_max_ms, isolation_level=isolation_level)
+    return GatewaySource(router, fetch_format=fetch_format, min_bytes=min_bytes,
+                         max_bytes=max_bytes, isolation_level=isolation_level)
+
+
+def _check_options(auto_offset_reset: str, isolation_level: str, *,
+                   positive: Mapping[str, Any], non_negative: Mapping[str, Any]) -> None:
     """Raises ValueError naming the first option out of its range."""
     if auto_offset_reset not in ("earliest", "latest", "none"):
         raise ValueError(f"auto_offset_reset must be earliest, latest or none, "
                          f"not {auto_offset_reset!r}")
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        raise ValueError(f"isolation_level must be read_uncommitted or read_committed, "
+                         f"not {isolation_level!r}")
     for name, v in positive.items():
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ValueError(f"{name} must be a positive integer, not {v!r}")

@@ -66,7 +66,8 @@ class Polling:
                 head.start = i + 1
                 if i == last:  # gone before the yield: poll() must not see it empty
                     self._buffer.popleft()
-                self._consumed[tp] = r.offset + 1
+                self._consumed[tp] = (head.next_offset or r.offset + 1) if i == last \
+                    else r.offset + 1
                 yield r
                 # poll(), seek(), pause() may have taken or dropped the head meanwhile
                 if i == last or not self._buffer or self._buffer[0] is not head:
@@ -94,7 +95,8 @@ class Polling:
         while self._buffer and max_records > 0 and (max_batches is None or len(out) < max_batches):
             f = self._buffer[0]
             n = f.batch.num_rows - f.start
-            if n <= max_records:
+            whole = n <= max_records
+            if whole:
                 self._buffer.popleft()
                 part = f.batch.slice(f.start) if f.start else f.batch
             else:
@@ -102,7 +104,9 @@ class Polling:
                 part = f.batch.slice(f.start, n)
                 f.start += n
             b = Batch(f.tp[0], f.tp[1], part)
-            self._consumed[f.tp] = b.next_offset
+            # the whole rest handed out: consumed up to where the fetch went on
+            self._consumed[f.tp] = (f.next_offset or b.next_offset) if whole \
+                else b.next_offset
             out.append(b)
             max_records -= n
         return out
@@ -152,5 +156,12 @@ class Polling:
         # A rebalance on the heartbeat thread cannot change the assignment (that
         # happens in _handle_group, on this thread), so every batch is still ours.
         for tp, batch, nxt in got:
-            self._positions[tp] = nxt
-            self._buffer.append(Fetched(tp, batch))
+            if batch.num_rows:
+                self._positions[tp] = nxt
+                self._buffer.append(Fetched(tp, batch, nxt))
+            elif not any(f.tp == tp for f in self._buffer):
+                # Only control markers or an aborted transaction's records (read_committed)
+                # were passed over: nothing to hand out, but the position moves past them.
+                # After records of this fetch it waits for the next one (fetched when the
+                # buffer is empty), so the committed position never skips a record.
+                self._positions[tp] = self._consumed[tp] = nxt

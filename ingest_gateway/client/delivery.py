@@ -37,6 +37,7 @@ class Delivery:
     """Sending, retrying and settling batches (the Producer's attributes; see Producer)."""
 
     _router: Any  # ClusterRouter
+    transactional_id: str | None
     _retry: Any  # RetryPolicy
     _lock: Any
 
@@ -179,9 +180,12 @@ class Delivery:
         retried there at once. Raises ProduceError.
         """
         body = memoryview(self._body(batch))
-        base = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}?acks={self.acks}"
+        base = f"/topics/{quote(batch.topic, safe='')}/partitions/{batch.partition}" \
+            f"?acks={self.acks}"
         if self.producer_id is not None:
             base += f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
+        if self.transactional_id is not None:  # into the producer's ongoing transaction
+            base += f"&transactional_id={quote(self.transactional_id, safe='')}"
         retries = self._retry.start(time.monotonic() + self.delivery_timeout_s)
         redirected = False
         while True:

@@ -149,11 +149,16 @@ class GatewaySource:
     to the gateway leading the partitions asked for."""
 
     def __init__(self, router: ClusterRouter, *, fetch_format: str = "arrow",
-                 min_bytes: int = 1, max_bytes: int = 52_428_800):
+                 min_bytes: int = 1, max_bytes: int = 52_428_800,
+                 isolation_level: str = "read_uncommitted"):
         if fetch_format != "arrow":
             raise ValueError("the Consumer fetches Arrow from the gateway (fetch_format='arrow')")
         self.router = router
         self.min_bytes, self.max_bytes = min_bytes, max_bytes
+        self.isolation_level = isolation_level
+        # the gateway's default is read_uncommitted: only read_committed is said
+        self._level_q = "?isolation_level=read_committed" \
+            if isolation_level == "read_committed" else ""
         self._partitions: dict[str, tuple[float, int]] = {}
         #: gateway -> (positions asked, its long-poll in flight), several gateways only
         self._inflight: dict[Session, tuple[dict[tuple[str, int], int],
@@ -174,10 +179,11 @@ class GatewaySource:
         return n
 
     def watermarks(self, tp: tuple[str, int]) -> tuple[int, int]:
-        """(log start, high watermark), from the partition's leader if it is reachable,
+        """(log start, high watermark or, read_committed, last stable offset), from the
+        partition's leader if it is reachable,
         else from any gateway (all read the store). Raises UnknownTopic, UnknownPartition."""
         def ask(s: Session) -> Any:
-            return s.call("GET", f"/topics/{tp[0]}/partitions/{tp[1]}/offsets",
+            return s.call("GET", f"/topics/{tp[0]}/partitions/{tp[1]}/offsets{self._level_q}",
                           errors={"unknown_topic": lambda d: UnknownTopic(tp[0]),
                                   "unknown_partition": lambda d: UnknownPartition(
                                       tp[0], tp[1], self.partitions(tp[0]))})
@@ -272,6 +278,8 @@ class GatewaySource:
                                for (t, p), o in positions.items()],
                 "max_records": max_records, "max_bytes": self.max_bytes, "wait_ms": wait_ms,
                 "min_bytes": self.min_bytes}
+        if self._level_q:
+            body["isolation_level"] = self.isolation_level
         data = s.call("POST", "/fetch", body, raw=True, timeout=wait_ms / 1000 + 30)
         out, errors = [], {}
         reader = pa.ipc.open_stream(data)
@@ -287,7 +295,7 @@ class GatewaySource:
             elif "error" in m:
                 errors[tp] = OffsetOutOfRange(tp[0], tp[1], int(m["offset"]),
                                               int(m["log_start_offset"]), int(m["high_watermark"]))
-            elif batch.num_rows:
+            else:  # an empty batch: markers or aborted records skipped, the position moves
                 out.append((tp, batch, int(m["next_offset"])))
         return out, errors
 

@@ -31,7 +31,8 @@ assigned when a batch is closed. Retriable failures (connection errors, 429,
 being retried) are retried with the *same* sequence, at the new leader if it
 moved, until ``delivery_timeout_ms``, so a batch a gateway already committed is
 answered with its original offsets, not written twice (the new leader reads the
-producer's sequences from the partition's manifest). Other errors fail the batch's handles with :class:`ProduceError`.
+producer's sequences from the partition's manifest). Other errors fail the batch's
+handles with :class:`ProduceError`.
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ from ingest_gateway.client.connection_security import (AUTH_ERRORS, ConnectionSe
                                                         auth_error)
 from ingest_gateway.client.delivery import Delivery
 from ingest_gateway.client.session import RetryPolicy, Session
+from ingest_gateway.client.txn_producer import TransactionalProducer
 from ingest_gateway.errors import ProduceError
 from ingest_gateway.partitioner import partition_for_key
 
 
-class Producer(Delivery):
+class Producer(TransactionalProducer, Delivery):
     """Batches records per partition and posts them to a gateway (thread-safe).
 
     ``bootstrap_servers``: gateways to ask for the cluster's metadata (``HOST:PORT``
@@ -83,6 +85,11 @@ class Producer(Delivery):
     ``send`` raises NotAuthenticated / NotAuthorized when the topic cannot be read,
     and a batch refused so fails its handles with that error.
 
+    Transactions (``client.txn_producer``): ``transactional_id`` and
+    ``transaction_timeout_ms`` (Kafka's names); ``init_transactions``,
+    ``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``,
+    ``abort_transaction``.
+
     Failures, as in Kafka's producer: a record over the topic's
     ``max.message.bytes`` fails alone (its handle raises ProduceError 413); a
     batch the gateway refuses gives its idempotent sequence numbers back, so
@@ -103,7 +110,9 @@ class Producer(Delivery):
                  ssl_cafile: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, sasl_plain_username: str | None = None,
                  sasl_plain_password: str | None = None,
-                 sasl_oauth_token: str | Callable[[], str] | None = None):
+                 sasl_oauth_token: str | Callable[[], str] | None = None,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60_000):
+        self._setup_transactions(transactional_id, transaction_timeout_ms, enable_idempotence)
         security = ConnectionSecurity.of(
             ssl_cafile=ssl_cafile, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
             sasl_plain_username=sasl_plain_username, sasl_plain_password=sasl_plain_password,
@@ -225,6 +234,8 @@ class Producer(Delivery):
     def _count_failure(self, records: int, error: ProduceError) -> None:
         """Under the lock: ``records`` records failed with ``error``."""
         self.records_failed += records
+        if self.transactional_id is not None and self._txn_error is None:
+            self._txn_error = error
         if len(self.first_errors) < 3 and all(str(e) != str(error) for e in self.first_errors):
             self.first_errors.append(error)
 
@@ -245,6 +256,8 @@ class Producer(Delivery):
         """
         if value.__class__ is not bytes and value is not None:
             value = to_bytes("value", value)
+        if self.transactional_id is not None:
+            return self._transactional_send(topic, value, key, partition, headers, timestamp)
         handle = None
         if key is None and partition is None and headers is None and timestamp is None:
             # The common case, about a third cheaper: a plain keyless record joins the
@@ -374,6 +387,7 @@ class Producer(Delivery):
             raise ValueError("send_batch needs at least one record")
         if partition is None:
             partition = self._sticky_partition(topic)
+        self._txn_partition(topic, partition)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the producer is closed")

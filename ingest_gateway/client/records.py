@@ -69,10 +69,13 @@ class Fetched:
     without rewinding the fetch position to it.
     """
 
-    __slots__ = ("tp", "batch", "start", "_records")
+    __slots__ = ("tp", "batch", "start", "_records", "next_offset")
 
-    def __init__(self, tp: TopicPartition, batch: pa.RecordBatch):
+    def __init__(self, tp: TopicPartition, batch: pa.RecordBatch, next_offset: int | None = None):
         self.tp, self.batch, self.start = tp, batch, 0
+        #: where the fetch goes on after the batch: past its last record, and past the
+        #: control markers, aborted records or compaction gap that follow it
+        self.next_offset = next_offset
         self._records: list[Record] | None = None
 
     def records(self) -> list[Record]:

@@ -122,6 +122,13 @@ def error_body(exc: BaseException) -> dict[str, Any]:
         body["leader"] = exc.leader
     elif isinstance(exc, NotCoordinator):
         body["coordinator"] = exc.coordinator
+    elif isinstance(exc, ProducerFenced):  # the facts, for the client to raise it again
+        body.update(transactional_id=exc.transactional_id, producer_id=exc.producer_id,
+                    producer_epoch=exc.epoch, current_producer_id=exc.current_producer_id,
+                    current_epoch=exc.current_epoch)
+    elif isinstance(exc, InvalidTxnState):
+        body.update(transactional_id=exc.transactional_id, state=exc.state,
+                    operation=exc.operation)
     elif isinstance(exc, NotAuthorized):  # what was refused, for a client to read as is
         body.update(principal=exc.principal, operation=exc.operation,
                     resource_type=exc.resource_type, resource_name=exc.name)

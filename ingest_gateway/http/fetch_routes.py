@@ -12,7 +12,11 @@ Arrow; each record batch carries custom metadata ``topic``, ``partition`` and
 ``next_offset`` (an empty batch with ``error`` reports an offset out of range,
 with ``log_start_offset`` and ``high_watermark``). An offset outside ``[log
 start, high watermark]`` answers 416 with ``log_start_offset`` and
-``high_watermark``. The long-poll itself: ``server.consumer_hub``.
+``high_watermark``. ``isolation_level`` (a query parameter of the GETs, a field of
+``POST /fetch``): ``read_uncommitted`` (Kafka's default) reads to the high watermark,
+``read_committed`` to the last stable offset without aborted transactions' records
+(and ``.../offsets`` then answers the last stable offset as ``end_offset``); control
+markers reach neither. The long-poll itself: ``server.consumer_hub``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,15 @@ from ingest_gateway.http.record_docs import arrow_stream, batches_response, out_
 from ingest_gateway.http.requests import (ARROW, MAX_COUNT, MAX_WAIT_MS, V2_RESPONSE, accept,
                                           field, hub_of, int_q, tp_list)
 from log_layout import SEGMENT_SCHEMA
+from log_layout.reader import ISOLATION_LEVELS
+
+
+def isolation(raw: object) -> str | None:
+    """A request's isolation level (None: absent, read_uncommitted); raises BadRequest."""
+    if raw is None or raw in ISOLATION_LEVELS:
+        return raw  # type: ignore[return-value]
+    raise BadRequest(f"isolation_level must be read_uncommitted or read_committed, "
+                     f"not {str(raw)[:100]!r}")
 
 
 async def get_messages(request: Request) -> Response:
@@ -45,10 +58,12 @@ async def get_messages(request: Request) -> Response:
     max_bytes = int_q(request, "max_bytes", 52_428_800, 1, 2**31 - 1)
     wait_ms = int_q(request, "wait_ms", 0, 0, MAX_WAIT_MS)
     min_bytes = int_q(request, "min_bytes", 1, 0, 2**31 - 1)
+    level = isolation(request.query_params.get("isolation_level"))
     hub = hub_of(request)
     await hub.run(hub.log.partition, topic, partition)  # Unknown* errors
     got, errors = await hub.fetch({(topic, partition): offset}, max_records=count,
-                                  max_bytes=max_bytes, wait_ms=wait_ms, min_bytes=min_bytes)
+                                  max_bytes=max_bytes, wait_ms=wait_ms, min_bytes=min_bytes,
+                                  isolation_level=level)
     if errors:
         return out_of_range_response(next(iter(errors.values())))
     return batches_response(topic, partition, [b for _, b, _ in got], fmt)
@@ -64,9 +79,10 @@ async def fetch_waiting(request: Request) -> Response:
 async def get_partition_offsets(request: Request) -> Response:
     topic = validate_topic_name(request.path_params["topic"])
     partition = partition_param(topic, request.path_params["partition"])
+    level = isolation(request.query_params.get("isolation_level"))
     hub = hub_of(request)
     start, end = await hub.run(
-        lambda: hub.source.watermarks((topic, partition)))
+        lambda: hub.source.watermarks((topic, partition), isolation_level=level))
     return JSONResponse({"beginning_offset": start, "end_offset": end}, media_type=V2_RESPONSE)
 
 
@@ -78,6 +94,7 @@ async def post_fetch(request: Request) -> Response:
     max_bytes = field(doc, "max_bytes", int, 52_428_800)
     wait_ms = field(doc, "wait_ms", int, 0)
     min_bytes = field(doc, "min_bytes", int, 1)
+    level = isolation(field(doc, "isolation_level", str, None))
     if not 1 <= max_records <= MAX_COUNT or not 0 <= wait_ms <= MAX_WAIT_MS or max_bytes < 1:
         raise BadRequest(f"max_records must be 1..{MAX_COUNT}, wait_ms 0..{MAX_WAIT_MS}, "
                          "max_bytes positive")
@@ -89,7 +106,8 @@ async def post_fetch(request: Request) -> Response:
             hub.log.partition(t, p)
     await hub.run(check)
     got, errors = await hub.fetch(positions, max_records=max_records, max_bytes=max_bytes,
-                                  wait_ms=wait_ms, min_bytes=min_bytes)
+                                  wait_ms=wait_ms, min_bytes=min_bytes,
+                                  isolation_level=level)
     items: list[tuple[pa.RecordBatch, Mapping[str, str]]] = [
         (b, {"topic": t, "partition": str(p), "next_offset": str(n)}) for (t, p), b, n in got]
     empty = SEGMENT_SCHEMA.empty_table().to_batches()

@@ -39,6 +39,9 @@ member = p("member", "path", {"type": "string"}, "member id (from join)")
 i64 = {"type": "integer", "minimum": 0}
 tp = {"type": "object", "required": ["topic", "partition"],
       "properties": {"topic": {"type": "string"}, "partition": {"type": "integer"}}}
+ISOLATION = p("isolation_level", "query", {"type": "string", "enum": [
+    "read_uncommitted", "read_committed"]}, "read_uncommitted (default): to the high "
+    "watermark; read_committed: to the last stable offset, aborted transactions skipped")
 tpo = {"type": "object", "required": ["topic", "partition", "offset"],
        "properties": {"topic": {"type": "string"}, "partition": {"type": "integer"},
                       "offset": {"type": "integer"}}}
@@ -93,12 +96,13 @@ def fetch_paths() -> dict[str, Any]:
                              "max bytes (at least one record)"),
                            p("wait_ms", "query", {"type": "integer", "minimum": 0,
                                                   "maximum": MAX_WAIT_MS}, "long-poll wait"),
-                           p("min_bytes", "query", i64, "answer once this much is there")],
+                           p("min_bytes", "query", i64, "answer once this much is there"),
+                           ISOLATION],
             "responses": {**records, **errors(400, 404, 415),
                           "416": resp("offset out of range", err), "422": not_json}}},
         "/topics/{topic}/partitions/{partition}/offsets": {"get": {
             "summary": "log start offset and high watermark",
-            "parameters": [topic, partition],
+            "parameters": [topic, partition, ISOLATION],
             "responses": {"200": resp("offsets", {"type": "object", "properties": {
                 "beginning_offset": {"type": "integer"}, "end_offset": {"type": "integer"}}},
                 V2_RESPONSE), **errors(400, 404)}}},
@@ -107,7 +111,8 @@ def fetch_paths() -> dict[str, Any]:
             "requestBody": json_body({"type": "object", "required": ["partitions"], "properties": {
                 "partitions": {"type": "array", "items": tpo},
                 "max_records": {"type": "integer"}, "max_bytes": {"type": "integer"},
-                "wait_ms": {"type": "integer"}, "min_bytes": {"type": "integer"}}}),
+                "wait_ms": {"type": "integer"}, "min_bytes": {"type": "integer"},
+                "isolation_level": ISOLATION["schema"]}}),
             "responses": {"200": resp("Arrow IPC stream", {"type": "string", "format": "binary"},
                                       ARROW), **errors(400, 404)}}},
         "/fetch/waiting": {"get": {"summary": "fetches parked waiting for a commit",

@@ -160,8 +160,16 @@ async def add_offsets(request: Request) -> Response:
 async def _end(request: Request, commit: bool) -> Response:
     tid = _tid(request)
     pid, epoch = _producer(_object(await read_json(request)))
-    await _run(request, transactions.end_transaction, request.app.state.log, tid, pid, epoch,
-               commit, _now(request))
+    store = request.app.state.log
+    before = await _run(request, transactions.describe, store, tid) or {}
+    await _run(request, transactions.end_transaction, store, tid, pid, epoch, commit,
+               _now(request))
+    # The markers moved the last stable offsets: wake this gateway's read_committed
+    # long-polls on those partitions now (the batcher's commits do not include them).
+    hub = getattr(request.app.state, "consumer_hub", None)
+    if hub is not None:
+        for topic, partition in before.get("partitions", ()):
+            hub.committed(topic, partition, -1)
     return Response(status_code=204)
 
 

@@ -140,10 +140,13 @@ class ConsumerHub:
         """Run blocking store work (reads, group commits) off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    def _read(self, positions: Mapping[tuple[str, int], int], max_records: int):
-        return self.source.read_available(positions, max_records)
+    def _read(self, positions: Mapping[tuple[str, int], int], max_records: int,
+              isolation_level: str | None = None):
+        return self.source.read_available(positions, max_records,
+                                          isolation_level=isolation_level)
 
-    async def _read_now(self, positions: Mapping[tuple[str, int], int], max_records: int):
+    async def _read_now(self, positions: Mapping[tuple[str, int], int], max_records: int,
+                        isolation_level: str | None = None):
         """``_read``, on the loop when it is a cheap tail read (module docstring), else
         on the hub's threads."""
         writing = self.batcher.writing
@@ -151,18 +154,21 @@ class ConsumerHub:
                 (state := writing(t, p)) is not None and state.small_tail(
                     pos, segments=INLINE_READ_SEGMENTS, nbytes=INLINE_READ_BYTES)
                 for (t, p), pos in positions.items()):
-            return self._read(positions, max_records)
-        return await self.run(self._read, positions, max_records)
+            return self._read(positions, max_records, isolation_level)
+        return await self.run(self._read, positions, max_records, isolation_level)
 
     async def fetch(self, positions: Mapping[tuple[str, int], int], *, max_records: int,
-                    max_bytes: int, wait_ms: int, min_bytes: int):
-        """Long-poll read: ((tp, batch, next), ...), {tp: OffsetOutOfRange}."""
+                    max_bytes: int, wait_ms: int, min_bytes: int,
+                    isolation_level: str | None = None):
+        """Long-poll read: ((tp, batch, next), ...), {tp: OffsetOutOfRange}.
+        ``isolation_level``: read_uncommitted (None, the default) or read_committed
+        (to the last stable offset, aborted records skipped: ``DirectReader``)."""
         deadline = time.monotonic() + wait_ms / 1000
         tps = list(positions)
         while True:
             fut = self._register(tps)
             try:
-                got, errors = await self._read_now(positions, max_records)
+                got, errors = await self._read_now(positions, max_records, isolation_level)
                 got = cut_to_bytes(got, max_bytes)
                 size = sum(b.nbytes for _, b, _ in got)
                 remaining = deadline - time.monotonic()
@@ -179,7 +185,7 @@ class ConsumerHub:
                 except asyncio.TimeoutError:
                     if remote and time.monotonic() < deadline:
                         continue
-                    got, errors = await self._read_now(positions, max_records)
+                    got, errors = await self._read_now(positions, max_records, isolation_level)
                     got = cut_to_bytes(got, max_bytes)
                     self._count(got)
                     return got, errors

@@ -6,11 +6,18 @@ read_uncommitted readers, zombies fenced, the gateway's timeout abort, hostile b
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
 import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from ingest_gateway.client import (Consumer, IllegalState, ProduceError, Producer,
+                                   ProducerFenced)
 from jobs.gateway_process import wait_for
 from log_layout import group_offsets, transactions
 
@@ -222,3 +229,184 @@ def test_transactional_produce_segments_are_one_producers(gateway, gateway_log, 
     want_a = ["a0", "a1", "a2"]
     assert [v for v in got if v.startswith("a")] == want_a
     assert [v for v in got if v.startswith("b")] == ([] if level == RC else ["b0", "b1", "b2"])
+
+
+# -- the Producer and the Consumer -------------------------------------------------------
+def consume_all(gateway_url, topic, level, *, store=None):
+    """Every record of the topic a ``level`` consumer is handed, until one poll is empty
+    after the end (the end: the high watermark or the last stable offset)."""
+    where = {"log": store} if store is not None else {"gateway": gateway_url}
+    with Consumer(**where, isolation_level=level, fetch_max_wait_ms=50) as c:
+        tps = [(topic, p) for p in range(3)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        out = []
+        while any(c.position(tp) < c.watermarks(tp)[1] for tp in tps):
+            out += [r.value for r in c.poll(timeout=1.0)]
+        return sorted(out)
+
+
+def test_producer_commit_and_abort_seen_by_consumers_of_each_level(gateway, gateway_log, topic):
+    with Producer(gateway.url, transactional_id=tid(), linger_ms=1) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(30):
+            p.send(topic, f"c{i}".encode(), key=f"k{i}".encode())
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, f"a{i}".encode(), partition=i % 3)
+        p.flush()
+        p.abort_transaction()
+    committed = sorted(f"c{i}".encode() for i in range(30))
+    every = sorted(committed + [f"a{i}".encode() for i in range(10)])
+    for store in (None, gateway_log):  # through the gateway, and straight from the store
+        assert consume_all(gateway.url, topic, "read_committed", store=store) == committed
+        assert consume_all(gateway.url, topic, "read_uncommitted", store=store) == every
+    with pytest.raises(ValueError, match="isolation_level"):
+        Consumer(gateway=gateway.url, isolation_level="committed")
+
+
+def test_producer_misuse_is_an_illegal_state(gateway, topic):
+    with Producer(gateway.url, transactional_id=tid()) as p:
+        with pytest.raises(IllegalState):
+            p.begin_transaction()  # before init_transactions
+        p.init_transactions()
+        with pytest.raises(IllegalState):
+            p.send(topic, b"x")  # outside a transaction
+        p.begin_transaction()
+        with pytest.raises(IllegalState):
+            p.begin_transaction()
+        p.abort_transaction()
+    with Producer(gateway.url) as plain, pytest.raises(IllegalState):
+        plain.init_transactions()
+    with pytest.raises(ValueError):
+        Producer(gateway.url, transactional_id=tid(), enable_idempotence=False)
+
+
+def test_a_zombie_producer_is_fenced_with_a_clear_error(gateway, gateway_log, topic):
+    name = tid()
+    zombie = Producer(gateway.url, transactional_id=name, linger_ms=0)
+    successor = Producer(gateway.url, transactional_id=name, linger_ms=0)
+    try:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send(topic, b"zombie-1", partition=0).result()
+        successor.init_transactions()  # aborts the zombie's transaction
+        with pytest.raises(ProducerFenced) as e:
+            zombie.send(topic, b"zombie-2", partition=1)  # a new partition: the gateway says
+        assert e.value.transactional_id == name
+        assert e.value.current_epoch > e.value.epoch
+        with pytest.raises(IllegalState, match="fenced"):
+            zombie.commit_transaction()
+        successor.begin_transaction()
+        successor.send(topic, b"ok", partition=0)
+        successor.commit_transaction()
+    finally:
+        zombie.close()
+        successor.close()
+    assert values_raw(gateway_log, topic, 0, RC) == [b"ok"]
+    assert values_raw(gateway_log, topic, 0, RU) == [b"zombie-1", b"ok"]
+
+
+def test_a_fenced_record_makes_commit_raise_producer_fenced(gateway, topic):
+    name = tid()
+    with Producer(gateway.url, transactional_id=name, linger_ms=0) as zombie, \
+            Producer(gateway.url, transactional_id=name) as successor:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send(topic, b"1", partition=0).result()
+        successor.init_transactions()
+        handle = zombie.send(topic, b"2", partition=0)  # partition known: refused at the gateway
+        with pytest.raises(ProduceError):
+            handle.result()
+        with pytest.raises(ProducerFenced):
+            zombie.commit_transaction()
+
+
+def values_raw(log, topic, partition, level):
+    table = log.partition(topic, partition).read_table(0, isolation_level=level)
+    return table.column("value").to_pylist()
+
+
+KILLED_PRODUCER = """
+import sys
+from ingest_gateway.client import Producer
+p = Producer(sys.argv[1], transactional_id=sys.argv[2], transaction_timeout_ms=1500,
+             linger_ms=0)
+p.init_transactions()
+p.begin_transaction()
+for i in range(20):
+    p.send(sys.argv[3], b"doomed-%d" % i, partition=i % 3)
+p.flush()
+print("sent", flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_a_producer_killed_mid_transaction(gateway, gateway_log, topic):
+    name = tid()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_PRODUCER, gateway.url, name, topic],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            cwd=str(pathlib.Path(__file__).resolve().parents[2]))
+    try:
+        assert proc.stdout.readline().strip() == b"sent"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    doomed = sorted(b"doomed-%d" % i for i in range(20))
+    assert consume_all(gateway.url, topic, "read_uncommitted") == doomed
+    assert consume_all(gateway.url, topic, "read_committed") == []
+    # the gateway aborts it once transaction_timeout_ms passed
+    wait_for(lambda: transactions.describe(gateway_log, name)["state"] == "CompleteAbort",
+             timeout=30, what="the timeout abort")
+    assert consume_all(gateway.url, topic, "read_committed") == []
+    assert consume_all(gateway.url, topic, "read_uncommitted") == doomed
+    for p in range(3):
+        part = gateway_log.partition(topic, p)
+        assert part.last_stable_offset() == part.high_watermark()
+
+
+def test_consume_transform_produce_output_and_offsets_are_atomic(gateway, gateway_log, topic):
+    out_topic = f"out-{uuid.uuid4().hex[:8]}"
+    gateway_log.create_topic(out_topic, {"partitions": 3})
+    group = f"ctp-{uuid.uuid4().hex[:8]}"
+    with Producer(gateway.url, linger_ms=0) as plain:
+        for i in range(60):
+            plain.send(topic, b"%d" % i, partition=i % 3)
+    tps = [(topic, p) for p in range(3)]
+
+    def round_trip(commit: bool) -> int:
+        with Consumer(gateway=gateway.url, group_id=group, enable_auto_commit=False,
+                      isolation_level="read_committed", auto_offset_reset="earliest",
+                      fetch_max_wait_ms=50) as c, \
+                Producer(gateway.url, transactional_id=f"{group}-tx", linger_ms=1) as p:
+            c.assign(tps)
+            for tp in tps:
+                committed = c.committed(tp)
+                c.seek(tp, 0 if committed is None else committed)
+            p.init_transactions()
+            p.begin_transaction()
+            records = c.poll(timeout=5.0, max_records=25)
+            assert records
+            for r in records:
+                p.send(out_topic, b"out-" + r.value, partition=r.partition)
+            p.send_offsets_to_transaction({tp: c.position(tp) for tp in tps}, group)
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+            return len(records)
+
+    assert round_trip(commit=False)
+    assert group_offsets.read_group_offsets(gateway_log.store, group) is None
+    assert consume_all(gateway.url, out_topic, "read_committed") == []
+    handed = 0
+    while handed < 60:
+        handed += round_trip(commit=True)
+    assert handed == 60
+    want = sorted(b"out-%d" % i for i in range(60))
+    assert consume_all(gateway.url, out_topic, "read_committed") == want
+    doc = group_offsets.read_group_offsets(gateway_log.store, group)
+    assert {int(p): o["offset"] for p, o in doc["offsets"][topic].items()} == \
+        {0: 20, 1: 20, 2: 20}
