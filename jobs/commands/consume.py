@@ -53,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--via-gateway", action="store_true",
                    help="fetch records through the gateway instead of reading the store "
                         "(implied by --user, --token, --ca-file, --cert-file)")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted",
+                   help="read_committed: only committed transactions' records, up to the "
+                        "last stable offset (kafka-console-consumer's --isolation-level)")
     p.add_argument("--format", default="text", metavar="FORMAT",
                    help="text (default), json, or a kcat format string such as "
                         "'%%p %%o %%T %%k %%v\\n'")
@@ -129,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     gateway = gateway_url(args, settings)
     security = client_kwargs(args)
     kw = dict(auto_offset_reset="earliest" if args.from_beginning else "latest",
-              client_id="sparklog-console-consumer", fetch_max_wait_ms=200, **security)
+              client_id="sparklog-console-consumer", fetch_max_wait_ms=200,
+              isolation_level=args.isolation_level, **security)
     # credentials or a CA are for a gateway: read through it, where its ACLs apply
     via_gateway = args.via_gateway or bool(security)
     lg = open_log_from_settings(settings) if not via_gateway or start_ms is not None \

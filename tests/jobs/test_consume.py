@@ -150,3 +150,29 @@ def test_consume_group_takes_a_gateway_without_scheme(local_gateway):
     out, err = text(run)
     assert run.returncode == 0, err
     assert [line.split("\t")[1] for line in out.splitlines()] == ["0", "1"]
+
+
+def test_consume_isolation_level_hides_open_and_aborted_transactions(store, capsys):
+    from log_layout import transactions
+    from tests.log_layout.txn_helpers import txn_append
+
+    lg = open_log(store)
+    pid, epoch = transactions.init_transactions(lg, "cli-app", 60_000)
+    transactions.add_partitions(lg, "cli-app", pid, epoch, [("clicks", 0)])
+    txn_append(lg, "clicks", 0, pid, epoch, [b"aborted"])
+    transactions.end_transaction(lg, "cli-app", pid, epoch, commit=False)
+    pid, epoch = transactions.init_transactions(lg, "cli-app", 60_000)
+    transactions.add_partitions(lg, "cli-app", pid, epoch, [("clicks", 0)])
+    txn_append(lg, "clicks", 0, pid, epoch, [b"open"])
+
+    def values(*flags: str) -> list[str]:
+        assert main(["--store", store, "consume", "clicks", "--partition", "0", "--offset", "0",
+                     "--timeout-ms", "500", "--format", "%v\\n", *flags]) == 0
+        return capsys.readouterr().out.split()
+
+    assert values() == ["p0-v0", "p0-v1", "p0-v2", "p0-v3", "aborted", "open"]
+    assert values("--isolation-level", "read_committed") == ["p0-v0", "p0-v1", "p0-v2",
+                                                             "p0-v3"]
+    with pytest.raises(SystemExit) as refused:
+        main(["--store", store, "consume", "clicks", "--isolation-level", "dirty"])
+    assert refused.value.code == 2 and "invalid choice: 'dirty'" in capsys.readouterr().err
