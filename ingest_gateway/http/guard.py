@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+from urllib.parse import parse_qs
 
 from conf.errors import SparklogError
 from ingest_gateway.errors import NotAuthorized, UnsupportedContentType
@@ -82,6 +83,7 @@ class Guard:
                     await self.authenticator.authenticate_async(scope)
                 if self.authorizer is not None and rule not in (OPEN, AUTHENTICATED):
                     self._authorize(scope, rule, params)
+                    self._authorize_transactional(scope)
                     await self._check_auto_create(scope, params)
         except SparklogError as exc:
             status, body, headers = refusal(self.state, exc)
@@ -119,6 +121,18 @@ class Guard:
             if not self.authorizer.authorize(principal, host, need.operation,
                                              need.resource_type, name):
                 raise NotAuthorized(principal, need.operation, need.resource_type, name)
+
+    def _authorize_transactional(self, scope: Any) -> None:
+        """A transactional produce (``?transactional_id=``) needs Write on that
+        TransactionalId too, as Kafka's Produce does."""
+        raw = scope.get("query_string") or b""
+        if b"transactional_id=" not in raw or \
+                _quota_kind(scope["method"], scope["path"]) != "produce":
+            return
+        for tid in parse_qs(raw.decode("latin-1")).get("transactional_id", ()):
+            principal, host = principal_of(scope), host_of(scope)
+            if not self.authorizer.authorize(principal, host, "Write", "TransactionalId", tid):
+                raise NotAuthorized(principal, "Write", "TransactionalId", tid)
 
     async def _check_auto_create(self, scope: Any, params: dict[str, str]) -> None:
         """A produce to a topic that does not exist creates it (auto.create.topics.enable)

@@ -154,3 +154,32 @@ def test_auto_creation_needs_create_as_in_kafka(store):
         assert "auto-a" not in log.topics()
         assert produce("maker", "auto-a").status == 200 and "auto-a" in log.topics()
         assert produce("writer", "auto-a").status == 200  # it exists now: Write is enough
+
+
+def test_a_transactional_produce_needs_write_on_its_transactional_id(store):
+    root, log = store
+    pw = str(root / "passwords-txn")
+    for user in ("txn", "plain"):
+        passwords.add(pw, user, PASSWORD)
+    log.create_topic("txn-out", {"partitions": 1})
+    add_acls(log.store, [
+        *(AclBinding.create("Topic", "txn-out", principal=f"User:{u}", operation="Write")
+          for u in ("txn", "plain")),
+        AclBinding.create("TransactionalId", "etl-", "PREFIXED", principal="User:txn",
+                          operation="Write")])
+    settings = {"authentication.method": "basic", "authentication.password.file": pw,
+                "authorizer.enabled": "true"}
+    with GatewayProcess(log.url, settings=settings) as gw:
+        body = json.dumps({"records": [{"value": 1}]}).encode()
+
+        def produce(user: str, query: str) -> urllib3.BaseHTTPResponse:
+            return http.request("POST", f"{gw.url}/topics/txn-out?{query}", body=body, headers={
+                "Content-Type": "application/vnd.kafka.json.v2+json",
+                "Authorization": _basic(user)})
+
+        txn = "producer_id=7&producer_epoch=0&sequence=0&transactional_id=etl-1"
+        r = produce("plain", txn)
+        assert r.status == 403 and r.json()["resource_type"] == "TransactionalId", r.data
+        r = produce("txn", txn)  # allowed: refused later, the transaction was never begun
+        assert r.status == 409 and r.json()["error"] == "invalid_txn_state", r.data
+        assert produce("plain", "").status == 200  # a plain produce needs only the topic
