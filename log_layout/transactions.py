@@ -61,7 +61,7 @@ aborter that loses finds PrepareCommit and leaves it to be completed.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from log_layout import group_offsets, paths
@@ -80,6 +80,8 @@ IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
 MAX_TIMEOUT_MS = 900_000
 #: times a marker is retried when a claim of its partition fences the writer meanwhile
 MARKER_ATTEMPTS = 5
+#: writes a committed transaction's offsets of one group: (group, {topic: {p: offset}})
+OffsetsWriter = Callable[[str, Mapping[str, Mapping[str, int]]], None]
 #: what tells one transaction in one state from another
 _IDENTITY = ("state", "producer_id", "epoch", "started_ms")
 
@@ -235,10 +237,15 @@ def add_offsets(log: Any, tid: str, producer_id: int, epoch: int, group: str,
 
 
 def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bool,
-                    now_ms: int | None = None) -> None:
+                    now_ms: int | None = None, *,
+                    commit_offsets: OffsetsWriter | None = None) -> None:
     """Commit or abort the ongoing transaction (the module doc's steps 1-4). Ending an
     idle transaction is a no-op, and so is a retry of an end already decided the
-    same way. Raises ProducerFenced, InvalidTxnState (the other outcome was decided)."""
+    same way. ``commit_offsets(group, {topic: {partition: offset}})`` writes step 3's
+    offsets (default: merged into the group's document here); a gateway passes its
+    group coordinator's, so a group it holds in memory takes them too and its next
+    write of the document keeps them. Raises ProducerFenced, InvalidTxnState (the
+    other outcome was decided)."""
     prepare_state = PREPARE_COMMIT if commit else PREPARE_ABORT
     operation = "commit" if commit else "abort"
 
@@ -257,7 +264,7 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
     current = d.newest()
     if current is not None and current.doc.get("state") == prepare_state \
             and current.doc["epoch"] == epoch:
-        _complete(log, tid, current.doc, now_ms, check=False)
+        _complete(log, tid, current.doc, now_ms, check=False, commit_offsets=commit_offsets)
 
 
 def recover(log: Any, tid: str, now_ms: int | None = None) -> str | None:
@@ -290,7 +297,7 @@ def abort_expired(log: Any, now_ms: int) -> list[str]:
 
 
 def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
-              check: bool = True) -> str:
+              check: bool = True, commit_offsets: OffsetsWriter | None = None) -> str:
     """Steps 2-4 for a Prepare* ``doc``: markers, offsets, Complete*. Returns the state
     after (Complete*, or whatever another caller moved it to meanwhile).
 
@@ -307,7 +314,10 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
         _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms)
     if commit:
         for group, offsets in sorted(doc["offsets"].items()):
-            _commit_offsets(log, group, offsets, _now(now_ms))
+            if commit_offsets is None:
+                merge_group_offsets(log, group, offsets, _now(now_ms))
+            else:
+                commit_offsets(group, offsets)
     done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
 
     def complete(cur: Version) -> dict[str, Any] | None:
@@ -343,7 +353,7 @@ def _marker(log: Any, topic: str, partition: int, producer_id: int, epoch: int,
                 raise
 
 
-def _commit_offsets(log: Any, group: str, offsets: Mapping[str, Mapping[str, int]],
+def merge_group_offsets(log: Any, group: str, offsets: Mapping[str, Mapping[str, int]],
                     now: int) -> None:
     """Merge a committed transaction's offsets into the group's document."""
     doc = dict(group_offsets.read_group_offsets(log.store, group)

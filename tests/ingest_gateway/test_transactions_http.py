@@ -410,3 +410,39 @@ def test_consume_transform_produce_output_and_offsets_are_atomic(gateway, gatewa
     doc = group_offsets.read_group_offsets(gateway_log.store, group)
     assert {int(p): o["offset"] for p, o in doc["offsets"][topic].items()} == \
         {0: 20, 1: 20, 2: 20}
+
+
+def test_transaction_offsets_survive_the_group_coordinators_next_write(gateway, gateway_log,
+                                                                      topic):
+    """A subscribed consumer is a member the gateway's coordinator holds in memory: the
+    transaction's offsets must reach that copy, or the member's leaving (a write of the
+    group's document) would put the old offsets back."""
+    out_topic = f"out-{uuid.uuid4().hex[:8]}"
+    gateway_log.create_topic(out_topic, {"partitions": 1})
+    group = f"member-{uuid.uuid4().hex[:8]}"
+    with Producer(gateway.url, linger_ms=0) as plain:
+        for i in range(9):
+            plain.send(topic, b"%d" % i, partition=i % 3)
+    consumer = Consumer(gateway=gateway.url, group_id=group, enable_auto_commit=False,
+                        isolation_level="read_committed", auto_offset_reset="earliest",
+                        fetch_max_wait_ms=50)
+    consumer.subscribe([topic])
+    producer = Producer(gateway.url, transactional_id=f"{group}-tx", linger_ms=1)
+    producer.init_transactions()
+    seen = 0
+    while seen < 9:
+        records = consumer.poll(timeout=5.0, max_records=100)
+        if not records:
+            continue
+        producer.begin_transaction()
+        for r in records:
+            producer.send(out_topic, r.value)
+        producer.send_offsets_to_transaction(
+            {tp: consumer.position(tp) for tp in consumer.assignment()}, group)
+        producer.commit_transaction()
+        seen += len(records)
+    producer.close()
+    consumer.close(commit=False)  # leaves the group: the coordinator writes its document
+    doc = group_offsets.read_group_offsets(gateway_log.store, group)
+    assert doc is not None
+    assert {p: o["offset"] for p, o in doc["offsets"][topic].items()} == {"0": 3, "1": 3, "2": 3}
