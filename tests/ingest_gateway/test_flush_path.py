@@ -134,9 +134,9 @@ def read_threads(monkeypatch) -> list[str]:
     names: list[str] = []
     real = ConsumerHub._read
 
-    def spy(self, positions, max_records):
+    def spy(self, positions, max_records, *args, **kwargs):
         names.append(threading.current_thread().name)
-        return real(self, positions, max_records)
+        return real(self, positions, max_records, *args, **kwargs)
 
     monkeypatch.setattr(ConsumerHub, "_read", spy)
     return names
