@@ -34,8 +34,7 @@ from urllib.parse import parse_qs
 
 from conf.errors import SparklogError
 from ingest_gateway.errors import NotAuthorized, UnsupportedContentType
-from ingest_gateway.http.errors import refusal
-from ingest_gateway.http.produce import send_json
+from ingest_gateway.http.produce import send_refusal
 from ingest_gateway.security.authentication import principal_of
 from ingest_gateway.security.route_acls import (AUTHENTICATED, CLUSTER, IN_HANDLER, OPEN, Need,
                                                 rule_for)
@@ -86,9 +85,7 @@ class Guard:
                     self._authorize_transactional(scope)
                     await self._check_auto_create(scope, params)
         except SparklogError as exc:
-            status, body, headers = refusal(self.state, exc)
-            await send_json(send, status, body, [(b"content-type", b"application/json")] + [
-                (k.lower().encode(), v.encode()) for k, v in headers.items()])
+            await send_refusal(send, self.state, exc)
             return
         kind = _quota_kind(scope["method"], scope["path"]) if self.quotas is not None else None
         if kind is None:

@@ -74,9 +74,7 @@ class Produce:
         try:
             await self._produce(scope, receive, send)
         except SparklogError as exc:
-            status, body, headers = refusal(scope["app"].state, exc)
-            await send_json(send, status, body, [(b"content-type", b"application/json")] + [
-                (k.lower().encode(), v.encode()) for k, v in headers.items()])
+            await send_refusal(send, scope["app"].state, exc)
 
     async def _produce(self, scope: Any, receive: Any, send: Any) -> None:
         state = scope["app"].state
@@ -113,6 +111,13 @@ class Produce:
         media, doc = await produce(state, params["topic"], params.get("partition"), content_type,
                                    query, acks_header, read_body)
         await send_json(send, 200, doc, [(b"content-type", media.encode())])
+
+
+async def send_refusal(send: Any, state: Any, exc: BaseException) -> None:
+    """Answer ``exc`` from the one error table (``errors.refusal``), as a bare ASGI app."""
+    status, body, headers = refusal(state, exc)
+    await send_json(send, status, body, [(b"content-type", b"application/json")] + [
+        (k.lower().encode(), v.encode()) for k, v in headers.items()])
 
 
 async def send_json(send: Any, status: int, doc: Any, headers: list[tuple[bytes, bytes]]) -> None:
