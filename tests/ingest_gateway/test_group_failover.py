@@ -42,18 +42,21 @@ class Application(SlotApplication):
 
     def wait_coordinator(self, group: str, slot: int, others: tuple[int, ...] = ()) -> None:
         """Until gateway ``slot`` acts as the group's coordinator and each of ``others``
-        refuses with not_coordinator (each applies an assignment within 250 ms)."""
+        refuses with not_coordinator naming it (each applies an assignment within 250 ms;
+        a gateway with no assignment yet refuses too, but names no coordinator)."""
         def applied() -> bool:
-            if probe(self.gateways[slot], group) == 503:
+            if probe(self.gateways[slot], group)[0] == 503:
                 return False
-            return all(probe(self.gateways[o], group) == 503 for o in others)
+            return all(probe(self.gateways[o], group) == (503, slot) for o in others)
         wait_for(applied, timeout=20, what=f"slot {slot} coordinating {group}")
 
 
-def probe(gw: GatewayProcess, group: str) -> int:
-    """A heartbeat of a member nobody has: 404 at the coordinator, 503 elsewhere."""
-    return gw.request("POST", f"/groups/{group}/members/nobody/heartbeat",
-                      body={"generation": 0})[0]
+def probe(gw: GatewayProcess, group: str) -> tuple[int, int | None]:
+    """A heartbeat of a member nobody has: 404 at the coordinator, 503 elsewhere (with
+    the coordinator's slot, None before the gateway has an assignment)."""
+    status, body, _ = gw.request("POST", f"/groups/{group}/members/nobody/heartbeat",
+                                 body={"generation": 0})
+    return status, ((body or {}).get("coordinator") or {}).get("slot") if status == 503 else None
 
 
 @pytest.fixture
