@@ -60,11 +60,12 @@ aborter that loses finds PrepareCommit and leaves it to be completed.
 
 from __future__ import annotations
 
+import concurrent.futures
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from log_layout import group_offsets, paths
+from log_layout import group_offsets, paths, workers
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import (Fenced, InvalidTxnState, ProducerFenced, UnknownPartition,
                                UnknownTopic)
@@ -308,10 +309,21 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
     name its transaction, only its producer and epoch."""
     commit = doc["state"] == PREPARE_COMMIT
     d = _doc(log, tid)
-    for topic, p in doc["partitions"]:
-        if check and not _same(d, doc):
-            return (d.newest() or Version(0, {})).doc.get("state", doc["state"])
-        _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms)
+    if check:
+        for topic, p in doc["partitions"]:
+            if not _same(d, doc):
+                return (d.newest() or Version(0, {})).doc.get("state", doc["state"])
+            _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms)
+    else:
+        # the producer ending its own transaction: nobody else completes it meanwhile,
+        # so its markers go side by side (each waits on its own fsyncs; "remote" threads,
+        # as the fsyncs of each commit take the "io" ones)
+        futures = [workers.submit(_marker, log, topic, p, doc["producer_id"], doc["epoch"],
+                                  commit, now_ms, kind="remote")
+                   for topic, p in doc["partitions"]]
+        concurrent.futures.wait(futures)
+        for f in futures:
+            f.result()  # the first failure, once all have finished: the end is retried
     if commit:
         for group, offsets in sorted(doc["offsets"].items()):
             if commit_offsets is None:
