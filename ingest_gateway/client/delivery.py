@@ -29,6 +29,7 @@ from ingest_gateway.client.cluster import NOT_LEADER_ERRORS
 from ingest_gateway.client.connection_security import AUTH_ERRORS, auth_error
 from ingest_gateway.client.session import RETRIABLE_STATUS
 from ingest_gateway.errors import ProduceError
+from log_layout.errors import ProducerFenced
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -122,9 +123,11 @@ class Delivery:
         # handles resolve after the sequences are settled: a caller reacting to the
         # failure by sending again gets a sequence that fits
         if failure is not None:
-            # a refusal of the credentials or the operation is raised as its own type
+            # a refusal of the credentials or the operation, or the producer's fencing
+            # (met adding the partition to the transaction), is raised as its own type
             cause = failure.__cause__
-            batch.future.set_exception(cause if isinstance(cause, AUTH_ERRORS) else failure)
+            batch.future.set_exception(
+                cause if isinstance(cause, (*AUTH_ERRORS, ProducerFenced)) else failure)
         else:
             batch.future.set_result(meta)
 
@@ -186,6 +189,7 @@ class Delivery:
             base += f"&producer_id={self.producer_id}&producer_epoch={self.producer_epoch}"
         if self.transactional_id is not None:  # into the producer's ongoing transaction
             base += f"&transactional_id={quote(self.transactional_id, safe='')}"
+            self._register_partition(batch.topic, batch.partition)  # type: ignore[attr-defined]
         retries = self._retry.start(time.monotonic() + self.delivery_timeout_s)
         redirected = False
         while True:

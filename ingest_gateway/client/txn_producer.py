@@ -8,9 +8,10 @@ gateway's transaction routes (``ingest_gateway.http.v3_transactions``)::
     producer.send_offsets_to_transaction({("in", 0): 42}, "etl-group")
     producer.commit_transaction()         # flushes first; records and offsets, or nothing
 
-``send`` adds a partition to the transaction (one call to the gateway, before its
-first record is queued) and the records go out as the idempotent producer's, with
-``transactional_id`` on each request. A producer whose epoch was bumped (a newer
+``send`` notes its partition for the transaction; before the partition's first
+batch is posted, every partition noted so far is added at the gateway in one call
+(Kafka's batched AddPartitionsToTxn), and the records go out as the idempotent
+producer's, with ``transactional_id`` on each request. A producer whose epoch was bumped (a newer
 ``init_transactions`` of the same id, or the gateway's abort after
 ``transaction_timeout_ms``) gets ``ProducerFenced`` (``log_layout.errors``, with the
 producer ids and epochs): from the call that met it, and from ``commit_transaction``
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway.client.batch import to_bytes
 from ingest_gateway.errors import IllegalState, ProduceError
@@ -61,7 +63,8 @@ class TransactionalProducer:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = timeout_ms
         self._txn_state = UNINITIALIZED
-        self._txn_partitions: set[tuple[str, int]] = set()
+        self._txn_partitions: set[tuple[str, int]] = set()  # added at the gateway
+        self._txn_pending: set[tuple[str, int]] = set()  # sent to, not added yet
         self._txn_mutex = threading.Lock()
         #: the first record failure of the ongoing transaction (set by _count_failure)
         self._txn_error: ProduceError | None = None
@@ -114,22 +117,43 @@ class TransactionalProducer:
         """Start a transaction (local: the gateway learns of it with its first partition)."""
         self._require(READY, what="begin_transaction")
         self._txn_partitions = set()
+        self._txn_pending = set()
         self._txn_error = None
         self._txn_state = IN_TRANSACTION
 
     def _txn_partition(self, topic: str, partition: int) -> None:
-        """Before a record for ``(topic, partition)`` is queued: add the partition to the
-        transaction at the gateway, once per transaction."""
+        """Before a record for ``(topic, partition)`` is queued: note the partition for the
+        transaction (the gateway learns of it from ``_register_partition``)."""
         if self.transactional_id is None:
             return
         self._require(IN_TRANSACTION, what="send")
+        tp = (topic, partition)
+        if tp not in self._txn_partitions and tp not in self._txn_pending:
+            with self._txn_mutex:
+                self._txn_pending.add(tp)
+
+    def _register_partition(self, topic: str, partition: int) -> None:
+        """Before a batch for ``(topic, partition)`` is posted: add it to the transaction at
+        the gateway if it is not there yet, with every other partition noted since, in
+        one call -- as Kafka's sender batches AddPartitionsToTxn, so a transaction over
+        N partitions costs one call, not N sequential ones. Raises ProduceError (code
+        ``producer_fenced`` when fenced): the batch fails, nothing of it was sent."""
         if (topic, partition) in self._txn_partitions:
             return
         with self._txn_mutex:
-            if (topic, partition) not in self._txn_partitions:
+            if (topic, partition) in self._txn_partitions:
+                return  # another delivery thread registered it meanwhile
+            adding = sorted(self._txn_pending | {(topic, partition)})
+            try:
                 self._txn_post("/partitions", {**self._ids(), "partitions": [
-                    {"topic": topic, "partition": partition}]})
-                self._txn_partitions.add((topic, partition))
+                    {"topic": t, "partition": p} for t, p in adding]})
+            except ProducerFenced as e:
+                raise ProduceError(topic, partition, None, "producer_fenced", str(e)) from e
+            except (InvalidTxnState, OSError, SparklogError) as e:
+                raise ProduceError(topic, partition, None, getattr(e, "code", "txn_error"),
+                                   f"adding the partition to the transaction: {e}") from e
+            self._txn_partitions.update(adding)
+            self._txn_pending.difference_update(adding)
 
     def _transactional_send(self, topic: str, value: Any, key: Any, partition: int | None,
                             headers: Any, timestamp: int | None) -> Any:

@@ -293,8 +293,8 @@ def test_a_zombie_producer_is_fenced_with_a_clear_error(gateway, gateway_log, to
         zombie.begin_transaction()
         zombie.send(topic, b"zombie-1", partition=0).result()
         successor.init_transactions()  # aborts the zombie's transaction
-        with pytest.raises(ProducerFenced) as e:
-            zombie.send(topic, b"zombie-2", partition=1)  # a new partition: the gateway says
+        with pytest.raises(ProducerFenced) as e:  # a new partition: adding it, the gateway
+            zombie.send(topic, b"zombie-2", partition=1).result()  # says (as Kafka's future)
         assert e.value.transactional_id == name
         assert e.value.current_epoch > e.value.epoch
         with pytest.raises(IllegalState, match="fenced"):
