@@ -279,6 +279,22 @@ def recover(log: Any, tid: str, now_ms: int | None = None) -> str | None:
     return current.doc["state"]
 
 
+def abort(log: Any, tid: str, now_ms: int | None = None) -> str | None:
+    """An operator's abort of ``tid``: its Ongoing transaction is aborted at a bumped
+    epoch (its producer is fenced, as by the timeout) and a decided one is finished.
+    Returns the state after (None: never used)."""
+    while True:
+        current = _doc(log, tid).newest()
+        if current is None or not current.number:
+            return None
+        if current.doc["state"] in PREPARED:
+            return _complete(log, tid, current.doc, now_ms)
+        if current.doc["state"] != ONGOING:
+            return current.doc["state"]
+        if _abort_ongoing(log, tid, current.doc, now_ms):
+            return (_doc(log, tid).newest() or current).doc["state"]
+
+
 def abort_expired(log: Any, now_ms: int) -> list[str]:
     """Abort every Ongoing transaction older than its ``timeout_ms`` (Kafka's
     ``transaction.timeout.ms``), at a bumped epoch so its producer is fenced; also
