@@ -17,13 +17,16 @@ producer's, with ``transactional_id`` on each request. A producer whose epoch wa
 producer ids and epochs): from the call that met it, and from ``commit_transaction``
 when a record of the transaction was refused so; it must be closed. Any other failed
 record makes ``commit_transaction`` raise IllegalState (Kafka's abortable error):
-call ``abort_transaction`` and begin again. Misuse (``send`` outside a transaction,
+call ``abort_transaction`` and begin again. The transaction calls are retried while
+no gateway answers or one answers 5xx/429, until ``delivery_timeout_ms`` (each is
+idempotent at the coordinator). Misuse (``send`` outside a transaction,
 ``begin`` twice) raises IllegalState.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -31,7 +34,9 @@ from urllib.parse import quote
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway.client.batch import to_bytes
-from ingest_gateway.errors import IllegalState, ProduceError
+from ingest_gateway.client.connection_security import AUTH_ERRORS
+from ingest_gateway.client.session import RETRIABLE_STATUS
+from ingest_gateway.errors import GatewayError, IllegalState, ProduceError
 from ingest_gateway.partitioner import partition_for_key
 from log_layout.errors import InvalidTxnState, ProducerFenced
 
@@ -50,6 +55,8 @@ class TransactionalProducer:
     producer_epoch: int
     _router: Any
     _lock: Any
+    _retry: Any  # RetryPolicy
+    delivery_timeout_s: float
 
     def _setup_transactions(self, transactional_id: str | None, timeout_ms: int,
                             idempotent: bool) -> None:
@@ -81,11 +88,20 @@ class TransactionalProducer:
             "invalid_txn_state": lambda d: InvalidTxnState(tid, d.get("state", "?"),
                                                            d.get("operation", suffix)),
         }
-        try:
-            return self._router.any_gateway(lambda s: s.call("POST", path, body, errors=errors))
-        except ProducerFenced:
-            self._txn_state = FENCED
-            raise
+        # Every call may be retried: each is idempotent at the coordinator (an add of what
+        # is there, an end already decided the same way, an init bumping once more)
+        retries = self._retry.start(time.monotonic() + self.delivery_timeout_s)
+        while True:
+            try:
+                return self._router.any_gateway(
+                    lambda s: s.call("POST", path, body, errors=errors))
+            except ProducerFenced:
+                self._txn_state = FENCED
+                raise
+            except (OSError, GatewayError) as e:  # no gateway reached, or a passing 5xx
+                if isinstance(e, GatewayError) and e.status not in RETRIABLE_STATUS or \
+                        isinstance(e, AUTH_ERRORS) or not retries.wait():
+                    raise
 
     def _ids(self) -> dict[str, Any]:
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch}

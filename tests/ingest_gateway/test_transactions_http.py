@@ -11,6 +11,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -18,8 +19,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from ingest_gateway.client import (Consumer, IllegalState, ProduceError, Producer,
                                    ProducerFenced)
-from jobs.gateway_process import wait_for
-from log_layout import group_offsets, transactions
+from jobs.gateway_process import GatewayProcess, wait_for
+from log_layout import group_offsets, open_log, transactions
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 RC, RU = "read_committed", "read_uncommitted"
@@ -446,3 +447,38 @@ def test_transaction_offsets_survive_the_group_coordinators_next_write(gateway, 
     doc = group_offsets.read_group_offsets(gateway_log.store, group)
     assert doc is not None
     assert {p: o["offset"] for p, o in doc["offsets"][topic].items()} == {"0": 3, "1": 3, "2": 3}
+
+
+def test_a_commit_rides_out_a_gateway_restart(tmp_path):
+    """The transaction calls are retried while no gateway answers (within
+    delivery_timeout_ms): a commit sent while the gateway is down lands once it is back."""
+    store = str(tmp_path / "store")
+    log = open_log(store)
+    log.create_topic("t", {"partitions": 2})
+    gw = GatewayProcess(store).start()
+    outcome: list[BaseException | None] = []
+    try:
+        p = Producer(gw.url, transactional_id=tid(), linger_ms=0, retry_backoff_ms=20)
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(4):
+            p.send("t", b"r%d" % i, partition=i % 2)
+        p.flush()
+        gw.kill()
+
+        def commit() -> None:
+            try:
+                p.commit_transaction()
+                outcome.append(None)
+            except BaseException as e:  # noqa: BLE001 - the test reports it
+                outcome.append(e)
+
+        committer = threading.Thread(target=commit)
+        committer.start()
+        gw.start()  # the same port
+        committer.join(60)
+        assert outcome == [None], outcome
+        p.close()
+    finally:
+        gw.kill()
+    assert [values_raw(log, "t", n, RC) for n in (0, 1)] == [[b"r0", b"r2"], [b"r1", b"r3"]]
