@@ -1,0 +1,140 @@
+"""The Kafka group APIs that read or write committed offsets and describe groups:
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups (the membership APIs and how a
+Kafka member maps onto sparklog's coordinator: ``groups``).
+
+Committed offsets are the coordinator's, so an offset committed over the Kafka
+protocol is the one ``GET /groups/{g}/offsets`` shows, and the reverse. Differences
+from Kafka's broker, each because the coordinator keeps less:
+
+- a commit is all or nothing, so every partition of a refused OffsetCommit carries the
+  same error code; it keeps one metadata string for the commit (the first partition's:
+  clients send the same for all);
+- OffsetFetch answers ``committed_leader_epoch`` -1 and empty metadata;
+- ListGroups gives ``Stable`` for a group with members on this gateway and ``Empty``
+  for one known only from the store (its document), without looking further.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ingest_gateway.errors import UnknownGroup
+from ingest_gateway.kafka import codes
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.groups_protocol import code_of, encode_assignment, encode_subscription
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+NO_AUTHORIZED_OPERATIONS = -2147483648  # "not asked for" (Kafka's INT32 min)
+
+
+def _failed(e: Exception, what: str) -> int:
+    code = code_of(e)
+    if code == codes.UNKNOWN_SERVER_ERROR:
+        log.exception("%s failed", what)
+    return code
+
+
+async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
+    """A member's commit (its id and generation checked, see the coordinator), or a
+    member-less one (``member_id`` empty, generation -1: ``assign()`` consumers)."""
+    mod = response_module(8, head.api_version)
+    generation = getattr(req, "generation_id_or_member_epoch", -1)
+    offsets = {(t.name, p.partition_index): p.committed_offset
+               for t in req.topics for p in t.partitions}
+    metadata = next((p.committed_metadata for t in req.topics for p in t.partitions), None)
+    code = codes.NONE
+    if offsets:
+        hub = broker.hub()
+        try:
+            hub.check_coordinator(req.group_id)
+            await hub.run(lambda: hub.coordinator.commit(
+                req.group_id, offsets, member_id=req.member_id or None, generation=generation,
+                metadata=metadata or ""))
+        except Exception as e:  # noqa: BLE001 - every failure is an error code
+            code = _failed(e, f"OffsetCommit of group {req.group_id}")
+    topics = tuple(make(mod.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
+        make(mod.OffsetCommitResponsePartition, partition_index=p.partition_index,
+             error_code=error(code)) for p in t.partitions)) for t in req.topics)
+    return make(mod.OffsetCommitResponse, throttle_time=ZERO, topics=topics)
+
+
+async def offset_fetch(broker: Broker, head: Header, req: Any) -> Any:
+    """Committed offsets of the partitions asked for (-1 where none), or of every
+    partition the group committed for (``topics`` null)."""
+    mod = response_module(9, head.api_version)
+    asked = None if req.topics is None else \
+        [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    hub = broker.hub()
+    try:
+        committed = await hub.run(hub.coordinator.committed, req.group_id, asked)
+        code = codes.NONE
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        committed, code = {}, _failed(e, f"OffsetFetch of group {req.group_id}")
+    by_topic: dict[str, list[int]] = {}
+    for t, p in (asked if asked is not None else sorted(committed)):
+        by_topic.setdefault(t, []).append(p)
+    topics = tuple(make(mod.OffsetFetchResponseTopic, name=t, partitions=tuple(
+        make(mod.OffsetFetchResponsePartition, partition_index=p,
+             committed_offset=committed.get((t, p), -1), committed_leader_epoch=-1,
+             metadata="", error_code=error(codes.NONE if code == codes.NONE else code))
+        for p in ps)) for t, ps in by_topic.items())
+    return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=topics,
+                error_code=error(code))
+
+
+async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
+    """State, strategy and members (subscription and assignment as the consumer
+    protocol's bytes) of each group; a group nobody knows is ``Dead``, as in Kafka."""
+    mod = response_module(15, head.api_version)
+    hub = broker.hub()
+    out = []
+    for group in req.groups:
+        try:
+            d = await hub.run(hub.coordinator.describe, group)
+        except UnknownGroup:
+            out.append(_described(mod, group, codes.NONE, "Dead", "", ()))
+            continue
+        except Exception as e:  # noqa: BLE001 - every failure is an error code
+            out.append(_described(mod, group, _failed(e, "DescribeGroups"), "", "", ()))
+            continue
+        members = tuple(make(
+            mod.DescribedGroupMember, member_id=m["member_id"], group_instance_id=None,
+            client_id=m["client_id"], client_host="",
+            member_metadata=encode_subscription(m["topics"]),
+            member_assignment=encode_assignment([(a["topic"], a["partition"])
+                                                 for a in m["assignment"]]))
+            for m in d.members)
+        out.append(_described(mod, group, codes.NONE, d.state, d.strategy or "", members))
+    return make(mod.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
+
+
+def _described(mod: Any, group: str, code: int, state: str, strategy: str,
+               members: tuple) -> Any:
+    return make(mod.DescribedGroup, error_code=error(code), group_id=group, group_state=state,
+                protocol_type="consumer" if state not in ("Dead", "") else "",
+                protocol_data=strategy, members=members,
+                authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
+    """Every group with members here or a document in the store (v4: ``states_filter``)."""
+    mod = response_module(16, head.api_version)
+    hub = broker.hub()
+    try:
+        names = await hub.run(hub.coordinator.groups)
+        live = set(hub.coordinator.live_groups())
+        code = codes.NONE
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        names, live, code = [], set(), _failed(e, "ListGroups")
+    wanted = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
+    groups = []
+    for name in names:
+        state = "Stable" if name in live else "Empty"
+        if not wanted or state.lower() in wanted:
+            groups.append(make(mod.ListedGroup, group_id=name, protocol_type="consumer",
+                               group_state=state))
+    return make(mod.ListGroupsResponse, throttle_time=ZERO, error_code=error(code),
+                groups=tuple(groups))
