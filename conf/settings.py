@@ -70,6 +70,8 @@ class GatewaySettings:
     access_control_allow_methods: str
     access_control_allow_headers: str
     listeners: str
+    kafka_listeners: str
+    socket_request_max_bytes: int
 
 
 @dataclasses.dataclass(frozen=True)
