@@ -233,6 +233,11 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
         if member is not None:
             batcher.cluster = app.state.cluster = member
             await member.start()
+        kafka = None
+        if settings.gateway.kafka_listeners.strip():  # Kafka's protocol beside HTTP
+            from ingest_gateway.kafka.listener import KafkaListener
+
+            kafka = await KafkaListener.start(app.state)
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         observer = console.Observer(app.state).start()  # throughput and lag history
@@ -242,6 +247,8 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
             yield
         finally:
             observer.stop()
+            if kafka is not None:
+                await kafka.close()
             await aborter.stop()
             for part in (app.state.authorizer, app.state.quotas):  # their refresh threads
                 if part is not None and hasattr(part, "close"):

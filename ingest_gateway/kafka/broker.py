@@ -1,0 +1,223 @@
+"""What a Kafka request handler reaches (:class:`Broker`), and the metadata and admin APIs:
+ApiVersions, Metadata, InitProducerId, CreateTopics, DeleteTopics.
+
+**Brokers and leaders.** A gateway on its own is one broker (node id 0) that leads
+every partition. Under the broker application (``gateway.broker.id`` = slot N) the
+node id is the slot and each partition's leader is the slot the application's
+assignment names (``ClusterMember``); Metadata lists this gateway's own Kafka
+address only (other slots do not yet register their Kafka listeners), so a
+partition led by another slot answers ``LEADER_NOT_AVAILABLE`` over this protocol.
+A leader epoch is known for the partitions this gateway writes (-1 otherwise,
+which clients read as "unknown" and skip epoch validation for).
+
+**Producer ids** are random 63-bit numbers, as the HTTP route ``POST /v3/producers``
+and the Producer client draw them: unique across gateways without coordination.
+A request naming its current producer id and epoch (KIP-360) gets the same id with
+the epoch bumped. **Transactions** are not served over this protocol yet: an
+InitProducerId with a ``transactional_id`` is refused with ``UNSUPPORTED_VERSION``,
+and the transaction APIs are not offered in ApiVersions.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+import uuid
+from typing import Any
+
+from ingest_gateway.kafka import codes
+from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+ZERO = datetime.timedelta(0)
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+class Broker:
+    """One gateway's Kafka side: its app state (batcher, log, settings, cluster), its
+    node id and the address clients are told to use."""
+
+    def __init__(self, state: Any, host: str, port: int):
+        self.state = state
+        self.batcher = state.batcher
+        self.log = state.log
+        self.settings = state.settings
+        self.cluster = getattr(state, "cluster", None)
+        slot = self.settings.gateway.broker_id
+        self.node_id = int(slot) if slot.isdigit() else 0
+        self.host, self.port = host, port
+        #: api key -> (min, max) version served (the listener sets the whole table)
+        self.offered: dict[int, tuple[int, int]] = dict(OFFERED)
+
+    def hub(self) -> Any:
+        """The app's consumer hub (long-poll fetches), shared with the HTTP routes;
+        created on first use, as ``http.requests.hub_of`` does."""
+        hub = getattr(self.state, "consumer_hub", None)
+        if hub is None:
+            from ingest_gateway.server.consumer_hub import ConsumerHub
+
+            hub = self.state.consumer_hub = ConsumerHub(
+                self.log, self.batcher, self.settings.gateway, now_ms=self.state.now_ms,
+                cluster=self.cluster)
+        return hub
+
+    def leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader node id or -1, leader epoch or -1) of a partition."""
+        epoch = self.batcher.leading().get((topic, partition), -1)
+        if self.cluster is None:
+            return self.node_id, epoch
+        where = self.cluster.leader(topic, partition)
+        return (where["slot"] if where is not None else -1), epoch
+
+    async def cluster_id(self) -> str:
+        if getattr(self.state, "cluster_id", None) is None:
+            self.state.cluster_id = await self.batcher.run_blocking(self.log.cluster_id)
+        return self.state.cluster_id
+
+
+async def api_versions(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(18, head.api_version)
+    keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                 for k, (lo, hi) in sorted(broker.offered.items()))
+    return make(mod.ApiVersionsResponse, error_code=error(codes.NONE), api_keys=keys,
+                throttle_time=ZERO)
+
+
+async def metadata(broker: Broker, head: Header, req: Any) -> Any:
+    """Brokers (this gateway), topics asked for (None: all), leaders and epochs. A topic
+    asked for that does not exist is created if ``auto.create.topics.enable`` and the
+    request allows it (v4+), else answered ``UNKNOWN_TOPIC_OR_PARTITION``."""
+    mod = response_module(3, head.api_version)
+    b = broker.batcher
+    if req.topics is None:
+        names = await b.run_blocking(broker.log.topics)
+    else:
+        names = [t.name for t in req.topics if t.name is not None]
+    allow_create = getattr(req, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        topics.append(await _topic_metadata(broker, mod, name, req.topics is None or
+                                            allow_create))
+    me = make(mod.MetadataResponseBroker, node_id=broker.node_id, host=broker.host,
+              port=broker.port, rack=None)
+    return make(mod.MetadataResponse, throttle_time=ZERO, brokers=(me,),
+                cluster_id=await broker.cluster_id(), controller_id=broker.node_id,
+                topics=tuple(topics), cluster_authorized_operations=-2147483648)
+
+
+async def _topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) -> Any:
+    try:
+        if may_create:
+            info = await broker.batcher.topic_info(name)
+        else:
+            info = await broker.batcher.run_blocking(broker.log.topic, name)
+    except Exception as e:  # noqa: BLE001 - every failure is a per-topic error code
+        code = codes.code_of(e)
+        if code == codes.UNKNOWN_SERVER_ERROR:
+            log.warning("metadata of topic %r: %s", name, e)
+        return make(mod.MetadataResponseTopic, error_code=error(code), name=name,
+                    topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
+                    topic_authorized_operations=-2147483648)
+    parts = []
+    for p in range(info.partitions):
+        leader, epoch = broker.leader(name, p)
+        known = leader == broker.node_id or broker.cluster is None
+        parts.append(make(mod.MetadataResponsePartition,
+                          error_code=error(codes.NONE if known else codes.LEADER_NOT_AVAILABLE),
+                          partition_index=p, leader_id=leader if known else -1,
+                          leader_epoch=epoch, replica_nodes=(leader,) if known else (),
+                          isr_nodes=(leader,) if known else (), offline_replicas=()))
+    return make(mod.MetadataResponseTopic, error_code=error(codes.NONE), name=name,
+                topic_id=_topic_uuid(info.topic_id), is_internal=False,
+                partitions=tuple(parts), topic_authorized_operations=-2147483648)
+
+
+def _topic_uuid(topic_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(topic_id)
+    except ValueError:
+        return NO_TOPIC_ID
+
+
+async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(22, head.api_version)
+    if req.transactional_id is not None:
+        return make(mod.InitProducerIdResponse, throttle_time=ZERO,
+                    error_code=error(codes.UNSUPPORTED_VERSION), producer_id=-1,
+                    producer_epoch=-1)
+    pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < 32767:  # KIP-360: same id, next epoch
+        new_pid, new_epoch = pid, epoch + 1
+    else:
+        new_pid, new_epoch = secrets.randbits(63), 0
+    return make(mod.InitProducerIdResponse, throttle_time=ZERO, error_code=error(codes.NONE),
+                producer_id=new_pid, producer_epoch=new_epoch)
+
+
+async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
+    """Each topic with its partition count (-1: the default) and configs (Kafka's names);
+    ``validate_only`` checks without creating. Replica counts are ignored: the store
+    replicates (DESIGN.md)."""
+    import conf
+
+    mod = response_module(19, head.api_version)
+    b, results = broker.batcher, []
+    for t in req.topics:
+        configs: dict[str, Any] = {c.name: c.value for c in t.configs if c.value is not None}
+        if t.num_partitions not in (-1, 0):
+            configs["partitions"] = t.num_partitions
+        code, message, partitions = codes.NONE, None, -1
+        try:
+            if t.num_partitions == 0 or t.num_partitions < -1:
+                raise _InvalidPartitions(t.num_partitions)
+            config = conf.TopicConfig.from_kafka(configs, base=broker.settings.topic)
+            partitions = config.partitions
+            if req.validate_only:
+                if t.name in await b.run_blocking(broker.log.topics):
+                    from log_layout import TopicExists
+
+                    raise TopicExists(t.name)
+            else:
+                await b.run_blocking(broker.log.create_topic, t.name, config)
+                b.forget_topic(t.name)
+        except _InvalidPartitions as e:
+            code, message = codes.INVALID_PARTITIONS, str(e)
+        except Exception as e:  # noqa: BLE001 - per-topic error codes
+            code, message = codes.code_of(e), str(e)
+        results.append(make(mod.CreatableTopicResult, name=t.name, topic_id=NO_TOPIC_ID,
+                            error_code=error(code), error_message=message,
+                            topic_config_error_code=error(codes.NONE),
+                            num_partitions=partitions, replication_factor=1, configs=()))
+    return make(mod.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
+
+
+class _InvalidPartitions(ValueError):
+    def __init__(self, n: int):
+        super().__init__(f"a topic needs at least one partition, not {n}")
+
+
+async def delete_topics(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(20, head.api_version)
+    names = list(req.topic_names) if hasattr(req, "topic_names") else \
+        [t.name for t in req.topics]
+    results = []
+    for name in names:
+        code, message = codes.NONE, None
+        try:
+            if name is None:  # v6 by topic id: ids are not stable yet
+                raise _UnknownId()
+            await broker.batcher.run_blocking(broker.log.delete_topic, name)
+            broker.batcher.forget_topic(name)
+        except _UnknownId:
+            code, message = codes.UNKNOWN_TOPIC_ID, "topics are deleted by name"
+        except Exception as e:  # noqa: BLE001 - per-topic error codes
+            code, message = codes.code_of(e), str(e)
+        results.append(make(mod.DeletableTopicResult, name=name, topic_id=NO_TOPIC_ID,
+                            error_code=error(code), error_message=message))
+    return make(mod.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(results))
+
+
+class _UnknownId(LookupError):
+    pass

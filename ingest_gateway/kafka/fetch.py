@@ -1,0 +1,161 @@
+"""Fetch and ListOffsets over Kafka's protocol.
+
+**Fetch** is the consumer hub's long-poll (``ConsumerHub.fetch``, the one the HTTP
+fetch routes use): registered before it reads, woken by the batcher's commits,
+answered once ``min_bytes`` are there or ``max_wait_ms`` has passed. What it reads
+(Arrow record batches of the segments) is rebuilt as Kafka record batches
+(``records.encode_batch``), one per Arrow batch, with the records' own offsets.
+``max_bytes`` bounds the answer (at least one record, as Kafka); a partition's
+``partition_max_bytes`` is not applied on its own (the whole answer is bounded).
+A fetch offset outside ``[log start, high watermark]`` answers
+``OFFSET_OUT_OF_RANGE`` for that partition; under the broker application a
+partition this gateway does not lead answers ``NOT_LEADER_OR_FOLLOWER`` (clients
+refresh their metadata). ``isolation_level`` 1 (read_committed) reads to the last
+stable offset. Fetch sessions (KIP-227) are not kept: the answer's session id 0
+tells clients to send full fetches.
+
+**ListOffsets**: timestamp -2 is the log start offset, -1 the end (the high
+watermark, or the last stable offset for read_committed), any other timestamp the
+first offset whose record is at least that new, with that record's timestamp
+(offset -1 when none is). -3 (the record with the largest timestamp, KIP-734) is
+not offered (ListOffsets stops at v7).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pyarrow as pa
+
+from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+from log_layout import OffsetOutOfRange
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+#: records one fetch reads at most (the answer is bounded by max_bytes too)
+MAX_FETCH_RECORDS = 100_000
+EARLIEST, LATEST = -2, -1
+
+
+def _isolation(level: int) -> str | None:
+    return "read_committed" if level == 1 else None
+
+
+def _check(broker: Broker, topic: str, partition: int) -> None:
+    """Raises UnknownTopic, UnknownPartition, NotLeader (store reads: run off the loop)."""
+    from log_layout import UnknownPartition
+
+    info = broker.log.topic(topic)
+    if not 0 <= partition < info.partitions:
+        raise UnknownPartition(topic, partition, info.partitions)
+    if broker.cluster is not None:
+        broker.cluster.check_leader(topic, partition)
+
+
+def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Error codes of the partitions that cannot be read here (off the loop)."""
+    bad = {}
+    for tp in tps:
+        try:
+            _check(broker, *tp)
+        except Exception as e:  # noqa: BLE001 - a per-partition error code
+            bad[tp] = codes.code_of(e)
+    return bad
+
+
+async def fetch(broker: Broker, head: Header, req: Any) -> Any:
+    asked = [(t.topic, p.partition, p.fetch_offset) for t in req.topics for p in t.partitions]
+    hub = broker.hub()
+    bad = await hub.run(_checked, broker, [(t, p) for t, p, _ in asked])
+    positions = {(t, p): off for t, p, off in asked if (t, p) not in bad}
+    got, errors = [], {}
+    level = _isolation(getattr(req, "isolation_level", 0))
+    if positions:
+        got, errors = await hub.fetch(
+            positions, max_records=MAX_FETCH_RECORDS, max_bytes=max(1, req.max_bytes),
+            wait_ms=max(0, int(req.max_wait.total_seconds() * 1000)),
+            min_bytes=req.min_bytes, isolation_level=level)
+    data: dict[tuple[str, int], list[bytes]] = {}
+    for tp, batch, _next in got:
+        if batch.num_rows:
+            data.setdefault(tp, []).append(
+                records.encode_batch(pa.Table.from_batches([batch]),
+                                     base_offset=int(batch.column(0)[0].as_py())))
+    marks = await hub.run(_watermarks, hub, [tp for tp in positions if tp not in errors])
+    mod = response_module(1, head.api_version)
+    topics: dict[str, list[Any]] = {}
+    for t, p, _off in asked:
+        tp = (t, p)
+        code, start, lso, hwm = codes.NONE, -1, -1, -1
+        if tp in bad:
+            code = bad[tp]
+        elif tp in errors:
+            e: OffsetOutOfRange = errors[tp]
+            code, start, hwm = codes.OFFSET_OUT_OF_RANGE, e.log_start, e.log_end
+        else:
+            start, lso, hwm = marks[tp]
+        topics.setdefault(t, []).append(make(
+            mod.PartitionData, partition_index=p, error_code=error(code), high_watermark=hwm,
+            last_stable_offset=lso, log_start_offset=start, aborted_transactions=(),
+            preferred_read_replica=-1, records=b"".join(data.get(tp, ()))))
+    responses = tuple(make(mod.FetchableTopicResponse, topic=t, partitions=tuple(ps))
+                      for t, ps in topics.items())
+    return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(codes.NONE),
+                session_id=0, responses=responses)
+
+
+def _watermarks(hub: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
+    return {tp: hub.source.stable_watermarks(tp) for tp in tps}
+
+
+async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(2, head.api_version)
+    committed = getattr(req, "isolation_level", 0) == 1
+    asked = [(t.name, p.partition_index, p.timestamp) for t in req.topics for p in t.partitions]
+    found = await broker.hub().run(_offsets, broker, asked, committed)
+    topics: dict[str, list[Any]] = {}
+    for (t, p, _ts), (code, ts, offset) in zip(asked, found):
+        _leader, epoch = broker.leader(t, p)
+        topics.setdefault(t, []).append(make(
+            mod.ListOffsetsPartitionResponse, partition_index=p, error_code=error(code),
+            timestamp=ts, offset=offset, old_style_offsets=(offset,) if offset >= 0 else (),
+            leader_epoch=epoch))
+    return make(mod.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(
+        make(mod.ListOffsetsTopicResponse, name=t, partitions=tuple(ps))
+        for t, ps in topics.items()))
+
+
+def _offsets(broker: Broker, asked: list[tuple[str, int, int]],
+             committed: bool) -> list[tuple[int, int, int]]:
+    """(error code, timestamp, offset) per partition asked (store reads: off the loop)."""
+    out = []
+    for topic, partition, ts in asked:
+        try:
+            _check(broker, topic, partition)
+            plog = broker.log.partition(topic, partition)
+            m = plog.snapshot()
+            if ts == EARLIEST:
+                out.append((codes.NONE, -1, m.log_start_offset))
+            elif ts == LATEST:
+                out.append((codes.NONE, -1,
+                            m.last_stable_offset if committed else m.next_offset))
+            else:
+                out.append((codes.NONE, *_by_time(plog, m, ts)))
+        except Exception as e:  # noqa: BLE001 - a per-partition error code
+            out.append((codes.code_of(e), -1, -1))
+    return out
+
+
+def _by_time(plog: Any, manifest: Any, ts: int) -> tuple[int, int]:
+    """(timestamp, offset) of the first record at or after ``ts``; (-1, -1) if none."""
+    offset = plog.offset_for_timestamp(ts, manifest=manifest)
+    if offset is None:
+        return -1, -1
+    table = plog.read_table(offset, offset + 1, manifest=manifest)
+    if table.num_rows == 0:
+        return -1, offset
+    stamp = table.column("timestamp")[0].value  # microseconds since the epoch
+    return stamp // 1000, offset

@@ -1,0 +1,204 @@
+"""The Kafka protocol listener: an asyncio TCP server beside the gateway's HTTP one.
+
+Started by the app's lifespan when ``gateway.kafka.listeners`` names an address
+(``PLAINTEXT://127.0.0.1:9092``, Kafka's syntax; conf/defaults.toml), on the same
+event loop as the HTTP routes, so both share the batcher, the consumer hub and the
+cluster membership. There is no SASL or TLS on it yet, so it refuses to start
+(ConfigError) when the gateway has authentication or the authorizer on: a Kafka
+client must not bypass the ACLs the HTTP routes enforce.
+
+Per connection, a reader task reads frames (4-byte size; a size over
+``gateway.socket.request.max.bytes`` (Kafka's default 100 MiB) or below a header's
+closes the connection, as Kafka does) and starts one handler task per request at
+once; a writer task sends the answers strictly in request order. So pipelined
+requests (librdkafka sends up to 5 per connection) are handled concurrently, yet
+answered in order, and a long-poll Fetch does not hold a Produce behind it. At most
+``MAX_IN_FLIGHT`` requests of a connection are in hand; the reader waits beyond.
+A Produce at acks=0 gets no answer (Kafka's rule). A request that does not parse, or
+names an API or version not offered, closes the connection (Kafka's broker does the
+same), except ApiVersions at an unknown version, which is answered with
+``UNSUPPORTED_VERSION`` and the versions offered in a v0 body so the client can
+retry at one it knows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+from urllib.parse import urlsplit
+
+from conf.errors import ConfigError
+from ingest_gateway.kafka import broker as admin
+from ingest_gateway.kafka import codes, fetch, groups, produce
+from ingest_gateway.kafka.broker import Broker
+from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
+                                       API_INIT_PRODUCER_ID, API_LIST_OFFSETS, API_METADATA,
+                                       API_PRODUCE, API_VERSIONS, OFFERED, Header, ProtocolError,
+                                       encode_response, error, make, parse_request, peek_header,
+                                       response_module)
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+#: requests of one connection handled at once (librdkafka pipelines up to 5)
+MAX_IN_FLIGHT = 32
+_SIZE = struct.Struct(">i")
+_HEADER_BYTES = 10  # api key, version, correlation id, client id length
+
+
+def _handlers() -> dict[int, Any]:
+    return {**groups.HANDLERS, API_VERSIONS: admin.api_versions, API_METADATA: admin.metadata,
+            API_INIT_PRODUCER_ID: admin.init_producer_id,
+            API_CREATE_TOPICS: admin.create_topics, API_DELETE_TOPICS: admin.delete_topics,
+            API_PRODUCE: produce.produce, API_FETCH: fetch.fetch,
+            API_LIST_OFFSETS: fetch.list_offsets}
+
+
+def parse_listener(text: str) -> tuple[str, int]:
+    """(host, port) of ``PLAINTEXT://host:port``; raises ConfigError naming
+    ``gateway.kafka.listeners`` for anything else (one listener, PLAINTEXT only)."""
+    expected = "expected one PLAINTEXT://host:port (no SASL or SSL listener yet)"
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError as e:
+        raise ConfigError("gateway.kafka.listeners", text, f"{expected} ({e})") from None
+    if parts.scheme.upper() != "PLAINTEXT" or not parts.hostname or port is None \
+            or parts.path not in ("", "/") or "," in text:
+        raise ConfigError("gateway.kafka.listeners", text, expected)
+    return parts.hostname, port
+
+
+class KafkaListener:
+    """``await KafkaListener.start(state)`` (None when no listener is configured);
+    ``await listener.close()`` stops accepting and ends every connection."""
+
+    def __init__(self, broker: Broker, max_request_bytes: int):
+        self.broker = broker
+        self.max_request_bytes = max_request_bytes
+        self.handlers = _handlers()
+        #: what ApiVersions offers and requests may use: ours and the group APIs'
+        self.offered = {**OFFERED, **groups.OFFERED}
+        broker.offered = self.offered
+        self.server: asyncio.base_events.Server | None = None
+        self.connections: set[asyncio.Task] = set()
+
+    @classmethod
+    async def start(cls, state: Any) -> "KafkaListener | None":
+        """Listen on ``gateway.kafka.listeners`` with the app ``state``'s batcher.
+        Raises ConfigError (bad listener, or security on), OSError (address in use)."""
+        settings = state.settings
+        text = settings.gateway.kafka_listeners.strip()
+        if not text:
+            return None
+        host, port = parse_listener(text)
+        if settings.authentication.method.strip() or settings.authorizer.enabled:
+            raise ConfigError("gateway.kafka.listeners", text,
+                              "the Kafka listener has no SASL yet: it cannot serve a gateway "
+                              "with authentication or the authorizer on")
+        self = cls(Broker(state, host, port), settings.gateway.socket_request_max_bytes)
+        self.server = await asyncio.start_server(self._connection, host, port, backlog=1024)
+        bound = self.server.sockets[0].getsockname()[1]
+        self.broker.port = bound
+        log.info("Kafka protocol listener on PLAINTEXT://%s:%d", host, bound)
+        return self
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in list(self.connections):
+            task.cancel()
+        await asyncio.gather(*self.connections, return_exceptions=True)
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
+        sender = asyncio.ensure_future(self._send(answers, writer))
+        try:
+            while not sender.done():
+                frame = await self._frame(reader)
+                if frame is None:
+                    break
+                await answers.put(self._answer(frame))
+        except (ProtocolError, ConnectionError, asyncio.IncompleteReadError) as e:
+            log.info("closing Kafka connection from %s: %s",
+                     writer.get_extra_info("peername"), e)
+        finally:
+            await answers.put(None)
+            try:
+                await sender
+            except Exception:  # noqa: BLE001 - already logged by _send
+                pass
+            writer.close()
+            self.connections.discard(task)
+
+    async def _frame(self, reader: asyncio.StreamReader) -> bytes | None:
+        try:
+            head = await reader.readexactly(4)
+        except asyncio.IncompleteReadError as e:
+            if e.partial:
+                raise ProtocolError("the connection ended inside a size prefix") from None
+            return None  # a clean end between requests
+        size = _SIZE.unpack(head)[0]
+        if size < _HEADER_BYTES or size > self.max_request_bytes:
+            raise ProtocolError(f"a request of {size} bytes (socket.request.max.bytes = "
+                                f"{self.max_request_bytes})")
+        return await reader.readexactly(size)
+
+    def _answer(self, frame: bytes) -> asyncio.Task:
+        """Start handling one request now; the task's result is the framed answer
+        (None: nothing to send). A ProtocolError from it closes the connection."""
+        return asyncio.ensure_future(self._handle(frame))
+
+    async def _handle(self, frame: bytes) -> bytes | None:
+        peek = peek_header(frame)
+        low, high = self.offered[API_VERSIONS]
+        if peek.api_key == API_VERSIONS and not low <= peek.api_version <= high:
+            return _unsupported_api_versions(peek, self.offered)
+        head, req = parse_request(frame, self.offered)
+        body = await self.handlers[head.api_key](self.broker, head, req)
+        return None if body is None else encode_response(head, body)
+
+    async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+        while True:
+            task = await answers.get()
+            if task is None:
+                return
+            try:
+                data = await task
+            except ProtocolError as e:
+                log.info("closing Kafka connection from %s: %s",
+                         writer.get_extra_info("peername"), e)
+                writer.transport.abort()
+                _drain_cancel(answers)
+                return
+            except Exception:
+                log.exception("a Kafka request failed; closing its connection")
+                writer.transport.abort()
+                _drain_cancel(answers)
+                return
+            if data is not None:
+                writer.write(data)
+                await writer.drain()
+
+
+def _drain_cancel(answers: asyncio.Queue) -> None:
+    while not answers.empty():
+        task = answers.get_nowait()
+        if task is not None:
+            task.cancel()
+
+
+def _unsupported_api_versions(head: Header, offered: dict[int, tuple[int, int]]) -> bytes:
+    """Kafka's answer to ApiVersions at a version it does not know: error 35 and the
+    versions offered, in a v0 body (the one every client can read)."""
+    mod = response_module(API_VERSIONS, 0)
+    keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                 for k, (lo, hi) in sorted(offered.items()))
+    body = make(mod.ApiVersionsResponse, error_code=error(codes.UNSUPPORTED_VERSION),
+                api_keys=keys)
+    return encode_response(head, body)

@@ -1,0 +1,82 @@
+"""Produce over Kafka's protocol: record batches into the same batching, flush and
+manifest commit as an HTTP produce (``Batcher.produce``).
+
+Each partition's record batches (``records.decode_batches``: CRC checked, decompressed,
+converted to the produce schema's Arrow columns) go to ``Batcher.produce`` in order,
+one partition's batches one after another, partitions concurrently. acks keeps
+Kafka's meaning and the batcher's: ``-1`` (all) answers after the manifest commit,
+``1`` once the records are in a batch, ``0`` gets no answer at all (Kafka's rule:
+the client does not read one). An idempotent batch (producer id >= 0) carries its
+producer id, epoch and base sequence into the batcher's sequencing, the same checks
+the HTTP idempotent producer gets (``server.sequencing``, ``log_layout.idempotence``):
+a retried batch is answered with its first offsets and not written twice.
+
+Transactional batches (or a ``transactional_id``) are refused with
+``UNSUPPORTED_VERSION``: transactions are not served over this protocol yet.
+A partition's error is its own; the others of the request still go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.server.codec import Parsed
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+
+async def produce(broker: Broker, head: Header, req: Any) -> Any:
+    """The Produce handler; None at acks=0 (no answer is sent)."""
+    acks = int(req.acks)
+    jobs = []
+    for t in req.topic_data:
+        for p in t.partition_data:
+            jobs.append(_partition(broker, t.name, p.index, p.records, acks,
+                                   req.transactional_id is not None))
+    results = await asyncio.gather(*jobs)
+    if acks == 0:
+        return None
+    mod = response_module(0, head.api_version)
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, code, base, message in results:
+        by_topic.setdefault(topic, []).append(make(
+            mod.PartitionProduceResponse, index=partition, error_code=error(code),
+            base_offset=base, log_append_time=None, log_start_offset=-1, record_errors=(),
+            error_message=message))
+    topics = tuple(make(mod.TopicProduceResponse, name=name, partition_responses=tuple(parts))
+                   for name, parts in by_topic.items())
+    return make(mod.ProduceResponse, responses=topics, throttle_time=ZERO)
+
+
+async def _partition(broker: Broker, topic: str, partition: int, data: bytes | None,
+                     acks: int, transactional: bool) -> tuple[str, int, int, int, str | None]:
+    """(topic, partition, error code, base offset or -1, message) of one partition."""
+    base = -1
+    try:
+        batches = records.decode_batches(bytes(data or b""),
+                                         max_bytes=broker.settings.gateway.max_uncompressed_request_size)
+        for b in batches:
+            if transactional or b.is_transactional or b.is_control:
+                return topic, partition, codes.UNSUPPORTED_VERSION, -1, \
+                    "transactions are not served over the Kafka protocol yet"
+            idempotent = b.producer_id >= 0
+            result = await broker.batcher.produce(
+                topic, Parsed({partition: b.table}), acks=acks,
+                producer=(b.producer_id, b.producer_epoch) if idempotent else None,
+                sequences={partition: b.base_sequence} if idempotent else None)
+            r = result[0]
+            if r.error is not None:
+                raise r.error
+            if base < 0 and r.base_offset is not None:
+                base = r.base_offset
+        return topic, partition, codes.NONE, base, None
+    except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
+        code = codes.code_of(e)
+        if code == codes.UNKNOWN_SERVER_ERROR:
+            log.exception("produce to %s-%d failed", topic, partition)
+        return topic, partition, code, -1, str(e)

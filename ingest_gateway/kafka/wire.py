@@ -1,0 +1,173 @@
+"""Kafka's framing and headers, the APIs and versions offered, and typed bodies via ``kio``.
+
+Framing (Kafka's protocol guide): every request and response is a 4-byte big-endian
+size followed by that many bytes. A request starts with its header:
+
+- v1: ``api_key int16, api_version int16, correlation_id int32, client_id nullable
+  string`` (int16 length, -1 = null);
+- v2 (flexible versions): v1 followed by tagged fields (unsigned varint count, then
+  per field a varint tag, a varint size and the bytes). ``client_id`` stays an
+  old-style int16-length string in v2, as Kafka keeps it for ApiVersions' sake; kio's
+  own header reader would read it as a compact string, so this module reads headers.
+
+A response starts with the correlation id (header v0), followed by an empty tagged
+field section (header v1) when the response version is flexible, except ApiVersions
+whose response header is always v0 (a client that does not yet know the broker's
+versions must be able to read it). Bodies are read and written by ``kio``'s typed
+classes (one per API and version).
+
+:data:`OFFERED` is the versions of the APIs served here (the listener adds the group
+APIs' own table, ``groups.OFFERED``): Kafka 4.0's version floors up to
+what current clients use. Produce stops at 11 and Fetch at 12: the next versions name
+topics by topic id, which needs ids that survive a gateway restart (not given yet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+from conf.errors import SparklogError
+
+API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
+API_VERSIONS, API_CREATE_TOPICS, API_DELETE_TOPICS, API_INIT_PRODUCER_ID = 18, 19, 20, 22
+
+#: api key -> (min version, max version) offered in ApiVersions
+OFFERED: dict[int, tuple[int, int]] = {
+    API_PRODUCE: (3, 11),
+    API_FETCH: (4, 12),
+    API_LIST_OFFSETS: (1, 7),
+    API_METADATA: (0, 12),
+    API_VERSIONS: (0, 3),
+    API_CREATE_TOPICS: (2, 7),
+    API_DELETE_TOPICS: (1, 6),
+    API_INIT_PRODUCER_ID: (0, 4),
+}
+
+_HEAD = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+
+
+class ProtocolError(SparklogError):
+    """A request that cannot be answered (bad framing, header or body, an API or version
+    not offered): the connection is closed, as Kafka's broker does."""
+
+    code = "kafka_protocol_error"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"bad Kafka request: {reason}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """A request header: which API and version, the correlation id, the client id."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_header(frame: bytes) -> Header:
+    """The first fields of a request (enough to answer it even if the rest is bad);
+    raises ProtocolError for a frame shorter than a header."""
+    if len(frame) < _HEAD.size:
+        raise ProtocolError(f"a frame of {len(frame)} bytes holds no request header")
+    key, version, corr, _ = _HEAD.unpack_from(frame)
+    return Header(key, version, corr, None)
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise ProtocolError("a varint runs past the frame or over 5 bytes")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def request_class(api_key: int, version: int,
+                  offered: Mapping[int, tuple[int, int]] = OFFERED) -> type:
+    """kio's request class; raises ProtocolError for an API or version not in ``offered``."""
+    low, high = offered.get(api_key, (0, -1))
+    if not low <= version <= high:
+        raise ProtocolError(f"api key {api_key} version {version} is not offered")
+    return load_request_schema(api_key, version)
+
+
+def parse_request(frame: bytes, offered: Mapping[int, tuple[int, int]] = OFFERED
+                  ) -> tuple[Header, Any]:
+    """(header, kio request) of one frame. Raises ProtocolError: a truncated header or
+    body, an API or version not offered."""
+    head = peek_header(frame)
+    cls = request_class(head.api_key, head.api_version, offered)
+    pos = _HEAD.size
+    n = _HEAD.unpack_from(frame)[3]
+    client_id = None
+    if n >= 0:
+        if pos + n > len(frame):
+            raise ProtocolError("the client id runs past the frame")
+        client_id = frame[pos:pos + n].decode("utf-8", "replace")
+        pos += n
+    if cls.__flexible__:  # header v2: skip its tagged fields
+        count, pos = _uvarint(frame, pos)
+        for _ in range(count):
+            _tag, pos = _uvarint(frame, pos)
+            size, pos = _uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise ProtocolError("the header's tagged fields run past the frame")
+    try:
+        body, used = entity_reader(cls)(frame, pos)
+    except Exception as e:  # noqa: BLE001 - kio's native reader raises several kinds
+        raise ProtocolError(f"{cls.__name__} v{head.api_version} does not parse: {e}") from None
+    # Bytes after the body are ignored, as Kafka's broker ignores them: librdkafka's
+    # flexible requests can end with a few (measured: Metadata v12 with 3 extra bytes).
+    if pos + used > len(frame):
+        raise ProtocolError(f"{cls.__name__} runs past the frame")
+    return dataclasses.replace(head, client_id=client_id), body
+
+
+def encode_response(head: Header, body: Any) -> bytes:
+    """The framed response (size, header v0 or v1, body) to a request with ``head``."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    buf.write(_CORRELATION.pack(head.correlation_id))
+    if type(body).__flexible__ and head.api_key != API_VERSIONS:
+        buf.write(b"\0")  # header v1: no tagged fields
+    entity_writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def response_module(api_key: int, version: int) -> Any:
+    """The kio module of a response version (its nested classes too)."""
+    import sys
+
+    return sys.modules[load_response_schema(api_key, version).__module__]
+
+
+def make(cls: type, **values: Any) -> Any:
+    """``cls(**values)`` without the values ``cls`` has no field for: one handler builds
+    every version of a response, and older versions lack newer fields."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def error(code: int) -> ErrorCode:
+    """kio's ErrorCode for Kafka's numeric code."""
+    return ErrorCode(code)

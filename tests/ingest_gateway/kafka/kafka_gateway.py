@@ -1,0 +1,96 @@
+"""A real gateway subprocess with its Kafka listener, and a raw Kafka request helper.
+
+``kafka_gateway`` (module fixture, local store): ``gw.bootstrap`` is
+``127.0.0.1:<port>`` of the Kafka listener, ``gw.url`` the HTTP one.
+``call(sock, request, version)`` sends one kio request over a plain socket and reads
+its answer: for hostile-input tests and for answers a client library hides.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+
+import pytest
+
+from jobs.gateway_process import GatewayProcess, free_port
+from log_layout import open_log
+
+
+class KafkaGatewayProcess(GatewayProcess):
+    """A gateway child process with ``gateway.kafka.listeners`` on a free port."""
+
+    def __init__(self, store_url: str, settings: dict | None = None, **kw):
+        self.kafka_port = free_port()
+        super().__init__(store_url, settings={
+            "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{self.kafka_port}",
+            **(settings or {})}, **kw)
+        self.bootstrap = f"127.0.0.1:{self.kafka_port}"
+
+
+@pytest.fixture(scope="module")
+def kafka_store(tmp_path_factory):
+    return f"file://{tmp_path_factory.mktemp('kafka-gw')}"
+
+
+@pytest.fixture(scope="module")
+def kafka_gateway(kafka_store):
+    with KafkaGatewayProcess(kafka_store) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def kafka_log(kafka_store):
+    return open_log(kafka_store)
+
+
+def connect(gw: KafkaGatewayProcess) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", gw.kafka_port), timeout=10)
+    return s
+
+
+def frame(request, version: int, correlation_id: int = 7, client_id: str = "raw") -> bytes:
+    """A framed request: header v1, or v2 (tagged fields) for a flexible version."""
+    from kio.serial import entity_writer
+
+    cid = client_id.encode()
+    head = struct.pack(">hhih", type(request).__api_key__, version, correlation_id,
+                       len(cid)) + cid
+    if type(request).__flexible__:
+        head += b"\0"
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    payload = head + body.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    """One answer's bytes after the size, or None if the gateway closed the connection."""
+    def exactly(n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    head = exactly(4)
+    if head is None:
+        return None
+    return exactly(struct.unpack(">i", head)[0])
+
+
+def call(sock: socket.socket, request, version: int, correlation_id: int = 7):
+    """Send ``request`` at ``version``; (correlation id, kio response)."""
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    sock.sendall(frame(request, version, correlation_id))
+    data = read_frame(sock)
+    assert data is not None, "the gateway closed the connection"
+    cls = load_response_schema(type(request).__api_key__, version)
+    pos = 4 + (1 if cls.__flexible__ and type(request).__api_key__ != 18 else 0)
+    body, _ = entity_reader(cls)(data, pos)
+    return struct.unpack(">i", data[:4])[0], body

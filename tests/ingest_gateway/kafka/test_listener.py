@@ -1,0 +1,94 @@
+"""The Kafka listener of a real gateway process: ApiVersions, Metadata, pipelining, and
+hostile bytes (an error answer or a closed connection, the gateway serving after)."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import pytest
+
+from tests.ingest_gateway.kafka.kafka_gateway import (call, connect, frame,  # noqa: F401
+                                                      kafka_gateway, kafka_log, kafka_store,
+                                                      read_frame)
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0  # noqa: E402
+from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: E402
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic  # noqa: E402
+
+
+def api_versions_v3() -> ApiVersionsRequest:
+    return ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+
+
+def test_api_versions_offer_kafka_floors_and_the_caps(kafka_gateway):
+    with connect(kafka_gateway) as s:
+        corr, resp = call(s, api_versions_v3(), 3, correlation_id=41)
+    assert corr == 41 and resp.error_code == 0
+    offered = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert offered[0] == (3, 11)  # Produce: capped below the topic-id versions
+    assert offered[1] == (4, 12)  # Fetch likewise
+    assert offered[3] == (0, 12) and offered[18] == (0, 3) and offered[2] == (1, 7)
+    assert {19, 20, 22} <= offered.keys()
+    assert 24 not in offered and 26 not in offered  # transactions: not offered
+
+
+def test_unknown_api_versions_version_answers_35_in_a_v0_body(kafka_gateway):
+    with connect(kafka_gateway) as s:
+        data = frame(ApiVersionsV0(), 0, correlation_id=5)
+        # the same request at version 99: only the version field differs
+        s.sendall(data[:6] + struct.pack(">h", 99) + data[8:])
+        answer = read_frame(s)
+    assert answer is not None
+    corr, code, count = struct.unpack_from(">ihi", answer)
+    assert (corr, code) == (5, 35)
+    keys = {struct.unpack_from(">h", answer, 10 + 6 * i)[0] for i in range(count)}
+    assert 18 in keys and 0 in keys
+
+
+def test_metadata_names_this_gateway_and_leaders(kafka_gateway, kafka_log):
+    topic = f"md-{uuid.uuid4().hex[:8]}"
+    kafka_log.create_topic(topic, {"partitions": 3})
+    md = AdminClient({"bootstrap.servers": kafka_gateway.bootstrap}).list_topics(timeout=10)
+    assert {b.id: (b.host, b.port) for b in md.brokers.values()} == \
+        {0: ("127.0.0.1", kafka_gateway.kafka_port)}
+    parts = md.topics[topic].partitions
+    assert sorted(parts) == [0, 1, 2] and {p.leader for p in parts.values()} == {0}
+    with connect(kafka_gateway) as s:
+        _, resp = call(s, MetadataRequest(topics=(MetadataRequestTopic(
+            topic_id=None, name="no-such-topic-here"),), allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False), 12)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("no-such-topic-here", 3)]
+
+
+def test_pipelined_requests_are_answered_in_order(kafka_gateway):
+    requests = b"".join(frame(api_versions_v3(), 3, correlation_id=i) for i in range(8))
+    with connect(kafka_gateway) as s:
+        s.sendall(requests)  # one write: the gateway holds 8 requests at once
+        answers = [read_frame(s) for _ in range(8)]
+    assert [struct.unpack_from(">i", a)[0] for a in answers] == list(range(8))
+
+
+def _closed(sock) -> bool:
+    return read_frame(sock) is None
+
+
+@pytest.mark.parametrize("payload", [
+    struct.pack(">i", 2**31 - 1) + b"\0" * 64,          # over socket.request.max.bytes
+    struct.pack(">i", -5),                               # negative size
+    struct.pack(">i", 3) + b"abc",                       # shorter than a header
+    struct.pack(">ihhih", 10, 9999, 0, 1, -1),           # unknown api key
+    struct.pack(">ihhih", 10, 1, 99, 1, -1),             # Fetch at a version not offered
+    struct.pack(">ihhih", 14, 3, 12, 1, -1) + b"\xff\xff\xff\xff",  # Metadata body garbage
+], ids=["oversized", "negative", "short", "unknown-api", "unknown-version", "bad-body"])
+def test_hostile_bytes_close_the_connection_and_the_gateway_serves_on(kafka_gateway, payload):
+    with connect(kafka_gateway) as s:
+        s.sendall(payload)
+        assert _closed(s)
+    with connect(kafka_gateway) as s:  # a truncated frame: the client goes away mid-request
+        s.sendall(struct.pack(">i", 100) + b"\0" * 10)
+    with connect(kafka_gateway) as s:
+        corr, resp = call(s, api_versions_v3(), 3, correlation_id=9)
+    assert (corr, resp.error_code) == (9, 0)
