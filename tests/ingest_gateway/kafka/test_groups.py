@@ -10,6 +10,8 @@ added to the listener's tables here until the listener registers them itself
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -31,12 +33,14 @@ FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
 
 
 class KafkaGateway(GatewayProcess):
-    """The gateway app on uvicorn in a thread, with a Kafka listener."""
+    """The gateway app on uvicorn in a thread, with a Kafka listener. Sessions may be
+    as short as 1 s (Kafka's floor is 6 s): a killed member's partitions move quickly."""
 
     def __init__(self, store_url: str):
         self.kafka_port = free_port()
         super().__init__(store_url, settings={
-            "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{self.kafka_port}"})
+            "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{self.kafka_port}",
+            "gateway.group.min.session.timeout.ms": 1000})
         self.bootstrap = f"127.0.0.1:{self.kafka_port}"
 
     def start(self) -> "KafkaGateway":
@@ -213,3 +217,39 @@ def test_a_group_shared_by_a_kafka_member_and_an_http_member(gateway):
         a.close()
         if member is not None:
             gw.request("DELETE", f"/groups/g-mixed/members/{member}")
+
+
+MEMBER_SCRIPT = """
+import sys, confluent_kafka
+c = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id": "g-killed",
+                              "session.timeout.ms": 1500, "heartbeat.interval.ms": 300})
+c.subscribe([sys.argv[2]])
+while not c.assignment():
+    c.poll(0.05)
+print(len(c.assignment()), flush=True)
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_a_killed_member_expires_and_its_partitions_move(gateway):
+    """No LeaveGroup: the session timeout removes the member (Kafka's session expiry)."""
+    gw = gateway
+    proc = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, gw.bootstrap, TOPIC],
+                            stdout=subprocess.PIPE, text=True)
+    a = None
+    try:
+        assert proc.stdout.readline().strip() == str(PARTITIONS)  # it owns every partition
+        a = consumer(gw, "g-killed", **{"session.timeout.ms": 1500})
+        poll_until([a], lambda: len(owned(a)) == 2, "a shares the partitions")
+        proc.kill()  # no LeaveGroup, no more heartbeats
+        proc.wait(10)
+        poll_until([a], lambda: owned(a) == set(range(PARTITIONS)),
+                   "the killed member's partitions move to a")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
+        if a is not None:
+            a.close()
