@@ -1,26 +1,20 @@
 """Kafka's classic group protocol against sparklog's coordinator, with unmodified
-confluent-kafka (librdkafka) consumers over a real socket: subscribe, consume, commit,
-a two-member rebalance and back, the offsets seen over HTTP, and AdminClient's
-ListGroups / DescribeGroups.
-
-The gateway runs in this process (uvicorn on a thread) so the group APIs can be
-added to the listener's tables here until the listener registers them itself
-(``groups.OFFERED`` / ``groups.HANDLERS``); the code that serves them is the real one.
+confluent-kafka (librdkafka) consumers and a gateway subprocess's Kafka listener:
+subscribe, consume, commit, the offsets seen over HTTP, eager and cooperative
+rebalances, a group shared with an HTTP member, a killed member's session expiry,
+and AdminClient's ListGroups / DescribeGroups. Each test uses its own group.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 
 import pytest
 
-import conf
-from ingest_gateway.http.app import create_app
-from ingest_gateway.kafka import groups, listener, wire
-from jobs.gateway_process import GatewayProcess, free_port, wait_for
+from jobs.gateway_process import wait_for
 from log_layout import open_log
+from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.ingest_gateway.test_fetch_http import produce
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -32,55 +26,19 @@ FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
         "enable.auto.commit": False}
 
 
-class KafkaGateway(GatewayProcess):
-    """The gateway app on uvicorn in a thread, with a Kafka listener. Sessions may be
-    as short as 1 s (Kafka's floor is 6 s): a killed member's partitions move quickly."""
-
-    def __init__(self, store_url: str):
-        self.kafka_port = free_port()
-        super().__init__(store_url, settings={
-            "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{self.kafka_port}",
-            "gateway.group.min.session.timeout.ms": 1000})
-        self.bootstrap = f"127.0.0.1:{self.kafka_port}"
-
-    def start(self) -> "KafkaGateway":
-        import uvicorn
-
-        settings = conf.load({"store.url": self.store_url, **self.settings})
-        self.app = create_app(settings, open_log(self.store_url, fsync=False))
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, lifespan="on",
-                                loop="asyncio", ws="none", log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="gateway", daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.server.started, timeout=30, what="the in-process gateway")
-        return self
-
-    def stop(self, timeout: float = 30) -> int:
-        self.server.should_exit = True
-        self.thread.join(timeout)
-        return 0
-
-    def kill(self) -> None:
-        self.stop()
-
-
-@pytest.fixture
-def gateway(tmp_path, monkeypatch):
-    for key, versions in groups.OFFERED.items():
-        if key not in wire.OFFERED:
-            monkeypatch.setitem(wire.OFFERED, key, versions)
-    own = listener._handlers
-    monkeypatch.setattr(listener, "_handlers", lambda: {**groups.HANDLERS, **own()})
-    url = str(tmp_path / "store")
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    """Sessions may be as short as 1 s here (Kafka's floor is 6 s): a killed member's
+    partitions move quickly."""
+    url = str(tmp_path_factory.mktemp("kafka-groups") / "store")
     open_log(url, fsync=False).create_topic(TOPIC, {"partitions": PARTITIONS})
-    with KafkaGateway(url) as gw:
+    with KafkaGatewayProcess(url, {"gateway.group.min.session.timeout.ms": 1000}) as gw:
         for p in range(PARTITIONS):  # over HTTP: the groups are what is tested here
             produce(gw, TOPIC, p, [b"v%d" % i for i in range(p, RECORDS, PARTITIONS)])
         yield gw
 
 
-def consumer(gw: KafkaGateway, group: str, **extra) -> "confluent_kafka.Consumer":
+def consumer(gw: KafkaGatewayProcess, group: str, **extra) -> "confluent_kafka.Consumer":
     c = confluent_kafka.Consumer({"bootstrap.servers": gw.bootstrap, "group.id": group,
                                   "client.id": "t", **FAST, **extra})
     c.subscribe([TOPIC])
@@ -102,7 +60,7 @@ def poll_until(consumers, predicate, what: str, timeout: float = 30, seen=None):
     return wait_for(step, timeout=timeout, interval=0, what=what)
 
 
-def http_offsets(gw: KafkaGateway, group: str) -> dict[int, int]:
+def http_offsets(gw: KafkaGatewayProcess, group: str) -> dict[int, int]:
     status, doc = gw.request("GET", f"/groups/{group}/offsets")[:2]
     assert status == 200, doc
     return {o["partition"]: o["offset"] for o in doc["offsets"] if o["topic"] == TOPIC}
