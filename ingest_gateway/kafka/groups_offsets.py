@@ -123,9 +123,9 @@ async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
     """Every group with members here or a document in the store (v4: ``states_filter``)."""
     mod = response_module(16, head.api_version)
     hub = broker.hub()
-    try:
-        names = await hub.run(hub.coordinator.groups)
-        live = set(hub.coordinator.live_groups())
+    try:  # both take the coordinator's lock, which a store write may hold: off the loop
+        names, live = await hub.run(lambda: (hub.coordinator.groups(),
+                                             set(hub.coordinator.live_groups())))
         code = codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         names, live, code = [], set(), _failed(e, "ListGroups")

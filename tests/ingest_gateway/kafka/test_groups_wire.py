@@ -93,6 +93,19 @@ def test_join_refusals(client):
     assert join(client, member_id="nobody").error_code.value == 25  # UNKNOWN_MEMBER_ID
 
 
+def test_a_subscription_naming_a_missing_topic_joins_with_the_others(client):
+    joined = join(client, protocols=(("range", encode_subscription([TOPIC, "missing"])),))
+    assert joined.error_code.value == 0
+    synced = client.call(14, 5, group_id="raw", generation_id=joined.generation_id,
+                         member_id=joined.member_id, group_instance_id=None,
+                         protocol_type="consumer", protocol_name="range", assignments=())
+    assert sorted(parse_assignment(synced.assignment)) == [(TOPIC, p) for p in range(4)]
+    left = client.call(13, 0, group_id="raw", member_id=joined.member_id)
+    assert left.error_code.value == 0
+    only_missing = join(client, protocols=(("range", encode_subscription(["missing"])),))
+    assert only_missing.error_code.value == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_join_sync_heartbeat_commit_fetch_leave(client):
     joined = join(client, protocols=(("roundrobin", None), ("range", None)))
     assert joined.error_code.value == 0
