@@ -8,9 +8,7 @@ import uuid
 
 import pytest
 
-from tests.ingest_gateway.kafka.kafka_gateway import (call, connect, frame,  # noqa: F401
-                                                      kafka_gateway, kafka_log, kafka_store,
-                                                      read_frame)
+from tests.ingest_gateway.kafka.kafka_gateway import call, connect, frame, read_frame
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402

@@ -1,0 +1,5 @@
+"""Fixtures of the Kafka listener tests (``kafka_gateway``: a real gateway process with
+its Kafka listener on a local store); defined in ``kafka_gateway``."""
+
+from tests.ingest_gateway.kafka.kafka_gateway import (kafka_gateway, kafka_log,  # noqa: F401
+                                                      kafka_store)
