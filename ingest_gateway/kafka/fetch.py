@@ -74,10 +74,15 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
     got, errors = [], {}
     level = _isolation(getattr(req, "isolation_level", 0))
     if positions:
-        got, errors = await hub.fetch(
-            positions, max_records=MAX_FETCH_RECORDS, max_bytes=max(1, req.max_bytes),
-            wait_ms=max(0, int(req.max_wait.total_seconds() * 1000)),
-            min_bytes=req.min_bytes, isolation_level=level)
+        try:
+            got, errors = await hub.fetch(
+                positions, max_records=MAX_FETCH_RECORDS, max_bytes=max(1, req.max_bytes),
+                wait_ms=max(0, int(req.max_wait.total_seconds() * 1000)),
+                min_bytes=req.min_bytes, isolation_level=level)
+        except Exception as e:  # noqa: BLE001 - a store failure: every partition's error
+            log.warning("Kafka fetch failed: %s", e)
+            bad.update(dict.fromkeys(positions, codes.code_of(e)))
+            positions = {}
     data: dict[tuple[str, int], list[bytes]] = {}
     for tp, batch, _next in got:
         if batch.num_rows:

@@ -11,6 +11,13 @@ producer id, epoch and base sequence into the batcher's sequencing, the same che
 the HTTP idempotent producer gets (``server.sequencing``, ``log_layout.idempotence``):
 a retried batch is answered with its first offsets and not written twice.
 
+Order: a connection's requests are started in arrival order (``listener``) and each
+reaches the batcher without waiting on anything but shared futures (the topic cache's
+one load, a partition's one claim), which asyncio resumes in the order they were
+awaited; so pipelined requests to one partition are appended in the order they were
+sent, as Kafka keeps them. An idempotent batch that still arrives ahead of its
+predecessor waits for it (``server.sequencing``).
+
 Transactional batches (or a ``transactional_id``) are refused with
 ``UNSUPPORTED_VERSION``: transactions are not served over this protocol yet.
 A partition's error is its own; the others of the request still go.

@@ -90,3 +90,54 @@ def test_hostile_bytes_close_the_connection_and_the_gateway_serves_on(kafka_gate
     with connect(kafka_gateway) as s:
         corr, resp = call(s, api_versions_v3(), 3, correlation_id=9)
     assert (corr, resp.error_code) == (9, 0)
+
+
+def test_a_batch_with_a_bad_crc_is_refused_with_corrupt_message(kafka_gateway, kafka_log):
+    import datetime
+
+    import pyarrow as pa
+    from kio.schema.produce.v9.request import (PartitionProduceData, ProduceRequest,
+                                               TopicProduceData)
+
+    from ingest_gateway.kafka.records import encode_batch
+
+    topic = f"crc-{uuid.uuid4().hex[:8]}"
+    kafka_log.create_topic(topic, {"partitions": 1})
+    table = pa.table({"key": [b"k"], "value": [b"v"], "timestamp": [1_700_000_000_000],
+                      "headers": pa.array([[]], pa.list_(pa.struct([("key", pa.string()),
+                                                                    ("value", pa.binary())])))})
+    good = encode_batch(table, base_offset=0)
+    bad = good[:-1] + bytes([good[-1] ^ 0xFF])  # a flipped bit inside the CRC'd records
+
+    def produce(data: bytes):
+        req = ProduceRequest(transactional_id=None, acks=-1,
+                             timeout=datetime.timedelta(seconds=10),
+                             topic_data=(TopicProduceData(name=topic, partition_data=(
+                                 PartitionProduceData(index=0, records=data),)),))
+        with connect(kafka_gateway) as s:
+            _, resp = call(s, req, 9)
+        return resp.responses[0].partition_responses[0]
+
+    refused = produce(bad)
+    assert refused.error_code == 2 and refused.base_offset == -1
+    assert kafka_log.partition(topic, 0).snapshot().next_offset == 0  # nothing written
+    accepted = produce(good)
+    assert (accepted.error_code, accepted.base_offset) == (0, 0)
+
+
+def test_the_listener_refuses_to_start_with_security_on():
+    import asyncio
+    import types
+
+    import conf
+    from ingest_gateway.kafka.listener import KafkaListener, parse_listener
+
+    settings = conf.load({"gateway.kafka.listeners": "PLAINTEXT://127.0.0.1:0",
+                          "authorizer.enabled": "true"})
+    with pytest.raises(conf.ConfigError, match="gateway.kafka.listeners"):
+        asyncio.run(KafkaListener.start(types.SimpleNamespace(settings=settings)))
+    for text in ("SASL_SSL://h:9092", "PLAINTEXT://h", "http://h:1",
+                 "PLAINTEXT://a:1,PLAINTEXT://b:2"):
+        with pytest.raises(conf.ConfigError):
+            parse_listener(text)
+    assert parse_listener("PLAINTEXT://127.0.0.1:9092") == ("127.0.0.1", 9092)
