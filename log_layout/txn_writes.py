@@ -102,7 +102,11 @@ def plan_marker(m: Manifest, producer_id: int, epoch: int, commit: bool,
         return {"producers": producers, "committer": "marker", "committed_ms": ts}
     base = m.next_offset
     open_txns = {pid: off for pid, off in m.open_txns.items() if pid != producer_id}
-    aborted = m.aborted if commit else m.aborted + ((producer_id, first, base),)
+    # an abort covers the whole transaction: it replaces the ranges of segments
+    # discarded from it (``txn_discard``), so a producer's ranges never overlap
+    aborted = m.aborted if commit else tuple(
+        a for a in m.aborted if a[0] != producer_id or a[1] < first) + \
+        ((producer_id, first, base),)
     stats = {"base_offset": base, "last_offset": base, "count": 1, "min_ts": ts,
              "max_ts": ts, "producer_id": producer_id, "control": True}
     changes = {"next_offset": base + 1, "producers": producers, "open_txns": open_txns,

@@ -27,12 +27,16 @@ task adds its partitions (``add_partitions``) before its first append there and 
 transactionally under the job's producer id and epoch; the driver's ``commit`` ends the
 transaction with a commit, ``abort`` (a task failed for good, the job was cancelled)
 with an abort. Read-committed readers see all of the job's rows or none; a driver that
-dies leaves the transaction open until ``transaction.timeout.ms`` aborts it. A task
-that Spark *retries* inside the job (a cluster's ``spark.task.maxFailures`` > 1, or
-speculation) appends its rows again in the same transaction: all or nothing still
-holds, but the rows of the retried task are there twice, as with Spark's Kafka sink;
-``spark.task.maxFailures=1`` trades that for a failed, aborted job. Until the
-transactions module lands, see ``sink_txn`` for what is not atomic.
+dies leaves the transaction open until ``transaction.timeout.ms`` aborts it.
+
+**A retried task writes its rows once.** A task that Spark *retries* inside the job
+(a cluster's ``spark.task.maxFailures`` > 1) appends its rows again in the same
+transaction; each task's commit message lists its appends, Spark hands the driver
+the messages of the successful attempts only, and the driver discards every other
+segment of the transaction before committing (``sink_txn.discard_unreported``), so
+read-committed readers see each row once (Spark's Kafka sink writes them twice).
+What remains: an attempt still appending when the driver commits (a speculative
+copy Spark has not killed yet) can add a segment after the discard.
 
 Save modes: ``append`` only. ``overwrite`` is refused here (InvalidSinkOption); the
 default ``errorifexists`` and ``ignore``, which Spark's Kafka sink treats as append,
@@ -79,6 +83,9 @@ class TaskResult(WriterCommitMessage):
     query_id: str | None = None
     batch_id: int | None = None
     skipped: bool = False
+    #: each append: (topic, partition, base offset, last offset); the driver keeps
+    #: these and discards what failed attempts appended (``sink_txn.discard_unreported``)
+    segments: tuple[tuple[str, int, int, int], ...] = ()
 
 
 def _task_partition_id() -> int:
@@ -127,6 +134,7 @@ class _Gatherer:
         self.pending_rows: dict[tuple[str, int], int] = {}
         self.pending_bytes = 0
         self.written: dict[tuple[str, int], int] = {}
+        self.segments: list[tuple[str, int, int, int]] = []
         self.registered: set[tuple[str, int]] = set()
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -186,8 +194,9 @@ class _Gatherer:
             sink_txn.register(self.log, self.txn, [key])
             self.registered.add(key)
         table = pa.concat_tables(tables, promote_options="default")
-        sink_txn.append(self.log, self.txn, key[0], key[1], table)
+        base = sink_txn.append(self.log, self.txn, key[0], key[1], table)
         self.written[key] = self.written.get(key, 0) + table.num_rows
+        self.segments.append((key[0], key[1], base, base + table.num_rows - 1))
 
     def finish(self) -> dict[tuple[str, int], int]:
         for key in sorted(self.pending):
@@ -195,13 +204,20 @@ class _Gatherer:
         return self.written
 
 
-def write_rows(opts: SinkOptions, txn: Txn, batches: Iterator[pa.RecordBatch]) -> dict:
-    """Append one task's rows in ``txn``; returns rows written per (topic, partition).
-    Raises InvalidSinkColumn, UnknownTopic, or what the append raises."""
+def write_rows(opts: SinkOptions, txn: Txn, batches: Iterator[pa.RecordBatch]
+               ) -> tuple[dict, tuple]:
+    """Append one task's rows in ``txn``; returns rows written per (topic, partition)
+    and the appends (``TaskResult.segments``). Raises InvalidSinkColumn, UnknownTopic,
+    or what the append raises."""
     gatherer = _Gatherer(opts, txn)
     for batch in batches:
         gatherer.add(batch)
-    return gatherer.finish()
+    return gatherer.finish(), tuple(gatherer.segments)
+
+
+def reported_segments(messages: list[TaskResult | None]) -> list[tuple[str, int, int, int]]:
+    """The appends of the task attempts Spark reports as successful."""
+    return [seg for m in messages if m is not None for seg in m.segments]
 
 
 def check_topic(opts: SinkOptions) -> None:
@@ -234,13 +250,16 @@ class BatchWriter(DataSourceArrowWriter):
                                         opts.transaction_timeout_ms))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
-        written = write_rows(self.opts, self.txn, iterator)
-        return TaskResult(written, self.txn.tid, self.txn.producer_id, self.txn.epoch)
+        written, segments = write_rows(self.opts, self.txn, iterator)
+        return TaskResult(written, self.txn.tid, self.txn.producer_id, self.txn.epoch,
+                          segments=segments)
 
     def commit(self, messages: list[TaskResult | None]) -> None:
         if not any(m is not None and m.written for m in messages):
             return  # nothing was added to the transaction: there is none to end
-        sink_txn.end(shared_log(**self.opts.store_description), self.txn, commit=True)
+        log = shared_log(**self.opts.store_description)
+        sink_txn.discard_unreported(log, self.txn, reported_segments(messages))
+        sink_txn.end(log, self.txn, commit=True)
 
     def abort(self, messages: list[TaskResult | None]) -> None:
         sink_txn.end(shared_log(**self.opts.store_description), self.txn, commit=False)

@@ -56,7 +56,7 @@ from pyspark.sql.types import StructType
 from log_layout import StoreError, open_store, shared_log
 from pipeline import sink_txn
 from pipeline.errors import InvalidSinkOption
-from pipeline.sink import TaskResult, plan_checks, write_rows
+from pipeline.sink import TaskResult, plan_checks, reported_segments, write_rows
 from pipeline.sink_options import SinkOptions
 from pipeline.sink_txn import Txn
 
@@ -94,12 +94,10 @@ class StreamWriter(DataSourceStreamArrowWriter):
         plan_checks(opts, schema, overwrite)
         query_id = query_id_from_checkpoint(opts.checkpoint_location, opts.storage_options)
         if query_id is None:
-            if sink_txn.TRANSACTIONAL:
-                raise InvalidSinkOption("checkpointLocation", opts.checkpoint_location,
-                                        "the sparklog sink needs the query's checkpoint "
-                                        "location as an option of writeStream, to find its "
-                                        "query id (exactly once)")
-            return cls(opts, None)
+            raise InvalidSinkOption("checkpointLocation", opts.checkpoint_location,
+                                    "the sparklog sink needs the query's checkpoint "
+                                    "location as an option of writeStream, to find its "
+                                    "query id (exactly once)")
         log = shared_log(**opts.store_description)
         return cls(opts, sink_txn.begin(log, f"spark-{query_id}", opts.transaction_timeout_ms))
 
@@ -116,7 +114,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         batch_id = int(tc.getLocalProperty("streaming.sql.batchId"))
         tid = f"spark-{query_id}"
         txn = self.txn if self.txn is not None and self.txn.tid == tid else Txn(tid)
-        if sink_txn.TRANSACTIONAL and not txn.transactional:
+        if not txn.transactional:
             # never fall back to plain appends: the batch would not be one transaction
             raise InvalidSinkOption("checkpointLocation", self.opts.checkpoint_location,
                                     f"the query's transactions were opened for "
@@ -126,8 +124,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
         last = sink_txn.last_batch(log, tid)
         if last is not None and last >= batch_id:
             return TaskResult({}, tid, txn.producer_id, txn.epoch, query_id, batch_id, True)
-        written = write_rows(self.opts, txn, iterator)
-        return TaskResult(written, tid, txn.producer_id, txn.epoch, query_id, batch_id)
+        written, segments = write_rows(self.opts, txn, iterator)
+        return TaskResult(written, tid, txn.producer_id, txn.epoch, query_id, batch_id,
+                          segments=segments)
 
     def _txn(self, messages: list[TaskResult | None]) -> tuple[Txn, str] | None:
         done = [m for m in messages if m is not None and not m.skipped and m.written]
@@ -142,8 +141,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
         if found is None:
             return  # every task found the batch committed, or there was no task
         txn, query_id = found
-        sink_txn.end(shared_log(**self.opts.store_description), txn, commit=True,
-                     batch=batchId)
+        log = shared_log(**self.opts.store_description)
+        sink_txn.discard_unreported(log, txn, reported_segments(messages))
+        sink_txn.end(log, txn, commit=True, batch=batchId)
 
     def abort(self, messages: list[TaskResult | None], batchId: int) -> None:
         found = self._txn(messages)

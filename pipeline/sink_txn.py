@@ -1,6 +1,6 @@
 """The sink's one door to transactions (``log_layout.transactions``): change it here only.
 
-The sink needs five things of the store, in Kafka's terms (KIP-98):
+The sink needs six things of the store, in Kafka's terms (KIP-98):
 
 * :func:`begin` -- ``init_transactions(log, tid, timeout_ms) -> (producer_id, epoch)``:
   a new epoch for the transactional id, which fences (and aborts the open transaction
@@ -10,13 +10,12 @@ The sink needs five things of the store, in Kafka's terms (KIP-98):
 * :func:`append` -- a transactional append: one segment of the producer's records
   under its epoch and next sequence (``PartitionWriter.append(..., transactional=True)``),
   invisible to read-committed readers until the commit marker;
+* :func:`discard_unreported` -- before a commit, the segments of task attempts that
+  Spark retried are discarded from the transaction (``log_layout.txn_discard``), so
+  a retried task's rows are committed once;
 * :func:`end` -- ``end_transaction(log, tid, pid, epoch, commit)``;
 * :func:`last_batch` / the ``batch`` of :func:`end` -- which streaming micro-batch the
   query's last committed transaction held (``add_offsets``; see ``sink_stream``).
-
-Without ``log_layout.transactions`` (:data:`TRANSACTIONAL` False: an older tree) the
-sink runs without transactions: appends are plain and visible at once, ``end(commit=
-False)`` cannot take them back (at least once, Spark's Kafka sink's guarantee).
 
 Where the batch id lives: as Kafka's ``sendOffsetsToTransaction`` does it, in the
 transaction itself -- ``add_offsets`` of the group named like the transactional id,
@@ -32,20 +31,14 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from log_layout import Fenced, Log, OutOfOrderSequence, ProducerBatch, wall_clock_ms
-
-try:
-    from log_layout import transactions as _tx
-except ImportError:  # the transactions module has not landed yet
-    _tx = None
-
-TRANSACTIONAL = _tx is not None and all(
-    hasattr(_tx, name) for name in ("init_transactions", "add_partitions", "end_transaction"))
+from log_layout import Fenced, Log, OutOfOrderSequence, ProducerBatch
+from log_layout import transactions as _tx
+from log_layout.txn_discard import discard_segments
 
 #: the pseudo-topic of the group document under which a query's last batch id is kept
 BATCH_TOPIC = "_spark_sink_batch"
 #: the longest transaction.timeout.ms the store takes (Kafka's transaction.max.timeout.ms)
-MAX_TIMEOUT_MS = getattr(_tx, "MAX_TIMEOUT_MS", 900_000)
+MAX_TIMEOUT_MS = _tx.MAX_TIMEOUT_MS
 #: appends that lost a race to another task's (sequence or leader epoch) are retried;
 #: each loss means another append committed, so this bounds only a broken store
 _RETRIES = 1000
@@ -53,7 +46,7 @@ _RETRIES = 1000
 
 @dataclasses.dataclass(frozen=True)
 class Txn:
-    """A producer of the sink: ``producer_id`` and ``epoch`` are None without transactions."""
+    """A producer of the sink (``producer_id`` and ``epoch`` None: not initialised)."""
 
     tid: str
     producer_id: int | None = None
@@ -67,16 +60,13 @@ class Txn:
 def begin(log: Log, tid: str, timeout_ms: int) -> Txn:
     """A new epoch for ``tid``: fences its earlier producers, aborting their open
     transaction. Raises what ``init_transactions`` raises."""
-    if not TRANSACTIONAL:
-        return Txn(tid)
     pid, epoch = _tx.init_transactions(log, tid, timeout_ms)
     return Txn(tid, pid, epoch)
 
 
 def register(log: Log, txn: Txn, partitions: Iterable[tuple[str, int]]) -> None:
     """Add ``partitions`` to ``txn``'s open transaction (it opens with the first)."""
-    if txn.transactional:
-        _tx.add_partitions(log, txn.tid, txn.producer_id, txn.epoch, sorted(set(partitions)))
+    _tx.add_partitions(log, txn.tid, txn.producer_id, txn.epoch, sorted(set(partitions)))
 
 
 def append(log: Log, txn: Txn, topic: str, partition: int, table: pa.Table) -> int:
@@ -93,8 +83,6 @@ def append(log: Log, txn: Txn, topic: str, partition: int, table: pa.Table) -> i
     for attempt in range(_RETRIES):
         writer = part.writer()
         try:
-            if not txn.transactional:
-                return writer.append(table).base_offset
             batch = ProducerBatch(txn.producer_id, txn.epoch, _next_sequence(part, txn),
                                   table.num_rows)
             return writer.append(table, producer_batches=[(batch, 0)],
@@ -112,21 +100,39 @@ def _next_sequence(part, txn: Txn) -> int:
     return entry.last_sequence + 1
 
 
+def discard_unreported(log: Log, txn: Txn, reported: Iterable[tuple[str, int, int, int]]
+                       ) -> int:
+    """Before a commit: discard every segment of ``txn``'s open transaction that no
+    successful task attempt reported (``(topic, partition, base, last)``: the appends
+    of attempts Spark retried, so their rows are not committed twice;
+    ``log_layout.txn_discard``). Returns how many segments were discarded."""
+    doc = _tx.describe(log, txn.tid) or {}
+    if (doc.get("producer_id"), doc.get("epoch")) != (txn.producer_id, txn.epoch):
+        return 0  # fenced: end() says so
+    kept = {(t, p, lo) for t, p, lo, _ in reported}
+    discarded = 0
+    for topic, p in doc.get("partitions", []):
+        part = log.partition(topic, p)
+        m = part.snapshot()
+        first = m.open_txns.get(txn.producer_id)
+        if first is None:
+            continue
+        extra = [(s.base_offset, s.last_offset) for s in m.segments
+                 if s.producer_id == txn.producer_id and not s.control
+                 and s.base_offset >= first and (topic, p, s.base_offset) not in kept]
+        if extra:
+            discard_segments(part, txn.producer_id, txn.epoch, extra)
+            discarded += len(extra)
+    return discarded
+
+
 def end(log: Log, txn: Txn, *, commit: bool, batch: int | None = None) -> None:
     """Commit or abort ``txn``'s transaction; a commit records ``batch`` (the streaming
     micro-batch it holds) with it, for :func:`last_batch`."""
-    if txn.transactional:
-        if commit and batch is not None:
-            _tx.add_offsets(log, txn.tid, txn.producer_id, txn.epoch, txn.tid,
-                            {BATCH_TOPIC: {0: batch}})
-        _tx.end_transaction(log, txn.tid, txn.producer_id, txn.epoch, commit)
-    elif commit and batch is not None:  # no transactions: recorded after the records
-        doc = log.read_group_offsets(txn.tid) or {"group": txn.tid, "generation": 0,
-                                                  "strategy": None}
-        offsets = doc.setdefault("offsets", {})
-        offsets[BATCH_TOPIC] = {"0": {"offset": batch, "metadata": "",
-                                      "commit_ms": wall_clock_ms()}}
-        log.write_group_offsets(txn.tid, doc)
+    if commit and batch is not None:
+        _tx.add_offsets(log, txn.tid, txn.producer_id, txn.epoch, txn.tid,
+                        {BATCH_TOPIC: {0: batch}})
+    _tx.end_transaction(log, txn.tid, txn.producer_id, txn.epoch, commit)
 
 
 def last_batch(log: Log, tid: str) -> int | None:
