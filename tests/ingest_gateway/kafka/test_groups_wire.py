@@ -6,12 +6,15 @@ the consumer protocol's bytes themselves."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import datetime
 import io
 import socket
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
@@ -77,10 +80,11 @@ def client(gateway):  # noqa: F811 - the fixture imported above
     c.close()
 
 
-def join(client, protocol_type="consumer", protocols=(("range", None),), member_id=""):
+def join(client, protocol_type="consumer", protocols=(("range", None),), member_id="",
+         group="raw"):
     protocols = tuple((n, encode_subscription([TOPIC]) if m is None else m)
                       for n, m in protocols)
-    return client.call(11, 7, group_id="raw", session_timeout=10_000 * MS,
+    return client.call(11, 7, group_id=group, session_timeout=10_000 * MS,
                        rebalance_timeout=10_000 * MS, member_id=member_id,
                        group_instance_id=None, protocol_type=protocol_type,
                        protocols=protocols)
@@ -167,3 +171,68 @@ def test_subscription_bytes():
             parse_subscription(bad)
     pairs = [("t", 3), ("t", 1), ("u", 0)]
     assert sorted(parse_assignment(encode_assignment(pairs))) == sorted(pairs)
+
+
+int32 = st.integers(-2**31, 2**31 - 1)
+FRESH = itertools.count()
+timeouts = st.one_of(st.sampled_from([-2**31, -1, 0, 1]), st.integers(900, 2000))
+names = st.one_of(st.sampled_from(["fuzz", "fuzz-2", TOPIC]),
+                  st.sampled_from(["", "bad group!", ".", "x" * 300]), st.text(max_size=20))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_hostile_field_values_get_error_codes(client, data):
+    """Whatever the fields hold, an answer with a known Kafka code (never
+    UNKNOWN_SERVER_ERROR, never a closed connection)."""
+    group, member = data.draw(names), data.draw(st.one_of(st.just(""), names))
+    api = data.draw(st.sampled_from(["join", "sync", "heartbeat", "commit", "fetch", "leave"]))
+    generations = int32
+    if api == "join" and data.draw(st.booleans()):  # a valid join, then other APIs on it
+        group = f"fuzz-{next(FRESH)}"  # its own group: no join waits on another's member
+        joined = join(client, group=group)
+        assert joined.error_code.value == 0
+        member, generations = joined.member_id, st.one_of(st.just(joined.generation_id), int32)
+        api = data.draw(st.sampled_from(["sync", "heartbeat", "commit", "leave"]))
+    if api == "join":
+        # timeouts past 2 s would be honoured: a join waiting on an earlier example's
+        # member (which never rejoins) would wait that long
+        r = client.call(11, 7, group_id=group, session_timeout=data.draw(timeouts) * MS,
+                        rebalance_timeout=data.draw(timeouts) * MS, member_id=member,
+                        group_instance_id=None, protocol_type="consumer",
+                        protocols=((data.draw(st.sampled_from(["range", "sticky", "?"])),
+                                    data.draw(st.one_of(
+                                        st.just(encode_subscription([TOPIC])),
+                                        st.just(encode_subscription([TOPIC, "x", ""])),
+                                        st.binary(max_size=30)))),))
+        codes_ = [r.error_code.value]
+    elif api in ("sync", "heartbeat"):
+        fields = dict(group_id=group, generation_id=data.draw(generations), member_id=member,
+                      group_instance_id=None)
+        r = client.call(14, 5, protocol_type="consumer", protocol_name="range",
+                        assignments=(), **fields) if api == "sync" else \
+            client.call(12, 4, **fields)
+        codes_ = [r.error_code.value]
+    elif api == "commit":
+        mod = __import__(load_request_schema(8, 8).__module__, fromlist=["x"])
+        r = client.call(8, 8, group_id=group,
+                        generation_id_or_member_epoch=data.draw(generations),
+                        member_id=member, group_instance_id=None, topics=(
+                            mod.OffsetCommitRequestTopic(name=data.draw(names), partitions=(
+                                mod.OffsetCommitRequestPartition(
+                                    partition_index=data.draw(int32),
+                                    committed_offset=data.draw(st.integers(-2**63, 2**63 - 1)),
+                                    committed_leader_epoch=-1,
+                                    committed_metadata=data.draw(st.text(max_size=5000))),)),))
+        codes_ = [p.error_code.value for t in r.topics for p in t.partitions]
+    elif api == "fetch":
+        fmod = __import__(load_request_schema(9, 7).__module__, fromlist=["x"])
+        r = client.call(9, 7, group_id=group, require_stable=False, topics=(
+            fmod.OffsetFetchRequestTopic(name=data.draw(names),
+                                         partition_indexes=(data.draw(int32),)),))
+        codes_ = [r.error_code.value]
+    else:
+        r = client.call(13, 0, group_id=group, member_id=member)
+        codes_ = [r.error_code.value]
+    assert -1 not in codes_, (api, codes_)
