@@ -211,3 +211,40 @@ def test_a_killed_member_expires_and_its_partitions_move(gateway):
         proc.stdout.close()
         if a is not None:
             a.close()
+
+
+def test_kafka_python_and_confluent_members_share_a_group(gateway):
+    """Two client implementations (kafka-python's own coordinator code, librdkafka's) as
+    followers of one group: consume, commit, rebalance between them."""
+    kafka = pytest.importorskip("kafka")
+    gw = gateway
+    kp = kafka.KafkaConsumer(TOPIC, bootstrap_servers=gw.bootstrap, group_id="g-two-clients",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=300,
+                             consumer_timeout_ms=100)
+    c = None
+    try:
+        seen: list = []
+
+        def kp_polls():
+            for records in kp.poll(timeout_ms=50).values():
+                seen.extend(records)
+            return len(seen) >= RECORDS
+
+        wait_for(kp_polls, timeout=30, interval=0, what="kafka-python reads every record")
+        assert {r.partition for r in seen} == set(range(PARTITIONS))
+        kp.commit()
+        assert sum(http_offsets(gw, "g-two-clients").values()) == len(seen)
+        c = consumer(gw, "g-two-clients")
+
+        def split():
+            kp_polls()
+            c.poll(0.05)
+            mine = {tp.partition for tp in kp.assignment()}
+            return len(mine) == 2 and len(owned(c)) == 2 and not mine & owned(c)
+
+        wait_for(split, timeout=30, interval=0, what="the partitions split between clients")
+    finally:
+        kp.close()
+        if c is not None:
+            c.close()
