@@ -6,10 +6,11 @@ to its own tables.
 
 **One group, whichever protocol its members speak.** A Kafka member is a member of
 the coordinator's group like an HTTP one: JoinGroup is the coordinator's ``join``
-(the topics read from the ``consumer`` protocol's subscription bytes, the
-strategies from the protocol names it offers that sparklog knows: ``range``,
-``roundrobin``, ``sticky``, ``cooperative-sticky``), so both kinds of members share
-generations, assignment and committed offsets, and may even be in one group.
+(the topics read from the ``consumer`` protocol's subscription bytes, less those
+that do not exist while one does; the strategies from the protocol names it offers
+that sparklog knows: ``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``),
+so both kinds of members share generations, assignment and committed offsets, and
+may even be in one group.
 
 **The assignment stays on the server.** Kafka's classic protocol lets the leader
 member compute the assignment and hand it over in SyncGroup; sparklog's coordinator
