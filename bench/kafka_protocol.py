@@ -1,0 +1,176 @@
+"""The same Kafka client against sparklog's Kafka listener and against Apache Kafka, in one run.
+
+confluent-kafka (librdkafka) produces N 100-byte records (4 partitions, linger 5 ms,
+idempotent, acks=all, batch.size 1 MiB, no compression) and one consumer reads them
+back, first against the gateway's Kafka listener (``gateway.kafka.listeners``, a
+gateway subprocess on a local store, ``store.fsync=false``), then against a
+single-node KRaft Apache Kafka with its default flushing (the OS flushes): the
+workloads are ``bench.kafka_side.kafka_clients``' ``batched`` (its producer
+settings, with a retry on a full client queue) and ``consume``, what
+``bench/vs_kafka.py`` runs against Kafka, so only the broker differs. Kafka's jars
+come from Maven Central into ``.cache/kafka/`` on the first run
+(``bench.kafka_side.fetch``). Runs alternate (sparklog, Kafka, sparklog, ...), each on
+a fresh topic; the medians are compared. Targets (issue 19): produce >= 0.7 of Kafka,
+consume >= 1.0.
+
+    python bench/kafka_protocol.py --repeat 3              # 2M records a run
+    python bench/kafka_protocol.py --quick                 # 50k records, one run (CI)
+
+Writes bench/results/kafka_protocol.json (``.quick.json`` with --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.common import write_results  # noqa: E402
+from bench.kafka_side import kafka_clients as kc  # noqa: E402
+from bench.kafka_side.broker import KafkaBroker  # noqa: E402
+from bench.kafka_side.fetch import fetch_kafka  # noqa: E402
+from bench.kafka_side.measure import VALUE_BYTES  # noqa: E402
+from bench.kafka_side.report import print_table  # noqa: E402
+from jobs.gateway_process import GatewayProcess, free_port  # noqa: E402
+
+PARTITIONS = 4
+LINGER_MS = 5
+#: figure -> (label, target ratio sparklog/Kafka)
+FIGURES = {
+    "produce": ("confluent-kafka produce, idempotent, acks=all, linger 5 ms", 0.7),
+    "consume": ("confluent-kafka consume, one consumer, per record", 1.0),
+}
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def produce(bootstrap: str, topic: str, records: int) -> dict:
+    """``kafka_clients.batched``'s producer and loop, but a full client queue is served
+    until it takes the record (``batched`` gives up after one 10 ms poll, which a broker
+    pausing for a flush or a collection can exceed; measured here against both)."""
+    p = kc.Producer({"bootstrap.servers": bootstrap, "acks": "all", "compression.type": "none",
+                     "batch.size": kc.BATCH_BYTES, "socket.nagle.disable": True,
+                     "linger.ms": LINGER_MS, "enable.idempotence": True})
+    p.produce(topic, kc.VALUE)  # connection and producer id before the clock starts
+    if p.flush(30) != 0:
+        raise RuntimeError(f"{bootstrap} did not acknowledge a first record")
+    t0 = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                p.produce(topic, kc.VALUE)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i & 0x3FFF == 0:
+            p.poll(0)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - t0
+    if left:
+        raise RuntimeError(f"{left} records unacknowledged after 120 s")
+    return {"msgs_per_s": records / elapsed}
+
+
+def one_run(name: str, bootstrap: str, create, records: int, runs: dict, log) -> None:
+    """Produce then consume ``records`` on a fresh topic of one system."""
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    create(topic)
+    for fig, fn in (("produce", lambda: produce(bootstrap, topic, records)),
+                    ("consume", lambda: kc.consume(bootstrap, topic, PARTITIONS, records))):
+        res = fn()
+        runs.setdefault(fig, []).append({"system": name, "value": res["msgs_per_s"],
+                                         "load": _load()})
+        log(f"  {name:8s} {fig:8s} {res['msgs_per_s']:>12,.0f} msgs/s  (load {_load()})")
+
+
+def figures_of(runs: dict) -> list[dict]:
+    out = []
+    for fig, (label, target) in FIGURES.items():
+        ours = [r["value"] for r in runs.get(fig, []) if r["system"] == "sparklog"]
+        theirs = [r["value"] for r in runs.get(fig, []) if r["system"] == "kafka"]
+        if not ours or not theirs:
+            continue
+        med_o, med_k = statistics.median(ours), statistics.median(theirs)
+        out.append({"name": fig, "label": label, "unit": "msgs/s", "ours": round(med_o, 3),
+                    "baseline": round(med_k, 3), "ratio": round(med_o / med_k, 3),
+                    "target": target, "higher_is_better": True,
+                    "ours_best": round(max(ours), 3), "baseline_best": round(max(theirs), 3),
+                    "ours_runs": [round(v, 3) for v in ours],
+                    "baseline_runs": [round(v, 3) for v in theirs],
+                    "loads": [r["load"] for r in runs[fig]]})
+    return out
+
+
+def _interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="50k records, one run")
+    ap.add_argument("--repeat", type=int, help="runs per system (default 3, 1 with --quick)")
+    ap.add_argument("--records", type=int, help="records a run (default 2,000,000)")
+    args = ap.parse_args(argv)
+    repeat = args.repeat or (1 if args.quick else 3)
+    records = args.records or (50_000 if args.quick else 2_000_000)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    signal.signal(signal.SIGTERM, _interrupted)  # through the finally blocks
+    jars, _tools, notes = fetch_kafka(tools=False, log=log)
+    for n in notes:
+        log(f"note: {n}")
+    work = tempfile.mkdtemp(prefix="sparklog-bench-kafka-protocol-")
+    store = os.path.join(work, "store")
+    kafka_port = free_port()
+    runs: dict = {}
+    try:
+        with KafkaBroker(jars) as kafka, GatewayProcess(
+                store, settings={"store.fsync": "false",
+                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}"},
+                log_path=os.path.join(work, "gateway.log")) as gw:
+            from log_layout import open_log
+
+            lg = open_log(f"file://{store}")
+            sides = [("sparklog", f"127.0.0.1:{kafka_port}",
+                      lambda t: lg.create_topic(t, {"partitions": PARTITIONS})),
+                     ("kafka", kafka.bootstrap, lambda t: kafka.create_topic(t, PARTITIONS))]
+            if not args.quick:
+                log("warm-up round (not counted)")
+                for name, bootstrap, create in sides:
+                    one_run(name, bootstrap, create, 100_000, {}, log)
+            for r in range(repeat):
+                log(f"run {r + 1} of {repeat}, {records:,} records")
+                for name, bootstrap, create in sides:
+                    one_run(name, bootstrap, create, records, runs, log)
+            log(f"gateway {gw.url} done")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    figures = figures_of(runs)
+    import confluent_kafka
+
+    title = (f"confluent-kafka against sparklog's Kafka listener vs Apache Kafka "
+             f"{jars.version}, {records:,} x {VALUE_BYTES} B, median of {repeat}")
+    note = (f"librdkafka {confluent_kafka.libversion()[0]}; sparklog store.fsync=false vs "
+            "Kafka's default flushing; ratio = sparklog / Kafka (higher is better)")
+    print_table(title, figures, note)
+    path = write_results("kafka_protocol", figures, quick=args.quick, repeat=repeat,
+                         records=records, value_bytes=VALUE_BYTES, kafka=jars.version)
+    log(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
