@@ -6,6 +6,8 @@ The rules (Kafka's ``LogCleaner``/``Cleaner``, with sparklog's manifest as the l
   but the newest (the *active* segment, never cleaned), up to the first segment
   holding a record newer than ``min.compaction.lag.ms`` (its ``max_ts >
   now_ms - min.compaction.lag.ms``); that segment and all after it stay dirty.
+  The range also ends at the last stable offset: an open transaction is never
+  cleaned (the transactional rules: ``compaction.txn_rules``).
 * **Checkpoint**: ``Manifest.cleaned_offset`` (Kafka's cleaner-offset-checkpoint).
   Segments below it are the *clean* head, segments from it to the first
   uncleanable offset the *dirty* part. A pass moves it to the first uncleanable
@@ -26,7 +28,8 @@ The rules (Kafka's ``LogCleaner``/``Cleaner``, with sparklog's manifest as the l
   timestamp is at least ``delete.retention.ms`` before ``now_ms``.
 * **Output** segments hold the survivors in offset order, cut so that each is
   at most ``segment.bytes`` (estimated from the Arrow payload), and tile the
-  replaced offset range (see ``PartitionLog.replace_segments``).
+  replaced offset range (see ``PartitionLog.replace_segments``); a segment holds
+  records of one kind only (not transactional, one transaction, one marker).
 
 Every function takes ``now_ms``; none reads the clock. The commit rebases over
 concurrent appends; if another maintenance job replaced one of the segments
@@ -43,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction import txn_rules
 from conf.topic import TopicConfig
 from log_layout import Manifest, PartitionLog, SegmentInfo
 from log_layout.maintenance import MaintenanceStep, NothingToDo, StepResult
@@ -84,9 +88,12 @@ def plan_clean(m: Manifest, config: TopicConfig, now_ms: int) -> CleanPlan | Non
     if not config.compacted or len(m.segments) < 2:
         return None
     horizon = now_ms - config.min_compaction_lag_ms
+    stable = m.last_stable_offset
     cleanable: list[SegmentInfo] = []
     for info in m.segments[:-1]:  # the newest segment is the active one
         if config.min_compaction_lag_ms > 0 and info.max_ts > horizon:
+            break
+        if info.end_offset > stable:  # Kafka's cleaner never cleans above the LSO
             break
         cleanable.append(info)
     if not cleanable:
@@ -134,10 +141,11 @@ def survivors(table: pa.Table, *, cleaned_before: int, now_ms: int,
                                   delete_retention_ms=delete_retention_ms))
 
 
-def survivors_streaming(plog: PartitionLog, m: Manifest, segments: tuple[SegmentInfo, ...], *,
-                        cleaned_before: int, now_ms: int, delete_retention_ms: int
-                        ) -> tuple[pa.Table, int, int]:
-    """Like :func:`survivors` over ``segments``, holding one segment file at a time.
+def survivors_streaming(plog: PartitionLog, m: Manifest,
+                        segments: list[tuple[SegmentInfo, int]], *, cleaned_before: int,
+                        now_ms: int, delete_retention_ms: int) -> tuple[pa.Table, int, int]:
+    """Like :func:`survivors` over ``segments`` (each with its label, see
+    ``txn_rules``; all at or above the log start), holding one segment file at a time.
 
     Two passes, as Kafka's cleaner builds its offset map first: the first keeps
     only keys and offsets (copied to ``large_binary``, so the file buffer is
@@ -146,23 +154,20 @@ def survivors_streaming(plog: PartitionLog, m: Manifest, segments: tuple[Segment
     estimates, the estimated payload bytes before and after.
     """
     keys, offsets = [], []
-    for info in segments:
-        if info.last_offset < m.log_start_offset:
-            continue
+    for info, _ in segments:
         t = plog.read_segment(info, m.log_start_offset, version=m.version)
         keys.append(t.column("key").cast(pa.large_binary()))
         offsets.append(t.column("offset").combine_chunks())
         del t
     if not keys:
-        return read_range(plog, m, segments), 0, 0
+        return txn_rules.empty(plog, m), 0, 0
     latest = latest_offsets(pa.chunked_array([c for k in keys for c in k.chunks]),
                             pa.chunked_array(offsets))
     del keys, offsets
     kept, before, after = [], 0, 0
-    for info in segments:
-        if info.last_offset < m.log_start_offset:
-            continue
-        t = plog.read_segment(info, m.log_start_offset, version=m.version)
+    for info, label in segments:
+        t = txn_rules.labelled(plog.read_segment(info, m.log_start_offset, version=m.version),
+                               label)
         part = t.filter(keep_mask(t, latest, cleaned_before=cleaned_before, now_ms=now_ms,
                                   delete_retention_ms=delete_retention_ms))
         before += int(record_sizes(t).sum())
@@ -244,15 +249,21 @@ class Compaction(MaintenanceStep[CleanPass]):
             return NothingToDo(f"dirty ratio {plan.dirty_ratio:.2f} below {plan.min_ratio:.2f}")
         horizon = dict(cleaned_before=plan.first_dirty_offset, now_ms=self.now_ms,
                        delete_retention_ms=config.delete_retention_ms)
+        kinds = txn_rules.classify(m, plan.segments)  # aborted segments are not read
         if sum(s.bytes for s in plan.segments) <= self.memory_budget_bytes:  # one read per file
-            table = read_range(plog, m, plan.segments)
+            table = txn_rules.read_labelled(plog, m, kinds.records)
             kept = survivors(table, **horizon)
             before, after = int(record_sizes(table).sum()), int(record_sizes(kept).sum())
             del table
         else:  # two reads of each file, one file in memory at a time
-            kept, before, after = survivors_streaming(plog, m, plan.segments, **horizon)
-        return CleanPass(plan, split_by_bytes(kept, config.segment_bytes), kept.num_rows,
-                         before, after)
+            kept, before, after = survivors_streaming(plog, m, kinds.records, **horizon)
+        markers = txn_rules.kept_markers(plog, m, kinds, kept, **horizon)
+        if markers:  # in offset order among the records
+            kept = pa.concat_tables([kept, *markers])
+            kept = kept.take(pc.sort_indices(kept, [("offset", "ascending")]))
+        chunks = [c for run in txn_rules.cut_by_kind(kept)
+                  for c in split_by_bytes(run, config.segment_bytes)]
+        return CleanPass(plan, chunks, kept.num_rows, before, after)
 
     def _result(self, plog: PartitionLog, work: CleanPass, **more: Any) -> StepResult:
         plan = work.plan

@@ -7,7 +7,12 @@ and spans at most ``segment.ms`` of record time (newest ``max_ts`` minus
 oldest ``min_ts``); every group of two or more segments becomes one segment
 with exactly the same records and offsets. A group never straddles the
 compaction checkpoint (``Manifest.cleaned_offset``), so the cleaner's
-clean/dirty byte accounting stays exact. The newest segment may be merged
+clean/dirty byte accounting stays exact. A group also keeps transaction
+boundaries (manifest.py): it is a run of non-transactional segments, or a run
+of one producer's segments with no marker between them (one transaction: a
+marker is its own segment, and compaction removes a marker only after every
+record of its transaction) once that transaction has ended, all aborted or none
+(see :func:`same_transaction`); a marker is never merged at all. The newest segment may be merged
 too: unlike Kafka's active segment it is a closed file, and merging it is what
 makes the tail of the log look like Kafka's rolled segments.
 
@@ -23,6 +28,7 @@ import pyarrow as pa
 from compaction.cleaner import read_range
 from conf.topic import TopicConfig
 from log_layout import Manifest, PartitionLog, SegmentInfo
+from log_layout.manifest import NO_PRODUCER
 from log_layout.maintenance import (CONFLICTS, MaintenanceStep, NothingToDo, StepResult,
                                     conflict_note)
 
@@ -41,7 +47,8 @@ def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...
         fits = run and size + info.bytes <= config.segment_bytes \
             and max(info.max_ts, *(s.max_ts for s in run)) - min(info.min_ts, run[0].min_ts) \
             <= config.segment_ms \
-            and not run[-1].end_offset <= m.cleaned_offset < info.end_offset
+            and not run[-1].end_offset <= m.cleaned_offset < info.end_offset \
+            and same_transaction(m, run[-1], info)
         if fits:
             run.append(info)
             size += info.bytes
@@ -50,6 +57,22 @@ def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...
             run, size = [info], info.bytes
     close()
     return groups
+
+
+def same_transaction(m: Manifest, a: SegmentInfo, b: SegmentInfo) -> bool:
+    """Whether consecutive segments ``a`` and ``b`` of ``m`` may share a segment:
+    neither is a marker, and both are non-transactional, or both are one producer's
+    (no marker of it lies between consecutive segments) in an ended transaction and
+    both aborted or neither (a segment discarded from a transaction, ``txn_discard``,
+    is aborted alone)."""
+    if a.control or b.control or a.producer_id != b.producer_id:
+        return False
+    if a.producer_id == NO_PRODUCER:
+        return True
+    # an open transaction's segments stay as appended: txn_discard names them by range
+    first_open = m.open_txns.get(a.producer_id)
+    return (first_open is None or b.base_offset < first_open) \
+        and m.is_aborted(a) == m.is_aborted(b)
 
 
 Group = tuple[SegmentInfo, ...]

@@ -78,13 +78,21 @@ of its producer; both isolation levels drop marker segments. A marker also sets
 the producer's epoch in ``producers`` to the marker's (a bumped epoch forgets the
 old epoch's batches): a zombie appending with an older epoch is refused.
 
-What maintenance (compaction, retention, roll-up: other packages) must keep:
-a transactional segment is never merged with another producer's records nor
-across a marker (roll-up keeps transaction boundaries); a marker segment stays
-while any record of its transaction is in the log (after which Kafka's
-``delete.retention.ms`` lets it go); an ``aborted`` entry stays while any offset of
-its range is at or above ``log_start_offset`` (retention drops the ones below);
-records of an open transaction are never compacted away (they are above the LSO).
+What maintenance (compaction, retention, roll-up: other packages) keeps, and
+where: a rewritten segment holds one kind of records -- non-transactional, one
+producer's one transaction, or one marker -- and takes its flags from the
+segments its records came from; one that would change whether its records read
+as aborted is refused (``txn_maintenance``, in ``replace_segments``). Roll-up
+merges runs of one kind only, never a marker, never an open transaction's
+segments (``txn_discard`` names them), never discarded with kept ones. The
+cleaner stops at the LSO, removes aborted records, dedups committed ones like
+any record, and keeps a marker while any record of its transaction is in the
+log, then like a tombstone until ``delete.retention.ms`` (``compaction.txn_rules``).
+An ``aborted`` entry goes with the last record of its range (by a maintenance
+commit: retention, or the cleaner removing aborted records); retention drops
+whole segments, so an aborted range cut by the log start still hides the rest.
+A marker segment's span may be wider than its one offset where it is the first or
+last segment of a rewrite (it takes the removed offsets around it).
 """
 
 from __future__ import annotations

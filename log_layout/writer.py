@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from log_layout import commit, segment, txn_writes
+from log_layout import commit, segment, txn_maintenance, txn_writes
 from log_layout.commit import run as run_commit
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
@@ -177,21 +177,17 @@ def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],
     ``PartitionLog.replace_segments``; ``config()`` gives the topic's compression).
     Raises InvalidMaintenance, InvalidRecords or MaintenanceConflict."""
     tables = _maintenance_output(v, remove, add)
-    if tables and any(s.control or s.producer_id != NO_PRODUCER for s in remove):
-        # Rewritten segments would lose their producer and marker flags (aborted records
-        # would become visible): until maintenance knows transactions (manifest.py says
-        # what it must keep) they stay as they are; dropping them whole is allowed.
-        raise MaintenanceConflict(v.topic, v.partition, "transactional segments and "
-                                  "markers are not rewritten by maintenance yet")
+    # each output's producer and marker flags, from the segments its records came from
+    kinds = txn_maintenance.output_kinds(v.topic, v.partition, remove, tables)
     lo, hi = remove[0].base_offset, remove[-1].last_offset
     with SegmentPuts(v, config().compression if tables else None) as puts:
-        infos: list[SegmentInfo] = []
-        for i, t in enumerate(tables):
-            info = puts.put(t)
-            # the new segments tile lo..hi: compacted-away offsets become gaps
-            base = lo if i == 0 else infos[-1].last_offset + 1
-            last = hi if i == len(tables) - 1 else info.last_offset
-            infos.append(dataclasses.replace(info, base_offset=base, last_offset=last))
+        put = [puts.put(t) for t in tables]
+        spans = _tile(lo, hi, [(i.base_offset, i.last_offset) for i in put],
+                      [k.control or k.producer_id != NO_PRODUCER for k in kinds])
+        firsts = {i.file: i.base_offset for i in put}  # each new segment's first record
+        infos = [dataclasses.replace(info, base_offset=base, last_offset=last,
+                                     producer_id=kind.producer_id, control=kind.control)
+                 for info, (base, last), kind in zip(put, spans, kinds)]
         names = {s.file for s in remove}
 
         def swap(m: Manifest) -> Manifest:
@@ -206,19 +202,42 @@ def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],
                                          "segments of the newest manifest")
             start = m.log_start_offset if log_start_offset is None \
                 else max(m.log_start_offset, log_start_offset)
-            # an aborted range goes once its last offset is below the log (Kafka's
-            # .txnindex entries go with their segments)
-            aborted = tuple(a for a in m.aborted if a[2] >= min(start, m.next_offset))
-            return m.next(segments=segments_after_replace(m.segments, remove, infos),
-                          aborted=aborted,
-                          removed=m.removed + tuple((s.file, now_ms) for s in remove),
-                          log_start_offset=min(start, m.next_offset),
-                          cleaned_offset=m.cleaned_offset if cleaned_offset is None
-                          else max(m.cleaned_offset, cleaned_offset),
-                          committer=committer, committed_ms=now_ms)
+            segments = segments_after_replace(m.segments, remove, infos)
+            # an aborted range goes with the last of its records (Kafka's .txnindex
+            # entries go with their segments, and the cleaner drops aborted records)
+            aborted = txn_maintenance.pruned_aborted(m.aborted, segments,
+                                                     min(start, m.next_offset), firsts)
+            new = m.next(segments=segments, aborted=aborted,
+                         removed=m.removed + tuple((s.file, now_ms) for s in remove),
+                         log_start_offset=min(start, m.next_offset),
+                         cleaned_offset=m.cleaned_offset if cleaned_offset is None
+                         else max(m.cleaned_offset, cleaned_offset),
+                         committer=committer, committed_ms=now_ms)
+            if m.transactional:
+                txn_maintenance.check_aborted_status(m, new, remove, list(zip(infos, kinds)))
+            return new
 
         return commit.run(v.snapshot, swap,
                           lambda m, new: new if puts.try_version(new) else None)
+
+
+def _tile(lo: int, hi: int, spans: Sequence[tuple[int, int]],
+          exact: Sequence[bool]) -> list[tuple[int, int]]:
+    """``spans`` (each output's first and last record offset, in order) widened to tile
+    ``lo..hi``: the offsets compaction removed become gaps inside a segment. A gap
+    goes to the segment after it, as it always has, unless that one is ``exact`` (a
+    marker, or transactional): a marker keeps its one offset, and a transactional
+    segment's base stays its first record, out of an aborted range before it
+    (``Manifest.is_aborted`` reads a segment's base), where a neighbour can take it."""
+    out = [list(s) for s in spans]
+    for i in range(1, len(out)):
+        if exact[i]:
+            out[i - 1][1] = out[i][0] - 1
+        else:
+            out[i][0] = out[i - 1][1] + 1
+    if out:
+        out[0][0], out[-1][1] = lo, hi
+    return [(a, b) for a, b in out]
 
 
 def _maintenance_output(v: Versions, remove: Sequence[SegmentInfo],

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from log_layout import (InvalidProducerEpoch, InvalidRecords, InvalidTopicName, InvalidTxnState,
-                        MaintenanceConflict, Manifest, ProducerBatch, ProducerFenced,
+                        InvalidMaintenance, Manifest, ProducerBatch, ProducerFenced,
                         transactions as tx)
 from log_layout.direct_reader import DirectReader
 from log_layout.manifest import TXN_DELTA_FORMAT, TXN_FORMAT
@@ -335,7 +335,7 @@ def test_race_timeout_aborter_against_commit(log):
     print("aborter race outcomes:", seen)
 
 
-def test_maintenance_does_not_rewrite_transactional_segments(log, topic):
+def test_maintenance_never_mixes_transactional_records_with_others(log, topic):
     pid, epoch = _begin(log)
     plain_append(log, "t", 0, [b"p0"])
     txn_append(log, "t", 0, pid, epoch, [b"a1"])
@@ -343,7 +343,7 @@ def test_maintenance_does_not_rewrite_transactional_segments(log, topic):
     part = log.partition("t", 0)
     segs = part.snapshot().segments
     assert part.snapshot().aborted == ((pid, 1, 2),)
-    with pytest.raises(MaintenanceConflict):  # compaction or roll-up output: refused
+    with pytest.raises(InvalidMaintenance, match="one kind only"):  # flags would be lost
         part.replace_segments(segs[:2], [part.read_table(0, 2)], committer="compaction",
                               now_ms=T0)
     part.replace_segments(segs[:1], [part.read_table(0, 1)], committer="compaction", now_ms=T0)
