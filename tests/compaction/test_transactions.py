@@ -9,7 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from compaction.cleaner import compact_partition, plan_clean
+from compaction import cleaner
+from compaction.cleaner import MEMORY_BUDGET_BYTES, compact_partition, plan_clean
 from compaction.rollup import plan_rollup, rollup_partition
 from log_layout import InvalidMaintenance
 from log_layout.delete_records import delete_records
@@ -35,8 +36,13 @@ def _compacted(log, name: str, **more) -> tuple:
 
 
 @LOCAL
-def test_compaction_drops_aborted_dedups_committed_and_expires_markers(log):
+@pytest.mark.parametrize("budget", [MEMORY_BUDGET_BYTES, 0])  # 0: the streaming path
+def test_compaction_drops_aborted_dedups_committed_and_expires_markers(log, budget):
     plog, config = _compacted(log, "c")
+
+    def compact_partition(plog, config, now, **more):
+        return cleaner.compact_partition(plog, config, now, memory_budget_bytes=budget, **more)
+
     a, b = Txn(log, "a", "c", T0), Txn(log, "b", "c", T0)
     plain(log, "c", [("k1", "p0")], T0)                      # 0
     a.send([("k1", "a1"), ("k2", "a2")], T0)                 # 1-2, aborted below
@@ -192,6 +198,26 @@ def test_retention_and_delete_records_keep_aborted_ranges(log):
     retain_partition(plog, config, T0 + 10_000)  # all but the active segment
     m = plog.snapshot()
     assert m.log_start_offset == 6 and m.aborted == () and values(plog, RC) == ["p6"]
+
+
+@LOCAL
+def test_retention_under_an_open_transaction(log):
+    """Retention drops whole segments by time, open transaction or not (so does Kafka's);
+    read_committed stays below the transaction's first offset until it ends, and its
+    abort still hides the records it left in the log."""
+    log.create_topic("d", {"retention.ms": 1000})
+    plog, config = log.partition("d", 0), log.topic("d").config
+    b = Txn(log, "b", "d", T0)
+    b.send([("k", "b0")], T0)                                # 0: b opens, ages out
+    plain(log, "d", [("k", "p1")], T0 + 5000)                # 1
+    b.send([("k", "b2")], T0 + 5000)                         # 2
+    plain(log, "d", [("k", "p3")], T0 + 5000)                # 3
+    retain_partition(plog, config, T0 + 2000)
+    assert plog.log_start_offset() == 1 and plog.snapshot().open_txns == {b.pid: 0}
+    assert values(plog, RC) == [] and values(plog, RU) == ["p1", "b2", "p3"]
+    b.end(False, T0 + 5000)                                  # 4
+    assert plog.snapshot().aborted == ((b.pid, 0, 4),)
+    assert values(plog, RC) == ["p1", "p3"]
 
 
 @LOCAL
