@@ -6,7 +6,8 @@ converted to the produce schema's Arrow columns) go to ``Batcher.produce`` in or
 one partition's batches one after another, partitions concurrently. acks keeps
 Kafka's meaning and the batcher's: ``-1`` (all) answers after the manifest commit,
 ``1`` once the records are in a batch, ``0`` gets no answer at all (Kafka's rule:
-the client does not read one). An idempotent batch (producer id >= 0) carries its
+the client does not read one), and a refused partition closes the connection
+(Kafka's way of telling an acks=0 client). An idempotent batch (producer id >= 0) carries its
 producer id, epoch and base sequence into the batcher's sequencing, the same checks
 the HTTP idempotent producer gets (``server.sequencing``, ``log_layout.idempotence``):
 a retried batch is answered with its first offsets and not written twice.
@@ -31,7 +32,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes, records
 from ingest_gateway.kafka.broker import ZERO, Broker
-from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
 from ingest_gateway.server.codec import Parsed
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -47,6 +48,9 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
                                    req.transactional_id is not None))
     results = await asyncio.gather(*jobs)
     if acks == 0:
+        refused = [f"{t}-{p}: {message}" for t, p, code, _, message in results if code]
+        if refused:  # Kafka's rule: no answer to send, so the connection is closed
+            raise ProtocolError(f"a Produce at acks=0 refused ({'; '.join(refused)})")
         return None
     mod = response_module(0, head.api_version)
     by_topic: dict[str, list[Any]] = {}

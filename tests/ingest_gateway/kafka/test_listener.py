@@ -124,6 +124,22 @@ def test_a_batch_with_a_bad_crc_is_refused_with_corrupt_message(kafka_gateway, k
     accepted = produce(good)
     assert (accepted.error_code, accepted.base_offset) == (0, 0)
 
+    def produce_acks0(data: bytes, s) -> None:
+        req = ProduceRequest(transactional_id=None, acks=0,
+                             timeout=datetime.timedelta(seconds=10),
+                             topic_data=(TopicProduceData(name=topic, partition_data=(
+                                 PartitionProduceData(index=0, records=data),)),))
+        s.sendall(frame(req, 9, correlation_id=70))
+
+    with connect(kafka_gateway) as s:  # acks=0: no answer; the next request's comes first
+        produce_acks0(good, s)
+        corr, _ = call(s, api_versions_v3(), 3, correlation_id=71)
+        assert corr == 71
+    with connect(kafka_gateway) as s:  # acks=0 refused: the connection is closed
+        produce_acks0(bad, s)
+        assert _closed(s)
+    assert kafka_log.partition(topic, 0).snapshot().next_offset == 2
+
 
 def test_the_listener_refuses_to_start_with_security_on():
     import asyncio
