@@ -19,7 +19,7 @@ from retention.policy import retain_partition
 from tests.compaction.helpers import T0
 from tests.compaction.txn_history import RC, RU, Txn, kinds_exact, latest, plain, values, view
 
-LOCAL = pytest.mark.parametrize("backend", ["file", "memory"], indirect=True)
+BACKENDS = pytest.mark.parametrize("backend", ["file", "memory", "s3"], indirect=True)
 
 
 def _markers(plog) -> list[int]:
@@ -35,7 +35,7 @@ def _compacted(log, name: str, **more) -> tuple:
     return log.partition(name, 0), log.topic(name).config
 
 
-@LOCAL
+@BACKENDS
 @pytest.mark.parametrize("budget", [MEMORY_BUDGET_BYTES, 0])  # 0: the streaming path
 def test_compaction_drops_aborted_dedups_committed_and_expires_markers(log, budget):
     plog, config = _compacted(log, "c")
@@ -83,7 +83,7 @@ def test_compaction_drops_aborted_dedups_committed_and_expires_markers(log, budg
     assert latest(plog) == want
 
 
-@LOCAL
+@BACKENDS
 def test_markers_stay_until_delete_retention_ms(log):
     plog, config = _compacted(log, "c", **{"delete.retention.ms": 60_000})
     a = Txn(log, "a", "c", T0)
@@ -97,7 +97,7 @@ def test_markers_stay_until_delete_retention_ms(log):
     assert _markers(plog) == [] and values(plog, RU) == ["p"]
 
 
-@LOCAL
+@BACKENDS
 def test_compaction_never_cleans_an_open_transaction(log):
     plog, config = _compacted(log, "c")
     c = Txn(log, "c-app", "c", T0)
@@ -117,7 +117,7 @@ def test_compaction_never_cleans_an_open_transaction(log):
     assert _markers(plog) == [5]  # the active segment: never cleaned
 
 
-@LOCAL
+@BACKENDS
 def test_rollup_keeps_transaction_boundaries(log):
     log.create_topic("r")
     plog, config = log.partition("r", 0), log.topic("r").config
@@ -157,7 +157,7 @@ def test_rollup_keeps_transaction_boundaries(log):
     assert values(plog, RU)[-4:] == ["c12", "c13", "p14", "p15"]
 
 
-@LOCAL
+@BACKENDS
 def test_discarded_segments_of_a_committed_transaction(log):
     plog, config = _compacted(log, "c")
     a = Txn(log, "a", "c", T0)
@@ -178,7 +178,7 @@ def test_discarded_segments_of_a_committed_transaction(log):
     assert plog.snapshot().aborted == () and _markers(plog) == [3]
 
 
-@LOCAL
+@BACKENDS
 def test_retention_and_delete_records_keep_aborted_ranges(log):
     log.create_topic("d", {"retention.ms": 1000})
     plog, config = log.partition("d", 0), log.topic("d").config
@@ -200,7 +200,7 @@ def test_retention_and_delete_records_keep_aborted_ranges(log):
     assert m.log_start_offset == 6 and m.aborted == () and values(plog, RC) == ["p6"]
 
 
-@LOCAL
+@BACKENDS
 def test_retention_under_an_open_transaction(log):
     """Retention drops whole segments by time, open transaction or not (so does Kafka's);
     read_committed stays below the transaction's first offset until it ends, and its
@@ -220,7 +220,7 @@ def test_retention_under_an_open_transaction(log):
     assert values(plog, RC) == ["p1", "p3"]
 
 
-@LOCAL
+@BACKENDS
 def test_replace_segments_refuses_output_that_loses_flags(log):
     log.create_topic("v")
     plog = log.partition("v", 0)
