@@ -26,6 +26,10 @@ The rules (Kafka's ``LogCleaner``/``Cleaner``, with sparklog's manifest as the l
   kept it and consumers that keep up have had the chance to see it, as Kafka
   keeps a tombstone through the pass that first cleans it -- and (b) its
   timestamp is at least ``delete.retention.ms`` before ``now_ms``.
+* **Transactions** (``compaction.txn_rules``): records of aborted transactions
+  are dropped unread, committed ones dedup like any record, and a control
+  marker stays while a record of its transaction does, then goes like a
+  tombstone (two passes, ``delete.retention.ms``).
 * **Output** segments hold the survivors in offset order, cut so that each is
   at most ``segment.bytes`` (estimated from the Arrow payload), and tile the
   replaced offset range (see ``PartitionLog.replace_segments``); a segment holds
