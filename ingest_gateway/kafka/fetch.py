@@ -5,8 +5,10 @@ fetch routes use): registered before it reads, woken by the batcher's commits,
 answered once ``min_bytes`` are there or ``max_wait_ms`` has passed. What it reads
 (Arrow record batches of the segments) is rebuilt as Kafka record batches
 (``records.encode_batch``), one per Arrow batch, with the records' own offsets.
-``max_bytes`` bounds the answer (at least one record, as Kafka); a partition's
-``partition_max_bytes`` is not applied on its own (the whole answer is bounded).
+Where the reader skipped transaction markers or aborted records, a control batch
+tells the client to move past them (``_encode``). ``max_bytes`` bounds the answer
+(at least one record, as Kafka); a partition's ``partition_max_bytes`` is not applied
+on its own (the whole answer is bounded).
 A fetch offset outside ``[log start, high watermark]`` answers
 ``OFFSET_OUT_OF_RANGE`` for that partition; under the broker application a
 partition this gateway does not lead answers ``NOT_LEADER_OR_FOLLOWER`` (clients
@@ -24,6 +26,7 @@ not offered (ListOffsets stops at v7).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -83,12 +86,7 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
             log.warning("Kafka fetch failed: %s", e)
             bad.update(dict.fromkeys(positions, codes.code_of(e)))
             positions = {}
-    data: dict[tuple[str, int], list[bytes]] = {}
-    for tp, batch, _next in got:
-        if batch.num_rows:
-            data.setdefault(tp, []).append(
-                records.encode_batch(pa.Table.from_batches([batch]),
-                                     base_offset=int(batch.column(0)[0].as_py())))
+    data = _encode(got, positions)
     marks = await hub.run(_watermarks, hub, [tp for tp in positions if tp not in errors])
     mod = response_module(1, head.api_version)
     topics: dict[str, list[Any]] = {}
@@ -110,6 +108,31 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
                       for t, ps in topics.items())
     return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(codes.NONE),
                 session_id=0, responses=responses)
+
+
+def _encode(got: list, positions: dict) -> dict[tuple[str, int], list[bytes]]:
+    """Kafka record batches per partition. Where the reader's next position is past the
+    last record sent (it skipped a transaction marker, aborted records or a compaction
+    gap at a segment's end), a control batch at the offset before that position follows:
+    Kafka clients move their position only by the offsets they receive, and skip
+    control records, so without it a consumer would stay on a marker at a partition's
+    end. Its producer id (-1) is no producer's, so no client reads it as ending a
+    transaction of its own."""
+    data: dict[tuple[str, int], list[bytes]] = {}
+    reached = dict(positions)
+    for tp, batch, nxt in got:
+        chunks = data.setdefault(tp, [])
+        if batch.num_rows:
+            offsets = batch.column(0)
+            chunks.append(records.encode_batch(pa.Table.from_batches([batch]),
+                                               base_offset=int(offsets[0].as_py())))
+            reached[tp] = int(offsets[-1].as_py()) + 1
+        if nxt > reached[tp]:
+            chunks.append(records.encode_control_batch(
+                base_offset=nxt - 1, commit=True, producer_id=-1, producer_epoch=-1,
+                timestamp_ms=int(time.time() * 1000)))
+            reached[tp] = nxt
+    return data
 
 
 def _watermarks(hub: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:

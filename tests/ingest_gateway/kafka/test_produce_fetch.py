@@ -224,3 +224,33 @@ def test_acks_all_answers_after_the_commit(kafka_gateway, kafka_log):
     for partition in (0, 1):
         last = max(o for _, p, o in reports if p == partition)
         assert kafka_log.partition(topic, partition).snapshot().next_offset == last + 1
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_a_consumer_moves_past_a_transaction_marker_at_the_end(kafka_gateway, kafka_log,
+                                                                isolation):
+    from log_layout import transactions as tx
+    from tests.log_layout.txn_helpers import txn_append
+
+    topic = new_topic(kafka_log, 1)
+    tid = f"tx-{uuid.uuid4().hex[:6]}"
+    pid, epoch = tx.init_transactions(kafka_log, tid, 60_000)
+    tx.add_partitions(kafka_log, tid, pid, epoch, [(topic, 0)])
+    txn_append(kafka_log, topic, 0, pid, epoch, [b"a", b"b"])
+    tx.end_transaction(kafka_log, tid, pid, epoch, True)  # the commit marker: offset 2
+    assert kafka_log.partition(topic, 0).snapshot().next_offset == 3
+    c = ck.Consumer({"bootstrap.servers": kafka_gateway.bootstrap, "group.id": "unused",
+                     "enable.auto.commit": False, "isolation.level": isolation,
+                     "fetch.wait.max.ms": 50})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    values = []
+    try:
+        def at_end() -> bool:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+            return c.position([ck.TopicPartition(topic, 0)])[0].offset == 3
+        wait_for(at_end, timeout=20, interval=0, what="the consumer past the marker")
+    finally:
+        c.close()
+    assert values == [b"a", b"b"]
