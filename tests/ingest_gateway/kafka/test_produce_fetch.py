@@ -254,3 +254,15 @@ def test_a_consumer_moves_past_a_transaction_marker_at_the_end(kafka_gateway, ka
     finally:
         c.close()
     assert values == [b"a", b"b"]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_produce_through_the_gateway_reads_back_exact(kafka_gateway, kafka_log,
+                                                                 codec):
+    topic = new_topic(kafka_log)
+    recs = records(30)
+    reports = produce_confluent(kafka_gateway, topic, recs, acks="all",
+                                **{"enable.idempotence": True, "compression.type": codec})
+    assert [e for e, _, _ in reports] == [None] * len(recs)
+    got = consume_confluent(kafka_gateway, topic, 2, len(recs))
+    assert got == expected(recs, [(p, o) for _, p, o in reports])
