@@ -157,3 +157,39 @@ def test_the_listener_refuses_to_start_with_security_on():
         with pytest.raises(conf.ConfigError):
             parse_listener(text)
     assert parse_listener("PLAINTEXT://127.0.0.1:9092") == ("127.0.0.1", 9092)
+
+
+def test_an_idempotent_retry_is_answered_with_its_offsets_and_not_written_twice(
+        kafka_gateway, kafka_log):
+    import datetime
+
+    import pyarrow as pa
+    from kio.schema.produce.v9.request import (PartitionProduceData, ProduceRequest,
+                                               TopicProduceData)
+
+    from ingest_gateway.kafka.records import encode_batch
+
+    topic = f"idem-{uuid.uuid4().hex[:8]}"
+    kafka_log.create_topic(topic, {"partitions": 1})
+    table = pa.table({"key": [b"k", b"l"], "value": [b"v", b"w"],
+                      "timestamp": [1_700_000_000_000] * 2,
+                      "headers": pa.array([[], []], pa.list_(pa.struct(
+                          [("key", pa.string()), ("value", pa.binary())])))})
+
+    def send(s, sequence: int):
+        data = encode_batch(table, base_offset=0, producer_id=4242, producer_epoch=0,
+                            base_sequence=sequence)
+        req = ProduceRequest(transactional_id=None, acks=-1,
+                             timeout=datetime.timedelta(seconds=10),
+                             topic_data=(TopicProduceData(name=topic, partition_data=(
+                                 PartitionProduceData(index=0, records=data),)),))
+        return call(s, req, 9)[1].responses[0].partition_responses[0]
+
+    with connect(kafka_gateway) as s:
+        first, retry = send(s, 0), send(s, 0)
+        assert (first.error_code, first.base_offset) == (0, 0)
+        assert (retry.error_code, retry.base_offset) == (0, 0)  # the same batch's offsets
+        assert send(s, 2).error_code == 0
+        gap = send(s, 9)  # sequences 4..8 never came
+        assert gap.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert kafka_log.partition(topic, 0).snapshot().next_offset == 4
