@@ -71,7 +71,8 @@ transactions refuses it rather than serve aborted records or markers; it adds::
 its marker; ``aborted`` gets ``[producer, first, marker offset]`` with each ABORT
 marker (replacing that transaction's discarded ranges), and ``[producer, base,
 last]`` of each segment discarded from an open transaction (``txn_discard``: a
-retried Spark task's first attempt); a producer's ranges never overlap. The **last stable offset** (LSO) is the first offset of the earliest open
+retried Spark task's first attempt); a producer's ranges never overlap. The **last
+stable offset** (LSO) is the first offset of the earliest open
 transaction, else the high watermark. A ``read_committed`` reader reads below
 the LSO only and drops every transactional segment inside an ``aborted`` range
 of its producer; both isolation levels drop marker segments. A marker also sets
