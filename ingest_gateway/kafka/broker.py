@@ -26,8 +26,10 @@ import secrets
 import uuid
 from typing import Any
 
+import conf
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
+from log_layout import TopicExists
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -160,8 +162,6 @@ async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
     """Each topic with its partition count (-1: the default) and configs (Kafka's names);
     ``validate_only`` checks without creating. Replica counts are ignored: the store
     replicates (DESIGN.md)."""
-    import conf
-
     mod = response_module(19, head.api_version)
     b, results = broker.batcher, []
     for t in req.topics:
@@ -176,8 +176,6 @@ async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
             partitions = config.partitions
             if req.validate_only:
                 if t.name in await b.run_blocking(broker.log.topics):
-                    from log_layout import TopicExists
-
                     raise TopicExists(t.name)
             else:
                 await b.run_blocking(broker.log.create_topic, t.name, config)
