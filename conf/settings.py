@@ -110,6 +110,7 @@ class SparkSettings:
     app_name: str
     delta_package: str
     s3a_package: str
+    kafka_package: str
     jars_ivy: str
     ui_enabled: bool
     shuffle_partitions: int

@@ -1,15 +1,16 @@
 """The SparkSession sparklog's Spark side runs in.
 
 :func:`session` builds (or returns the active) SparkSession with Delta Lake
-configured, the ``sparklog`` data source registered, and the Python workers
-pointed at the running interpreter (executors need pyarrow and sparklog).
-Delta's jars come from Maven Central on first start and are cached in the
-project folder (``spark.jars.ivy``, default ``<project>/.ivy2``), so later
-starts work offline. A session that reads or writes ``s3://`` tables
-(``s3=True``) also gets S3A: ``hadoop-aws`` at pyspark's Hadoop version with
-its AWS SDK, fetched the same way, ``s3://`` mapped to S3A, and the endpoint
-from ``store.s3.endpoint.url`` (credentials from the environment, as boto's).
-HDFS needs nothing: pyspark's Hadoop client speaks ``hdfs://`` and ``webhdfs://``.
+configured, Spark's Kafka connector (``format("kafka")``) loaded, the ``sparklog``
+data source registered, and the Python workers pointed at the running interpreter
+(executors need pyarrow and sparklog). Delta's and the connector's jars come from
+Maven Central on first start and are cached in the project folder
+(``spark.jars.ivy``, default ``<project>/.ivy2``), so later starts work offline.
+A session that reads or writes ``s3://`` tables (``s3=True``) also gets S3A:
+``hadoop-aws`` at pyspark's Hadoop version with its AWS SDK, fetched the same
+way, ``s3://`` mapped to S3A, and the endpoint from ``store.s3.endpoint.url``
+(credentials from the environment, as boto's). HDFS needs nothing: pyspark's
+Hadoop client speaks ``hdfs://`` and ``webhdfs://``.
 """
 
 from __future__ import annotations
@@ -47,9 +48,19 @@ def hadoop_version() -> str:
     return jars[0].name[len("hadoop-client-api-"):-len(".jar")]
 
 
+def kafka_package(settings: conf.SparkSettings) -> str:
+    """Spark's Kafka connector (``format("kafka")``): ``spark.kafka.package``, or
+    ``spark-sql-kafka-0-10`` at pyspark's own version (the connector must match Spark)."""
+    import pyspark
+
+    return settings.kafka_package or \
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+
+
 def packages(settings: conf.SparkSettings, *, s3: bool = False) -> list[str]:
-    """Maven coordinates a session needs: Delta, and S3A if ``s3``."""
-    out = [settings.delta_package]
+    """Maven coordinates a session needs: Delta, Spark's Kafka connector (a cached start
+    pays nothing measurable for it), and S3A if ``s3``."""
+    out = [settings.delta_package, kafka_package(settings)]
     if s3:
         out.append(settings.s3a_package or f"org.apache.hadoop:hadoop-aws:{hadoop_version()}")
     return out
