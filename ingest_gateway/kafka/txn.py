@@ -1,0 +1,288 @@
+"""Transactions over Kafka's protocol (KIP-98): FindCoordinator for transactional ids,
+InitProducerId with a ``transactional_id``, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit and EndTxn, over the coordinator the HTTP routes use
+(``log_layout.transactions``; ``http.v3_transactions``). Transactional Produce is
+``txn_produce``.
+
+**The coordinator is the store.** Every transition of a transactional id is one
+exclusive create of its document's next version, so any gateway may serve any id:
+FindCoordinator with key type 1 answers this gateway, standalone or as a slot of the
+broker application (unlike groups, which one slot coordinates).
+
+**Mapping onto the coordinator.** AddOffsetsToTxn begins the transaction and names the
+group (``add_offsets`` with no offsets yet); TxnOffsetCommit adds the offsets, pending
+until the commit, exactly as ``POST /v3/transactions/{id}/offsets``. EndTxn ends it as
+``:commit``/``:abort`` do: the committed offsets go through this gateway's group
+coordinator (``server.groups.txn_offsets``), and read_committed long-polls of its
+partitions are woken. Kafka's broker-to-broker AddPartitionsToTxn (v4+, batched,
+``verify_only``) is not offered: clients use v0-v3. TxnOffsetCommit does not check the
+member id and generation it carries (the coordinator keeps offsets per group only).
+
+**Error codes** (Kafka's, per API version): an older producer epoch or id is
+``PRODUCER_FENCED`` (90) where the version knows it (InitProducerId v4, the others v2,
+TxnOffsetCommit v3; older: ``INVALID_PRODUCER_EPOCH``, 47); a call before
+InitProducerId ``INVALID_PRODUCER_ID_MAPPING`` (49, Kafka's answer for an id without a
+transaction); a transaction being completed (Prepare*) ``CONCURRENT_TRANSACTIONS``
+(51, retriable); any other state that does not allow the call ``INVALID_TXN_STATE``
+(48); a timeout outside 1..``transactions.MAX_TIMEOUT_MS``
+``INVALID_TRANSACTION_TIMEOUT`` (50); a transactional id that breaks the topic-name
+rules sparklog keeps them to ``INVALID_REQUEST``; the store failing
+``COORDINATOR_NOT_AVAILABLE`` (15, retriable: the client asks again).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from conf.topic import InvalidTopicName, validate_topic_name
+from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.errors import FlushFailed, InvalidGroupId
+from ingest_gateway.kafka import broker as admin
+from ingest_gateway.kafka import codes, groups
+from ingest_gateway.kafka.groups_protocol import INVALID_GROUP_ID
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.server.groups.txn_offsets import offsets_writer
+from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, transactions
+from log_layout.commit import wall_clock_ms
+from log_layout.errors import InvalidTxnState, ProducerFenced
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+API_FIND_COORDINATOR, API_INIT_PRODUCER_ID = 10, 22
+API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN, API_TXN_OFFSET_COMMIT = 24, 25, 26, 28
+
+COORDINATOR_NOT_AVAILABLE = 15
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+KEY_TYPE_TRANSACTION = 1
+
+#: api key -> (min, max) version offered (AddPartitionsToTxn v4+ is broker-to-broker)
+OFFERED: dict[int, tuple[int, int]] = {
+    API_ADD_PARTITIONS: (0, 3),
+    API_ADD_OFFSETS: (0, 4),
+    API_END_TXN: (0, 4),
+    API_TXN_OFFSET_COMMIT: (0, 4),
+}
+#: the first version of each API whose clients know PRODUCER_FENCED (KIP-588)
+_FENCED_FROM = {API_INIT_PRODUCER_ID: 4, API_ADD_PARTITIONS: 2, API_ADD_OFFSETS: 2,
+                API_END_TXN: 2, API_TXN_OFFSET_COMMIT: 3, 0: 1 << 15}
+
+
+def code_of(e: BaseException, head: Header) -> int:
+    """Kafka's code for a coordinator call's failure at this API version (module doc)."""
+    if isinstance(e, InvalidProducerEpoch):  # ProducerFenced is one
+        fenced = head.api_version >= _FENCED_FROM.get(head.api_key, 1 << 15)
+        return codes.PRODUCER_FENCED if fenced else codes.INVALID_PRODUCER_EPOCH
+    if isinstance(e, InvalidTxnState):
+        if e.state == "Unknown":
+            return INVALID_PRODUCER_ID_MAPPING
+        return CONCURRENT_TRANSACTIONS if e.state in transactions.PREPARED \
+            else INVALID_TXN_STATE
+    if isinstance(e, InvalidTopicName):
+        return codes.INVALID_REQUEST
+    if isinstance(e, (StoreError, FlushFailed)):
+        return COORDINATOR_NOT_AVAILABLE
+    code = codes.code_of(e)
+    if code == codes.UNKNOWN_SERVER_ERROR:
+        log.error("Kafka transaction call (api key %d) failed", head.api_key, exc_info=e)
+    return code
+
+
+def _now(broker: Broker) -> int:
+    clock = getattr(broker.state, "now_ms", None)
+    return clock() if clock is not None else wall_clock_ms()
+
+
+async def _run(broker: Broker, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn`` on the batcher's pool: every coordinator call reads and writes the store."""
+    return await broker.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
+
+
+async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
+    """Key type 1 (transactional ids): this gateway (module doc); groups: ``groups``'."""
+    if getattr(req, "key_type", 0) != KEY_TYPE_TRANSACTION:
+        return await groups.find_coordinator(broker, head, req)
+    mod = response_module(API_FIND_COORDINATOR, head.api_version)
+    keys = list(req.coordinator_keys) if hasattr(req, "coordinator_keys") else [req.key]
+    found = []
+    for key in keys:
+        try:
+            validate_topic_name(key)
+            found.append((key, broker.node_id, broker.host, broker.port, codes.NONE, None))
+        except InvalidTopicName as e:
+            found.append((key, -1, "", -1, codes.INVALID_REQUEST, str(e)))
+    if hasattr(mod, "Coordinator"):  # v4+: one answer per key
+        return make(mod.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(
+            make(mod.Coordinator, key=k, node_id=n, host=h, port=p, error_code=error(c),
+                 error_message=m) for k, n, h, p, c, m in found))
+    _, n, h, p, c, m = found[0]
+    return make(mod.FindCoordinatorResponse, throttle_time=ZERO, error_code=error(c),
+                error_message=m, node_id=n, host=h, port=p)
+
+
+async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
+    """With a ``transactional_id``: ``transactions.init_transactions`` (a new epoch,
+    fencing the older producer, its open transaction aborted); without: an idempotent
+    producer id, as ``broker.init_producer_id``."""
+    tid = req.transactional_id
+    if tid is None:
+        return await admin.init_producer_id(broker, head, req)
+    mod = response_module(API_INIT_PRODUCER_ID, head.api_version)
+    pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
+    timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
+    if not 0 < timeout_ms <= transactions.MAX_TIMEOUT_MS:
+        return _init_answer(mod, INVALID_TRANSACTION_TIMEOUT, -1, -1)
+    try:
+        validate_topic_name(tid)
+        new = await _run(broker, _init, broker.log, tid, timeout_ms, pid, epoch, _now(broker))
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        return _init_answer(mod, code_of(e, head), -1, -1)
+    return _init_answer(mod, codes.NONE, *new)
+
+
+def _init(log_: Any, tid: str, timeout_ms: int, pid: int, epoch: int,
+          now_ms: int) -> tuple[int, int]:
+    """``init_transactions``; with KIP-360's current producer id and epoch named, only if
+    they are still the id's (else ProducerFenced), and a retried bump (the epoch just
+    before the current, nothing begun since) answers the current pair again."""
+    if pid >= 0:
+        doc = transactions.describe(log_, tid)
+        if doc is None or doc["producer_id"] != pid or epoch < doc["epoch"] - 1:
+            cur = (doc or {}).get("producer_id", -1), (doc or {}).get("epoch", -1)
+            raise ProducerFenced(tid, pid, epoch, *cur)
+        if epoch == doc["epoch"] - 1 and doc["state"] == transactions.EMPTY:
+            return doc["producer_id"], doc["epoch"]
+    return transactions.init_transactions(log_, tid, timeout_ms, now_ms)
+
+
+def _init_answer(mod: Any, code: int, pid: int, epoch: int) -> Any:
+    return make(mod.InitProducerIdResponse, throttle_time=ZERO, error_code=error(code),
+                producer_id=pid, producer_epoch=epoch)
+
+
+async def add_partitions(broker: Broker, head: Header, req: Any) -> Any:
+    """AddPartitionsToTxn v0-v3: every partition added, or none (each answers the
+    same code; an unknown topic or partition is refused before anything is added)."""
+    mod = response_module(API_ADD_PARTITIONS, head.api_version)
+    tid = req.v3_and_below_transactional_id
+    pairs = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+    code = codes.NONE
+    try:
+        validate_topic_name(tid)
+        for topic in sorted({t for t, _ in pairs}):
+            info = await broker.batcher.topic_info(topic)
+            for t, p in pairs:
+                if t == topic and not 0 <= p < info.partitions:
+                    raise UnknownPartition(topic, p, info.partitions)
+        await _run(broker, transactions.add_partitions, broker.log, tid,
+                   req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, pairs,
+                   now_ms=_now(broker))
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        code = code_of(e, head)
+    results = tuple(make(mod.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
+        make(mod.AddPartitionsToTxnPartitionResult, partition_index=p,
+             partition_error_code=error(code)) for p in t.partitions))
+        for t in req.v3_and_below_topics)
+    return make(mod.AddPartitionsToTxnResponse, throttle_time=ZERO,
+                results_by_topic_v3_and_below=results)
+
+
+async def add_offsets(broker: Broker, head: Header, req: Any) -> Any:
+    """AddOffsetsToTxn: the group joins the transaction (offsets follow by
+    TxnOffsetCommit)."""
+    mod = response_module(API_ADD_OFFSETS, head.api_version)
+    code = codes.NONE
+    try:
+        validate_topic_name(req.transactional_id)
+        validate_group_id(req.group_id)
+        await _run(broker, transactions.add_offsets, broker.log, req.transactional_id,
+                   req.producer_id, req.producer_epoch, req.group_id, {}, now_ms=_now(broker))
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        code = _group_code(e, head)
+    return make(mod.AddOffsetsToTxnResponse, throttle_time=ZERO, error_code=error(code))
+
+
+def _group_code(e: BaseException, head: Header) -> int:
+    return INVALID_GROUP_ID if isinstance(e, InvalidGroupId) else code_of(e, head)
+
+
+async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
+    """TxnOffsetCommit: the offsets are pending in the transaction until EndTxn commits
+    them (``transactions.add_offsets``, as the HTTP route); all or nothing."""
+    mod = response_module(API_TXN_OFFSET_COMMIT, head.api_version)
+    offsets: dict[str, dict[int, int]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets.setdefault(t.name, {})[p.partition_index] = p.committed_offset
+    code = codes.NONE
+    try:
+        validate_topic_name(req.transactional_id)
+        validate_group_id(req.group_id)
+        for topic, parts in offsets.items():
+            validate_topic_name(topic)
+            if any(o < 0 for o in parts.values()):
+                raise _BadOffset(topic)
+        await _run(broker, transactions.add_offsets, broker.log, req.transactional_id,
+                   req.producer_id, req.producer_epoch, req.group_id, offsets,
+                   now_ms=_now(broker))
+    except _BadOffset:
+        code = codes.INVALID_REQUEST
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        code = _group_code(e, head)
+    topics = tuple(make(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+        make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+             error_code=error(code)) for p in t.partitions)) for t in req.topics)
+    return make(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=topics)
+
+
+class _BadOffset(ValueError):
+    def __init__(self, topic: str):
+        super().__init__(f"a negative offset for topic {topic!r}")
+
+
+async def end_txn(broker: Broker, head: Header, req: Any) -> Any:
+    """EndTxn: commit or abort, as ``POST /v3/transactions/{id}:commit|abort``."""
+    mod = response_module(API_END_TXN, head.api_version)
+    code = codes.NONE
+    try:
+        validate_topic_name(req.transactional_id)
+        await end_transaction(broker, req.transactional_id, req.producer_id,
+                              req.producer_epoch, bool(req.committed))
+    except Exception as e:  # noqa: BLE001 - every failure is an error code
+        code = code_of(e, head)
+    return make(mod.EndTxnResponse, throttle_time=ZERO, error_code=error(code))
+
+
+async def end_transaction(broker: Broker, tid: str, pid: int, epoch: int,
+                          commit: bool) -> None:
+    """``transactions.end_transaction`` with the offsets through this gateway's group
+    coordinator, then wake read_committed long-polls of the transaction's partitions
+    (the markers moved their last stable offsets; the batcher's commits do not tell).
+    Raises ProducerFenced, InvalidTxnState, StoreError."""
+    store, hub = broker.log, broker.hub()
+
+    def direct(group: str, offsets: Any) -> None:
+        transactions.merge_group_offsets(store, group, offsets, wall_clock_ms())
+
+    before = await _run(broker, transactions.describe, store, tid) or {}
+    await _run(broker, transactions.end_transaction, store, tid, pid, epoch, commit,
+               _now(broker), commit_offsets=offsets_writer(hub.coordinator, direct))
+    for topic, partition in before.get("partitions", ()):
+        hub.committed(topic, partition, -1)
+
+
+#: the handlers the listener serves (FindCoordinator and InitProducerId replace the
+#: group and admin ones: they answer those as before and add transactional ids)
+HANDLERS = {
+    API_FIND_COORDINATOR: find_coordinator,
+    API_INIT_PRODUCER_ID: init_producer_id,
+    API_ADD_PARTITIONS: add_partitions,
+    API_ADD_OFFSETS: add_offsets,
+    API_END_TXN: end_txn,
+    API_TXN_OFFSET_COMMIT: txn_offset_commit,
+}

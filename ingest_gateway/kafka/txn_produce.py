@@ -1,0 +1,98 @@
+"""Transactional Produce over Kafka's protocol: a Produce request with a
+``transactional_id`` writes into its producer's ongoing transaction.
+
+A request without one is ``produce.produce``'s (this handler passes it on unchanged).
+With one, each partition's record batches must be transactional, idempotent
+(producer id >= 0) and not control batches (a client never writes markers): else
+``INVALID_RECORD`` for that partition. They go to ``Batcher.produce`` with the
+transactional id, the same path as an HTTP transactional produce: the batcher checks
+the transaction (``server.txn_produce.check_in_transaction``: this producer's epoch,
+Ongoing, the partition added by AddPartitionsToTxn) before it takes anything, and
+appends with ``transactional=True``. A fenced producer gets ``INVALID_PRODUCER_EPOCH``
+(47, what Kafka's partition leader answers a Produce from an older epoch), a partition
+not in the transaction ``INVALID_TXN_STATE`` (48). acks keeps ``produce``'s meaning
+(Kafka's transactional producers send acks=all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ingest_gateway.kafka import codes, produce as plain, records
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.txn import INVALID_TXN_STATE
+from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
+from ingest_gateway.server.codec import Parsed
+from log_layout import InvalidProducerEpoch
+from log_layout.errors import InvalidTxnState
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+API_PRODUCE = 0
+
+
+class _NotTransactional(ValueError):
+    error_code = codes.INVALID_RECORD
+
+    def __init__(self, why: str):
+        super().__init__(f"a transactional Produce carries {why}")
+
+
+async def produce(broker: Broker, head: Header, req: Any) -> Any:
+    """The Produce handler: transactional requests here, the others ``produce``'s."""
+    tid = req.transactional_id
+    if tid is None:
+        return await plain.produce(broker, head, req)
+    acks = int(req.acks)
+    results = await asyncio.gather(*(
+        _partition(broker, tid, t.name, p.index, p.records, acks)
+        for t in req.topic_data for p in t.partition_data))
+    if acks == 0:
+        refused = [f"{t}-{p}: {message}" for t, p, code, _, message in results if code]
+        if refused:  # Kafka's rule: no answer to send, so the connection is closed
+            raise ProtocolError(f"a Produce at acks=0 refused ({'; '.join(refused)})")
+        return None
+    mod = response_module(API_PRODUCE, head.api_version)
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, code, base, message in results:
+        by_topic.setdefault(topic, []).append(make(
+            mod.PartitionProduceResponse, index=partition, error_code=error(code),
+            base_offset=base, log_append_time=None, log_start_offset=-1, record_errors=(),
+            error_message=message))
+    topics = tuple(make(mod.TopicProduceResponse, name=name, partition_responses=tuple(parts))
+                   for name, parts in by_topic.items())
+    return make(mod.ProduceResponse, responses=topics, throttle_time=ZERO)
+
+
+async def _partition(broker: Broker, tid: str, topic: str, partition: int, data: bytes | None,
+                     acks: int) -> tuple[str, int, int, int, str | None]:
+    """(topic, partition, error code, base offset or -1, message) of one partition."""
+    base = -1
+    try:
+        batches = records.decode_batches(
+            bytes(data or b""), max_bytes=broker.settings.gateway.max_uncompressed_request_size)
+        for b in batches:
+            if b.is_control or not b.is_transactional or b.producer_id < 0:
+                raise _NotTransactional("a control batch" if b.is_control else
+                                        "a batch that is not transactional")
+            result = await broker.batcher.produce(
+                topic, Parsed({partition: b.table}), acks=acks,
+                producer=(b.producer_id, b.producer_epoch),
+                sequences={partition: b.base_sequence}, transactional_id=tid)
+            r = result[0]
+            if r.error is not None:
+                raise r.error
+            if base < 0 and r.base_offset is not None:
+                base = r.base_offset
+        return topic, partition, codes.NONE, base, None
+    except InvalidProducerEpoch as e:  # ProducerFenced too: Kafka's leader answers 47
+        return topic, partition, codes.INVALID_PRODUCER_EPOCH, -1, str(e)
+    except InvalidTxnState as e:
+        return topic, partition, INVALID_TXN_STATE, -1, str(e)
+    except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
+        code = codes.code_of(e)
+        if code == codes.UNKNOWN_SERVER_ERROR:
+            log.exception("transactional produce to %s-%d failed", topic, partition)
+        return topic, partition, code, -1, str(e)
