@@ -31,7 +31,8 @@ from urllib.parse import urlsplit
 
 from conf.errors import ConfigError
 from ingest_gateway.kafka import broker as admin
-from ingest_gateway.kafka import codes, fetch, groups, produce
+from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, codes, fetch,
+                                  groups, txn, txn_produce)
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
                                        API_INIT_PRODUCER_ID, API_LIST_OFFSETS, API_METADATA,
@@ -48,11 +49,14 @@ _HEADER_BYTES = 10  # api key, version, correlation id, client id length
 
 
 def _handlers() -> dict[int, Any]:
-    return {**groups.HANDLERS, API_VERSIONS: admin.api_versions, API_METADATA: admin.metadata,
-            API_INIT_PRODUCER_ID: admin.init_producer_id,
+    table = {**groups.HANDLERS, **txn.HANDLERS,
+            API_VERSIONS: admin.api_versions, API_METADATA: admin.metadata,
+            API_INIT_PRODUCER_ID: txn.init_producer_id,
             API_CREATE_TOPICS: admin.create_topics, API_DELETE_TOPICS: admin.delete_topics,
-            API_PRODUCE: produce.produce, API_FETCH: fetch.fetch,
-            API_LIST_OFFSETS: fetch.list_offsets}
+            API_PRODUCE: txn_produce.produce, API_FETCH: fetch.fetch,
+            API_LIST_OFFSETS: fetch.list_offsets,
+            **admin_configs.HANDLERS, **admin_records.HANDLERS}
+    return {**table, **admin_brokers.handlers(table)}
 
 
 def parse_listener(text: str) -> tuple[str, int]:
@@ -79,7 +83,9 @@ class KafkaListener:
         self.max_request_bytes = max_request_bytes
         self.handlers = _handlers()
         #: what ApiVersions offers and requests may use: ours and the group APIs'
-        self.offered = {**OFFERED, **groups.OFFERED}
+        self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
+                        **admin_configs.OFFERED, **admin_records.OFFERED,
+                        **admin_brokers.OFFERED}
         broker.offered = self.offered
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[asyncio.Task] = set()
@@ -101,6 +107,7 @@ class KafkaListener:
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024)
         bound = self.server.sockets[0].getsockname()[1]
         self.broker.port = bound
+        admin_brokers.register(self.broker)
         log.info("Kafka protocol listener on PLAINTEXT://%s:%d", host, bound)
         return self
 
