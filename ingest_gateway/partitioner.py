@@ -1,15 +1,12 @@
-"""Kafka's default partitioning in the gateway and its clients: murmur2 of the key
-(``log_layout.partitioner``, shared with every writer of the log; its names are
-re-exported here for the gateway's modules), else sticky (:class:`StickyPartitioner`).
+"""The gateway's sticky partitioner for keyless records (:class:`StickyPartitioner`);
+keyed records go by ``log_layout.partitioner`` (Kafka's murmur2, shared with every
+writer of the log).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from log_layout.partitioner import murmur2, partition_for_key, to_positive
-
-__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "to_positive"]
 
 class StickyPartitioner:
     """Keyless records: Kafka's sticky partitioner, moving on when the batch closes.

@@ -58,7 +58,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
 }
 
 # Gateway modules a client may load besides ingest_gateway and ingest_gateway.client*.
-CLIENT_MAY_LOAD = {"ingest_gateway.errors", "ingest_gateway.partitioner"}
+CLIENT_MAY_LOAD = {"ingest_gateway.errors"}
 # Loaded by a client process means the server came along.
 SERVER_LIBRARIES = {"starlette", "uvicorn", "pyspark"}
 

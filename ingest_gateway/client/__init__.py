@@ -11,8 +11,8 @@ reads through gateways or straight from the store (``consumer``,
 take Kafka's bootstrap list and find leaders and group coordinators through
 ``cluster`` (``GET /metadata``), and talk HTTP through one ``session`` per gateway
 with one retry policy. Importing this package loads no server
-code (no Starlette, no uvicorn): only the shared ``ingest_gateway.errors`` and
-``ingest_gateway.partitioner`` besides these modules; a consumer's direct mode
+code (no Starlette, no uvicorn): only the shared ``ingest_gateway.errors`` besides
+these modules (and ``log_layout``'s partitioner and errors); a consumer's direct mode
 loads the group coordinator's store functions when it is built.
 """
 

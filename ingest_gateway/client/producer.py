@@ -59,7 +59,7 @@ from ingest_gateway.client.delivery import Delivery
 from ingest_gateway.client.session import RetryPolicy, Session
 from ingest_gateway.client.txn_producer import TransactionalProducer
 from ingest_gateway.errors import ProduceError
-from ingest_gateway.partitioner import partition_for_key
+from log_layout.partitioner import partition_for_key
 
 
 class Producer(TransactionalProducer, Delivery):

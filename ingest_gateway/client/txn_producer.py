@@ -37,8 +37,8 @@ from ingest_gateway.client.batch import to_bytes
 from ingest_gateway.client.connection_security import AUTH_ERRORS
 from ingest_gateway.client.session import RETRIABLE_STATUS
 from ingest_gateway.errors import GatewayError, IllegalState, ProduceError
-from ingest_gateway.partitioner import partition_for_key
 from log_layout.errors import InvalidTxnState, ProducerFenced
+from log_layout.partitioner import partition_for_key
 
 #: Kafka's transaction.max.timeout.ms default (the gateway's bound)
 MAX_TIMEOUT_MS = 900_000

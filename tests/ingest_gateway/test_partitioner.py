@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest_gateway.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from ingest_gateway.partitioner import StickyPartitioner
+from log_layout.partitioner import murmur2, partition_for_key, to_positive
 
 # From Kafka's own test, clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java
 # (testMurmur2), and the Kafka-compatibility vectors Akka checks its port against.
