@@ -30,7 +30,7 @@ def test_api_versions_offer_kafka_floors_and_the_caps(kafka_gateway):
     assert offered[1] == (4, 12)  # Fetch likewise
     assert offered[3] == (0, 12) and offered[18] == (0, 3) and offered[2] == (1, 7)
     assert {19, 20, 22} <= offered.keys()
-    assert 24 not in offered and 26 not in offered  # transactions: not offered
+    assert offered[24] == (0, 3) and offered[26] == (0, 4)  # transactions (txn.OFFERED)
 
 
 def test_unknown_api_versions_version_answers_35_in_a_v0_body(kafka_gateway):
