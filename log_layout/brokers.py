@@ -13,7 +13,8 @@ every process reaches)::
         {"slot": 0, "gateway_id": "gw0-1a2b3c", "epoch": 5, "url": "http://10.0.0.7:8082",
          "host": "10.0.0.7", "pid": 777, "started_ms": ..., "heartbeat_ms": ...,
          "bytes_in_per_s": 1.2e6, "records_in_per_s": 9000.0,
-         "partitions": {"clicks/0": 1.1e6}, "leader_epochs": {"clicks/0": 12}}
+         "partitions": {"clicks/0": 1.1e6}, "leader_epochs": {"clicks/0": 12},
+         "kafka_host": "10.0.0.7", "kafka_port": 9092}     (Kafka listener; 0: none)
     _brokers/assignments/<driver_epoch:010d>-<generation:010d>.json   put-if-absent
         {"driver_epoch": 3, "generation": 41, "application": "...", "written_ms": ...,
          "slots": {"0": "http://10.0.0.7:8082", "1": null}, "live": [0],
@@ -127,6 +128,10 @@ class GatewayInfo:
     leader_epochs: Mapping[str, int] = dataclasses.field(default_factory=dict)
     #: the groups it coordinates and has in memory
     groups: tuple[str, ...] = ()
+    #: its Kafka listener's address (``gateway.kafka.listeners``; port 0: none). Optional:
+    #: documents written before it was added read as "no Kafka listener"
+    kafka_host: str = ""
+    kafka_port: int = 0
 
     def to_json(self) -> dict[str, Any]:
         doc = dataclasses.asdict(self)

@@ -7,7 +7,9 @@ A gateway started with ``gateway.broker.id`` = N is slot N of the application
 * **Registration.** At start it writes ``_brokers/gateways/<N>.json`` with the next
   slot epoch, its URL (``gateway.advertised.listeners``), host and pid; then every
   ``HEARTBEAT_S`` again, with its bytes in per second (per partition too: the
-  driver balances on it) and the leader epoch of each partition it writes.
+  driver balances on it), the leader epoch of each partition it writes, and its
+  Kafka listener's address once that listens (``kafka_address``), so every slot's
+  Kafka Metadata can name it.
 * **Leadership.** Every ``REFRESH_S`` it reads the current assignment (its copy;
   the listing every ``LIST_EVERY_S``, ``log_layout.brokers``). Partitions
   newly given to it are claimed at once (``Batcher.lead``: a manifest commit with
@@ -70,6 +72,8 @@ class ClusterMember:
         self.replaced = False
         self.started_ms = wall_clock_ms()
         self._listeners: list[Callable[[], None]] = []
+        #: (host, port) of this gateway's Kafka listener, set when it listens
+        self.kafka_address: tuple[str, int] | None = None
         self._task: asyncio.Task | None = None
         self._last_heartbeat = 0.0
         self._last_listing = 0.0
@@ -234,7 +238,9 @@ class ClusterMember:
             bytes_in_per_s=round(sum(byte_rates.values()), 1),
             records_in_per_s=round(sum(record_rates.values()), 1),
             partitions={tp_key(*tp): round(byte_rates.get(tp, 0.0), 1) for tp in leading},
-            leader_epochs={tp_key(*tp): epoch for tp, epoch in leading.items()})
+            leader_epochs={tp_key(*tp): epoch for tp, epoch in leading.items()},
+            kafka_host=self.kafka_address[0] if self.kafka_address else "",
+            kafka_port=self.kafka_address[1] if self.kafka_address else 0)
 
 
 def _rates(counts: dict, before: dict, elapsed_s: float) -> dict:

@@ -1,0 +1,193 @@
+"""Several brokers: Metadata, FindCoordinator and DescribeCluster under the broker
+application, where each gateway slot is one Kafka broker.
+
+**Who the brokers are.** Node id = the slot (``gateway.broker.id``). Each slot's
+gateway writes its Kafka listener's address in its registration
+(``_brokers/gateways/<slot>.json``: ``kafka_host``, ``kafka_port``; the listener
+hands it to ``ClusterMember.kafka_address`` when it listens, :func:`register`), so
+every slot can name every other. The brokers listed are this gateway and the
+slots the current assignment calls live whose registration names a Kafka listener.
+The registrations are read at most every ``DIRECTORY_TTL_S`` (one listing and one
+read per slot), shared by all requests of the gateway. A standalone gateway is one
+broker, node 0, leading everything (``broker.Broker.leader``).
+
+**Metadata** names each partition's leader from the assignment, with its leader
+epoch: ours for the partitions this gateway writes, the leader's registration's
+``leader_epochs`` otherwise (-1 if not yet registered: clients then skip epoch
+validation). A partition whose leader slot has no known Kafka address (no
+assignment yet, or the slot is down) answers ``LEADER_NOT_AVAILABLE`` (retriable:
+clients ask again). Topic existence and auto-creation as ``broker.metadata``.
+
+**FindCoordinator** for a group names the slot the assignment makes its
+coordinator (``Assignment.coordinator_slot``); the groups module answers the keys
+this gateway coordinates, and those it does not (``COORDINATOR_NOT_AVAILABLE``
+there) are answered here with the coordinating slot when that slot has a Kafka
+address. Transaction coordinator keys are left to the groups module's answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from ingest_gateway.kafka import codes
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.broker import _topic_metadata as _standalone_topic
+from ingest_gateway.kafka.groups_protocol import COORDINATOR_NOT_AVAILABLE
+from ingest_gateway.kafka.wire import API_METADATA, Header, error, make, response_module
+from log_layout.brokers import BrokerRegistry, GatewayInfo, tp_key
+
+API_FIND_COORDINATOR, API_DESCRIBE_CLUSTER = 10, 60
+#: Kafka 4.0's version floors up to what current clients use
+OFFERED: dict[int, tuple[int, int]] = {API_DESCRIBE_CLUSTER: (0, 1)}
+#: how long the slots' registrations read are reused (a heartbeat is 1 s)
+DIRECTORY_TTL_S = 1.0
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def register(broker: Broker) -> None:
+    """Tell the cluster membership (if any) this gateway's Kafka address; its next
+    heartbeat writes it into the slot's registration."""
+    if broker.cluster is not None:
+        broker.cluster.kafka_address = (broker.host, broker.port)
+
+
+@dataclasses.dataclass
+class _Directory:
+    read_at: float = -1e9
+    gateways: dict[int, GatewayInfo] = dataclasses.field(default_factory=dict)
+
+
+async def _registrations(broker: Broker) -> dict[int, GatewayInfo]:
+    """Every slot's registration, read at most every DIRECTORY_TTL_S."""
+    d = getattr(broker.state, "kafka_directory", None)
+    if d is None:
+        d = broker.state.kafka_directory = _Directory()
+    if time.monotonic() - d.read_at >= DIRECTORY_TTL_S:
+        d.gateways = await broker.batcher.run_blocking(BrokerRegistry(broker.log.store).gateways)
+        d.read_at = time.monotonic()
+    return d.gateways
+
+
+async def brokers(broker: Broker) -> dict[int, tuple[str, int]]:
+    """node id -> (host, port) of every broker clients may use (see the module doc)."""
+    out = {broker.node_id: (broker.host, broker.port)}
+    cluster = broker.cluster
+    if cluster is None or cluster.assignment is None:
+        return out
+    live = set(cluster.assignment.live)
+    for slot, info in (await _registrations(broker)).items():
+        if slot in live and slot != broker.node_id and info.kafka_port > 0 and info.kafka_host:
+            out[slot] = (info.kafka_host, info.kafka_port)
+    return out
+
+
+async def metadata(broker: Broker, head: Header, req: Any) -> Any:
+    """``broker.metadata`` with every live slot as a broker and leaders from the
+    assignment (standalone: exactly ``broker.metadata``'s answer)."""
+    mod = response_module(API_METADATA, head.api_version)
+    b = broker.batcher
+    if req.topics is None:
+        names = await b.run_blocking(broker.log.topics)
+    else:
+        names = [t.name for t in req.topics if t.name is not None]
+    may_create = req.topics is None or getattr(req, "allow_auto_topic_creation", True)
+    known = await brokers(broker)
+    epochs = await _epochs(broker)
+    topics = []
+    for name in names:
+        t = await _standalone_topic(broker, mod, name, may_create)
+        if broker.cluster is not None and t.error_code == error(codes.NONE):
+            t = dataclasses.replace(t, partitions=tuple(
+                _partition(broker, mod, name, p.partition_index, known, epochs)
+                for p in t.partitions))
+        topics.append(t)
+    listed = tuple(make(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
+                   for n, (h, p) in sorted(known.items()))
+    return make(mod.MetadataResponse, throttle_time=ZERO, brokers=listed,
+                cluster_id=await broker.cluster_id(), controller_id=min(known),
+                topics=tuple(topics), cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+async def _epochs(broker: Broker) -> dict[str, int]:
+    """``topic/partition`` -> leader epoch, from the other slots' registrations then
+    this gateway's own writers (the freshest for what it leads)."""
+    out: dict[str, int] = {}
+    if broker.cluster is not None:
+        for slot, info in (await _registrations(broker)).items():
+            if slot != broker.node_id:
+                out.update(info.leader_epochs)
+    out.update({tp_key(*tp): e for tp, e in broker.batcher.leading().items()})
+    return out
+
+
+def _partition(broker: Broker, mod: Any, topic: str, p: int,
+               known: dict[int, tuple[str, int]], epochs: dict[str, int]) -> Any:
+    leader, _ = broker.leader(topic, p)
+    ok = leader in known
+    node = leader if ok else -1
+    return make(mod.MetadataResponsePartition,
+                error_code=error(codes.NONE if ok else codes.LEADER_NOT_AVAILABLE),
+                partition_index=p, leader_id=node,
+                leader_epoch=epochs.get(tp_key(topic, p), -1) if ok else -1,
+                replica_nodes=(node,) if ok else (), isr_nodes=(node,) if ok else (),
+                offline_replicas=())
+
+
+def find_coordinator(inner: Any) -> Any:
+    """The FindCoordinator handler: ``inner``'s answer (the groups and transactions
+    modules'), with the groups another slot coordinates named (module doc)."""
+    async def handle(broker: Broker, head: Header, req: Any) -> Any:
+        answer = await inner(broker, head, req)
+        if broker.cluster is None or getattr(req, "key_type", 0) != 0:
+            return answer
+        known = await brokers(broker)
+
+        def elsewhere(key: str, code: Any) -> tuple[int, str, int] | None:
+            if code != error(COORDINATOR_NOT_AVAILABLE):
+                return None
+            where = broker.cluster.coordinator(key)
+            if where is None or where["slot"] not in known:
+                return None
+            return where["slot"], *known[where["slot"]]
+
+        if hasattr(answer, "coordinators"):  # v4+: one per key
+            return dataclasses.replace(answer, coordinators=tuple(
+                c if (found := elsewhere(c.key, c.error_code)) is None else
+                dataclasses.replace(c, node_id=found[0], host=found[1], port=found[2],
+                                    error_code=error(codes.NONE), error_message=None)
+                for c in answer.coordinators))
+        found = elsewhere(req.key, answer.error_code)
+        if found is None:
+            return answer
+        return make(type(answer), throttle_time=ZERO, error_code=error(codes.NONE),
+                    error_message=None, node_id=found[0], host=found[1], port=found[2])
+
+    return handle
+
+
+async def describe_cluster(broker: Broker, head: Header, req: Any) -> Any:
+    """The cluster id, the brokers (as Metadata lists them) and a controller among
+    them (the lowest node id: there is no controller, the driver decides)."""
+    mod = response_module(API_DESCRIBE_CLUSTER, head.api_version)
+    if getattr(req, "endpoint_type", 1) != 1:
+        return make(mod.DescribeClusterResponse, throttle_time=ZERO,
+                    error_code=error(codes.UNSUPPORTED_VERSION),
+                    error_message="only brokers (endpoint type 1) are described",
+                    endpoint_type=req.endpoint_type, cluster_id=await broker.cluster_id(),
+                    controller_id=-1, brokers=())
+    known = await brokers(broker)
+    listed = tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=None)
+                   for n, (h, p) in sorted(known.items()))
+    return make(mod.DescribeClusterResponse, throttle_time=ZERO, error_code=error(codes.NONE),
+                error_message=None, endpoint_type=1, cluster_id=await broker.cluster_id(),
+                controller_id=min(known), brokers=listed,
+                cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def handlers(table: dict[int, Any]) -> dict[int, Any]:
+    """What the listener puts over its ``table``: Metadata, DescribeCluster, and
+    FindCoordinator around the one ``table`` has."""
+    return {API_METADATA: metadata, API_DESCRIBE_CLUSTER: describe_cluster,
+            API_FIND_COORDINATOR: find_coordinator(table[API_FIND_COORDINATOR])}

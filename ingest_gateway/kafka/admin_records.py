@@ -1,0 +1,146 @@
+"""DeleteRecords and OffsetForLeaderEpoch over the Kafka protocol.
+
+**DeleteRecords** moves each partition's log start offset forward with
+``log_layout.delete_records`` (the same commit as ``sparklog records delete``): one
+manifest version, so every reader stops returning the records below it at once, and
+the partition's leader rebases its next append on it. Offset -1 means the high
+watermark (Kafka's convention). Answered per partition with the new low watermark,
+or ``OFFSET_OUT_OF_RANGE`` (past the high watermark, or below -1) or
+``UNKNOWN_TOPIC_OR_PARTITION``.
+
+**OffsetForLeaderEpoch.** A partition's leader epochs are its manifests'
+``leader_epoch``: each claim (``PartitionLog.claim``) writes one version with the
+epoch bumped and no records, so the epoch only grows with the version number, and
+the end offset of epoch E (the first offset written in a later epoch) is the
+``next_offset`` of the first version whose epoch is above E. The answer is Kafka's
+(``LeaderEpochFileCache.endOffsetFor``): the current epoch answers the log end
+offset; an older one the largest epoch at most the requested one with that end
+offset, found by binary search over the versions (log2(versions) reads); an epoch
+before the oldest version still readable (vacuumed) or after the current one
+answers epoch -1 and offset -1. ``current_leader_epoch`` fences as Kafka's:
+older than the manifest's ``FENCED_LEADER_EPOCH``, newer ``UNKNOWN_LEADER_EPOCH``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ingest_gateway.kafka import codes
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+from log_layout.delete_records import delete_records as _delete_records
+from log_layout.manifest import Manifest
+from log_layout.partition import PartitionLog
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+API_DELETE_RECORDS, API_OFFSET_FOR_LEADER_EPOCH = 21, 23
+#: Kafka 4.0's version floors up to what current clients use
+OFFERED: dict[int, tuple[int, int]] = {
+    API_DELETE_RECORDS: (0, 2),
+    API_OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 76
+#: Kafka's answer for an epoch it cannot place
+UNDEFINED = (-1, -1)
+
+
+def _code(e: Exception, what: str) -> int:
+    code = codes.code_of(e)
+    if code == codes.UNKNOWN_SERVER_ERROR:
+        log.warning("%s failed: %s", what, e)
+    return code
+
+
+async def delete_records(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_DELETE_RECORDS, head.api_version)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, low = codes.NONE, -1
+            try:
+                plog = await broker.batcher.run_blocking(broker.log.partition, t.name,
+                                                         p.partition_index)
+                m = await broker.batcher.run_blocking(_delete_records, plog, p.offset)
+                low = m.log_start_offset
+            except Exception as e:  # noqa: BLE001 - per-partition error codes
+                code = _code(e, "DeleteRecords")
+            parts.append(make(mod.DeleteRecordsPartitionResult,
+                              partition_index=p.partition_index, low_watermark=low,
+                              error_code=error(code)))
+        topics.append(make(mod.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
+    return make(mod.DeleteRecordsResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_OFFSET_FOR_LEADER_EPOCH, head.api_version)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, (epoch, end) = codes.NONE, UNDEFINED
+            try:
+                code, epoch, end = await broker.batcher.run_blocking(
+                    _epoch_end, broker.log, t.topic, p.partition, p.leader_epoch,
+                    p.current_leader_epoch)
+            except Exception as e:  # noqa: BLE001 - per-partition error codes
+                code = _code(e, "OffsetForLeaderEpoch")
+            parts.append(make(mod.EpochEndOffset, error_code=error(code),
+                              partition=p.partition, leader_epoch=epoch, end_offset=end))
+        topics.append(make(mod.OffsetForLeaderTopicResult, topic=t.topic,
+                           partitions=tuple(parts)))
+    return make(mod.OffsetForLeaderEpochResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+def _epoch_end(lg: Any, topic: str, partition: int, wanted: int,
+               current: int) -> tuple[int, int, int]:
+    """Blocking: (error code, epoch, end offset) for ``wanted`` (see the module doc);
+    raises UnknownTopic, UnknownPartition, StoreError."""
+    plog: PartitionLog = lg.partition(topic, partition)
+    m = plog.snapshot()
+    if current >= 0 and current != m.leader_epoch:
+        code = FENCED_LEADER_EPOCH if current < m.leader_epoch else UNKNOWN_LEADER_EPOCH
+        return (code, *UNDEFINED)
+    if wanted == m.leader_epoch:
+        return codes.NONE, m.leader_epoch, m.next_offset
+    if wanted > m.leader_epoch or wanted < 0:
+        return (codes.NONE, *UNDEFINED)
+    return (codes.NONE, *epoch_end_offset(plog.version, m, wanted))
+
+
+def epoch_end_offset(load: Any, newest: Manifest, wanted: int) -> tuple[int, int]:
+    """(largest epoch <= ``wanted``, its end offset) over the versions up to ``newest``,
+    given ``load(version) -> Manifest`` (FileNotFoundError once vacuumed), for
+    ``wanted`` below the newest epoch; UNDEFINED if no readable version is that old."""
+    # first version whose epoch is above `wanted`: versions are ordered by epoch
+    lo, hi = 0, newest.version
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            m = load(mid)
+        except FileNotFoundError:  # vacuumed (or never written): only newer ones remain
+            lo = mid + 1
+            continue
+        if m.leader_epoch > wanted:
+            hi = mid
+        else:
+            lo = mid + 1
+    if hi == 0 or _gone(load, hi - 1):
+        return UNDEFINED  # nothing readable at or below `wanted`
+    above = newest if hi == newest.version else load(hi)
+    return load(hi - 1).leader_epoch, above.next_offset
+
+
+def _gone(load: Any, version: int) -> bool:
+    try:
+        load(version)
+        return False
+    except FileNotFoundError:
+        return True
+
+
+HANDLERS = {API_DELETE_RECORDS: delete_records,
+            API_OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch}
