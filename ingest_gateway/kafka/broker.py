@@ -13,9 +13,9 @@ which clients read as "unknown" and skip epoch validation for).
 **Producer ids** are random 63-bit numbers, as the HTTP route ``POST /v3/producers``
 and the Producer client draw them: unique across gateways without coordination.
 A request naming its current producer id and epoch (KIP-360) gets the same id with
-the epoch bumped. **Transactions** are not served over this protocol yet: an
-InitProducerId with a ``transactional_id`` is refused with ``UNSUPPORTED_VERSION``,
-and the transaction APIs are not offered in ApiVersions.
+the epoch bumped. **Transactions**: the listener sends InitProducerId to
+``txn.init_producer_id``, which serves a ``transactional_id`` and passes the others
+here (``init_producer_id`` below still refuses one, called alone).
 """
 
 from __future__ import annotations

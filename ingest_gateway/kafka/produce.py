@@ -19,8 +19,9 @@ awaited; so pipelined requests to one partition are appended in the order they w
 sent, as Kafka keeps them. An idempotent batch that still arrives ahead of its
 predecessor waits for it (``server.sequencing``).
 
-Transactional batches (or a ``transactional_id``) are refused with
-``UNSUPPORTED_VERSION``: transactions are not served over this protocol yet.
+A request with a ``transactional_id`` is ``txn_produce``'s (the listener's Produce
+handler passes only the others here); a transactional batch without one is refused
+with ``UNSUPPORTED_VERSION``.
 A partition's error is its own; the others of the request still go.
 """
 
