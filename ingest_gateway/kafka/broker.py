@@ -4,9 +4,9 @@ ApiVersions, Metadata, InitProducerId, CreateTopics, DeleteTopics.
 **Brokers and leaders.** A gateway on its own is one broker (node id 0) that leads
 every partition. Under the broker application (``gateway.broker.id`` = slot N) the
 node id is the slot and each partition's leader is the slot the application's
-assignment names (``ClusterMember``); Metadata lists this gateway's own Kafka
-address only (other slots do not yet register their Kafka listeners), so a
-partition led by another slot answers ``LEADER_NOT_AVAILABLE`` over this protocol.
+assignment names (``ClusterMember``). The listener serves Metadata with
+``admin_brokers.metadata`` (every live slot that registered its Kafka listener is a
+broker); :func:`metadata` here is the one-broker answer it builds on.
 A leader epoch is known for the partitions this gateway writes (-1 otherwise,
 which clients read as "unknown" and skip epoch validation for).
 
