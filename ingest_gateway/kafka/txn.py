@@ -26,8 +26,8 @@ transaction); a transaction being completed (Prepare*) ``CONCURRENT_TRANSACTIONS
 (51, retriable); any other state that does not allow the call ``INVALID_TXN_STATE``
 (48); a timeout outside 1..``transactions.MAX_TIMEOUT_MS``
 ``INVALID_TRANSACTION_TIMEOUT`` (50); a transactional id that breaks the topic-name
-rules sparklog keeps them to ``INVALID_REQUEST``; the store failing
-``COORDINATOR_NOT_AVAILABLE`` (15, retriable: the client asks again).
+rules sparklog keeps them to ``INVALID_REQUEST``; the store failing (StoreError,
+OSError) ``COORDINATOR_NOT_AVAILABLE`` (15, retriable: the client asks again).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def code_of(e: BaseException, head: Header) -> int:
             else INVALID_TXN_STATE
     if isinstance(e, InvalidTopicName):
         return codes.INVALID_REQUEST
-    if isinstance(e, (StoreError, FlushFailed)):
+    if isinstance(e, (StoreError, FlushFailed, OSError)):  # the store failing: retriable
         return COORDINATOR_NOT_AVAILABLE
     code = codes.code_of(e)
     if code == codes.UNKNOWN_SERVER_ERROR:

@@ -293,3 +293,59 @@ def test_find_coordinator_for_transactional_ids(kafka_gateway):
                                               coordinator_keys=("etl-1", "bad id!")), 4)[1]
     assert [(c.error_code.value, c.port) for c in resp.coordinators] == \
         [(0, kafka_gateway.kafka_port), (42, -1)]
+
+
+def test_an_open_transaction_holds_read_committed_at_the_last_stable_offset(kafka_gateway,
+                                                                           kafka_log):
+    topic = new_topic(kafka_log, 1)
+    p = ck.Producer({"bootstrap.servers": kafka_gateway.bootstrap,
+                     "transactional.id": f"open-{uuid.uuid4().hex[:8]}"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce(topic, value=b"pending", partition=0)
+    assert p.flush(20) == 0
+
+    def high(level: str) -> int:  # ListOffsets latest at the consumer's isolation level
+        c = ck.Consumer({"bootstrap.servers": kafka_gateway.bootstrap, "group.id": "unused",
+                         "isolation.level": level})
+        try:
+            return c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=20)[1]
+        finally:
+            c.close()
+
+    assert (high(RC), high(RU)) == (0, 1)  # the open transaction's record is above the LSO
+    p.commit_transaction(20)
+    assert (high(RC), high(RU)) == (2, 2)  # the record and its commit marker
+    assert [v for *_, v in kafka_read(kafka_gateway, kafka_log, [(topic, 0)], RC)] == \
+        [b"pending"]
+
+
+def test_an_abandoned_kafka_transaction_is_aborted_after_its_timeout(kafka_gateway, kafka_log):
+    from log_layout import transactions
+
+    topic, tid = new_topic(kafka_log, 1), f"abandoned-{uuid.uuid4().hex[:8]}"
+    with connect(kafka_gateway) as s:
+        init = _init(s, tid, timeout_ms=500)
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert _add(s, tid, pid, epoch, topic, [0]) == [0]
+        assert _produce(s, tid, topic, 0, pid, epoch) == 0
+        # the gateway's TimeoutAborter (every second) aborts it at a bumped epoch
+        wait_for(lambda: transactions.describe(kafka_log, tid)["state"] == "CompleteAbort",
+                 timeout=20, what="the transaction aborted by its timeout")
+        assert _end(s, tid, pid, epoch, True, 3) == 90  # the producer is fenced
+    assert [v for *_, v in kafka_read(kafka_gateway, kafka_log, [(topic, 0)], RC)] == []
+    assert [v for *_, v in kafka_read(kafka_gateway, kafka_log, [(topic, 0)], RU)] == [b"v"]
+
+
+def test_coordinator_failures_map_to_kafkas_codes():
+    from ingest_gateway.kafka.txn import code_of
+    from ingest_gateway.kafka.wire import Header
+    from log_layout import StoreError
+    from log_layout.errors import InvalidTxnState
+
+    add_v3 = Header(24, 3, 1, None)
+    assert code_of(InvalidTxnState("t", "PrepareCommit", "add partitions"), add_v3) == 51
+    assert code_of(InvalidTxnState("t", "CompleteAbort", "commit"), add_v3) == 48
+    assert code_of(InvalidTxnState("t", "Unknown", "commit"), add_v3) == 49
+    assert code_of(StoreError("s3://b", "unreachable"), add_v3) == 15  # retriable
+    assert code_of(OSError(5, "Input/output error"), add_v3) == 15
