@@ -171,7 +171,11 @@ def test_a_zombie_is_fenced_by_a_second_producer_with_the_same_id(kafka_gateway,
 
 def test_kafka_python_transactional_producer(kafka_gateway, kafka_log):
     kafka = pytest.importorskip("kafka")
-    topic = new_topic(kafka_log, 2)
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    from log_layout import group_offsets
+
+    topic, group = new_topic(kafka_log, 2), f"kpg-{uuid.uuid4().hex[:8]}"
     p = kafka.KafkaProducer(bootstrap_servers=kafka_gateway.bootstrap,
                             transactional_id=f"kp-{uuid.uuid4().hex[:8]}")
     try:
@@ -179,6 +183,8 @@ def test_kafka_python_transactional_producer(kafka_gateway, kafka_log):
         p.begin_transaction()
         for i in range(4):
             p.send(topic, value=b"kp-%d" % i, partition=i % 2)
+        p.send_offsets_to_transaction({TopicPartition(topic, 1): OffsetAndMetadata(7, "", -1)},
+                                      group)  # a bare group id: kafka-python's older form
         p.commit_transaction()
         p.begin_transaction()
         p.send(topic, value=b"kp-aborted", partition=0)
@@ -191,6 +197,8 @@ def test_kafka_python_transactional_producer(kafka_gateway, kafka_log):
     assert sorted(v for *_, v in kafka_read(kafka_gateway, kafka_log, tps, RC)) == committed
     assert sorted(v for *_, v in kafka_read(kafka_gateway, kafka_log, tps, RU)) == \
         sorted(committed + [b"kp-aborted"])
+    doc = group_offsets.read_group_offsets(kafka_log.store, group)
+    assert doc["offsets"][topic]["1"]["offset"] == 7
 
 
 def test_http_transactions_seen_by_kafka_consumers(kafka_gateway, kafka_log):
