@@ -357,3 +357,35 @@ def test_coordinator_failures_map_to_kafkas_codes():
     assert code_of(InvalidTxnState("t", "Unknown", "commit"), add_v3) == 49
     assert code_of(StoreError("s3://b", "unreachable"), add_v3) == 15  # retriable
     assert code_of(OSError(5, "Input/output error"), add_v3) == 15
+
+
+def test_interleaved_commits_aborts_and_plain_records_in_one_partition(kafka_gateway,
+                                                                      kafka_log):
+    """Aborted records in the middle of a partition, between committed and
+    non-transactional ones: read_committed skips exactly them, in order."""
+    topic = new_topic(kafka_log, 1)
+    boot = kafka_gateway.bootstrap
+    p = ck.Producer({"bootstrap.servers": boot, "transactional.id": f"mix-{uuid.uuid4().hex[:8]}",
+                     "linger.ms": 0})
+    plain = ck.Producer({"bootstrap.servers": boot, "linger.ms": 0})
+    p.init_transactions(20)
+    for values, commit in (([b"c1", b"c2"], True), ([b"a1", b"a2"], False), ([b"c3"], True),
+                           ([b"a3"], False)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v, partition=0)
+        assert p.flush(20) == 0
+        (p.commit_transaction if commit else p.abort_transaction)(20)
+        if values == [b"a1", b"a2"]:
+            plain.produce(topic, value=b"plain", partition=0)
+            assert plain.flush(20) == 0
+    p.begin_transaction()
+    p.produce(topic, value=b"c4", partition=0)
+    p.commit_transaction(20)
+    tps = [(topic, 0)]
+    assert [v for *_, v in kafka_read(kafka_gateway, kafka_log, tps, RC)] == \
+        [b"c1", b"c2", b"plain", b"c3", b"c4"]
+    assert [v for *_, v in kafka_read(kafka_gateway, kafka_log, tps, RU)] == \
+        [b"c1", b"c2", b"a1", b"a2", b"plain", b"c3", b"a3", b"c4"]
+    assert [v for *_, v in sparklog_read(kafka_gateway, tps, RC)] == \
+        [b"c1", b"c2", b"plain", b"c3", b"c4"]
