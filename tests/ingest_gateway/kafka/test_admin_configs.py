@@ -150,3 +150,15 @@ def test_describe_cluster_names_this_gateway(admin, kafka_gateway, kafka_log):
     assert [(n.id, n.host, n.port) for n in cluster.nodes] == \
         [(0, "127.0.0.1", kafka_gateway.kafka_port)]
     assert cluster.controller.id == 0
+
+
+def test_kafka_python_describes_the_cluster(kafka_gateway, kafka_log):
+    kp = pytest.importorskip("kafka.admin")
+    client = kp.KafkaAdminClient(bootstrap_servers=kafka_gateway.bootstrap)
+    try:
+        cluster = client.describe_cluster()
+    finally:
+        client.close()
+    assert cluster["cluster_id"] == kafka_log.cluster_id() and cluster["controller_id"] == 0
+    assert [(b["broker_id"], b["port"]) for b in cluster["brokers"]] == \
+        [(0, kafka_gateway.kafka_port)]
