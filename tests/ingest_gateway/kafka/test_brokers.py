@@ -117,3 +117,48 @@ def test_find_coordinator_and_describe_cluster_name_the_other_slot(slots):
     cluster = admin.describe_cluster().result(timeout=TIMEOUT)
     assert sorted((n.id, n.port) for n in cluster.nodes) == \
         [(0, gw0.kafka_port), (1, gw1.kafka_port)]
+
+
+def test_a_partition_moving_to_the_other_slot_keeps_its_clients_going(slots):
+    """Partition 3 moves from slot 1 to slot 0: Metadata names the new leader at a
+    higher leader epoch, the producer and the assigned consumer follow it, nothing is
+    lost or read twice. (librdkafka 2.16 sent no OffsetForLeaderEpoch here, checked with
+    ``debug=protocol``: that API is tested with raw requests in test_admin_records.)"""
+    gw0 = slots.gateways[0]
+    wait_for(lambda: _brokers_and_leaders(gw0)[1] == list(LEADERS), timeout=TIMEOUT,
+             what="the first assignment applied")
+    before = slots.log.partition(TOPIC, 3).snapshot(refresh=True)
+    c = ck.Consumer({"bootstrap.servers": gw0.bootstrap, "group.id": "unused",
+                     "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 500})
+    c.assign([ck.TopicPartition(TOPIC, 3, ck.OFFSET_BEGINNING)])
+    p = ck.Producer({"bootstrap.servers": gw0.bootstrap, "enable.idempotence": True,
+                     "acks": "all", "topic.metadata.refresh.interval.ms": 500})
+
+    def read(n):
+        out = []
+        while len(out) < n:
+            msg = c.poll(TIMEOUT)
+            assert msg is not None, f"only {len(out)} of {n} records within the timeout"
+            assert not msg.error(), msg.error()
+            out.append((msg.offset(), msg.value()))
+        return out
+
+    try:
+        first = read(before.next_offset)
+        offsets = [0] * OFFSETS_PARTITIONS
+        offsets[coordinator_partition(GROUP)] = 1
+        slots.publish_assignment({TOPIC: (0, 1, 0, 0)}, offsets=offsets)
+        wait_for(lambda: _metadata(gw0).topics[0].partitions[3].leader_id == 0 and
+                 slots.log.partition(TOPIC, 3).snapshot(refresh=True).leader_epoch >
+                 before.leader_epoch, timeout=TIMEOUT, what="slot 0 leading partition 3")
+        for i in range(5):
+            p.produce(TOPIC, value=f"moved-{i}".encode(), partition=3)
+        assert p.flush(TIMEOUT) == 0
+        after = read(5)
+    finally:
+        c.close()
+    assert [o for o, _ in first + after] == list(range(before.next_offset + 5))
+    assert [v for _, v in after] == [f"moved-{i}".encode() for i in range(5)]
+    m = slots.log.partition(TOPIC, 3).snapshot(refresh=True)
+    assert m.leader == slots.registry.gateway(0).gateway_id and m.next_offset == \
+        before.next_offset + 5
