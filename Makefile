@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: demo test test-fast bench bench-quick clean chromium console-screenshots
+.PHONY: demo test test-fast bench bench-quick clean chromium kcat console-screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +25,30 @@ chromium:  ## Debian's chromium and chromium-driver, for tests/ingest_gateway/te
 	  || echo "chromium could not be installed: the console's browser tests will skip"; \
 	fi
 
+# kcat (and the librdkafka and yajl it links) from Debian's packages, unpacked into
+# .cache/kcat without installing them (no root needed); .cache/kcat/kcat runs it. If
+# apt-get cannot download them, tests/ingest_gateway/kafka/test_kcat.py skips and says why.
+KCAT_DIR := .cache/kcat
+kcat:  ## Debian's kcat, unpacked into .cache/kcat, for tests/ingest_gateway/kafka/test_kcat.py
+	@if [ ! -x $(KCAT_DIR)/kcat ]; then \
+	  echo "fetching kcat, librdkafka1, libyajl2 (apt-get download) into $(KCAT_DIR)"; \
+	  rm -rf $(KCAT_DIR).tmp && mkdir -p $(KCAT_DIR).tmp/debs && \
+	  (cd $(KCAT_DIR).tmp/debs && apt-get download -qq kcat librdkafka1 libyajl2 2>/dev/null) && \
+	  for d in $(KCAT_DIR).tmp/debs/*.deb; do dpkg-deb -x $$d $(KCAT_DIR).tmp/root; done && \
+	  printf '#!/bin/sh\nd=$$(dirname "$$0")/root\nLD_LIBRARY_PATH="$$d/usr/lib/x86_64-linux-gnu$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" exec "$$d/usr/bin/kcat" "$$@"\n' \
+	    > $(KCAT_DIR).tmp/kcat && chmod +x $(KCAT_DIR).tmp/kcat && \
+	  $(KCAT_DIR).tmp/kcat -V >/dev/null && \
+	  rm -rf $(KCAT_DIR) && mv $(KCAT_DIR).tmp $(KCAT_DIR) \
+	  || { rm -rf $(KCAT_DIR).tmp; echo "kcat could not be fetched: tests/ingest_gateway/kafka/test_kcat.py will skip"; }; \
+	fi
+
 console-screenshots: $(STAMP) chromium  ## the README's console pictures, into docs/console/
 	SPARKLOG_CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/ingest_gateway/test_console.py
 
-test: $(STAMP) chromium  ## run the whole test suite (Spark, Delta, S3 server, crash tests)
+test: $(STAMP) chromium kcat  ## run the whole test suite (Spark, Delta, S3 server, crash tests)
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP) chromium  ## skip the slow tests
+test-fast: $(STAMP) chromium kcat  ## skip the slow tests
 	$(BIN)/python -m pytest -q -m 'not slow'
 
 bench-quick: $(STAMP)  ## every benchmark, small
