@@ -23,7 +23,7 @@ from ingest_gateway.client import Consumer
 from jobs.gateway_process import wait_for
 from log_layout import open_log
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
-from tests.pipeline.conftest import read, ts
+from tests.pipeline.conftest import read, source_options, ts
 
 pytestmark = pytest.mark.spark
 ck = pytest.importorskip("confluent_kafka")
@@ -59,9 +59,9 @@ def new_topic(log, partitions: int) -> str:
 
 def kafka_read(spark, gw, topic: str, **options):
     """``spark.read.format("kafka")`` of ``topic`` on the gateway's listener."""
-    return (spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", gw.bootstrap).option("subscribe", topic)
-            .options(**{k: str(v) for k, v in options.items()}).load())
+    options = {"subscribe": topic, **options}
+    return (spark.read.format("kafka").option("kafka.bootstrap.servers", gw.bootstrap)
+            .options(**{k: str(v) for k, v in options.items() if v is not None}).load())
 
 
 def produce(gw, topic: str, recs: list[tuple]) -> list[tuple[int, int]]:
@@ -186,6 +186,39 @@ def test_read_stream_available_now_into_parquet(spark, gateway, klog, tmp_path):
     run_available_now()
     check(spark.read.parquet(out), spark,
           rows(topic, recs, placed) + rows(topic, more, placed_more))
+
+
+def test_stream_write_from_sparklog_and_read_by_timestamp(spark, gateway, klog, tmp_path):
+    # a sparklog topic copied into another through the Kafka listener by a Spark stream
+    # (readStream sparklog -> writeStream kafka); the first read back with assign and
+    # startingOffsetsByTimestamp
+    source, target = new_topic(klog, 2), new_topic(klog, 2)
+    recs = sample(10, 2)
+    placed = produce(gateway, source, recs)
+    query = (spark.readStream.format("sparklog")
+             .options(**source_options(klog, subscribe=source, includeHeaders="true",
+                                     startingOffsets="earliest")).load()
+             .select("key", "value", "partition", "headers", "timestamp")
+             .writeStream.format("kafka")
+             .option("kafka.bootstrap.servers", gateway.bootstrap).option("topic", target)
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert query.exception() is None
+    # Spark's Kafka sink writes no timestamp column (the producer stamps CreateTime):
+    # all else is the same, partition for partition, offset for offset
+    copied = kafka_read(spark, gateway, target, includeHeaders="true")
+    assert_df_equality(copied.select(*[c for c in COLUMNS if c != "timestamp"]),
+                       spark.createDataFrame([(k, v, target, p, o, 0, h) for k, v, _, p, o, _, _, h
+                                              in rows(source, recs, placed)],
+                                             SCHEMA.replace("timestamp timestamp, ", "")),
+                       ignore_row_order=True, ignore_nullable=True)
+    # assign both partitions from the first offset at or after a time (ListOffsets by time)
+    later = kafka_read(spark, gateway, source, includeHeaders="true", subscribe=None,
+                       assign=json.dumps({source: [0, 1]}),
+                       startingOffsetsByTimestamp=json.dumps(
+                           {source: {"0": BASE_TS + 5, "1": BASE_TS + 5}}))
+    check(later, spark, [r for r in rows(source, recs, placed) if r[5] >= ts(BASE_TS + 5)])
 
 
 def _rest_records(gw, topic: str, count: int) -> list[tuple]:
