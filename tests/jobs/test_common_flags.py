@@ -24,6 +24,9 @@ COMMANDS = {
     ("acls",): ["--list"], ("quotas",): ["--describe"],
     ("passwords", "add"): ["--file", "p", "u"], ("passwords", "remove"): ["--file", "p", "u"],
     ("passwords", "list"): ["--file", "p"],
+    ("transactions", "list"): [], ("transactions", "describe"): ["--transactional-id", "x"],
+    ("transactions", "describe-producers"): ["--topic", "t", "--partition", "0"],
+    ("transactions", "find-hanging"): [], ("transactions", "abort"): ["--transactional-id", "x"],
 }
 
 
