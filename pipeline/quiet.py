@@ -38,7 +38,7 @@ NOISE = re.compile(
     r"|To adjust logging level use"
     r"|:: (loading settings|resolving dependencies|resolution report|retrieving|problems summary"
     r"|evicted modules|USE VERBOSE OR DEBUG)"
-    r"|\s+\S+#\S+;\S+ by \[.*\] in \["
+    r"|\s+\S+#\S+;\S+ (by \[.*\]|transitively) in \["
     r"|Ivy Default Cache set to|The jars for the packages stored in"
     r"|\S+#\S+ added as a dependency"
     r"|\s+(confs:|found |\[SUCCESSFUL|\d+ artifacts copied|downloading |:: |\|)"
