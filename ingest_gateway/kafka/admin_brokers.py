@@ -16,7 +16,7 @@ epoch: ours for the partitions this gateway writes, the leader's registration's
 ``leader_epochs`` otherwise (-1 if not yet registered: clients then skip epoch
 validation). A partition whose leader slot has no known Kafka address (no
 assignment yet, or the slot is down) answers ``LEADER_NOT_AVAILABLE`` (retriable:
-clients ask again). Topic existence and auto-creation as ``broker.metadata``.
+clients ask again). Topic existence and auto-creation: ``broker.topic_metadata``.
 
 **FindCoordinator** for a group names the slot the assignment makes its
 coordinator (``Assignment.coordinator_slot``); the groups module answers the keys
@@ -33,7 +33,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka.broker import ZERO, Broker
-from ingest_gateway.kafka.broker import _topic_metadata as _standalone_topic
+from ingest_gateway.kafka.broker import topic_metadata
 from ingest_gateway.kafka.groups_protocol import COORDINATOR_NOT_AVAILABLE
 from ingest_gateway.kafka.wire import API_METADATA, Header, error, make, response_module
 from log_layout.brokers import BrokerRegistry, GatewayInfo, tp_key
@@ -84,8 +84,9 @@ async def brokers(broker: Broker) -> dict[int, tuple[str, int]]:
 
 
 async def metadata(broker: Broker, head: Header, req: Any) -> Any:
-    """``broker.metadata`` with every live slot as a broker and leaders from the
-    assignment (standalone: exactly ``broker.metadata``'s answer)."""
+    """Metadata: brokers (every live slot with a Kafka listener; standalone, this
+    gateway), the topics asked for (None: all; ``broker.topic_metadata``) and their
+    leaders from the assignment."""
     mod = response_module(API_METADATA, head.api_version)
     b = broker.batcher
     if req.topics is None:
@@ -97,7 +98,7 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
     epochs = await _epochs(broker)
     topics = []
     for name in names:
-        t = await _standalone_topic(broker, mod, name, may_create)
+        t = await topic_metadata(broker, mod, name, may_create)
         if broker.cluster is not None and t.error_code == error(codes.NONE):
             t = dataclasses.replace(t, partitions=tuple(
                 _partition(broker, mod, name, p.partition_index, known, epochs)

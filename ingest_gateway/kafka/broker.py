@@ -1,12 +1,12 @@
 """What a Kafka request handler reaches (:class:`Broker`), and the metadata and admin APIs:
-ApiVersions, Metadata, InitProducerId, CreateTopics, DeleteTopics.
+ApiVersions, a Metadata answer's topics, InitProducerId, CreateTopics, DeleteTopics.
 
 **Brokers and leaders.** A gateway on its own is one broker (node id 0) that leads
 every partition. Under the broker application (``gateway.broker.id`` = slot N) the
 node id is the slot and each partition's leader is the slot the application's
 assignment names (``ClusterMember``). The listener serves Metadata with
 ``admin_brokers.metadata`` (every live slot that registered its Kafka listener is a
-broker); :func:`metadata` here is the one-broker answer it builds on.
+broker), built on :func:`topic_metadata` here.
 A leader epoch is known for the partitions this gateway writes (-1 otherwise,
 which clients read as "unknown" and skip epoch validation for).
 
@@ -87,29 +87,10 @@ async def api_versions(broker: Broker, head: Header, req: Any) -> Any:
                 throttle_time=ZERO)
 
 
-async def metadata(broker: Broker, head: Header, req: Any) -> Any:
-    """Brokers (this gateway), topics asked for (None: all), leaders and epochs. A topic
-    asked for that does not exist is created if ``auto.create.topics.enable`` and the
-    request allows it (v4+), else answered ``UNKNOWN_TOPIC_OR_PARTITION``."""
-    mod = response_module(3, head.api_version)
-    b = broker.batcher
-    if req.topics is None:
-        names = await b.run_blocking(broker.log.topics)
-    else:
-        names = [t.name for t in req.topics if t.name is not None]
-    allow_create = getattr(req, "allow_auto_topic_creation", True)
-    topics = []
-    for name in names:
-        topics.append(await _topic_metadata(broker, mod, name, req.topics is None or
-                                            allow_create))
-    me = make(mod.MetadataResponseBroker, node_id=broker.node_id, host=broker.host,
-              port=broker.port, rack=None)
-    return make(mod.MetadataResponse, throttle_time=ZERO, brokers=(me,),
-                cluster_id=await broker.cluster_id(), controller_id=broker.node_id,
-                topics=tuple(topics), cluster_authorized_operations=-2147483648)
-
-
-async def _topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) -> Any:
+async def topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) -> Any:
+    """One topic of a Metadata answer (``mod``: its version's module): its partitions,
+    leaders as this gateway knows them, or the topic's error code. A missing topic is
+    created when ``may_create`` (``auto.create.topics.enable`` permitting)."""
     try:
         if may_create:
             info = await broker.batcher.topic_info(name)

@@ -35,7 +35,7 @@ from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, c
                                   groups, txn, txn_produce)
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
-                                       API_INIT_PRODUCER_ID, API_LIST_OFFSETS, API_METADATA,
+                                       API_INIT_PRODUCER_ID, API_LIST_OFFSETS,
                                        API_PRODUCE, API_VERSIONS, OFFERED, Header, ProtocolError,
                                        encode_response, error, make, parse_request, peek_header,
                                        response_module)
@@ -50,7 +50,7 @@ _HEADER_BYTES = 10  # api key, version, correlation id, client id length
 
 def _handlers() -> dict[int, Any]:
     table = {**groups.HANDLERS, **txn.HANDLERS,
-            API_VERSIONS: admin.api_versions, API_METADATA: admin.metadata,
+            API_VERSIONS: admin.api_versions,
             API_INIT_PRODUCER_ID: txn.init_producer_id,
             API_CREATE_TOPICS: admin.create_topics, API_DELETE_TOPICS: admin.delete_topics,
             API_PRODUCE: txn_produce.produce, API_FETCH: fetch.fetch,
