@@ -1,7 +1,9 @@
 """Spark's own Kafka connector (``format("kafka")``, kafka-clients 3.9) against the Kafka
 listener of a real gateway process: batch write, batch read with headers, ``readStream``
-with ``availableNow``, starting and ending offsets as JSON; each compared with chispa to
-what ``format("sparklog")`` reads from the same store, or to the exact records produced.
+with ``availableNow``, ``writeStream`` from a sparklog stream, starting and ending offsets
+as JSON and by timestamp, records deleted (DeleteRecords) seen as data loss; each compared
+with chispa to what ``format("sparklog")`` reads from the same store, or to the exact
+records produced.
 And the issue's cross test: one record produced over the Kafka protocol is read the same
 over REST, by sparklog's ``Consumer``, by ``format("sparklog")`` and by ``format("kafka")``,
 and the reverse (produced over HTTP).
@@ -219,6 +221,26 @@ def test_stream_write_from_sparklog_and_read_by_timestamp(spark, gateway, klog, 
                        startingOffsetsByTimestamp=json.dumps(
                            {source: {"0": BASE_TS + 5, "1": BASE_TS + 5}}))
     check(later, spark, [r for r in rows(source, recs, placed) if r[5] >= ts(BASE_TS + 5)])
+
+
+def test_deleted_records_are_data_loss_to_spark(spark, gateway, klog):
+    # DeleteRecords (confluent-kafka's AdminClient) moves the log start to 3: Spark's
+    # earliest is 3, an older start is data loss (an error, or skipped when allowed)
+    topic = new_topic(klog, 1)
+    recs = [(0, b"k%d" % i, b"v%d" % i, [("i", b"%d" % i)], BASE_TS + i) for i in range(6)]
+    placed = produce(gateway, topic, recs)
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    (done,) = admin.delete_records([ck.TopicPartition(topic, 0, 3)]).values()
+    assert done.result(timeout=30).low_watermark == 3
+    kept = rows(topic, recs, placed)[3:]
+    check(kafka_read(spark, gateway, topic, includeHeaders="true"), spark, kept)
+    old = json.dumps({topic: {"0": 1}})
+    check(kafka_read(spark, gateway, topic, includeHeaders="true", startingOffsets=old,
+                     failOnDataLoss="false"), spark, kept)
+    with pytest.raises(Exception, match=r"Some data may have been lost(.|\n)*offset \[1, 6\)"):
+        kafka_read(spark, gateway, topic, startingOffsets=old).collect()
 
 
 def _rest_records(gw, topic: str, count: int) -> list[tuple]:
