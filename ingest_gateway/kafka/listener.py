@@ -134,6 +134,10 @@ class KafkaListener:
         except (ProtocolError, ConnectionError, asyncio.IncompleteReadError) as e:
             log.info("closing Kafka connection from %s: %s",
                      writer.get_extra_info("peername"), e)
+        except asyncio.CancelledError:
+            # close() ends the connection: end normally, for Python 3.11's start_server
+            # logs a cancelled connection handler as an ERROR (3.12 checks cancelled())
+            pass
         finally:
             await answers.put(None)
             try:
