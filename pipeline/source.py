@@ -45,6 +45,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
                                     InputPartition)
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
@@ -137,6 +138,17 @@ def _constant_strings(text: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
+def _headers(column: pa.Array) -> pa.Array:
+    """Headers in Spark's type, a record without any as null, as Spark's Kafka source
+    gives it (a segment stores ``[]`` for it when other records of the segment have
+    headers)."""
+    column = column.cast(_HEADER_TYPE)
+    if column.null_count == len(column):
+        return column
+    empty = pc.equal(pc.list_value_length(column), 0)
+    return pc.if_else(empty, pa.scalar(None, _HEADER_TYPE), column)
+
+
 def to_spark(batch: pa.RecordBatch, s: Slice, *, include_headers: bool) -> pa.RecordBatch:
     """A segment record batch in the data source's Arrow schema (Spark's exact types)."""
     n = batch.num_rows
@@ -146,7 +158,7 @@ def to_spark(batch: pa.RecordBatch, s: Slice, *, include_headers: bool) -> pa.Re
         batch.column("timestamp"), pa.array(np.full(n, s.timestamp_type, dtype=np.int32)),
     ]
     if include_headers:
-        columns.append(batch.column("headers").cast(_HEADER_TYPE))
+        columns.append(_headers(batch.column("headers")))
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA_HEADERS)
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 

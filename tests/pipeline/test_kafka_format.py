@@ -98,12 +98,8 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
 
 
 def sparklog_read(spark, log, topic: str, **options):
-    """``format("sparklog")`` of ``topic`` with headers, its empty header lists made null as
-    Spark's Kafka source gives them (see test_sparklog_gives_no_headers_as_null)."""
-    from pyspark.sql import functions as F
-
-    df = read(spark, log, subscribe=topic, includeHeaders="true", **options)
-    return df.withColumn("headers", F.when(F.size("headers") > 0, F.col("headers")))
+    """``format("sparklog")`` of ``topic`` with headers."""
+    return read(spark, log, subscribe=topic, includeHeaders="true", **options)
 
 
 def check(actual, spark, wanted_rows) -> None:
@@ -325,8 +321,6 @@ def test_rest_produced_read_identically_everywhere(spark, gateway, klog):
                                              "confluent")}
 
 
-@pytest.mark.xfail(strict=True, reason="format('sparklog') gives a record without headers in a "
-                   "segment with headered records an empty list, Spark's Kafka source null")
 def test_sparklog_gives_no_headers_as_null(spark, gateway, klog):
     topic = new_topic(klog, 1)
     # one batch, so one segment: a record with headers beside one without (a segment of

@@ -97,9 +97,12 @@ def test_round_trip_keys_values_headers_partitions(spark, flog):
     flog.create_topic("out", {"partitions": 3})
     rows = [(b"k1", b"v1", 2, [("h", b"1")]), (None, b"v2", 0, []), (b"k3", None, 1, None),
             (b"k4", b"v4", 2, [("a", b"x"), ("b", None)])]
-    df = spark.createDataFrame(rows, f"key binary, value binary, partition int, headers {HEADERS}")
-    write(df, flog, topic="out")
-    check(read_back(spark, flog, "out", headers=True), df)
+    schema = f"key binary, value binary, partition int, headers {HEADERS}"
+    write(spark.createDataFrame(rows, schema), flog, topic="out")
+    # no headers reads as null, written [] or null: Kafka has no difference between them,
+    # and Spark's Kafka source gives null
+    wanted = [(k, v, p, h or None) for k, v, p, h in rows]
+    check(read_back(spark, flog, "out", headers=True), spark.createDataFrame(wanted, schema))
 
 
 @pytest.mark.spark
