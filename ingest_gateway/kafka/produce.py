@@ -20,8 +20,8 @@ sent, as Kafka keeps them. An idempotent batch that still arrives ahead of its
 predecessor waits for it (``server.sequencing``).
 
 A request with a ``transactional_id`` is ``txn_produce``'s (the listener's Produce
-handler passes only the others here); a transactional batch without one is refused
-with ``UNSUPPORTED_VERSION``.
+handler passes only the others here); a transactional or control batch without one is
+refused with ``INVALID_REQUEST``.
 A partition's error is its own; the others of the request still go.
 """
 
@@ -39,15 +39,22 @@ from ingest_gateway.server.codec import Parsed
 log = logging.getLogger("sparklog.gateway.kafka")
 
 
+#: one partition's outcome: (topic, partition, error code, base offset or -1, message)
+Outcome = tuple[str, int, int, int, str | None]
+
+
 async def produce(broker: Broker, head: Header, req: Any) -> Any:
-    """The Produce handler; None at acks=0 (no answer is sent)."""
+    """The Produce handler of requests without a transactional id; None at acks=0 (no
+    answer is sent)."""
     acks = int(req.acks)
-    jobs = []
-    for t in req.topic_data:
-        for p in t.partition_data:
-            jobs.append(_partition(broker, t.name, p.index, p.records, acks,
-                                   req.transactional_id is not None))
-    results = await asyncio.gather(*jobs)
+    results = await asyncio.gather(*(_partition(broker, t.name, p.index, p.records, acks)
+                                     for t in req.topic_data for p in t.partition_data))
+    return answer(head, acks, results)
+
+
+def answer(head: Header, acks: int, results: list[Outcome]) -> Any:
+    """The Produce answer of the partitions' outcomes; None at acks=0, where a refused
+    partition raises ProtocolError instead (the connection is closed)."""
     if acks == 0:
         refused = [f"{t}-{p}: {message}" for t, p, code, _, message in results if code]
         if refused:  # Kafka's rule: no answer to send, so the connection is closed
@@ -66,16 +73,16 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
 
 
 async def _partition(broker: Broker, topic: str, partition: int, data: bytes | None,
-                     acks: int, transactional: bool) -> tuple[str, int, int, int, str | None]:
-    """(topic, partition, error code, base offset or -1, message) of one partition."""
+                     acks: int) -> Outcome:
+    """One partition's outcome."""
     base = -1
     try:
         batches = records.decode_batches(bytes(data or b""),
                                          max_bytes=broker.settings.gateway.max_uncompressed_request_size)
         for b in batches:
-            if transactional or b.is_transactional or b.is_control:
-                return topic, partition, codes.UNSUPPORTED_VERSION, -1, \
-                    "transactions are not served over the Kafka protocol yet"
+            if b.is_transactional or b.is_control:
+                return topic, partition, codes.INVALID_REQUEST, -1, \
+                    "a transactional or control batch in a Produce without a transactional id"
             idempotent = b.producer_id >= 0
             result = await broker.batcher.produce(
                 topic, Parsed({partition: b.table}), acks=acks,

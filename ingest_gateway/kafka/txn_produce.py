@@ -21,16 +21,14 @@ import logging
 from typing import Any
 
 from ingest_gateway.kafka import codes, produce as plain, records
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.txn import INVALID_TXN_STATE
-from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
+from ingest_gateway.kafka.wire import Header
 from ingest_gateway.server.codec import Parsed
 from log_layout import InvalidProducerEpoch
 from log_layout.errors import InvalidTxnState
 
 log = logging.getLogger("sparklog.gateway.kafka")
-
-API_PRODUCE = 0
 
 
 class _NotTransactional(ValueError):
@@ -49,26 +47,12 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
     results = await asyncio.gather(*(
         _partition(broker, tid, t.name, p.index, p.records, acks)
         for t in req.topic_data for p in t.partition_data))
-    if acks == 0:
-        refused = [f"{t}-{p}: {message}" for t, p, code, _, message in results if code]
-        if refused:  # Kafka's rule: no answer to send, so the connection is closed
-            raise ProtocolError(f"a Produce at acks=0 refused ({'; '.join(refused)})")
-        return None
-    mod = response_module(API_PRODUCE, head.api_version)
-    by_topic: dict[str, list[Any]] = {}
-    for topic, partition, code, base, message in results:
-        by_topic.setdefault(topic, []).append(make(
-            mod.PartitionProduceResponse, index=partition, error_code=error(code),
-            base_offset=base, log_append_time=None, log_start_offset=-1, record_errors=(),
-            error_message=message))
-    topics = tuple(make(mod.TopicProduceResponse, name=name, partition_responses=tuple(parts))
-                   for name, parts in by_topic.items())
-    return make(mod.ProduceResponse, responses=topics, throttle_time=ZERO)
+    return plain.answer(head, acks, results)
 
 
 async def _partition(broker: Broker, tid: str, topic: str, partition: int, data: bytes | None,
-                     acks: int) -> tuple[str, int, int, int, str | None]:
-    """(topic, partition, error code, base offset or -1, message) of one partition."""
+                     acks: int) -> plain.Outcome:
+    """One partition's outcome (``produce.Outcome``)."""
     base = -1
     try:
         batches = records.decode_batches(
