@@ -155,6 +155,13 @@ async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
         ok = code == codes.NONE
         found.append((key, broker.node_id if ok else -1, broker.host if ok else "",
                       broker.port if ok else -1, code, message))
+    return coordinator_answer(mod, found)
+
+
+def coordinator_answer(mod: Any, found: list[tuple[str, int, str, int, int, str | None]]
+                       ) -> Any:
+    """A FindCoordinator answer (``mod``: its version's module) of ``(key, node id, host,
+    port, error code, message)`` per key: one per key from v4, else the first."""
     if hasattr(mod, "Coordinator"):  # v4+: one answer per key
         return make(mod.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(
             make(mod.Coordinator, key=k, node_id=n, host=h, port=p, error_code=error(c),

@@ -116,13 +116,7 @@ async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
             found.append((key, broker.node_id, broker.host, broker.port, codes.NONE, None))
         except InvalidTopicName as e:
             found.append((key, -1, "", -1, codes.INVALID_REQUEST, str(e)))
-    if hasattr(mod, "Coordinator"):  # v4+: one answer per key
-        return make(mod.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(
-            make(mod.Coordinator, key=k, node_id=n, host=h, port=p, error_code=error(c),
-                 error_message=m) for k, n, h, p, c, m in found))
-    _, n, h, p, c, m = found[0]
-    return make(mod.FindCoordinatorResponse, throttle_time=ZERO, error_code=error(c),
-                error_message=m, node_id=n, host=h, port=p)
+    return groups.coordinator_answer(mod, found)
 
 
 async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
