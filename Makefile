@@ -33,7 +33,8 @@ kcat:  ## Debian's kcat, unpacked into .cache/kcat, for tests/ingest_gateway/kaf
 	@if [ ! -x $(KCAT_DIR)/kcat ]; then \
 	  echo "fetching kcat, librdkafka1, libyajl2 (apt-get download) into $(KCAT_DIR)"; \
 	  rm -rf $(KCAT_DIR).tmp && mkdir -p $(KCAT_DIR).tmp/debs && \
-	  (cd $(KCAT_DIR).tmp/debs && apt-get download -qq kcat librdkafka1 libyajl2 2>/dev/null) && \
+	  (cd $(KCAT_DIR).tmp/debs && { apt-get download -qq kcat librdkafka1 libyajl2 2>/dev/null || \
+	    { apt-get update -qq 2>/dev/null && apt-get download -qq kcat librdkafka1 libyajl2; }; }) && \
 	  for d in $(KCAT_DIR).tmp/debs/*.deb; do dpkg-deb -x $$d $(KCAT_DIR).tmp/root; done && \
 	  printf '#!/bin/sh\nd=$$(dirname "$$0")/root\nLD_LIBRARY_PATH="$$d/usr/lib/x86_64-linux-gnu$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" exec "$$d/usr/bin/kcat" "$$@"\n' \
 	    > $(KCAT_DIR).tmp/kcat && chmod +x $(KCAT_DIR).tmp/kcat && \
