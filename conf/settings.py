@@ -72,6 +72,7 @@ class GatewaySettings:
     listeners: str
     kafka_listeners: str
     socket_request_max_bytes: int
+    kafka_connections_max_idle_ms: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,10 @@ once; a writer task sends the answers strictly in request order. So pipelined
 requests (librdkafka sends up to 5 per connection) are handled concurrently, yet
 answered in order, and a long-poll Fetch does not hold a Produce behind it. At most
 ``MAX_IN_FLIGHT`` requests of a connection are in hand; the reader waits beyond.
+Slow and idle clients: a request must arrive whole within ``request.read.timeout.ms``
+of its first byte, a connection with nothing in hand and nothing arriving for
+``gateway.kafka.connections.max.idle.ms`` (Kafka's 10 minutes) is closed, and beyond
+``gateway.max.connections`` open connections a new one is closed at once.
 A Produce at acks=0 gets no answer (Kafka's rule). A request that does not parse, or
 names an API or version not offered, closes the connection (Kafka's broker does the
 same), except ApiVersions at an unknown version, which is answered with
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -78,9 +83,12 @@ class KafkaListener:
     """``await KafkaListener.start(state)`` (None when no listener is configured);
     ``await listener.close()`` stops accepting and ends every connection."""
 
-    def __init__(self, broker: Broker, max_request_bytes: int):
+    def __init__(self, broker: Broker, gateway: Any):
         self.broker = broker
-        self.max_request_bytes = max_request_bytes
+        self.max_request_bytes = gateway.socket_request_max_bytes
+        self.idle_s = gateway.kafka_connections_max_idle_ms / 1000
+        self.read_timeout_s = gateway.request_read_timeout_ms / 1000
+        self.max_connections = gateway.max_connections
         self.handlers = _handlers()
         #: what ApiVersions offers and requests may use: ours and the group APIs'
         self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
@@ -103,7 +111,7 @@ class KafkaListener:
             raise ConfigError("gateway.kafka.listeners", text,
                               "the Kafka listener has no SASL yet: it cannot serve a gateway "
                               "with authentication or the authorizer on")
-        self = cls(Broker(state, host, port), settings.gateway.socket_request_max_bytes)
+        self = cls(Broker(state, host, port), settings.gateway)
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024)
         bound = self.server.sockets[0].getsockname()[1]
         self.broker.port = bound
@@ -122,15 +130,24 @@ class KafkaListener:
                           writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self.connections) >= self.max_connections:
+            log.warning("refusing a Kafka connection from %s: max.connections (%d) open",
+                        writer.get_extra_info("peername"), self.max_connections)
+            writer.transport.abort()
+            return
         self.connections.add(task)
         answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
+        in_hand: set[asyncio.Task] = set()  # requests not answered yet (idle: none)
         sender = asyncio.ensure_future(self._send(answers, writer))
         try:
             while not sender.done():
-                frame = await self._frame(reader)
+                frame = await self._frame(reader, busy=lambda: bool(in_hand))
                 if frame is None:
                     break
-                await answers.put(self._answer(frame))
+                handling = self._answer(frame)
+                in_hand.add(handling)
+                handling.add_done_callback(in_hand.discard)
+                await answers.put(handling)
         except (ProtocolError, ConnectionError, asyncio.IncompleteReadError) as e:
             log.info("closing Kafka connection from %s: %s",
                      writer.get_extra_info("peername"), e)
@@ -147,18 +164,35 @@ class KafkaListener:
             writer.close()
             self.connections.discard(task)
 
-    async def _frame(self, reader: asyncio.StreamReader) -> bytes | None:
+    async def _frame(self, reader: asyncio.StreamReader,
+                     busy: Callable[[], bool]) -> bytes | None:
+        """The next request's bytes; None at a clean end, or once the connection has
+        been idle (nothing arriving while ``busy()`` is false) ``idle_s``. Raises
+        ProtocolError for a size out of bounds or a request not whole within
+        ``read_timeout_s`` of its first byte."""
+        while True:
+            try:
+                async with asyncio.timeout(self.idle_s):
+                    first = await reader.readexactly(1)
+                break
+            except asyncio.IncompleteReadError:
+                return None  # a clean end between requests
+            except TimeoutError:
+                if not busy():  # nothing in hand either: idle (Kafka closes it too)
+                    return None
         try:
-            head = await reader.readexactly(4)
-        except asyncio.IncompleteReadError as e:
-            if e.partial:
-                raise ProtocolError("the connection ended inside a size prefix") from None
-            return None  # a clean end between requests
-        size = _SIZE.unpack(head)[0]
-        if size < _HEADER_BYTES or size > self.max_request_bytes:
-            raise ProtocolError(f"a request of {size} bytes (socket.request.max.bytes = "
-                                f"{self.max_request_bytes})")
-        return await reader.readexactly(size)
+            async with asyncio.timeout(self.read_timeout_s):
+                head = first + await reader.readexactly(3)
+                size = _SIZE.unpack(head)[0]
+                if size < _HEADER_BYTES or size > self.max_request_bytes:
+                    raise ProtocolError(f"a request of {size} bytes (socket.request.max.bytes"
+                                        f" = {self.max_request_bytes})")
+                return await reader.readexactly(size)
+        except asyncio.IncompleteReadError:
+            raise ProtocolError("the connection ended inside a request") from None
+        except TimeoutError:
+            raise ProtocolError(f"a request not whole within request.read.timeout.ms "
+                                f"({self.read_timeout_s * 1000:.0f})") from None
 
     def _answer(self, frame: bytes) -> asyncio.Task:
         """Start handling one request now; the task's result is the framed answer

@@ -1,0 +1,112 @@
+"""Slow, idle and too many clients of the Kafka listener (a real gateway process with
+small limits): a request trickling in past ``request.read.timeout.ms`` and a connection
+idle past ``gateway.kafka.connections.max.idle.ms`` are closed, a connection beyond
+``gateway.max.connections`` is refused, and the gateway serves on after each."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+from jobs.gateway_process import wait_for
+from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess, call, connect, \
+    read_frame
+
+pytest.importorskip("kio")
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    store = f"file://{tmp_path_factory.mktemp('kafka-limits')}"
+    with KafkaGatewayProcess(store, settings={
+            "gateway.request.read.timeout.ms": "800",
+            "gateway.kafka.connections.max.idle.ms": "1500",
+            "gateway.max.connections": "4"}) as gw:
+        yield gw
+
+
+def _serves(gw) -> None:
+    assert _answers(gw)
+
+
+def _answers(gw) -> bool:
+    """Whether a new connection's ApiVersions is answered."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    with connect(gw) as s:
+        req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        try:
+            return call(s, req, 3)[1].error_code == 0
+        except (AssertionError, OSError):
+            return False
+
+
+def _closed_within(s: socket.socket, seconds: float) -> float:
+    """How long until the gateway closed ``s`` (fails past ``seconds``)."""
+    s.settimeout(seconds)
+    started = time.monotonic()
+    assert read_frame(s) is None  # EOF: closed, no answer
+    return time.monotonic() - started
+
+
+def test_a_request_trickling_in_is_cut_off(limited):
+    with connect(limited) as s:
+        s.sendall(struct.pack(">i", 100) + b"\0" * 10)  # 10 of 100 bytes, then nothing
+        _closed_within(s, 20)
+    with connect(limited) as s:  # one byte of a size prefix
+        s.sendall(b"\0")
+        _closed_within(s, 20)
+    _serves(limited)
+
+
+def test_an_idle_connection_is_closed_and_a_busy_one_is_not(limited):
+    with connect(limited) as idle:
+        _closed_within(idle, 20)
+    with connect(limited) as s:  # requests keep coming: never idle
+        from kio.schema.api_versions.v3.request import ApiVersionsRequest
+        req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        for _ in range(4):
+            assert call(s, req, 3)[1].error_code == 0
+            time.sleep(0.5)  # under the idle limit between requests
+    _serves(limited)
+
+
+def test_connections_beyond_max_connections_are_refused(limited):
+    held = [connect(limited) for _ in range(4)]
+    try:
+        from kio.schema.api_versions.v3.request import ApiVersionsRequest
+        req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        assert call(held[0], req, 3)[1].error_code == 0  # the four are served
+        assert not _answers(limited)  # a fifth: closed unanswered
+    finally:
+        for s in held:
+            s.close()
+    # served again once the gateway has seen the four go (their ends arrive as EOFs)
+    wait_for(lambda: _answers(limited), timeout=20, what="a connection served again")
+
+
+def test_a_long_poll_in_hand_is_not_idle(limited):
+    """A Fetch waiting longer than the idle limit for records is answered, not cut off:
+    a connection with a request in hand is not idle."""
+    import datetime
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    from log_layout import open_log
+
+    open_log(limited.store_url).create_topic("quiet", {"partitions": 1})
+    wait_ms = 3000  # twice the idle limit
+    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=wait_ms),
+                       min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                       session_epoch=-1, topics=(FetchTopic(topic="quiet", partitions=(
+                           FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                          log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                       forgotten_topics_data=(), rack_id="")
+    with connect(limited) as s:
+        s.settimeout(30)
+        started = time.monotonic()
+        _, resp = call(s, req, 12)
+        assert time.monotonic() - started >= wait_ms / 1000 * 0.9  # it did wait
+    assert resp.responses[0].partitions[0].error_code == 0
