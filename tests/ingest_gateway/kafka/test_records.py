@@ -268,33 +268,3 @@ def test_a_large_batch_round_trips():
     (batch,) = decode_batches(encode_batch(table, base_offset=0, codec="lz4"), max_bytes=8 * MB)
     assert batch.table.column("value").equals(table.column("value"))
     assert batch.offset_deltas.tolist() == list(range(n))
-
-
-def bench(n: int = 5000, rounds: int = 20) -> None:
-    """Micro-benchmark, best of ``rounds``: ``.venv/bin/python -m
-    tests.ingest_gateway.kafka.test_records`` (16-byte keys, 100 random value bytes)."""
-    import time
-
-    rng = np.random.default_rng(0)
-    blob = rng.bytes(100 * n)
-    table = pa.Table.from_arrays([
-        pa.array(np.arange(n), pa.int64()),
-        pa.array(np.full(n, 1_700_000_000_000_000), pa.int64()).cast(SCHEMA.field(1).type),
-        pa.array([b"key-%012d" % i for i in range(n)], pa.binary()),
-        pa.array([blob[i * 100:(i + 1) * 100] for i in range(n)], pa.binary()),
-        pa.nulls(n, HEADER_TYPE)], schema=SCHEMA)
-    for codec in CODECS:
-        data = encode_batch(table, base_offset=0, codec=codec)
-        enc = dec = float("inf")
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            encode_batch(table, base_offset=0, codec=codec)
-            t1 = time.perf_counter()
-            decode_batches(data, max_bytes=64 * MB)
-            enc, dec = min(enc, t1 - t0), min(dec, time.perf_counter() - t1)
-        print(f"{codec:7s} {n} records/batch: encode {enc / n * 1e6:.2f} us/record, "
-              f"decode {dec / n * 1e6:.2f} us/record")
-
-
-if __name__ == "__main__":
-    bench()
