@@ -234,6 +234,19 @@ class UnknownMemberId(GroupError, LookupError):
                          f"(it left or missed its session timeout): join again")
 
 
+class FencedInstanceId(UnknownMemberId):
+    """A static member (``group.instance.id``) replaced by a newer member with the same
+    instance id (KIP-345): the old one must stop."""
+
+    code = "fenced_instance_id"
+
+    def __init__(self, group: str, member_id: object, instance_id: str):
+        self.instance_id = instance_id
+        super().__init__(group, member_id)
+        self.args = (f"member {member_id!r} of consumer group {group!r} was fenced: another "
+                     f"member joined with its group.instance.id {instance_id!r}",)
+
+
 class IllegalGeneration(GroupError):
     """A request from an older generation than the group's (a zombie after a rebalance)."""
 
