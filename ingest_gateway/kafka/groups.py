@@ -22,9 +22,14 @@ user data (e.g. the sticky assignors' generation) is never read.
 
 **Refused:** a protocol type other than ``consumer`` (Kafka Connect's ``connect``:
 its metadata is not a subscription), or no strategy in common with the group's
-members: INCONSISTENT_GROUP_PROTOCOL. Static membership (``group.instance.id``) is
-not kept yet: such a member is a dynamic one. FindCoordinator for transactions:
+members: INCONSISTENT_GROUP_PROTOCOL. FindCoordinator for transactions:
 UNSUPPORTED_VERSION (transactions are not served over this protocol yet).
+
+**Static membership** (``group.instance.id``, KIP-345; the coordinator's ``static``):
+a JoinGroup with no member id and a known instance id takes the old member's place
+(its partitions, no rebalance); the old member id, named with that instance id in
+SyncGroup, Heartbeat, LeaveGroup or OffsetCommit, then gets FENCED_INSTANCE_ID. LeaveGroup
+v3+ may name a member by its instance id alone.
 
 **Blocking JoinGroup.** Kafka answers a JoinGroup only once the rebalance completes
 (every member rejoined, or the rebalance timeout removed those that did not). The
@@ -58,6 +63,7 @@ from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   BadSubscription, code_of, encode_assignment,
                                                   parse_subscription)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.server.groups import static
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from log_layout import UnknownTopic
 
@@ -212,7 +218,8 @@ async def join_group(broker: Broker, head: Header, req: Any) -> Any:
         st = await hub.run(lambda: coordinator.join(
             group, topics, member_id=req.member_id or None, client_id=head.client_id or "",
             strategies=strategies, session_timeout_ms=_ms(req.session_timeout),
-            rebalance_timeout_ms=rebalance_ms))
+            rebalance_timeout_ms=rebalance_ms,
+            instance_id=getattr(req, "group_instance_id", None) or None))
         st = await _until_assigned(hub, group, st, rebalance_ms)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         return answer(_failed(e, f"JoinGroup of group {group}"))
@@ -248,11 +255,13 @@ async def _until_assigned(hub: Any, group: str, st: MemberState, rebalance_ms: i
     return st
 
 
-async def _member_state(broker: Broker, group: str, member_id: str, generation: int
-                        ) -> MemberState:
-    """A heartbeat on the coordinator; raises what it raises, or NotCoordinator."""
+async def _member_state(broker: Broker, group: str, member_id: str, generation: int,
+                        instance_id: str | None = None) -> MemberState:
+    """A heartbeat on the coordinator; raises what it raises, NotCoordinator, or
+    FencedInstanceId (a newer member has the static member's instance id)."""
     hub = broker.hub()
     hub.check_coordinator(group)
+    await hub.run(hub.coordinator.check_instance, group, member_id, instance_id)
     return await hub.run(hub.coordinator.heartbeat, group, member_id, generation)
 
 
@@ -262,7 +271,8 @@ async def sync_group(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_SYNC_GROUP, head.api_version)
     code, assignment, strategy = codes.NONE, b"", ""
     try:
-        st = await _member_state(broker, req.group_id, req.member_id, req.generation_id)
+        st = await _member_state(broker, req.group_id, req.member_id, req.generation_id,
+                                 getattr(req, "group_instance_id", None))
         if not st.assigned:
             code = REBALANCE_IN_PROGRESS
         elif st.generation != req.generation_id:
@@ -278,7 +288,8 @@ async def sync_group(broker: Broker, head: Header, req: Any) -> Any:
 async def heartbeat(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_HEARTBEAT, head.api_version)
     try:
-        st = await _member_state(broker, req.group_id, req.member_id, req.generation_id)
+        st = await _member_state(broker, req.group_id, req.member_id, req.generation_id,
+                                 getattr(req, "group_instance_id", None))
         code = ILLEGAL_GENERATION if st.generation != req.generation_id \
             else REBALANCE_IN_PROGRESS if st.rebalance or not st.assigned else codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
@@ -297,7 +308,8 @@ async def leave_group(broker: Broker, head: Header, req: Any) -> Any:
     for member_id, instance in ids:
         try:
             hub.check_coordinator(req.group_id)
-            await hub.run(hub.coordinator.leave, req.group_id, member_id)
+            await hub.run(static.leave, hub.coordinator.table, hub.coordinator.leave,
+                          req.group_id, member_id, instance)
             results.append((member_id, instance, codes.NONE))
         except Exception as e:  # noqa: BLE001 - every failure is an error code
             results.append((member_id, instance, _failed(e, f"LeaveGroup of {req.group_id}")))

@@ -50,6 +50,8 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
         hub = broker.hub()
         try:
             hub.check_coordinator(req.group_id)
+            await hub.run(hub.coordinator.check_instance, req.group_id, req.member_id,
+                          getattr(req, "group_instance_id", None))
             await hub.run(lambda: hub.coordinator.commit(
                 req.group_id, offsets, member_id=req.member_id or None, generation=generation,
                 metadata=metadata or ""))

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 
 from conf.errors import SparklogError
-from ingest_gateway.errors import (GroupFieldTooLong, IllegalGeneration,
+from ingest_gateway.errors import (FencedInstanceId, GroupFieldTooLong, IllegalGeneration,
                                    InconsistentGroupProtocol, InvalidCommitOffset,
                                    InvalidGroupId, InvalidSessionTimeout, NotCoordinator,
                                    PartitionNotAssigned, RebalanceInProgress, UnknownGroup,
@@ -39,10 +39,12 @@ UNKNOWN_MEMBER_ID = 25
 INVALID_SESSION_TIMEOUT = 26
 REBALANCE_IN_PROGRESS = 27
 GROUP_ID_NOT_FOUND = 69
+FENCED_INSTANCE_ID = 82
 
 #: sparklog's group errors -> Kafka's codes (the rest: ``codes.code_of``)
 GROUP_CODES = MappingProxyType({
     NotCoordinator: NOT_COORDINATOR,
+    FencedInstanceId: FENCED_INSTANCE_ID,  # before UnknownMemberId, its base
     UnknownMemberId: UNKNOWN_MEMBER_ID,
     IllegalGeneration: ILLEGAL_GENERATION,
     # a commit for a partition the member does not own in this generation: it missed a

@@ -48,8 +48,9 @@ a restart of it forgets the members (they join again); a slot of the broker
 application only the groups the assignment gives it, refusing the others with
 NotCoordinator, and it takes a group over from its document, members included,
 when the coordinator moves (``load_members``).
-"""
 
+**Static members** (``group.instance.id``, KIP-345): see ``static``.
+"""
 
 from __future__ import annotations
 
@@ -59,16 +60,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ingest_gateway.client.group_protocol import (COOPERATIVE, STRATEGIES, MemberState,
                                                   TopicPartition, validate_group_id)
-from ingest_gateway.errors import (GroupFieldTooLong, IllegalGeneration,
-                                   InconsistentGroupProtocol, InvalidSessionTimeout,
-                                   NotCoordinator, PartitionNotAssigned, RebalanceInProgress,
-                                   UnknownGroup, UnknownMemberId)
-from ingest_gateway.server.groups import assignors
-from ingest_gateway.server.groups.state import (DEFAULT_REBALANCE_TIMEOUT_MS,
-                                                DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS,
-                                                MAX_TIMEOUT_MS,
-                                                MIN_SESSION_TIMEOUT_MS, Group, GroupDescription,
-                                                Member, check_client_id)
+from ingest_gateway.errors import (
+    GroupFieldTooLong, IllegalGeneration, InconsistentGroupProtocol, InvalidSessionTimeout,
+    NotCoordinator, PartitionNotAssigned, RebalanceInProgress, UnknownGroup, UnknownMemberId)
+from ingest_gateway.server.groups import assignors, static
+from ingest_gateway.server.groups.state import (
+    DEFAULT_REBALANCE_TIMEOUT_MS, DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS, MAX_TIMEOUT_MS,
+    MIN_SESSION_TIMEOUT_MS, Group, GroupDescription, Member, check_client_id)
 from ingest_gateway.server.groups.store import checked_offsets, partition_lags
 from ingest_gateway.server.groups.table import Cluster, GroupTable
 from log_layout import Log, wall_clock_ms
@@ -160,14 +158,16 @@ class GroupCoordinator:
     def join(self, group: str, topics: Iterable[str], *, member_id: str | None = None,
              client_id: str = "", strategies: Sequence[str] = ("range",),
              session_timeout_ms: int | None = None,
-             rebalance_timeout_ms: int = DEFAULT_REBALANCE_TIMEOUT_MS) -> MemberState:
-        """Join (``member_id=None``) or rejoin after a rebalance signal.
+             rebalance_timeout_ms: int = DEFAULT_REBALANCE_TIMEOUT_MS,
+             instance_id: str | None = None) -> MemberState:
+        """Join (``member_id=None``) or rejoin after a rebalance signal; a static member
+        (``instance_id``) may take an old member's place (see ``static``).
 
         Raises InvalidGroupId, UnknownTopic (subscribed topics must exist),
         UnknownMemberId (a rejoin of a removed member), InconsistentGroupProtocol,
         InvalidSessionTimeout (outside the coordinator's bounds), GroupFieldTooLong
-        (client_id over MAX_CLIENT_ID_CHARS) or ValueError for other bad timeouts
-        or strategies.
+        (client_id over MAX_CLIENT_ID_CHARS), FencedInstanceId, or ValueError for other
+        bad timeouts or strategies.
         """
         validate_group_id(group)
         topics = frozenset(topics)
@@ -189,15 +189,20 @@ class GroupCoordinator:
             try:
                 now = self.now_ms()
                 self._tick(g, now)
-                if member_id is None:
+                old = static.find(g, instance_id) if member_id is None else None
+                if member_id is None and old is None:
                     self._check_protocol(g, strategies)
                     member_id = f"{client_id or 'consumer'}-{uuid.uuid4().hex[:12]}"
                     m = g.members[member_id] = Member(member_id, client_id, topics, strategies,
-                                                      session, rebalance_timeout_ms, now, -1)
-                    log.info("group %s: member %s (client %r) joined, rebalancing", group,
-                             member_id, client_id)
+                                                      session, rebalance_timeout_ms, now, -1,
+                                                      instance_id=instance_id)
+                    log.info("group %s: member %s joined, rebalancing", group, member_id)
                     self._start_rebalance(g, now)
                 else:
+                    if old is not None:  # a static member back: no rebalance unless changed
+                        member_id = f"{client_id or 'consumer'}-{uuid.uuid4().hex[:12]}"
+                        static.replace(g, old, member_id, client_id, now, self.table)
+                    static.check(g, member_id, instance_id)
                     m = self._member(g, member_id)
                     m.last_heartbeat_ms = now
                     if m.topics != topics or m.strategies != strategies:
@@ -252,6 +257,11 @@ class GroupCoordinator:
                 self._remove(g, [member_id], now)
             finally:
                 self.table.release(g)
+
+    def check_instance(self, group: str, member_id: str, instance_id: str | None) -> None:
+        """Raises FencedInstanceId if a newer member took ``instance_id`` (see ``static``)."""
+        with self._lock:
+            static.check(self.table.groups.get(group), member_id, instance_id)
 
     def expire(self) -> list[tuple[str, str]]:
         """Remove members whose session timed out in every group (and groups left
@@ -310,8 +320,7 @@ class GroupCoordinator:
         this gateway no longer coordinates the group)."""
         for mid in member_ids:
             g.members.pop(mid, None)
-        log.info("group %s: member%s %s left or expired", g.name, "s" * (len(member_ids) > 1),
-                 ", ".join(member_ids))
+        log.info("group %s: left or expired: %s", g.name, ", ".join(member_ids))
         generation = g.generation
         if g.members:
             self._start_rebalance(g, now)

@@ -40,6 +40,8 @@ class Member:
     last_heartbeat_ms: int
     joined_generation: int  # the generation this member joined for (rejoined = current target)
     assignment: tuple[TopicPartition, ...] = ()
+    #: a static member's ``group.instance.id`` (KIP-345; None: a dynamic member)
+    instance_id: str | None = None
 
     def to_doc(self) -> dict[str, Any]:
         """The member as its group document keeps it (no liveness: deadlines restart
@@ -48,7 +50,8 @@ class Member:
                 "topics": sorted(self.topics), "strategies": list(self.strategies),
                 "session_timeout_ms": self.session_timeout_ms,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "assignment": [[t, p] for t, p in self.assignment]}
+                "assignment": [[t, p] for t, p in self.assignment],
+                **({"instance_id": self.instance_id} if self.instance_id else {})}
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any], generation: int, now_ms: int) -> Member:
@@ -59,7 +62,8 @@ class Member:
                    frozenset(doc["topics"]), tuple(doc["strategies"]),
                    int(doc["session_timeout_ms"]), int(doc["rebalance_timeout_ms"]),
                    now_ms, generation,
-                   tuple((str(t), int(p)) for t, p in doc.get("assignment", ())))
+                   tuple((str(t), int(p)) for t, p in doc.get("assignment", ())),
+                   str(doc["instance_id"]) if doc.get("instance_id") else None)
 
 
 @dataclasses.dataclass(frozen=True)
