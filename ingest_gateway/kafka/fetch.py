@@ -4,7 +4,10 @@
 fetch routes use): registered before it reads, woken by the batcher's commits,
 answered once ``min_bytes`` are there or ``max_wait_ms`` has passed. What it reads
 (Arrow record batches of the segments) is rebuilt as Kafka record batches
-(``records.encode_batch``), one per Arrow batch, with the records' own offsets.
+(``records.encode_batch``), one per Arrow batch, with the records' own offsets,
+compressed with the topic's ``compression.type`` (``lz4``, ``zstd``; ``producer``,
+``none`` and ``uncompressed`` answer uncompressed batches), as Kafka's broker stores
+and serves them: clients decompress what they fetch whatever codec it is.
 Where the reader skipped transaction markers or aborted records, a control batch
 tells the client to move past them (``_encode``). ``max_bytes`` bounds the answer
 (at least one record, as Kafka); a partition's ``partition_max_bytes`` is not applied
@@ -86,7 +89,7 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
             log.warning("Kafka fetch failed: %s", e)
             bad.update(dict.fromkeys(positions, codes.code_of(e)))
             positions = {}
-    data = _encode(got, positions)
+    data = _encode(got, positions, {t: _codec(broker, t) for t, _ in positions})
     marks = await hub.run(_watermarks, hub, [tp for tp in positions if tp not in errors])
     mod = response_module(1, head.api_version)
     topics: dict[str, list[Any]] = {}
@@ -110,14 +113,23 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
                 session_id=0, responses=responses)
 
 
-def _encode(got: list, positions: dict) -> dict[tuple[str, int], list[bytes]]:
+def _codec(broker: Broker, topic: str) -> str:
+    """The codec a topic's batches are fetched in. On the loop: ``_checked`` has just
+    read the topic off it, so this is the log's cache."""
+    wanted = broker.log.topic(topic).config.compression_type
+    return wanted if wanted in records.CODECS else "none"  # producer, uncompressed
+
+
+def _encode(got: list, positions: dict, codecs: dict[str, str]
+            ) -> dict[tuple[str, int], list[bytes]]:
     """Kafka record batches per partition. Where the reader's next position is past the
     last record sent (it skipped a transaction marker, aborted records or a compaction
     gap at a segment's end), a control batch at the offset before that position follows:
     Kafka clients move their position only by the offsets they receive, and skip
     control records, so without it a consumer would stay on a marker at a partition's
     end. Its producer id (-1) is no producer's, so no client reads it as ending a
-    transaction of its own."""
+    transaction of its own. ``codecs``: each topic's codec (control batches are never
+    compressed)."""
     data: dict[tuple[str, int], list[bytes]] = {}
     reached = dict(positions)
     for tp, batch, nxt in got:
@@ -125,7 +137,8 @@ def _encode(got: list, positions: dict) -> dict[tuple[str, int], list[bytes]]:
         if batch.num_rows:
             offsets = batch.column(0)
             chunks.append(records.encode_batch(pa.Table.from_batches([batch]),
-                                               base_offset=int(offsets[0].as_py())))
+                                               base_offset=int(offsets[0].as_py()),
+                                               codec=codecs[tp[0]]))
             reached[tp] = int(offsets[-1].as_py()) + 1
         if nxt > reached[tp]:
             chunks.append(records.encode_control_batch(
