@@ -3,9 +3,9 @@
 Started by the app's lifespan when ``gateway.kafka.listeners`` names an address
 (``PLAINTEXT://127.0.0.1:9092``, Kafka's syntax; conf/defaults.toml), on the same
 event loop as the HTTP routes, so both share the batcher, the consumer hub and the
-cluster membership. There is no SASL or TLS on it yet, so it refuses to start
-(ConfigError) when the gateway has authentication or the authorizer on: a Kafka
-client must not bypass the ACLs the HTTP routes enforce.
+cluster membership. Its scheme (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the
+SASL login and the ACL checks are ``kafka.security`` and ``kafka.sasl``'s: a Kafka
+client never bypasses the login or the ACLs the HTTP routes enforce.
 
 Per connection, a reader task reads frames (4-byte size; a size over
 ``gateway.socket.request.max.bytes`` (Kafka's default 100 MiB) or below a header's
@@ -32,13 +32,13 @@ import logging
 import struct
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
-from conf.errors import ConfigError
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, codes, fetch,
                                   groups, txn, txn_produce)
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
+from ingest_gateway.kafka.sasl import Session
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
                                        API_INIT_PRODUCER_ID, API_LIST_OFFSETS,
                                        API_PRODUCE, API_VERSIONS, OFFERED, Header, ProtocolError,
@@ -65,26 +65,17 @@ def _handlers() -> dict[int, Any]:
 
 
 def parse_listener(text: str) -> tuple[str, int]:
-    """(host, port) of ``PLAINTEXT://host:port``; raises ConfigError naming
-    ``gateway.kafka.listeners`` for anything else (one listener, PLAINTEXT only)."""
-    expected = "expected one PLAINTEXT://host:port (no SASL or SSL listener yet)"
-    try:
-        parts = urlsplit(text.strip())
-        port = parts.port
-    except ValueError as e:
-        raise ConfigError("gateway.kafka.listeners", text, f"{expected} ({e})") from None
-    if parts.scheme.upper() != "PLAINTEXT" or not parts.hostname or port is None \
-            or parts.path not in ("", "/") or "," in text:
-        raise ConfigError("gateway.kafka.listeners", text, expected)
-    return parts.hostname, port
+    """(host, port) of one ``SCHEME://host:port`` (``security.parse_listener``);
+    raises ConfigError naming ``gateway.kafka.listeners`` for anything else."""
+    return sec.parse_listener(text)[1:]
 
 
 class KafkaListener:
     """``await KafkaListener.start(state)`` (None when no listener is configured);
     ``await listener.close()`` stops accepting and ends every connection."""
 
-    def __init__(self, broker: Broker, gateway: Any):
-        self.broker = broker
+    def __init__(self, broker: Broker, gateway: Any, security: sec.ListenerSecurity):
+        self.broker, self.security = broker, security
         self.max_request_bytes = gateway.socket_request_max_bytes
         self.idle_s = gateway.kafka_connections_max_idle_ms / 1000
         self.read_timeout_s = gateway.request_read_timeout_ms / 1000
@@ -93,7 +84,8 @@ class KafkaListener:
         #: what ApiVersions offers and requests may use: ours and the group APIs'
         self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
                         **admin_configs.OFFERED, **admin_records.OFFERED,
-                        **admin_brokers.OFFERED}
+                        **admin_brokers.OFFERED,
+                        **(sec.SASL_OFFERED if security.login is not None else {})}
         broker.offered = self.offered
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[asyncio.Task] = set()
@@ -101,22 +93,21 @@ class KafkaListener:
     @classmethod
     async def start(cls, state: Any) -> "KafkaListener | None":
         """Listen on ``gateway.kafka.listeners`` with the app ``state``'s batcher.
-        Raises ConfigError (bad listener, or security on), OSError (address in use)."""
+        Raises ConfigError (a bad listener, or one that would bypass the login:
+        ``kafka.security``), OSError (address in use)."""
         settings = state.settings
         text = settings.gateway.kafka_listeners.strip()
         if not text:
             return None
-        host, port = parse_listener(text)
-        if settings.authentication.method.strip() or settings.authorizer.enabled:
-            raise ConfigError("gateway.kafka.listeners", text,
-                              "the Kafka listener has no SASL yet: it cannot serve a gateway "
-                              "with authentication or the authorizer on")
-        self = cls(Broker(state, host, port), settings.gateway)
-        self.server = await asyncio.start_server(self._connection, host, port, backlog=1024)
+        scheme, host, port = sec.parse_listener(text)
+        security = sec.ListenerSecurity(scheme, settings, getattr(state, "authorizer", None))
+        self = cls(Broker(state, host, port), settings.gateway, security)
+        self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
+                                                 ssl=security.ssl_context)
         bound = self.server.sockets[0].getsockname()[1]
         self.broker.port = bound
         admin_brokers.register(self.broker)
-        log.info("Kafka protocol listener on PLAINTEXT://%s:%d", host, bound)
+        log.info("Kafka protocol listener on %s://%s:%d", scheme, host, bound)
         return self
 
     async def close(self) -> None:
@@ -125,6 +116,7 @@ class KafkaListener:
         for task in list(self.connections):
             task.cancel()
         await asyncio.gather(*self.connections, return_exceptions=True)
+        self.security.close()
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
@@ -136,6 +128,9 @@ class KafkaListener:
             writer.transport.abort()
             return
         self.connections.add(task)
+        peer = writer.get_extra_info("peername")
+        session = Session(self.security.login, self.security.principal_of(writer.transport),
+                          str(peer[0]) if peer else "")
         answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         in_hand: set[asyncio.Task] = set()  # requests not answered yet (idle: none)
         sender = asyncio.ensure_future(self._send(answers, writer))
@@ -144,7 +139,7 @@ class KafkaListener:
                 frame = await self._frame(reader, busy=lambda: bool(in_hand))
                 if frame is None:
                     break
-                handling = self._answer(frame)
+                handling = self._answer(frame, session)
                 in_hand.add(handling)
                 handling.add_done_callback(in_hand.discard)
                 await answers.put(handling)
@@ -194,18 +189,26 @@ class KafkaListener:
             raise ProtocolError(f"a request not whole within request.read.timeout.ms "
                                 f"({self.read_timeout_s * 1000:.0f})") from None
 
-    def _answer(self, frame: bytes) -> asyncio.Task:
+    def _answer(self, frame: bytes, session: Session) -> asyncio.Task:
         """Start handling one request now; the task's result is the framed answer
         (None: nothing to send). A ProtocolError from it closes the connection."""
-        return asyncio.ensure_future(self._handle(frame))
+        return asyncio.ensure_future(self._handle(frame, session))
 
-    async def _handle(self, frame: bytes) -> bytes | None:
+    async def _handle(self, frame: bytes, session: Session) -> bytes | None:
         peek = peek_header(frame)
+        # before a SASL login only ApiVersions and SASL's APIs (else: closed); the
+        # principal is this task's own (a context variable) for the handlers' ACL checks
+        sec.CURRENT.set(session.gate(peek.api_key))
         low, high = self.offered[API_VERSIONS]
         if peek.api_key == API_VERSIONS and not low <= peek.api_version <= high:
             return _unsupported_api_versions(peek, self.offered)
         head, req = parse_request(frame, self.offered)
-        body = await self.handlers[head.api_key](self.broker, head, req)
+        if head.api_key in sec.SASL_OFFERED:
+            body = await session.answer(head, req)
+            if session.closing:  # a failed login: this answer, then the connection ends
+                raise _CloseAfter(encode_response(head, body))
+        else:
+            body = await self.handlers[head.api_key](self.broker, head, req)
         return None if body is None else encode_response(head, body)
 
     async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
@@ -215,6 +218,14 @@ class KafkaListener:
                 return
             try:
                 data = await task
+            except _CloseAfter as e:
+                log.info("closing Kafka connection from %s: SASL login failed",
+                         writer.get_extra_info("peername"))
+                writer.write(e.data)
+                await writer.drain()
+                writer.close()
+                _drain_cancel(answers)
+                return
             except ProtocolError as e:
                 log.info("closing Kafka connection from %s: %s",
                          writer.get_extra_info("peername"), e)
@@ -229,6 +240,14 @@ class KafkaListener:
             if data is not None:
                 writer.write(data)
                 await writer.drain()
+
+
+class _CloseAfter(Exception):
+    """A request whose answer is the connection's last (a failed SASL login)."""
+
+    def __init__(self, data: bytes):
+        super().__init__("close after this answer")
+        self.data = data
 
 
 def _drain_cancel(answers: asyncio.Queue) -> None:

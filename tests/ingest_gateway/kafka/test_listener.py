@@ -141,7 +141,7 @@ def test_a_batch_with_a_bad_crc_is_refused_with_corrupt_message(kafka_gateway, k
     assert kafka_log.partition(topic, 0).snapshot().next_offset == 2
 
 
-def test_the_listener_refuses_to_start_with_security_on():
+def test_a_plaintext_listener_refuses_to_start_with_authentication_on():
     import asyncio
     import types
 
@@ -149,10 +149,10 @@ def test_the_listener_refuses_to_start_with_security_on():
     from ingest_gateway.kafka.listener import KafkaListener, parse_listener
 
     settings = conf.load({"gateway.kafka.listeners": "PLAINTEXT://127.0.0.1:0",
-                          "authorizer.enabled": "true"})
+                          "authentication.method": "bearer"})
     with pytest.raises(conf.ConfigError, match="gateway.kafka.listeners"):
         asyncio.run(KafkaListener.start(types.SimpleNamespace(settings=settings)))
-    for text in ("SASL_SSL://h:9092", "PLAINTEXT://h", "http://h:1",
+    for text in ("SASL_FOO://h:9092", "PLAINTEXT://h", "http://h:1",
                  "PLAINTEXT://a:1,PLAINTEXT://b:2"):
         with pytest.raises(conf.ConfigError):
             parse_listener(text)
