@@ -32,8 +32,9 @@ import time
 from typing import Any
 
 from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
-from ingest_gateway.kafka.broker import topic_metadata
+from ingest_gateway.kafka.broker import NO_TOPIC_ID, topic_metadata
 from ingest_gateway.kafka.groups_protocol import COORDINATOR_NOT_AVAILABLE
 from ingest_gateway.kafka.wire import API_METADATA, Header, error, make, response_module
 from log_layout.brokers import BrokerRegistry, GatewayInfo, tp_key
@@ -86,7 +87,9 @@ async def brokers(broker: Broker) -> dict[int, tuple[str, int]]:
 async def metadata(broker: Broker, head: Header, req: Any) -> Any:
     """Metadata: brokers (every live slot with a Kafka listener; standalone, this
     gateway), the topics asked for (None: all; ``broker.topic_metadata``) and their
-    leaders from the assignment."""
+    leaders from the assignment. ACLs (Kafka's): a topic needs Describe (else left out
+    of "all topics", TOPIC_AUTHORIZATION_FAILED when named); auto-creation needs
+    Create on the cluster or the topic."""
     mod = response_module(API_METADATA, head.api_version)
     b = broker.batcher
     if req.topics is None:
@@ -97,8 +100,17 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
     known = await brokers(broker)
     epochs = await _epochs(broker)
     topics = []
+    create_all = may_create and sec.allowed(broker, "Create", "Cluster", "kafka-cluster")
     for name in names:
-        t = await topic_metadata(broker, mod, name, may_create)
+        if not sec.allowed(broker, "Describe", "Topic", name):
+            if req.topics is not None:
+                topics.append(make(mod.MetadataResponseTopic,
+                                   error_code=error(sec.TOPIC_AUTHORIZATION_FAILED), name=name,
+                                   topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
+                                   topic_authorized_operations=-2147483648))
+            continue
+        create = create_all or (may_create and sec.allowed(broker, "Create", "Topic", name))
+        t = await topic_metadata(broker, mod, name, create)
         if broker.cluster is not None and t.error_code == error(codes.NONE):
             t = dataclasses.replace(t, partitions=tuple(
                 _partition(broker, mod, name, p.partition_index, known, epochs)

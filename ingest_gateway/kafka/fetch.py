@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import OffsetOutOfRange
@@ -75,7 +76,9 @@ def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int]
 async def fetch(broker: Broker, head: Header, req: Any) -> Any:
     asked = [(t.topic, p.partition, p.fetch_offset) for t in req.topics for p in t.partitions]
     hub = broker.hub()
-    bad = await hub.run(_checked, broker, [(t, p) for t, p, _ in asked])
+    denied = _denied(broker, "Read", [(t, p) for t, p, _ in asked])  # Kafka's ACL for Fetch
+    bad = await hub.run(_checked, broker, [(t, p) for t, p, _ in asked if (t, p) not in denied])
+    bad.update(denied)
     positions = {(t, p): off for t, p, off in asked if (t, p) not in bad}
     got, errors = [], {}
     level = _isolation(getattr(req, "isolation_level", 0))
@@ -148,6 +151,17 @@ def _encode(got: list, positions: dict, codecs: dict[str, str]
     return data
 
 
+def _denied(broker: Broker, operation: str,
+            tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """TOPIC_AUTHORIZATION_FAILED for the partitions whose topic the request's principal
+    may not ``operation`` (on the loop: the authorizer does no I/O)."""
+    ok: dict[str, bool] = {}
+    for t, _ in tps:
+        if t not in ok:
+            ok[t] = sec.allowed(broker, operation, "Topic", t)
+    return {tp: sec.TOPIC_AUTHORIZATION_FAILED for tp in tps if not ok[tp[0]]}
+
+
 def _watermarks(hub: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
     return {tp: hub.source.stable_watermarks(tp) for tp in tps}
 
@@ -156,7 +170,12 @@ async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(2, head.api_version)
     committed = getattr(req, "isolation_level", 0) == 1
     asked = [(t.name, p.partition_index, p.timestamp) for t in req.topics for p in t.partitions]
-    found = await broker.hub().run(_offsets, broker, asked, committed)
+    denied = _denied(broker, "Describe", [(t, p) for t, p, _ in asked])  # Kafka's ACL
+    found = await broker.hub().run(_offsets, broker,
+                                   [a for a in asked if a[:2] not in denied], committed)
+    found_of = iter(found)
+    found = [(denied[(t, p)], -1, -1) if (t, p) in denied else next(found_of)
+             for t, p, _ in asked]
     topics: dict[str, list[Any]] = {}
     for (t, p, _ts), (code, ts, offset) in zip(asked, found):
         _leader, epoch = broker.leader(t, p)

@@ -32,6 +32,7 @@ import logging
 from typing import Any
 
 from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
 from ingest_gateway.server.codec import Parsed
@@ -75,6 +76,8 @@ def answer(head: Header, acks: int, results: list[Outcome]) -> Any:
 async def _partition(broker: Broker, topic: str, partition: int, data: bytes | None,
                      acks: int) -> Outcome:
     """One partition's outcome."""
+    if not sec.allowed(broker, "Write", "Topic", topic):  # Kafka's ACL for Produce
+        return topic, partition, sec.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized to write"
     base = -1
     try:
         batches = records.decode_batches(bytes(data or b""),

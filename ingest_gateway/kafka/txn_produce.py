@@ -21,6 +21,7 @@ import logging
 from typing import Any
 
 from ingest_gateway.kafka import codes, produce as plain, records
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.txn import INVALID_TXN_STATE
 from ingest_gateway.kafka.wire import Header
@@ -53,6 +54,12 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
 async def _partition(broker: Broker, tid: str, topic: str, partition: int, data: bytes | None,
                      acks: int) -> plain.Outcome:
     """One partition's outcome (``produce.Outcome``)."""
+    # Kafka's ACLs for a transactional Produce: Write on the transactional id and topic
+    if not sec.allowed(broker, "Write", "TransactionalId", tid):
+        return (topic, partition, sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
+                "not authorized to write with this transactional id")
+    if not sec.allowed(broker, "Write", "Topic", topic):
+        return topic, partition, sec.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized to write"
     base = -1
     try:
         batches = records.decode_batches(
