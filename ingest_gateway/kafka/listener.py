@@ -36,6 +36,7 @@ from typing import Any
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, codes, fetch,
                                   groups, txn, txn_produce)
+from ingest_gateway.kafka import acl_gate
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.sasl import Session
@@ -198,7 +199,8 @@ class KafkaListener:
         peek = peek_header(frame)
         # before a SASL login only ApiVersions and SASL's APIs (else: closed); the
         # principal is this task's own (a context variable) for the handlers' ACL checks
-        sec.CURRENT.set(session.gate(peek.api_key))
+        who = session.gate(peek.api_key)
+        sec.CURRENT.set(who)
         low, high = self.offered[API_VERSIONS]
         if peek.api_key == API_VERSIONS and not low <= peek.api_version <= high:
             return _unsupported_api_versions(peek, self.offered)
@@ -208,6 +210,7 @@ class KafkaListener:
             if session.closing:  # a failed login: this answer, then the connection ends
                 raise _CloseAfter(encode_response(head, body))
         else:
+            acl_gate.check(self.broker, who, head.api_key, req)  # APIs without own checks
             body = await self.handlers[head.api_key](self.broker, head, req)
         return None if body is None else encode_response(head, body)
 

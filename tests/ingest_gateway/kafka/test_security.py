@@ -54,6 +54,8 @@ def secured(tmp_path_factory, pki):
         passwords.add(pwfile, user, PASSWORD)
     add_acls(log.store, [allow("Topic", TOPIC, "writer", "Write"),
                          allow("Topic", TOPIC, "reader", "Read"),
+                         allow("Group", "unused", "writer", "Read"),
+                         allow("Group", "unused", "reader", "Read"),
                          allow("Topic", SECRET, "admin", "Read")])
     gw = KafkaGatewayProcess(store, log_path=str(root / "gateway.log"), settings={
         "authentication.method": "basic", "authentication.password.file": pwfile,
@@ -198,6 +200,38 @@ def test_kafka_python_logs_in_with_sasl_plain(secured, pki):
     wrong = dict(creds, sasl_plain_password="wrong", bootstrap_timeout_ms=5000)
     with pytest.raises(kafka.errors.KafkaError):
         kafka.KafkaProducer(**wrong).close(1)
+
+
+def logged_in(gw, pki, user: str) -> ssl.SSLSocket:
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    s = tls_socket(gw, pki)
+    assert int(call(s, SaslHandshakeRequest(mechanism="PLAIN"), 1)[1].error_code) == 0
+    auth = call(s, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{PASSWORD}".encode()), 2)[1]
+    assert int(auth.error_code) == 0
+    return s
+
+
+def test_apis_checked_before_their_handler_close_on_a_denial(secured, pki):
+    import datetime
+
+    from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
+    from kio.schema.heartbeat.v4.request import HeartbeatRequest
+
+    delete = DeleteTopicsRequest(topic_names=(TOPIC,), timeout=datetime.timedelta(seconds=5))
+    with logged_in(secured, pki, "writer") as s:  # Write, not Delete
+        s.sendall(frame(delete, 5))
+        assert read_frame(s) is None
+    assert TOPIC in open_log(secured.store_url).topics()
+    beat = HeartbeatRequest(group_id="someone-elses", generation_id=1, member_id="m",
+                            group_instance_id=None)
+    with logged_in(secured, pki, "reader") as s:  # no ACL on that group
+        s.sendall(frame(beat, 4))
+        assert read_frame(s) is None
+    with logged_in(secured, pki, "admin") as s:  # a super user is answered
+        _, answer = call(s, beat, 4)
+        assert int(answer.error_code) != 0  # not a member: the group's own error
 
 
 @pytest.mark.parametrize("listener, more, key", [
