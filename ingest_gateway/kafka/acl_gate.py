@@ -14,18 +14,27 @@ DescribeConfigs/AlterConfigs on the topic (a broker: the cluster),
 OffsetForLeaderEpoch Describe on each topic, ListGroups and DescribeCluster Describe on
 the cluster.
 
-A denial here closes the connection (:func:`check` raises ProtocolError) rather than
-answering the API's own error code (GROUP_AUTHORIZATION_FAILED and the others): fail
-closed, nothing done; the per-API error answers are not built yet. An API not in the
-table is served only to a principal allowed ``All`` on the cluster (a super user).
+A denial is answered, without running the handler, with Kafka's error code of the
+first resource refused (GROUP_AUTHORIZATION_FAILED 30, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+53, CLUSTER_AUTHORIZATION_FAILED 31, TOPIC_AUTHORIZATION_FAILED 29) when the API's
+answer has one top-level error code (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+FindCoordinator before v4, InitProducerId, AddOffsetsToTxn, EndTxn); for the others
+(answers with per-resource codes) it closes the connection: fail closed, nothing done.
+An API not in the table is served only to a super user.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ingest_gateway.kafka.wire import ProtocolError
+from kio.index import load_response_schema
+
+from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.wire import Header, ProtocolError, error
 
 CLUSTER = ("Cluster", "kafka-cluster")
 #: APIs checked by their handlers, or served to anyone (ApiVersions, SASL)
@@ -107,38 +116,96 @@ NEEDS: dict[int, Callable[[Any], list[Need]]] = {
 }
 
 
+#: Kafka's error code of a denial, by the type of the resource refused
+CODES = {"Group": sec.GROUP_AUTHORIZATION_FAILED, "Topic": sec.TOPIC_AUTHORIZATION_FAILED,
+         "TransactionalId": sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         "Cluster": sec.CLUSTER_AUTHORIZATION_FAILED}
+
+
 def _denied(authorize: Callable[[str, str, str], bool], api_key: int, req: Any,
-            any_topic: Callable[[str], bool]) -> Iterator[str]:
+            any_topic: Callable[[str], bool]) -> Iterator[Need]:
     """What the request needs and is not allowed (empty: allowed)."""
     if api_key == 19:  # CreateTopics: Create on the cluster, else on each topic
         if not authorize("Create", *CLUSTER):
-            yield from (f"Create on Topic {t}" for t in _topics(req)
+            yield from (("Create", "Topic", t) for t in _topics(req)
                         if not authorize("Create", "Topic", t))
         return
     if api_key == 22:  # InitProducerId
         tid = req.transactional_id
         if tid is not None:
             if not authorize("Write", "TransactionalId", tid):
-                yield f"Write on TransactionalId {tid}"
+                yield "Write", "TransactionalId", tid
         elif not authorize("IdempotentWrite", *CLUSTER) and not any_topic("Write"):
-            yield "IdempotentWrite on the cluster (or Write on a topic)"
+            yield "IdempotentWrite", *CLUSTER
         return
     needs = NEEDS.get(api_key)
     if needs is None:
         if not authorize("All", *CLUSTER):
-            yield f"All on the cluster (API {api_key})"
+            yield "All", *CLUSTER
         return
     for op, rtype, name in needs(req):
         if not authorize(op, rtype, name):
-            yield f"{op} on {rtype} {name}"
+            yield op, rtype, name
 
 
-def check(broker: Any, who: Any, api_key: int, req: Any) -> None:
-    """Raises ProtocolError (the connection is closed) when the gateway has an
-    authorizer and ``who`` may not do what this request asks (module doc)."""
+def _zero(f: dataclasses.Field, code: int) -> Any:
+    """A field's value in a refusal: the error code, else an empty or -1 value."""
+    kind = f.metadata.get("kafka_type")
+    if kind == "error_code":
+        return error(code)
+    if kind is None:
+        return ()  # a list of entities
+    if kind.startswith("timedelta"):
+        return datetime.timedelta(0)
+    if kind.startswith("int") or kind.startswith("uint"):
+        return -1
+    if kind == "string":
+        return None if "None" in str(f.type) else ""
+    if kind == "bytes":
+        return b""
+    if kind == "bool":
+        return False
+    if kind == "uuid":
+        return uuid.UUID(int=0)
+    raise TypeError(f"no empty value for {kind}")
+
+
+def refusal(head: Header, code: int) -> Any:
+    """The API's answer carrying only ``code``, or None when its answer has no
+    top-level error code (per-resource codes: not built here; FindCoordinator v4+, whose
+    answer is per key, is answered ``code`` for every key)."""
+    cls = load_response_schema(head.api_key, head.api_version)
+    fields = dataclasses.fields(cls)
+    if head.api_key == 10 and head.api_version >= 4:
+        return None  # answered by _coordinators_refused, which knows the keys
+    if "error_code" not in {f.name for f in fields}:
+        return None
+    try:
+        return cls(**{f.name: _zero(f, code) for f in fields if f.default is dataclasses.MISSING
+                      and f.default_factory is dataclasses.MISSING})
+    except TypeError:
+        return None
+
+
+def _coordinators_refused(head: Header, req: Any, code: int) -> Any:
+    """FindCoordinator v4+ refused: ``code`` for each key asked."""
+    import sys
+
+    cls = load_response_schema(head.api_key, head.api_version)
+    mod = sys.modules[cls.__module__]
+    return cls(throttle_time=datetime.timedelta(0), coordinators=tuple(
+        mod.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=error(code),
+                        error_message="not authorized") for k in req.coordinator_keys))
+
+
+def check(broker: Any, who: Any, head: Header, req: Any) -> Any:
+    """None when the gateway has no authorizer or ``who`` may do what this request
+    asks; else the refusal to answer (module doc). Raises ProtocolError (the connection
+    is closed) for a refusal the API's answer cannot carry."""
+    api_key = head.api_key
     authorizer = getattr(broker.state, "authorizer", None)
     if authorizer is None or api_key in OWN_CHECKS:
-        return
+        return None
 
     def authorize(op: str, rtype: str, name: str) -> bool:
         if op == "All":  # "All" is not an operation to ask for: only super users have it
@@ -152,5 +219,12 @@ def check(broker: Any, who: Any, api_key: int, req: Any) -> None:
         refused = list(_denied(authorize, api_key, req, any_topic))
     except (AttributeError, TypeError, ValueError) as e:  # a shape not foreseen: fail closed
         raise ProtocolError(f"API {api_key}: cannot tell what it needs ({e})") from None
-    if refused:
-        raise ProtocolError(f"{who.principal} is not authorized: {'; '.join(refused)}")
+    if not refused:
+        return None
+    code = CODES[refused[0][1]]
+    answer = _coordinators_refused(head, req, code) if api_key == 10 \
+        and head.api_version >= 4 else refusal(head, code)
+    if answer is None:
+        said = "; ".join(f"{op} on {rtype} {name}" for op, rtype, name in refused)
+        raise ProtocolError(f"{who.principal} is not authorized: {said}")
+    return answer

@@ -210,8 +210,9 @@ class KafkaListener:
             if session.closing:  # a failed login: this answer, then the connection ends
                 raise _CloseAfter(encode_response(head, body))
         else:
-            acl_gate.check(self.broker, who, head.api_key, req)  # APIs without own checks
-            body = await self.handlers[head.api_key](self.broker, head, req)
+            # the APIs without checks of their own: a refusal answers instead of the handler
+            body = acl_gate.check(self.broker, who, head, req) \
+                or await self.handlers[head.api_key](self.broker, head, req)
         return None if body is None else encode_response(head, body)
 
     async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:

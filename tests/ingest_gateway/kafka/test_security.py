@@ -213,7 +213,7 @@ def logged_in(gw, pki, user: str) -> ssl.SSLSocket:
     return s
 
 
-def test_apis_checked_before_their_handler_close_on_a_denial(secured, pki):
+def test_apis_checked_before_their_handler_refuse(secured, pki):
     import datetime
 
     from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
@@ -226,9 +226,9 @@ def test_apis_checked_before_their_handler_close_on_a_denial(secured, pki):
     assert TOPIC in open_log(secured.store_url).topics()
     beat = HeartbeatRequest(group_id="someone-elses", generation_id=1, member_id="m",
                             group_instance_id=None)
-    with logged_in(secured, pki, "reader") as s:  # no ACL on that group
-        s.sendall(frame(beat, 4))
-        assert read_frame(s) is None
+    with logged_in(secured, pki, "reader") as s:  # no ACL on that group: Kafka's code
+        _, answer = call(s, beat, 4)
+        assert int(answer.error_code) == 30  # GROUP_AUTHORIZATION_FAILED
     with logged_in(secured, pki, "admin") as s:  # a super user is answered
         _, answer = call(s, beat, 4)
         assert int(answer.error_code) != 0  # not a member: the group's own error
@@ -253,3 +253,22 @@ def test_settings_that_would_bypass_the_login_refuse_to_start(tmp_path, pki, lis
         asyncio.run(KafkaListener.start(types.SimpleNamespace(settings=settings,
                                                               authorizer=None)))
     assert e.value.key == key
+
+
+def test_a_group_consumer_without_read_on_its_group_gets_group_authorization_failed(
+        secured, pki):
+    c = Consumer(client_conf(secured, pki, "reader", **{"group.id": "not-readers"}))
+    try:
+        c.subscribe([TOPIC])
+        errors: list = []
+
+        def failed() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error():
+                errors.append(m.error())
+            return bool(errors)
+
+        wait_for(failed, timeout=30, what="a consumer error")
+        assert errors[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, errors
+    finally:
+        c.close()
