@@ -20,6 +20,8 @@ here (``init_producer_id`` below still refuses one, called alone).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import logging
 import secrets
@@ -113,14 +115,18 @@ async def topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) 
                           leader_epoch=epoch, replica_nodes=(leader,) if known else (),
                           isr_nodes=(leader,) if known else (), offline_replicas=()))
     return make(mod.MetadataResponseTopic, error_code=error(codes.NONE), name=name,
-                topic_id=_topic_uuid(info.topic_id), is_internal=False,
+                topic_id=topic_uuid(info.topic_id), is_internal=False,
                 partitions=tuple(parts), topic_authorized_operations=-2147483648)
 
 
-def _topic_uuid(topic_id: str) -> uuid.UUID:
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """A store topic id (Kafka's display form: 16 bytes in URL-safe base64, see
+    ``log_layout.paths.new_topic_id``) as the protocol's UUID; NO_TOPIC_ID for a topic
+    made before ids ("") or an id that is not 16 bytes."""
     try:
-        return uuid.UUID(topic_id)
-    except ValueError:
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+        return uuid.UUID(bytes=raw) if topic_id else NO_TOPIC_ID
+    except (ValueError, binascii.Error):
         return NO_TOPIC_ID
 
 
