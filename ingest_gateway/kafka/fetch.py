@@ -19,6 +19,12 @@ refresh their metadata). ``isolation_level`` 1 (read_committed) reads to the las
 stable offset. Fetch sessions (KIP-227) are not kept: the answer's session id 0
 tells clients to send full fetches.
 
+**Topic ids** (KIP-516): from v13 a Fetch names topics by id and is answered by id.
+A topic's id is drawn when it is created and kept in its store metadata (stable across
+restarts; a deleted and re-created topic gets a new one), as Metadata answers it. An id
+no topic has (a deleted topic's, or the null id of topics made before ids) answers
+UNKNOWN_TOPIC_ID for each of its partitions.
+
 **ListOffsets**: timestamp -2 is the log start offset, -1 the end (the high
 watermark, or the last stable offset for read_committed), any other timestamp the
 first offset whose record is at least that new, with that record's timestamp
@@ -30,21 +36,26 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+import weakref
 from typing import Any
 
 import pyarrow as pa
 
 from ingest_gateway.kafka import codes, records
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout import OffsetOutOfRange
+from log_layout import OffsetOutOfRange, UnknownTopic
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
 #: records one fetch reads at most (the answer is bounded by max_bytes too)
 MAX_FETCH_RECORDS = 100_000
 EARLIEST, LATEST = -2, -1
+UNKNOWN_TOPIC_ID = 100
+#: per broker, topic id -> name as last found (checked again on every use)
+_NAMES: "weakref.WeakKeyDictionary[Broker, dict[uuid.UUID, str]]" = weakref.WeakKeyDictionary()
 
 
 def _isolation(level: int) -> str | None:
@@ -73,12 +84,52 @@ def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int]
     return bad
 
 
+def _names(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The names of the topics with these ids (the ids no topic has are left out). Off
+    the loop: a miss lists the store's topics."""
+    known = _NAMES.setdefault(broker, {})
+    found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
+    if len(found) < len(ids):
+        known.clear()
+        for name in broker.log.topics():
+            tid = _id_of(broker, name)
+            if tid is not None:
+                known[tid] = name
+        found = {i: known[i] for i in ids if i in known}
+    return found
+
+
+def _id_of(broker: Broker, name: str) -> uuid.UUID | None:
+    """A topic's id (None: gone, or made before topics had ids)."""
+    try:
+        tid = topic_uuid(broker.log.topic(name).topic_id)
+    except UnknownTopic:
+        return None
+    return None if tid == NO_TOPIC_ID else tid
+
+
+async def _asked(broker: Broker, head: Header, req: Any
+                 ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], dict]:
+    """(topic, partition, fetch offset) asked for; from v13 also each topic's id by name
+    and UNKNOWN_TOPIC_ID for the partitions of ids no topic has (named ``?<id>``, which
+    is no topic's name)."""
+    if head.api_version < 13:
+        return [(t.topic, p.partition, p.fetch_offset) for t in req.topics
+                for p in t.partitions], {}, {}
+    found = await broker.hub().run(_names, broker, {t.topic_id for t in req.topics})
+    ids = {found.get(t.topic_id, f"?{t.topic_id}"): t.topic_id for t in req.topics}
+    asked = [(found.get(t.topic_id, f"?{t.topic_id}"), p.partition, p.fetch_offset)
+             for t in req.topics for p in t.partitions]
+    return asked, ids, {(t, p): UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}
+
+
 async def fetch(broker: Broker, head: Header, req: Any) -> Any:
-    asked = [(t.topic, p.partition, p.fetch_offset) for t in req.topics for p in t.partitions]
+    asked, ids, unknown = await _asked(broker, head, req)
     hub = broker.hub()
     denied = _denied(broker, "Read", [(t, p) for t, p, _ in asked])  # Kafka's ACL for Fetch
     bad = await hub.run(_checked, broker, [(t, p) for t, p, _ in asked if (t, p) not in denied])
     bad.update(denied)
+    bad.update(unknown)
     positions = {(t, p): off for t, p, off in asked if (t, p) not in bad}
     got, errors = [], {}
     level = _isolation(getattr(req, "isolation_level", 0))
@@ -110,7 +161,8 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
             mod.PartitionData, partition_index=p, error_code=error(code), high_watermark=hwm,
             last_stable_offset=lso, log_start_offset=start, aborted_transactions=(),
             preferred_read_replica=-1, records=b"".join(data.get(tp, ()))))
-    responses = tuple(make(mod.FetchableTopicResponse, topic=t, partitions=tuple(ps))
+    responses = tuple(make(mod.FetchableTopicResponse, topic=t, topic_id=ids.get(t),
+                           partitions=tuple(ps))
                       for t, ps in topics.items())
     return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(codes.NONE),
                 session_id=0, responses=responses)
