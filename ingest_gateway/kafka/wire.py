@@ -18,8 +18,9 @@ classes (one per API and version).
 
 :data:`OFFERED` is the versions of the APIs served here (the listener adds the group
 APIs' own table, ``groups.OFFERED``): Kafka 4.0's version floors up to
-what current clients use. Produce stops at 11 and Fetch at 12: the next versions name
-topics by topic id, which needs ids that survive a gateway restart (not given yet).
+what current clients use. Fetch goes to 17 (from 13 topics are named by their ids,
+kept in the store: ``fetch``); Produce stops at 12, as v13 names topics by id too and
+is not served yet.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ API_VERSIONS, API_CREATE_TOPICS, API_DELETE_TOPICS, API_INIT_PRODUCER_ID = 18, 1
 
 #: api key -> (min version, max version) offered in ApiVersions
 OFFERED: dict[int, tuple[int, int]] = {
-    API_PRODUCE: (3, 11),
-    API_FETCH: (4, 12),
+    API_PRODUCE: (3, 12),
+    API_FETCH: (4, 17),
     API_LIST_OFFSETS: (1, 7),
     API_METADATA: (0, 12),
     API_VERSIONS: (0, 3),
