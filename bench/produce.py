@@ -86,8 +86,9 @@ def _due(t0: float, n: int, rate: float | None) -> float:
     if rate is None:
         return time.perf_counter()
     due = t0 + n / rate
-    if due > time.perf_counter():
-        time.sleep(due - time.perf_counter())
+    delay = due - time.perf_counter()  # read once: the clock moves between two reads
+    if delay > 0:
+        time.sleep(delay)
     return due
 
 
