@@ -60,7 +60,7 @@ from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
                                                   NOT_COORDINATOR, REBALANCE_IN_PROGRESS,
-                                                  BadSubscription, code_of, encode_assignment,
+                                                  BadSubscription, encode_assignment, failed_code,
                                                   parse_subscription)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups import static
@@ -132,13 +132,6 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-def _failed(e: Exception, what: str) -> int:
-    code = code_of(e)
-    if code == codes.UNKNOWN_SERVER_ERROR:
-        log.exception("%s failed", what)
-    return code
-
-
 async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
     """This gateway for the groups it coordinates (every group when standalone)."""
     mod = response_module(API_FIND_COORDINATOR, head.api_version)
@@ -155,7 +148,7 @@ async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
                 validate_group_id(key)
                 broker.hub().check_coordinator(key)
             except Exception as e:  # noqa: BLE001 - every failure is an error code
-                code, message = _failed(e, "FindCoordinator"), str(e)
+                code, message = failed_code(e, "FindCoordinator"), str(e)
                 if code == NOT_COORDINATOR:
                     code = COORDINATOR_NOT_AVAILABLE
         ok = code == codes.NONE
@@ -222,7 +215,7 @@ async def join_group(broker: Broker, head: Header, req: Any) -> Any:
             instance_id=getattr(req, "group_instance_id", None) or None))
         st = await _until_assigned(hub, group, st, rebalance_ms)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        return answer(_failed(e, f"JoinGroup of group {group}"))
+        return answer(failed_code(e, f"JoinGroup of group {group}"))
     return answer(codes.NONE if st.assigned else REBALANCE_IN_PROGRESS, st)
 
 
@@ -280,7 +273,7 @@ async def sync_group(broker: Broker, head: Header, req: Any) -> Any:
         else:
             assignment, strategy = encode_assignment(st.assignment), st.strategy or ""
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        code = _failed(e, f"SyncGroup of group {req.group_id}")
+        code = failed_code(e, f"SyncGroup of group {req.group_id}")
     return make(mod.SyncGroupResponse, throttle_time=ZERO, error_code=error(code),
                 protocol_type=PROTOCOL_TYPE, protocol_name=strategy, assignment=assignment)
 
@@ -293,7 +286,7 @@ async def heartbeat(broker: Broker, head: Header, req: Any) -> Any:
         code = ILLEGAL_GENERATION if st.generation != req.generation_id \
             else REBALANCE_IN_PROGRESS if st.rebalance or not st.assigned else codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        code = _failed(e, f"Heartbeat of group {req.group_id}")
+        code = failed_code(e, f"Heartbeat of group {req.group_id}")
     return make(mod.HeartbeatResponse, throttle_time=ZERO, error_code=error(code))
 
 
@@ -312,7 +305,7 @@ async def leave_group(broker: Broker, head: Header, req: Any) -> Any:
                           req.group_id, member_id, instance)
             results.append((member_id, instance, codes.NONE))
         except Exception as e:  # noqa: BLE001 - every failure is an error code
-            results.append((member_id, instance, _failed(e, f"LeaveGroup of {req.group_id}")))
+            results.append((member_id, instance, failed_code(e, f"LeaveGroup of {req.group_id}")))
     if not many:
         return make(mod.LeaveGroupResponse, throttle_time=ZERO, error_code=error(results[0][2]))
     return make(mod.LeaveGroupResponse, throttle_time=ZERO, error_code=error(codes.NONE),

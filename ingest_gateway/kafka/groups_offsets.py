@@ -22,19 +22,13 @@ from typing import Any
 from ingest_gateway.errors import UnknownGroup
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka.broker import ZERO, Broker
-from ingest_gateway.kafka.groups_protocol import code_of, encode_assignment, encode_subscription
+from ingest_gateway.kafka.groups_protocol import (encode_assignment, encode_subscription,
+                                                  failed_code)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
 NO_AUTHORIZED_OPERATIONS = -2147483648  # "not asked for" (Kafka's INT32 min)
-
-
-def _failed(e: Exception, what: str) -> int:
-    code = code_of(e)
-    if code == codes.UNKNOWN_SERVER_ERROR:
-        log.exception("%s failed", what)
-    return code
 
 
 async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
@@ -56,7 +50,7 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
                 req.group_id, offsets, member_id=req.member_id or None, generation=generation,
                 metadata=metadata or ""))
         except Exception as e:  # noqa: BLE001 - every failure is an error code
-            code = _failed(e, f"OffsetCommit of group {req.group_id}")
+            code = failed_code(e, f"OffsetCommit of group {req.group_id}")
     topics = tuple(make(mod.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
         make(mod.OffsetCommitResponsePartition, partition_index=p.partition_index,
              error_code=error(code)) for p in t.partitions)) for t in req.topics)
@@ -74,7 +68,7 @@ async def offset_fetch(broker: Broker, head: Header, req: Any) -> Any:
         committed = await hub.run(hub.coordinator.committed, req.group_id, asked)
         code = codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        committed, code = {}, _failed(e, f"OffsetFetch of group {req.group_id}")
+        committed, code = {}, failed_code(e, f"OffsetFetch of group {req.group_id}")
     by_topic: dict[str, list[int]] = {}
     for t, p in (asked if asked is not None else sorted(committed)):
         by_topic.setdefault(t, []).append(p)
@@ -100,7 +94,7 @@ async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
             out.append(_described(mod, group, codes.NONE, "Dead", "", ()))
             continue
         except Exception as e:  # noqa: BLE001 - every failure is an error code
-            out.append(_described(mod, group, _failed(e, "DescribeGroups"), "", "", ()))
+            out.append(_described(mod, group, failed_code(e, "DescribeGroups"), "", "", ()))
             continue
         members = tuple(make(
             mod.DescribedGroupMember, member_id=m["member_id"], group_instance_id=None,
@@ -130,7 +124,7 @@ async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
                                              set(hub.coordinator.live_groups())))
         code = codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        names, live, code = [], set(), _failed(e, "ListGroups")
+        names, live, code = [], set(), failed_code(e, "ListGroups")
     wanted = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     groups = []
     for name in names:

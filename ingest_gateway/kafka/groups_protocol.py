@@ -17,6 +17,7 @@ A SyncGroup's ``assignment`` is a ``ConsumerProtocolAssignment`` v0::
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterable, Sequence
 from types import MappingProxyType
@@ -59,6 +60,8 @@ GROUP_CODES = MappingProxyType({
     InvalidCommitOffset: codes.OFFSET_OUT_OF_RANGE,
 })
 
+log = logging.getLogger("sparklog.gateway.kafka")
+
 
 def code_of(exc: BaseException) -> int:
     """Kafka's code for a group operation's error."""
@@ -70,6 +73,15 @@ def code_of(exc: BaseException) -> int:
     if isinstance(exc, ValueError) and not isinstance(exc, SparklogError):
         return codes.INVALID_REQUEST  # the coordinator's plain ValueErrors: bad arguments
     return codes.code_of(exc)
+
+
+def failed_code(exc: Exception, what: str) -> int:
+    """``code_of(exc)``; an unexpected error (UNKNOWN_SERVER_ERROR) is logged with its
+    traceback, naming ``what`` failed."""
+    code = code_of(exc)
+    if code == codes.UNKNOWN_SERVER_ERROR:
+        log.exception("%s failed", what)
+    return code
 
 
 class BadSubscription(ValueError):
