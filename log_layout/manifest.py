@@ -17,7 +17,8 @@ every kind of commit must race for the same name, or two could win a version::
      "producers": {"<producer_id>": {"epoch": 0,
                    "batches": [[first_seq, last_seq, base_offset, last_offset], ...]}},
      "committer": "append", "committed_ms": 1763700000000,
-     "cleaned_offset": 0}                                 # optional, default 0
+     "cleaned_offset": 0,                                 # optional, default 0
+     "epochs": [[1, 0], [2, 4000]]}    # optional: leader epoch, first offset (leader_epochs)
 
 **Deltas.** An append between checkpoints is stored as a delta of the version
 before it: ``"format": 2``, ``"delta_of": N-1`` and, under ``segments``, only the
@@ -105,7 +106,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from log_layout import paths, segment
+from log_layout import leader_epochs, paths, segment
 from log_layout.errors import CorruptManifest
 
 FORMAT = 1  # a whole version
@@ -194,6 +195,8 @@ class Manifest:
     aborted: tuple[tuple[int, int, int], ...] = ()
     #: the log has held transactional segments: stored in the TXN formats
     transactional: bool = False
+    #: (leader epoch, its first offset), oldest first: see leader_epochs
+    epochs: tuple[tuple[int, int], ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled into Spark tasks: the fields only, not the encoding caches.
@@ -326,6 +329,8 @@ class Manifest:
         }
         if self.cleaned_offset:  # absent = 0, so older manifests read the same
             doc["cleaned_offset"] = self.cleaned_offset
+        if self.epochs:  # absent = no history (written before it was kept)
+            doc["epochs"] = [list(pair) for pair in self.epochs]
         if delta_of is not None:
             doc["format"], doc["delta_of"] = DELTA_FORMAT, delta_of.version
             added = self.segments[len(delta_of.segments):]
@@ -409,7 +414,8 @@ class Manifest:
                     producers=producers, committer=doc.get("committer", ""),
                     committed_ms=int(doc.get("committed_ms", 0)),
                     cleaned_offset=int(doc.get("cleaned_offset", 0)),
-                    open_txns=open_txns, aborted=aborted, transactional=txn)
+                    open_txns=open_txns, aborted=aborted, transactional=txn,
+                    epochs=leader_epochs.parse(doc["epochs"]) if "epochs" in doc else ())
             is_delta = fmt in (DELTA_FORMAT, TXN_DELTA_FORMAT)
             delta_of = doc.get("delta_of") if is_delta else None
             if is_delta and (type(delta_of) is not int or delta_of != m.version - 1):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from log_layout import commit, segment, txn_maintenance, txn_writes
+from log_layout import commit, leader_epochs, segment, txn_maintenance, txn_writes
 from log_layout.commit import run as run_commit
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
@@ -64,7 +64,9 @@ def claim(partition: Partition, leader: str) -> "PartitionWriter":
     v = partition.versions
     new = commit.run(v.snapshot, lambda m: m.next(
         leader_epoch=m.leader_epoch + 1, leader=leader, committer="claim",
-        committed_ms=wall_clock_ms()), v.attempt)
+        committed_ms=wall_clock_ms(),
+        epochs=leader_epochs.assign(m.epochs, m.leader_epoch + 1, m.next_offset,
+                                    m.log_start_offset)), v.attempt)
     return PartitionWriter(partition, new)
 
 

@@ -8,17 +8,14 @@ watermark (Kafka's convention). Answered per partition with the new low watermar
 or ``OFFSET_OUT_OF_RANGE`` (past the high watermark, or below -1) or
 ``UNKNOWN_TOPIC_OR_PARTITION``.
 
-**OffsetForLeaderEpoch.** A partition's leader epochs are its manifests'
-``leader_epoch``: each claim (``PartitionLog.claim``) writes one version with the
-epoch bumped and no records, so the epoch only grows with the version number, and
-the end offset of epoch E (the first offset written in a later epoch) is the
-``next_offset`` of the first version whose epoch is above E. The answer is Kafka's
-(``LeaderEpochFileCache.endOffsetFor``): the current epoch answers the log end
-offset; an older one the largest epoch at most the requested one with that end
-offset, found by binary search over the versions (log2(versions) reads); an epoch
-before the oldest version still readable (vacuumed) or after the current one
-answers epoch -1 and offset -1. ``current_leader_epoch`` fences as Kafka's:
-older than the manifest's ``FENCED_LEADER_EPOCH``, newer ``UNKNOWN_LEADER_EPOCH``.
+**OffsetForLeaderEpoch.** A partition's leader epochs are its manifest's history
+(``log_layout.leader_epochs``: each claim adds its epoch at the log end offset),
+and the answer is Kafka's (``LeaderEpochFileCache.endOffsetFor``): the current epoch
+answers the log end offset; an older one the largest epoch at most the requested
+one with the first offset written after it; an epoch after the current one, or one
+the history does not hold (a log written before it was kept), answers epoch -1 and
+offset -1. ``current_leader_epoch`` fences as Kafka's: older than the manifest's
+``FENCED_LEADER_EPOCH``, newer ``UNKNOWN_LEADER_EPOCH``.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout.delete_records import delete_records as _delete_records
-from log_layout.manifest import Manifest
+from log_layout import leader_epochs
 from log_layout.partition import PartitionLog
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -106,40 +103,7 @@ def _epoch_end(lg: Any, topic: str, partition: int, wanted: int,
         return (code, *UNDEFINED)
     if wanted == m.leader_epoch:
         return codes.NONE, m.leader_epoch, m.next_offset
-    if wanted > m.leader_epoch or wanted < 0:
-        return (codes.NONE, *UNDEFINED)
-    return (codes.NONE, *epoch_end_offset(plog.version, m, wanted))
-
-
-def epoch_end_offset(load: Any, newest: Manifest, wanted: int) -> tuple[int, int]:
-    """(largest epoch <= ``wanted``, its end offset) over the versions up to ``newest``,
-    given ``load(version) -> Manifest`` (FileNotFoundError once vacuumed), for
-    ``wanted`` below the newest epoch; UNDEFINED if no readable version is that old."""
-    # first version whose epoch is above `wanted`: versions are ordered by epoch
-    lo, hi = 0, newest.version
-    while lo < hi:
-        mid = (lo + hi) // 2
-        try:
-            m = load(mid)
-        except FileNotFoundError:  # vacuumed (or never written): only newer ones remain
-            lo = mid + 1
-            continue
-        if m.leader_epoch > wanted:
-            hi = mid
-        else:
-            lo = mid + 1
-    if hi == 0 or _gone(load, hi - 1):
-        return UNDEFINED  # nothing readable at or below `wanted`
-    above = newest if hi == newest.version else load(hi)
-    return load(hi - 1).leader_epoch, above.next_offset
-
-
-def _gone(load: Any, version: int) -> bool:
-    try:
-        load(version)
-        return False
-    except FileNotFoundError:
-        return True
+    return (codes.NONE, *leader_epochs.end_offset_for(m.epochs, wanted, m.next_offset))
 
 
 HANDLERS = {API_DELETE_RECORDS: delete_records,

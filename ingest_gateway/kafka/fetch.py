@@ -47,6 +47,7 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import OffsetOutOfRange, UnknownTopic
+from log_layout.leader_epochs import epoch_at
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -143,8 +144,9 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
             log.warning("Kafka fetch failed: %s", e)
             bad.update(dict.fromkeys(positions, codes.code_of(e)))
             positions = {}
-    data = _encode(got, positions, {t: _codec(broker, t) for t, _ in positions})
-    marks = await hub.run(_watermarks, hub, [tp for tp in positions if tp not in errors])
+    marks = await hub.run(_watermarks, broker, [tp for tp in positions if tp not in errors])
+    data = _encode(got, positions, {t: _codec(broker, t) for t, _ in positions},
+                   {tp: mark[3] for tp, mark in marks.items()})
     mod = response_module(1, head.api_version)
     topics: dict[str, list[Any]] = {}
     for t, p, _off in asked:
@@ -156,7 +158,7 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
             e: OffsetOutOfRange = errors[tp]
             code, start, hwm = codes.OFFSET_OUT_OF_RANGE, e.log_start, e.log_end
         else:
-            start, lso, hwm = marks[tp]
+            start, lso, hwm, _epochs = marks[tp]
         topics.setdefault(t, []).append(make(
             mod.PartitionData, partition_index=p, error_code=error(code), high_watermark=hwm,
             last_stable_offset=lso, log_start_offset=start, aborted_transactions=(),
@@ -175,7 +177,7 @@ def _codec(broker: Broker, topic: str) -> str:
     return wanted if wanted in records.CODECS else "none"  # producer, uncompressed
 
 
-def _encode(got: list, positions: dict, codecs: dict[str, str]
+def _encode(got: list, positions: dict, codecs: dict[str, str], epochs: dict
             ) -> dict[tuple[str, int], list[bytes]]:
     """Kafka record batches per partition. Where the reader's next position is past the
     last record sent (it skipped a transaction marker, aborted records or a compaction
@@ -184,21 +186,25 @@ def _encode(got: list, positions: dict, codecs: dict[str, str]
     control records, so without it a consumer would stay on a marker at a partition's
     end. Its producer id (-1) is no producer's, so no client reads it as ending a
     transaction of its own. ``codecs``: each topic's codec (control batches are never
-    compressed)."""
+    compressed). Each batch carries the leader epoch its first record was written under
+    (``epochs``: each partition's history, see ``log_layout.leader_epochs``), which a
+    client checks with OffsetForLeaderEpoch after a leader change."""
     data: dict[tuple[str, int], list[bytes]] = {}
     reached = dict(positions)
     for tp, batch, nxt in got:
         chunks = data.setdefault(tp, [])
         if batch.num_rows:
             offsets = batch.column(0)
-            chunks.append(records.encode_batch(pa.Table.from_batches([batch]),
-                                               base_offset=int(offsets[0].as_py()),
-                                               codec=codecs[tp[0]]))
+            base = int(offsets[0].as_py())
+            chunks.append(records.encode_batch(
+                pa.Table.from_batches([batch]), base_offset=base, codec=codecs[tp[0]],
+                partition_leader_epoch=epoch_at(epochs.get(tp, ()), base)))
             reached[tp] = int(offsets[-1].as_py()) + 1
         if nxt > reached[tp]:
             chunks.append(records.encode_control_batch(
                 base_offset=nxt - 1, commit=True, producer_id=-1, producer_epoch=-1,
-                timestamp_ms=int(time.time() * 1000)))
+                timestamp_ms=int(time.time() * 1000),
+                partition_leader_epoch=epoch_at(epochs.get(tp, ()), nxt - 1)))
             reached[tp] = nxt
     return data
 
@@ -214,8 +220,13 @@ def _denied(broker: Broker, operation: str,
     return {tp: sec.TOPIC_AUTHORIZATION_FAILED for tp in tps if not ok[tp[0]]}
 
 
-def _watermarks(hub: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
-    return {tp: hub.source.stable_watermarks(tp) for tp in tps}
+def _watermarks(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
+    """(log start, last stable offset, high watermark, epoch history) per partition."""
+    out = {}
+    for tp in tps:
+        m = broker.log.partition(*tp).snapshot()
+        out[tp] = (m.log_start_offset, m.last_stable_offset, m.next_offset, m.epochs)
+    return out
 
 
 async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
@@ -226,11 +237,10 @@ async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
     found = await broker.hub().run(_offsets, broker,
                                    [a for a in asked if a[:2] not in denied], committed)
     found_of = iter(found)
-    found = [(denied[(t, p)], -1, -1) if (t, p) in denied else next(found_of)
+    found = [(denied[(t, p)], -1, -1, -1) if (t, p) in denied else next(found_of)
              for t, p, _ in asked]
     topics: dict[str, list[Any]] = {}
-    for (t, p, _ts), (code, ts, offset) in zip(asked, found):
-        _leader, epoch = broker.leader(t, p)
+    for (t, p, _ts), (code, ts, offset, epoch) in zip(asked, found):
         topics.setdefault(t, []).append(make(
             mod.ListOffsetsPartitionResponse, partition_index=p, error_code=error(code),
             timestamp=ts, offset=offset, old_style_offsets=(offset,) if offset >= 0 else (),
@@ -241,8 +251,10 @@ async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
 
 
 def _offsets(broker: Broker, asked: list[tuple[str, int, int]],
-             committed: bool) -> list[tuple[int, int, int]]:
-    """(error code, timestamp, offset) per partition asked (store reads: off the loop)."""
+             committed: bool) -> list[tuple[int, int, int, int]]:
+    """(error code, timestamp, offset, leader epoch) per partition asked (store reads:
+    off the loop). The epoch is the one the offset was written under, as Kafka's (the
+    latest epoch at the log end)."""
     out = []
     for topic, partition, ts in asked:
         try:
@@ -250,14 +262,15 @@ def _offsets(broker: Broker, asked: list[tuple[str, int, int]],
             plog = broker.log.partition(topic, partition)
             m = plog.snapshot()
             if ts == EARLIEST:
-                out.append((codes.NONE, -1, m.log_start_offset))
+                stamp, offset = -1, m.log_start_offset
             elif ts == LATEST:
-                out.append((codes.NONE, -1,
-                            m.last_stable_offset if committed else m.next_offset))
+                stamp, offset = -1, m.last_stable_offset if committed else m.next_offset
             else:
-                out.append((codes.NONE, *_by_time(plog, m, ts)))
+                stamp, offset = _by_time(plog, m, ts)
+            epoch = epoch_at(m.epochs, offset) if offset >= 0 else -1
+            out.append((codes.NONE, stamp, offset, epoch))
         except Exception as e:  # noqa: BLE001 - a per-partition error code
-            out.append((codes.code_of(e), -1, -1))
+            out.append((codes.code_of(e), -1, -1, -1))
     return out
 
 

@@ -108,3 +108,43 @@ def test_offset_for_leader_epoch_answers_each_epochs_end(kafka_gateway, kafka_lo
         [(74, -1, -1), (76, -1, -1), (0, e2, 5)]  # FENCED, UNKNOWN_LEADER_EPOCH, fine
     assert _epochs(kafka_gateway, "no-such-topic", (0, -1))[0][0] == 3
     assert _epochs(kafka_gateway, topic, (0, -1), partition=7)[0][0] == 3
+
+
+def test_records_carry_the_leader_epoch_they_were_written_under(kafka_gateway, kafka_log):
+    """Fetched batches and ListOffsets name the epoch of the offset (the manifest's epoch
+    history), as Kafka's do: a client that checks its position after a leader change
+    (KIP-320) asks OffsetForLeaderEpoch for its last record's epoch, and an epoch
+    answered wrongly would make it see a truncation and read the partition again."""
+    from confluent_kafka.admin import OffsetSpec
+
+    topic = f"st-{uuid.uuid4().hex[:8]}"
+    kafka_log.create_topic(topic, {"partitions": 1})
+    plog = kafka_log.partition(topic, 0)
+    base = plog.snapshot(refresh=True).leader_epoch
+    for leader, n in (("a", 3), ("idle", 0), ("b", 2)):  # the idle epoch writes nothing
+        w = plog.claim(leader)
+        if n:
+            w.append(pa.table({"key": [b"k"] * n, "value": [b"v"] * n}))
+    m = plog.snapshot(refresh=True)
+    assert m.epochs == ((base + 1, 0), (base + 3, 3))
+    c = ck.Consumer({"bootstrap.servers": kafka_gateway.bootstrap, "group.id": "unused",
+                     "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    try:
+        got = []
+        while len(got) < 5:
+            msg = c.poll(TIMEOUT)
+            assert msg is not None and not msg.error(), msg and msg.error()
+            got.append((msg.offset(), msg.leader_epoch()))
+    finally:
+        c.close()
+    assert got == [(0, base + 1), (1, base + 1), (2, base + 1), (3, base + 3), (4, base + 3)]
+    # the epoch that wrote nothing ends where the next one starts
+    assert _epochs(kafka_gateway, topic, (base + 1, -1), (base + 2, -1)) == \
+        [(0, base + 1, 3), (0, base + 1, 3)]
+    admin = AdminClient({"bootstrap.servers": kafka_gateway.bootstrap})
+    tp = ck.TopicPartition(topic, 0)
+    for spec, want in ((OffsetSpec.earliest(), (0, base + 1)),
+                       (OffsetSpec.latest(), (5, base + 3))):
+        info = admin.list_offsets({tp: spec})[tp].result(timeout=TIMEOUT)
+        assert (info.offset, info.leader_epoch) == want

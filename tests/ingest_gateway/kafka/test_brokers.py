@@ -119,16 +119,13 @@ def test_find_coordinator_and_describe_cluster_name_the_other_slot(slots):
         [(0, gw0.kafka_port), (1, gw1.kafka_port)]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "intermittent (3 of ~20 runs under load, once in the fresh-clone suite): after the move "
-    "confluent-kafka's assigned consumer sometimes reads the partition again from offset 0; "
-    "cause not found yet (a leader epoch in Metadata lagging the claim by up to 1 s is the "
-    "first suspect); see the stop note and README's known limits"))
 def test_a_partition_moving_to_the_other_slot_keeps_its_clients_going(slots):
     """Partition 3 moves from slot 1 to slot 0: Metadata names the new leader at a
     higher leader epoch, the producer and the assigned consumer follow it, nothing is
-    lost or read twice. (librdkafka 2.16 sent no OffsetForLeaderEpoch here, checked with
-    ``debug=protocol``: that API is tested with raw requests in test_admin_records.)"""
+    lost or read twice. When Metadata names the new epoch, librdkafka checks its position
+    with OffsetForLeaderEpoch for its last record's epoch: records stamped with the wrong
+    epoch made it see a truncation and read the partition again from offset 0 (1 run in
+    6 under load), which test_admin_records checks at its source."""
     gw0 = slots.gateways[0]
     wait_for(lambda: _brokers_and_leaders(gw0)[1] == list(LEADERS), timeout=TIMEOUT,
              what="the first assignment applied")
