@@ -71,6 +71,7 @@ class GatewaySettings:
     access_control_allow_headers: str
     listeners: str
     kafka_listeners: str
+    kafka_advertised_listeners: str
     socket_request_max_bytes: int
     kafka_connections_max_idle_ms: int
 

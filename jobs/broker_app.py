@@ -115,6 +115,10 @@ class GatewayTask:
     bind_host: str | None = None
     storage_options: str | None = None
     log_level: str = "warning"
+    #: slot S also listens for Kafka clients on kafka_base_port + S (0: no Kafka listener)
+    kafka_base_port: int = 0
+    #: that listener's scheme (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+    kafka_scheme: str = "PLAINTEXT"
 
     def argv(self, slot: int, host: str, advertised_host: str | None = None) -> list[str]:
         argv = ["--store", self.store_url]
@@ -123,6 +127,11 @@ class GatewayTask:
         advertised = advertised_host or host
         argv += ["--set", f"gateway.broker.id={slot}", "--set",
                  f"gateway.advertised.listeners=http://{advertised}:{self.base_port + slot}"]
+        if self.kafka_base_port:  # each slot is a Kafka broker of its own (node id = slot)
+            port = self.kafka_base_port + slot
+            argv += ["--set", f"gateway.kafka.listeners={self.kafka_scheme}://{host}:{port}",
+                     "--set", f"gateway.kafka.advertised.listeners="
+                              f"{self.kafka_scheme}://{advertised}:{port}"]
         argv += ["gateway", "--host", host, "--port", str(self.base_port + slot),
                  "--log-level", self.log_level]
         if self.storage_options:

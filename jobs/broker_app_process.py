@@ -42,12 +42,14 @@ class BrokerAppProcess:
     def __init__(self, store_url: str, master: str | None, work_dir: str, *,
                  gateways: int = 1, port: int | None = None,
                  settings: dict[str, str] | None = None, failover_ms: int | None = None,
-                 storage_options: str | None = None):
+                 storage_options: str | None = None, kafka_port: int | None = None):
         self.store_url, self.master, self.work_dir = store_url, master, work_dir
         self.gateways = gateways
         self.port = port or free_ports(gateways)
         self.settings = {"store.fsync": "false", **(settings or {})}
         self.failover_ms, self.storage_options = failover_ms, storage_options
+        #: slot s also listens for Kafka clients on kafka_port + s (None: no Kafka listener)
+        self.kafka_port = kafka_port
         self.addresses = os.path.join(work_dir, "addresses.json")
         self.log_path = os.path.join(work_dir, "broker-app.log")
         self.proc: subprocess.Popen | None = None
@@ -65,6 +67,8 @@ class BrokerAppProcess:
             cmd += ["--failover-ms", str(self.failover_ms)]
         if self.storage_options:
             cmd += ["--storage-options", self.storage_options]
+        if self.kafka_port:
+            cmd += ["--kafka-port", str(self.kafka_port)]
         env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
@@ -95,6 +99,12 @@ class BrokerAppProcess:
     def bootstrap(self) -> str:
         """Kafka's bootstrap list of every slot."""
         return ",".join(self.urls)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``bootstrap.servers`` for Kafka clients: every slot's Kafka listener."""
+        assert self.kafka_port, "started without a Kafka listener"
+        return ",".join(f"127.0.0.1:{self.kafka_port + s}" for s in range(self.gateways))
 
     def healthy(self, slot: int = 0) -> bool:
         return gateway_answers(self.urls[slot])

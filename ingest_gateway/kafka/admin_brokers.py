@@ -28,9 +28,11 @@ address. Transaction coordinator keys are left to the groups module's answer.
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 from typing import Any
 
+from conf.errors import ConfigError
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
@@ -45,6 +47,25 @@ OFFERED: dict[int, tuple[int, int]] = {API_DESCRIBE_CLUSTER: (0, 1)}
 #: how long the slots' registrations read are reused (a heartbeat is 1 s)
 DIRECTORY_TTL_S = 1.0
 NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def advertised(gateway: Any, scheme: str, host: str, port: int) -> tuple[str, int]:
+    """The (host, port) Kafka clients are told for this gateway: Kafka's
+    ``advertised.listeners`` (``gateway.kafka.advertised.listeners``) when set, else the
+    listener's own address, with this machine's name for a wildcard host (0.0.0.0,
+    ::). Raises ConfigError naming the setting for a bad one, or one whose scheme is
+    not the listener's."""
+    text = gateway.kafka_advertised_listeners.strip()
+    if not text:
+        return (socket.getfqdn() if host in ("0.0.0.0", "::", "") else host), port
+    key = "gateway.kafka.advertised.listeners"
+    try:
+        adv_scheme, adv_host, adv_port = sec.parse_listener(text)
+    except ConfigError as e:
+        raise ConfigError(key, text, e.reason) from None
+    if adv_scheme != scheme:
+        raise ConfigError(key, text, f"its scheme must be the listener's, {scheme}")
+    return adv_host, adv_port
 
 
 def register(broker: Broker) -> None:

@@ -94,21 +94,24 @@ class KafkaListener:
     @classmethod
     async def start(cls, state: Any) -> "KafkaListener | None":
         """Listen on ``gateway.kafka.listeners`` with the app ``state``'s batcher.
-        Raises ConfigError (a bad listener, or one that would bypass the login:
-        ``kafka.security``), OSError (address in use)."""
+        Raises ConfigError (a bad listener or advertised listener, or one that would
+        bypass the login: ``kafka.security``), OSError (address in use)."""
         settings = state.settings
         text = settings.gateway.kafka_listeners.strip()
         if not text:
             return None
         scheme, host, port = sec.parse_listener(text)
+        told = admin_brokers.advertised(settings.gateway, scheme, host, port)
         security = sec.ListenerSecurity(scheme, settings, getattr(state, "authorizer", None))
-        self = cls(Broker(state, host, port), settings.gateway, security)
+        self = cls(Broker(state, *told), settings.gateway, security)
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
                                                  ssl=security.ssl_context)
         bound = self.server.sockets[0].getsockname()[1]
-        self.broker.port = bound
+        if self.broker.port == 0:  # an ephemeral listener advertises the port it got
+            self.broker.port = bound
         admin_brokers.register(self.broker)
-        log.info("Kafka protocol listener on %s://%s:%d", scheme, host, bound)
+        log.info("Kafka protocol listener on %s://%s:%d (clients told %s:%d)", scheme, host,
+                 bound, self.broker.host, self.broker.port)
         return self
 
     async def close(self) -> None:

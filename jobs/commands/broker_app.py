@@ -21,7 +21,10 @@ The driver assigns every partition (and every consumer group's coordinator) to o
 live slot and keeps the assignment in the store; a slot silent for --failover-ms loses
 its partitions to the others, which claim them with a higher leader epoch, fencing the
 silent gateway. Clients given any gateway (or a list) find the leaders through
-GET /metadata. `sparklog cluster status` shows it all. Keep one executor's worth of
+GET /metadata. With --kafka-port (or gateway.kafka.listeners set) slot S is also Kafka
+broker S on port BASE+S: Kafka clients bootstrap from any slot, and Metadata names
+every live slot and the leaders the driver assigned. `sparklog cluster status` shows
+it all. Keep one executor's worth of
 cores spare, so a lost executor's gateway has somewhere to go. Run the driver under a
 supervisor (systemd, Kubernetes): a restarted driver takes the application over by
 its higher driver epoch. SIGTERM or SIGINT stops the application."""
@@ -44,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "with task retries)")
     p.add_argument("--port", type=integer(1), metavar="BASE",
                    help="slot S listens on BASE+S (default: gateway.port, 8082)")
+    p.add_argument("--kafka-port", type=integer(1), metavar="BASE",
+                   help="slot S also listens for Kafka clients on BASE+S, a broker with node "
+                        "id S (default: the port of gateway.kafka.listeners, if set; its "
+                        "scheme is kept)")
     p.add_argument("--bind-host", metavar="HOST",
                    help="address the gateway binds on its executor (default: the "
                         "executor's SPARK_LOCAL_IP, else 0.0.0.0)")
@@ -83,11 +90,29 @@ def run(args: argparse.Namespace) -> int:
     base = args.port or settings.gateway.port
     if base + args.gateways - 1 > 65535:
         raise ConfigError("--port", base, f"slots up to {base + args.gateways - 1} exceed 65535")
-    pairs = {k: v for k, v in _override_pairs(args).items() if k != "store.url"}
+    scheme, kafka_base = _kafka_listener(settings.gateway.kafka_listeners, args.kafka_port)
+    if kafka_base and kafka_base + args.gateways - 1 > 65535:
+        raise ConfigError("--kafka-port", kafka_base,
+                          f"slots up to {kafka_base + args.gateways - 1} exceed 65535")
+    per_slot = {"store.url", "gateway.kafka.listeners", "gateway.kafka.advertised.listeners"}
+    pairs = {k: v for k, v in _override_pairs(args).items() if k not in per_slot}
     task = broker_app.GatewayTask(store_url=store, base_port=base,
                                   settings=tuple(sorted(pairs.items())),
                                   bind_host=args.bind_host, storage_options=args.storage_options,
-                                  log_level=args.log_level)
+                                  log_level=args.log_level, kafka_base_port=kafka_base,
+                                  kafka_scheme=scheme)
     return broker_app.run(task, args.gateways, master=args.master,
                           addresses_file=args.addresses_file, failover_ms=args.failover_ms,
                           maintenance=args.maintenance)
+
+
+def _kafka_listener(configured: str, base: int | None) -> tuple[str, int]:
+    """(scheme, base port) of the slots' Kafka listeners: ``--kafka-port`` with the
+    configured listener's scheme (PLAINTEXT if none), else the configured listener's
+    own port as the base; (scheme, 0) for none. Raises ConfigError for a bad listener."""
+    from ingest_gateway.kafka.security import parse_listener
+
+    if not configured.strip():
+        return "PLAINTEXT", base or 0
+    scheme, _host, port = parse_listener(configured)
+    return scheme, base or port
