@@ -214,6 +214,43 @@ def test_overview_shows_topics_groups_and_throughput_charts(driver, world, shots
     shoot(driver, shots, "overview")
 
 
+def shown_bytes(text: str) -> tuple[float, int]:
+    """A size as the console shows it ("1.5 KiB") as (bytes, the unit's size)."""
+    value, unit = text.split()
+    scale = 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+    return float(value) * scale, scale
+
+
+def test_topics_page_lists_each_topic_with_partitions_records_size_and_links(
+        driver, world, shots):
+    gw, http = world["gw"], world["http"]
+    open_page(driver, gw.url + "/ui")
+    driver.find_element(*by("header nav a[href='/ui/topics']")).click()
+    wait(driver, lambda d: d.title.startswith("Topics"), "the topics page")
+    assert driver.find_element(*by("header nav a.active")).get_attribute("href") \
+        == gw.url + "/ui/topics"
+    shown = rows(driver, "topics")
+    assert [r[0] for r in shown] == ["orders", "profiles", "xss"]  # sorted by name
+    for name, parts, records, size, segments in shown:
+        # the same facts through the REST API (REST Proxy v2 partitions, sparklog's fields)
+        api = http.get(f"/topics/{name}/partitions", "application/vnd.kafka.v2+json")
+        assert parts == str(len(api)), name
+        assert records == f"{sum(p['high_watermark'] - p['log_start_offset'] for p in api):,}"
+        assert segments == f"{sum(p['segments'] for p in api):,}", name
+        got, unit = shown_bytes(size)
+        assert abs(got - sum(p["bytes"] for p in api)) <= unit * 0.05, (name, size)
+    by_name = {r[0]: r for r in shown}
+    assert by_name["orders"][1] == "3" and by_name["xss"][1:3] == ["1", "1"]
+    # profiles: 100 records written; maintenance removed 60 but keeps their offsets
+    assert by_name["profiles"][2] == "100" and by_name["profiles"][4] == "2"
+    shoot(driver, shots, "topics")
+    for name, parts, *_ in shown:  # each name leads to its topic's page
+        open_page(driver, gw.url + "/ui/topics")
+        driver.find_element(*by(f"#topics a[href='/ui/topics/{name}']")).click()
+        wait(driver, lambda d, n=name: d.title.startswith(f"Topic {n}"), f"{name}'s page")
+        assert len(rows(driver, "partitions")) == int(parts)
+
+
 def test_topic_page_shows_partitions_configs_and_leads_to_the_browser(driver, world, shots):
     open_page(driver, world["gw"].url + "/ui")
     driver.find_element(*by("#topics a[href='/ui/topics/orders']")).click()
@@ -358,7 +395,8 @@ def test_user_controlled_strings_are_shown_as_text_never_run(driver, world):
 def test_groups_page_shows_members_assignment_lag_and_a_lag_chart(driver, world, shots):
     gw = world["gw"]
     open_page(driver, gw.url + "/ui/groups")
-    assert rows(driver, "groups")[0][:3] == ["billing", "Stable", "1"]
+    assert rows(driver, "groups")[0][:4] == ["billing", "Stable", "1", "orders"]
+    shoot(driver, shots, "groups")
     driver.find_element(*by("#groups a")).click()
     wait(driver, lambda d: d.title.startswith("Group billing"), "the group page")
     lag = rows(driver, "lag")
