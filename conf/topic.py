@@ -17,7 +17,10 @@ from typing import Any, Callable
 from conf.errors import ConfigError
 
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
-COMPRESSION_TYPES = ("producer", "none", "uncompressed", "lz4", "zstd")
+COMPRESSION_TYPES = ("producer", "none", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+#: the Arrow IPC codec a topic's segments are stored with (Arrow has no gzip or snappy:
+#: the nearest in kind), by compression.type; Kafka fetches answer in the named codec
+STORED_CODEC = {"gzip": "zstd", "snappy": "lz4", "lz4": "lz4", "zstd": "zstd"}
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 #: Kafka's legal topic names (kafka.common.internals.Topic): at most 249 chars. Anchored
@@ -94,7 +97,9 @@ TOPIC_KEYS: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
     "max.message.bytes": ("max_message_bytes", 1_048_588, _int(0),
                           "largest record (key + value + headers) accepted"),
     "compression.type": ("compression_type", "producer", _choice(COMPRESSION_TYPES),
-                         "segment buffer compression: none, lz4, zstd (producer = none)"),
+                         "codec of the stored segments and of Kafka fetches: none, gzip, "
+                         "snappy, lz4, zstd (producer = none; segments store gzip as zstd "
+                         "and snappy as lz4)"),
     "file.delete.delay.ms": ("file_delete_delay_ms", 60_000, _int(0),
                              "grace period before unreferenced files are deleted"),
     "message.timestamp.type": ("message_timestamp_type", "CreateTime",
@@ -155,7 +160,7 @@ class TopicConfig:
     @property
     def compression(self) -> str | None:
         """The Arrow IPC buffer codec, or None for uncompressed segments."""
-        return self.compression_type if self.compression_type in ("lz4", "zstd") else None
+        return STORED_CODEC.get(self.compression_type)
 
 
 def validate_topic_name(name: Any) -> str:

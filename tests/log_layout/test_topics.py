@@ -79,7 +79,7 @@ def test_bad_configs_name_key_and_value(log):
     assert "retention.ms" in str(e.value) and "'soon'" in str(e.value)
     with pytest.raises(ConfigError, match="unknown topic config"):
         log.create_topic("t", {"retention.hours": 1})
-    for key, value in [("partitions", 0), ("cleanup.policy", "shred"), ("compression.type", "gzip"),
+    for key, value in [("partitions", 0), ("cleanup.policy", "shred"), ("compression.type", "brotli"),
                        ("min.cleanable.dirty.ratio", 2), ("partitions", 10_001)]:
         with pytest.raises(ConfigError) as e:
             log.create_topic("t", {key: value})

@@ -74,7 +74,7 @@ def plain_size(kafka_gateway, kafka_log):
     return len(data)
 
 
-@pytest.mark.parametrize("codec", ["lz4", "zstd", "producer", "uncompressed"])
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd", "producer", "uncompressed"])
 def test_fetch_in_the_topics_codec_read_exactly_by_both_clients(kafka_gateway, kafka_log,
                                                                 plain_size, codec):
     topic = new_topic(kafka_log)
