@@ -19,7 +19,7 @@ from retention.policy import retain_partition
 from tests.compaction.helpers import T0
 from tests.compaction.txn_history import RC, RU, Txn, kinds_exact, latest, plain, values, view
 
-BACKENDS = pytest.mark.parametrize("backend", ["file", "memory", "s3"], indirect=True)
+BACKENDS = pytest.mark.parametrize("backend", ["file", "memory", "s3", "hdfs"], indirect=True)
 
 
 def _markers(plog) -> list[int]:

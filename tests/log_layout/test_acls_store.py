@@ -1,6 +1,6 @@
 """The ACL and quota documents of the store (``log_layout.acls``, ``log_layout.quotas``,
 ``log_layout.versioned_doc``): validation, the format, and concurrent writers that
-never lose an update, on the local store, memory and the S3 server."""
+never lose an update, on the local store, memory, the S3 server and HDFS."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from log_layout.acls import AclBinding, AclFilter
 from log_layout.errors import CorruptDocument, InvalidAcl
 from log_layout.versioned_doc import KEPT, Version, VersionedDoc
 
-#: the backends of the race tests: a local folder, memory, a real S3 server
-RACE_BACKENDS = ["file", "memory", "s3"]
+#: the backends of the race tests: a local folder, memory, a real S3 server, a real HDFS
+RACE_BACKENDS = ["file", "memory", "s3", "hdfs"]
 
 
 @pytest.fixture

@@ -286,7 +286,6 @@ def _race(*calls):
     return results
 
 
-@pytest.mark.parametrize("backend", ["file", "memory", "s3"], indirect=True)
 def test_race_zombie_commit_against_its_successor(log):
     seen = set()
     for r in range(6):
@@ -312,7 +311,6 @@ def test_race_zombie_commit_against_its_successor(log):
     print("zombie race outcomes:", seen)
 
 
-@pytest.mark.parametrize("backend", ["file", "memory", "s3"], indirect=True)
 def test_race_timeout_aborter_against_commit(log):
     seen = set()
     for r in range(6):
@@ -354,7 +352,6 @@ def test_maintenance_never_mixes_transactional_records_with_others(log, topic):
     assert part.read_table(3, isolation_level=RC).num_rows == 0
 
 
-@pytest.mark.parametrize("backend", ["file", "memory", "s3"], indirect=True)
 @pytest.mark.parametrize("recovery", ["init_transactions", "abort_expired"])
 def test_a_crash_at_every_write_of_an_abort(log, recovery):
     """The fencing abort of init_transactions and the timeout aborter crash at every
