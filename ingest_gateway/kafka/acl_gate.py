@@ -1,26 +1,25 @@
-"""ACL checks of the Kafka APIs whose handlers do not check per resource themselves.
+"""ACL checks of the Kafka APIs whose answer has one error code, made before their
+handler runs.
 
-Produce, Fetch, ListOffsets and Metadata check each topic in their handlers and answer
-Kafka's per-topic error codes (``kafka.security.allowed``). The other APIs are checked
-here, before their handler runs, with the operations Kafka's broker checks
-("Operations and Resources on Protocols"): group APIs Read on the Group (OffsetCommit
-also Read on its topics, OffsetFetch Describe on the group and its topics),
-FindCoordinator Describe on the Group or TransactionalId, the transaction APIs Write on
-the TransactionalId (AddPartitionsToTxn also Write on the topics, AddOffsetsToTxn and
-TxnOffsetCommit Read on the group), InitProducerId Write on the TransactionalId or,
-without one, IdempotentWrite on the cluster or Write on some topic, CreateTopics Create
-on the cluster or each topic, DeleteTopics and DeleteRecords Delete on each topic,
-DescribeConfigs/AlterConfigs on the topic (a broker: the cluster),
-OffsetForLeaderEpoch Describe on each topic, ListGroups and DescribeCluster Describe on
-the cluster.
+The APIs whose answers carry an error code per resource check in their handlers, as
+Kafka's ``KafkaApis`` does, so that a denied topic, partition, group or config resource
+gets its own code and the others are served: Produce, Fetch, ListOffsets, Metadata
+(``kafka.security.allowed``), OffsetCommit, OffsetFetch, DescribeGroups, ListGroups
+(``groups_offsets``), CreateTopics, DeleteTopics (``broker``), DeleteRecords,
+OffsetForLeaderEpoch (``admin_records``), AddPartitionsToTxn, TxnOffsetCommit (``txn``),
+Describe/Alter/IncrementalAlterConfigs (``admin_configs``). Those are :data:`OWN_CHECKS`.
 
-A denial is answered, without running the handler, with Kafka's error code of the
-first resource refused (GROUP_AUTHORIZATION_FAILED 30, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-53, CLUSTER_AUTHORIZATION_FAILED 31, TOPIC_AUTHORIZATION_FAILED 29) when the API's
-answer has one top-level error code (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-FindCoordinator before v4, InitProducerId, AddOffsetsToTxn, EndTxn); for the others
-(answers with per-resource codes) it closes the connection: fail closed, nothing done.
-An API not in the table is served only to a super user.
+The others are checked here with the operations Kafka's broker checks ("Operations and
+Resources on Protocols"): JoinGroup, SyncGroup, Heartbeat, LeaveGroup Read on the
+Group; FindCoordinator Describe on the Group or TransactionalId; AddOffsetsToTxn Write
+on the TransactionalId and Read on the group; EndTxn Write on the TransactionalId;
+InitProducerId Write on the TransactionalId or, without one, IdempotentWrite on the
+cluster or Write on some topic; DescribeCluster Describe on the cluster. A denial is
+answered, without running the handler, with Kafka's code of the first resource
+refused (GROUP_AUTHORIZATION_FAILED 30, TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53,
+CLUSTER_AUTHORIZATION_FAILED 31; FindCoordinator v4+ per key); the connection stays
+open. An API in neither table is served only to a super user (and, should its answer
+have no top-level error code, a denial closes the connection: fail closed).
 """
 
 from __future__ import annotations
@@ -36,15 +35,12 @@ from kio.index import load_response_schema
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.wire import Header, ProtocolError, error
 
-CLUSTER = ("Cluster", "kafka-cluster")
-#: APIs checked by their handlers, or served to anyone (ApiVersions, SASL)
-OWN_CHECKS = frozenset({0, 1, 2, 3, 17, 18, 36})
+CLUSTER = ("Cluster", sec.CLUSTER_NAME)
+#: APIs checked by their handlers (per resource), or served to anyone (ApiVersions, SASL)
+OWN_CHECKS = frozenset({0, 1, 2, 3, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 28, 32, 33,
+                        36, 44})
 
 Need = tuple[str, str, str]  # (operation, resource type, name)
-
-
-def _topics(req: Any, field: str = "topics", name: str = "name") -> list[str]:
-    return [getattr(t, name) for t in (getattr(req, field, None) or ())]
 
 
 def _group(req: Any, op: str = "Read") -> list[Need]:
@@ -57,79 +53,22 @@ def _find_coordinator(req: Any) -> list[Need]:
     return [("Describe", rtype, k) for k in keys]
 
 
-def _offset_commit(req: Any) -> list[Need]:
-    return _group(req) + [("Read", "Topic", t) for t in _topics(req)]
-
-
-def _offset_fetch(req: Any) -> list[Need]:
-    groups = getattr(req, "groups", None)
-    if groups is None:  # before v8: one group
-        groups = (req,)
-    needs: list[Need] = []
-    for g in groups:
-        needs.append(("Describe", "Group", g.group_id))
-        needs += [("Describe", "Topic", t) for t in _topics(g)]
-    return needs
-
-
 def _txn(req: Any) -> list[Need]:
     return [("Write", "TransactionalId", req.transactional_id)]
 
 
-def _configs(op: str) -> Callable[[Any], list[Need]]:
-    def needs(req: Any) -> list[Need]:
-        out: list[Need] = []
-        for r in req.resources:
-            if int(r.resource_type) == 2:  # TOPIC
-                out.append((op, "Topic", r.resource_name))
-            else:  # a broker or broker logger: the cluster
-                out.append((op, *CLUSTER))
-        return out
-    return needs
-
-
-def _delete_topics(req: Any) -> list[Need]:
-    names = getattr(req, "topic_names", None)
-    if names is None:
-        names = [t.name for t in req.topics]
-    return [("Delete", "Topic", n) for n in names]
-
-
 NEEDS: dict[int, Callable[[Any], list[Need]]] = {
-    8: _offset_commit,
-    9: _offset_fetch,
     10: _find_coordinator,
     11: _group, 12: _group, 13: _group, 14: _group,
-    15: lambda r: [("Describe", "Group", g) for g in r.groups],
-    16: lambda r: [("Describe", *CLUSTER)],
-    20: _delete_topics,
-    21: lambda r: [("Delete", "Topic", t) for t in _topics(r)],
-    23: lambda r: [("Describe", "Topic", t) for t in _topics(r, name="topic")],
-    24: lambda r: _txn(r) + [("Write", "Topic", t) for t in _topics(r)],
     25: lambda r: _txn(r) + _group(r),
     26: _txn,
-    28: lambda r: _txn(r) + _group(r) + [("Read", "Topic", t) for t in _topics(r)],
-    32: _configs("DescribeConfigs"),
-    33: _configs("AlterConfigs"),
-    44: _configs("AlterConfigs"),
     60: lambda r: [("Describe", *CLUSTER)],
 }
-
-
-#: Kafka's error code of a denial, by the type of the resource refused
-CODES = {"Group": sec.GROUP_AUTHORIZATION_FAILED, "Topic": sec.TOPIC_AUTHORIZATION_FAILED,
-         "TransactionalId": sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-         "Cluster": sec.CLUSTER_AUTHORIZATION_FAILED}
 
 
 def _denied(authorize: Callable[[str, str, str], bool], api_key: int, req: Any,
             any_topic: Callable[[str], bool]) -> Iterator[Need]:
     """What the request needs and is not allowed (empty: allowed)."""
-    if api_key == 19:  # CreateTopics: Create on the cluster, else on each topic
-        if not authorize("Create", *CLUSTER):
-            yield from (("Create", "Topic", t) for t in _topics(req)
-                        if not authorize("Create", "Topic", t))
-        return
     if api_key == 22:  # InitProducerId
         tid = req.transactional_id
         if tid is not None:
@@ -221,7 +160,7 @@ def check(broker: Any, who: Any, head: Header, req: Any) -> Any:
         raise ProtocolError(f"API {api_key}: cannot tell what it needs ({e})") from None
     if not refused:
         return None
-    code = CODES[refused[0][1]]
+    code = sec.CODES[refused[0][1]]
     answer = _coordinators_refused(head, req, code) if api_key == 10 \
         and head.api_version >= 4 else refusal(head, code)
     if answer is None:

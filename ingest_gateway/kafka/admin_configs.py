@@ -20,6 +20,11 @@ under Kafka's names (source ``DEFAULT_CONFIG``, read-only): what a Kafka broker'
 **Errors, per resource:** an unknown topic ``UNKNOWN_TOPIC_OR_PARTITION``; an
 unknown config name or a bad value ``INVALID_CONFIG`` with ConfigError's sentence
 (the key and the value); an unknown resource type or operation ``INVALID_REQUEST``.
+
+**ACLs** (Kafka's): DescribeConfigs needs DescribeConfigs, the alter APIs AlterConfigs,
+on the topic (a broker or broker logger: the cluster; a group: the group); a resource
+denied answers TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED with Kafka's message,
+the others are served.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import conf
 from conf.errors import ConfigError
 from conf.topic import validate_topic_name
 from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 
@@ -44,7 +50,7 @@ OFFERED: dict[int, tuple[int, int]] = {
     API_INCREMENTAL_ALTER_CONFIGS: (0, 1),
 }
 
-TOPIC, BROKER = 2, 4  # Kafka's ConfigResource.Type
+TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType
 #: configs that are not changed through the config APIs
@@ -53,6 +59,18 @@ READ_ONLY = ("partitions",)
 
 class BadResource(ValueError):
     """A resource type or operation these APIs do not serve (INVALID_REQUEST)."""
+
+
+def _authorize(broker: Broker, operation: str, kind: int, name: str) -> None:
+    """Raises ``security.Denied`` unless the principal may do ``operation`` on the
+    resource."""
+    if kind == TOPIC:
+        rtype = "Topic"
+    elif kind == GROUP:
+        rtype = "Group"
+    else:  # a broker or broker logger: the cluster, as Kafka
+        rtype, name = "Cluster", sec.CLUSTER_NAME
+    sec.check(broker, operation, rtype, name)
 
 
 def _defaults(broker: Broker) -> dict[str, str]:
@@ -67,6 +85,7 @@ async def describe_configs(broker: Broker, head: Header, req: Any) -> Any:
     for r in req.resources:
         code, message, configs = codes.NONE, None, ()
         try:
+            _authorize(broker, "DescribeConfigs", r.resource_type, r.resource_name)
             values, defaults = await _described(broker, r.resource_type, r.resource_name)
             wanted = set(r.configuration_keys or ()) or None
             configs = tuple(
@@ -107,6 +126,7 @@ async def alter_configs(broker: Broker, head: Header, req: Any) -> Any:
     for r in req.resources:
         code, message = codes.NONE, None
         try:
+            _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
             _check_alterable(r.resource_type)
             given = {c.name: c.value for c in r.configs}
             changes = {k: v for k, v in _defaults(broker).items() if k not in READ_ONLY}
@@ -128,6 +148,7 @@ async def incremental_alter_configs(broker: Broker, head: Header, req: Any) -> A
     for r in req.resources:
         code, message = codes.NONE, None
         try:
+            _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
             _check_alterable(r.resource_type)
             current, defaults = await _described(broker, TOPIC, r.resource_name)
             changes = {c.name: _apply_op(c.name, c.config_operation, c.value, current, defaults)

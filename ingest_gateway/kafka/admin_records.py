@@ -16,6 +16,10 @@ one with the first offset written after it; an epoch after the current one, or o
 the history does not hold (a log written before it was kept), answers epoch -1 and
 offset -1. ``current_leader_epoch`` fences as Kafka's: older than the manifest's
 ``FENCED_LEADER_EPOCH``, newer ``UNKNOWN_LEADER_EPOCH``.
+
+**ACLs** (Kafka's): DeleteRecords needs Delete on the topic, OffsetForLeaderEpoch
+ClusterAction on the cluster or Describe on the topic; a topic denied answers
+TOPIC_AUTHORIZATION_FAILED for each of its partitions, the others are served.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import logging
 from typing import Any
 
 from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout.delete_records import delete_records as _delete_records
@@ -55,16 +60,11 @@ async def delete_records(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_DELETE_RECORDS, head.api_version)
     topics = []
     for t in req.topics:
+        denied = sec.refused(broker, "Delete", "Topic", t.name)
         parts = []
         for p in t.partitions:
-            code, low = codes.NONE, -1
-            try:
-                plog = await broker.batcher.run_blocking(broker.log.partition, t.name,
-                                                         p.partition_index)
-                m = await broker.batcher.run_blocking(_delete_records, plog, p.offset)
-                low = m.log_start_offset
-            except Exception as e:  # noqa: BLE001 - per-partition error codes
-                code = _code(e, "DeleteRecords")
+            code, low = (denied, -1) if denied else \
+                await _delete_one(broker, t.name, p.partition_index, p.offset)
             parts.append(make(mod.DeleteRecordsPartitionResult,
                               partition_index=p.partition_index, low_watermark=low,
                               error_code=error(code)))
@@ -72,17 +72,32 @@ async def delete_records(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.DeleteRecordsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
+async def _delete_one(broker: Broker, topic: str, partition: int,
+                      offset: int) -> tuple[int, int]:
+    """(error code, the new low watermark or -1) of one partition's DeleteRecords."""
+    try:
+        plog = await broker.batcher.run_blocking(broker.log.partition, topic, partition)
+        m = await broker.batcher.run_blocking(_delete_records, plog, offset)
+        return codes.NONE, m.log_start_offset
+    except Exception as e:  # noqa: BLE001 - per-partition error codes
+        return _code(e, "DeleteRecords"), -1
+
+
 async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_OFFSET_FOR_LEADER_EPOCH, head.api_version)
     topics = []
+    # KIP-320: consumers ask too, so Describe on the topic does as well as ClusterAction
+    replica = sec.allowed(broker, "ClusterAction", "Cluster", sec.CLUSTER_NAME)
     for t in req.topics:
+        denied = 0 if replica else sec.refused(broker, "Describe", "Topic", t.topic)
         parts = []
         for p in t.partitions:
-            code, (epoch, end) = codes.NONE, UNDEFINED
+            code, (epoch, end) = denied, UNDEFINED
             try:
-                code, epoch, end = await broker.batcher.run_blocking(
-                    _epoch_end, broker.log, t.topic, p.partition, p.leader_epoch,
-                    p.current_leader_epoch)
+                if not denied:
+                    code, epoch, end = await broker.batcher.run_blocking(
+                        _epoch_end, broker.log, t.topic, p.partition, p.leader_epoch,
+                        p.current_leader_epoch)
             except Exception as e:  # noqa: BLE001 - per-partition error codes
                 code = _code(e, "OffsetForLeaderEpoch")
             parts.append(make(mod.EpochEndOffset, error_code=error(code),

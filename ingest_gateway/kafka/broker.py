@@ -30,6 +30,7 @@ from typing import Any
 
 import conf
 from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
 from log_layout import TopicExists
 
@@ -148,15 +149,19 @@ async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
 async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
     """Each topic with its partition count (-1: the default) and configs (Kafka's names);
     ``validate_only`` checks without creating. Replica counts are ignored: the store
-    replicates (DESIGN.md)."""
+    replicates (DESIGN.md). ACLs (Kafka's): Create on the cluster, else on each topic
+    (TOPIC_AUTHORIZATION_FAILED for a topic without it)."""
     mod = response_module(19, head.api_version)
     b, results = broker.batcher, []
+    on_cluster = sec.allowed(broker, "Create", "Cluster", sec.CLUSTER_NAME)
     for t in req.topics:
         configs: dict[str, Any] = {c.name: c.value for c in t.configs if c.value is not None}
         if t.num_partitions not in (-1, 0):
             configs["partitions"] = t.num_partitions
         code, message, partitions = codes.NONE, None, -1
         try:
+            if not on_cluster:
+                sec.check(broker, "Create", "Topic", t.name)
             if t.num_partitions == 0 or t.num_partitions < -1:
                 raise _InvalidPartitions(t.num_partitions)
             config = conf.TopicConfig.from_kafka(configs, base=broker.settings.topic)
@@ -184,6 +189,8 @@ class _InvalidPartitions(ValueError):
 
 
 async def delete_topics(broker: Broker, head: Header, req: Any) -> Any:
+    """Each topic named (by name; ids are answered UNKNOWN_TOPIC_ID); Delete on the
+    topic is needed (else TOPIC_AUTHORIZATION_FAILED for it, as Kafka)."""
     mod = response_module(20, head.api_version)
     names = list(req.topic_names) if hasattr(req, "topic_names") else \
         [t.name for t in req.topics]
@@ -193,6 +200,7 @@ async def delete_topics(broker: Broker, head: Header, req: Any) -> Any:
         try:
             if name is None:  # v6 by topic id: ids are not stable yet
                 raise _UnknownId()
+            sec.check(broker, "Delete", "Topic", name)
             await broker.batcher.run_blocking(broker.log.delete_topic, name)
             broker.batcher.forget_topic(name)
         except _UnknownId:

@@ -12,6 +12,15 @@ from Kafka's broker, each because the coordinator keeps less:
 - OffsetFetch answers ``committed_leader_epoch`` -1 and empty metadata;
 - ListGroups gives ``Stable`` for a group with members on this gateway and ``Empty``
   for one known only from the store (its document), without looking further.
+
+ACLs (Kafka's, checked here so each resource gets its own code): OffsetCommit needs Read
+on the group (else GROUP_AUTHORIZATION_FAILED on every partition) and Read on each
+topic (else TOPIC_AUTHORIZATION_FAILED on its partitions, the other topics committed);
+OffsetFetch Describe on the group (else the group's code: top-level from v2, per
+partition in v1) and on each topic (a topic denied answers TOPIC_AUTHORIZATION_FAILED
+when named, is left out when all are asked for); DescribeGroups Describe on each group
+(GROUP_AUTHORIZATION_FAILED for that group); ListGroups lists every group to a
+principal with Describe on the cluster, else only the groups it may Describe.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from typing import Any
 
 from ingest_gateway.errors import UnknownGroup
 from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (encode_assignment, encode_subscription,
                                                   failed_code)
@@ -36,8 +46,9 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
     member-less one (``member_id`` empty, generation -1: ``assign()`` consumers)."""
     mod = response_module(8, head.api_version)
     generation = getattr(req, "generation_id_or_member_epoch", -1)
+    denied = _denied(broker, "Read", req.group_id, [t.name for t in req.topics])
     offsets = {(t.name, p.partition_index): p.committed_offset
-               for t in req.topics for p in t.partitions}
+               for t in req.topics if not denied[t.name] for p in t.partitions}
     metadata = next((p.committed_metadata for t in req.topics for p in t.partitions), None)
     code = codes.NONE
     if offsets:
@@ -53,7 +64,8 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
             code = failed_code(e, f"OffsetCommit of group {req.group_id}")
     topics = tuple(make(mod.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
         make(mod.OffsetCommitResponsePartition, partition_index=p.partition_index,
-             error_code=error(code)) for p in t.partitions)) for t in req.topics)
+             error_code=error(denied[t.name] or code)) for p in t.partitions))
+        for t in req.topics)
     return make(mod.OffsetCommitResponse, throttle_time=ZERO, topics=topics)
 
 
@@ -61,24 +73,40 @@ async def offset_fetch(broker: Broker, head: Header, req: Any) -> Any:
     """Committed offsets of the partitions asked for (-1 where none), or of every
     partition the group committed for (``topics`` null)."""
     mod = response_module(9, head.api_version)
+    group_code = sec.refused(broker, "Describe", "Group", req.group_id)
+    if group_code and head.api_version >= 2:  # Kafka: the group's code alone, no topics
+        return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=(),
+                    error_code=error(group_code))
     asked = None if req.topics is None else \
         [(t.name, p) for t in req.topics for p in t.partition_indexes]
     hub = broker.hub()
-    try:
-        committed = await hub.run(hub.coordinator.committed, req.group_id, asked)
-        code = codes.NONE
-    except Exception as e:  # noqa: BLE001 - every failure is an error code
-        committed, code = {}, failed_code(e, f"OffsetFetch of group {req.group_id}")
+    code, committed = codes.NONE, {}
+    if not group_code:
+        try:
+            committed = await hub.run(hub.coordinator.committed, req.group_id, asked)
+        except Exception as e:  # noqa: BLE001 - every failure is an error code
+            code = failed_code(e, f"OffsetFetch of group {req.group_id}")
     by_topic: dict[str, list[int]] = {}
     for t, p in (asked if asked is not None else sorted(committed)):
         by_topic.setdefault(t, []).append(p)
+    denied = _denied(broker, "Describe", req.group_id, list(by_topic), group_code)
     topics = tuple(make(mod.OffsetFetchResponseTopic, name=t, partitions=tuple(
         make(mod.OffsetFetchResponsePartition, partition_index=p,
-             committed_offset=committed.get((t, p), -1), committed_leader_epoch=-1,
-             metadata="", error_code=error(codes.NONE if code == codes.NONE else code))
-        for p in ps)) for t, ps in by_topic.items())
+             committed_offset=-1 if denied[t] else committed.get((t, p), -1),
+             committed_leader_epoch=-1, metadata="", error_code=error(denied[t] or code))
+        for p in ps)) for t, ps in by_topic.items() if asked is not None or not denied[t])
     return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=topics,
                 error_code=error(code))
+
+
+def _denied(broker: Broker, operation: str, group: str, topics: list[str],
+            group_code: int | None = None) -> dict[str, int]:
+    """Topic -> 0, or Kafka's code of a denial: the group's (``operation`` on the group,
+    or ``group_code`` when given) for every topic, else TOPIC_AUTHORIZATION_FAILED for
+    those without ``operation`` on them."""
+    if group_code is None:
+        group_code = sec.refused(broker, operation, "Group", group)
+    return {t: group_code or sec.refused(broker, operation, "Topic", t) for t in topics}
 
 
 async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
@@ -88,6 +116,10 @@ async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
     hub = broker.hub()
     out = []
     for group in req.groups:
+        denied = sec.refused(broker, "Describe", "Group", group)
+        if denied:
+            out.append(_described(mod, group, denied, "", "", ()))
+            continue
         try:
             d = await hub.run(hub.coordinator.describe, group)
         except UnknownGroup:
@@ -116,7 +148,8 @@ def _described(mod: Any, group: str, code: int, state: str, strategy: str,
 
 
 async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
-    """Every group with members here or a document in the store (v4: ``states_filter``)."""
+    """Every group with members here or a document in the store (v4: ``states_filter``)
+    that the principal may describe (module doc)."""
     mod = response_module(16, head.api_version)
     hub = broker.hub()
     try:  # both take the coordinator's lock, which a store write may hold: off the loop
@@ -125,6 +158,8 @@ async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
         code = codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         names, live, code = [], set(), failed_code(e, "ListGroups")
+    if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):  # Kafka's rule
+        names = [n for n in names if sec.allowed(broker, "Describe", "Group", n)]
     wanted = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     groups = []
     for name in names:

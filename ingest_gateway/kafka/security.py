@@ -21,7 +21,8 @@ SASL_PLAINTEXT, SASL_SSL
     checks (``bearer``). Before it only ApiVersions, SaslHandshake and
     SaslAuthenticate are served; anything else closes the connection (Kafka's rule).
 
-Authorization: handlers call :func:`allowed` with Kafka's operation and resource type
+Authorization: handlers call :func:`allowed` (or :func:`refused`, for Kafka's error code
+of a denial) with Kafka's operation and resource type
 ("Operations and Resources on Protocols"); the principal and client address of the
 request being handled are in a context variable set by the listener per request, so
 handlers keep their ``(broker, head, request)`` signature. Without the authorizer,
@@ -40,6 +41,7 @@ from ingest_gateway.kafka.sasl import API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
 from ingest_gateway.security import ANONYMOUS
 from ingest_gateway.security.authentication import subject_dn
 from ingest_gateway.security.tls import peer_subject, server_context
+from log_layout.acls import CLUSTER_NAME
 
 SCHEMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -48,6 +50,10 @@ TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+#: Kafka's error code of a denial, by the type of the resource refused
+CODES = {"Topic": TOPIC_AUTHORIZATION_FAILED, "Group": GROUP_AUTHORIZATION_FAILED,
+         "Cluster": CLUSTER_AUTHORIZATION_FAILED,
+         "TransactionalId": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 #: the SASL APIs' versions offered on SASL listeners (SaslHandshake v0 would be
 #: followed by raw, unframed SASL tokens: not served; every current client uses v1)
@@ -138,3 +144,25 @@ def allowed(broker: Any, operation: str, resource_type: str, name: str) -> bool:
         return True
     who = CURRENT.get()
     return authorizer.authorize(who.principal, who.host, operation, resource_type, name)
+
+
+class Denied(PermissionError):
+    """A resource the request's principal may not act on: carries Kafka's code
+    (``error_code``, which ``codes.code_of`` answers) and Kafka's message."""
+
+    def __init__(self, resource_type: str):
+        self.error_code = CODES[resource_type]
+        super().__init__(f"{resource_type.replace('Id', ' Id')} authorization failed.")
+
+
+def check(broker: Any, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> None:
+    """Raises :class:`Denied` unless :func:`allowed`."""
+    if not allowed(broker, operation, resource_type, name):
+        raise Denied(resource_type)
+
+
+def refused(broker: Any, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> int:
+    """0 when :func:`allowed`, else Kafka's error code of a denial on ``resource_type``
+    (:data:`CODES`: TOPIC_AUTHORIZATION_FAILED for a Topic, ...); ``name`` defaults to
+    the cluster's."""
+    return 0 if allowed(broker, operation, resource_type, name) else CODES[resource_type]

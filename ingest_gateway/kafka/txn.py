@@ -28,6 +28,14 @@ transaction); a transaction being completed (Prepare*) ``CONCURRENT_TRANSACTIONS
 ``INVALID_TRANSACTION_TIMEOUT`` (50); a transactional id that breaks the topic-name
 rules sparklog keeps them to ``INVALID_REQUEST``; the store failing (StoreError,
 OSError) ``COORDINATOR_NOT_AVAILABLE`` (15, retriable: the client asks again).
+
+**ACLs** (Kafka's, per partition): AddPartitionsToTxn needs Write on the
+TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition) and on
+each topic (else TOPIC_AUTHORIZATION_FAILED on its partitions and
+OPERATION_NOT_ATTEMPTED on the others: nothing is added); TxnOffsetCommit Write on the
+TransactionalId, then Read on the group (GROUP_AUTHORIZATION_FAILED on every
+partition), then Read on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, the
+other topics' offsets added).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from ingest_gateway.client.group_protocol import validate_group_id
 from ingest_gateway.errors import FlushFailed, InvalidGroupId
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import codes, groups
+from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.groups_protocol import INVALID_GROUP_ID
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
@@ -59,6 +68,7 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
 KEY_TYPE_TRANSACTION = 1
 
 #: api key -> (min, max) version offered (AddPartitionsToTxn v4+ is broker-to-broker)
@@ -165,25 +175,33 @@ async def add_partitions(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_ADD_PARTITIONS, head.api_version)
     tid = req.v3_and_below_transactional_id
     pairs = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
-    code = codes.NONE
+    denied = _add_denied(broker, tid, [t.name for t in req.v3_and_below_topics])
+    code = OPERATION_NOT_ATTEMPTED if any(denied.values()) else codes.NONE
     try:
-        validate_topic_name(tid)
-        for topic in sorted({t for t, _ in pairs}):
-            info = await broker.batcher.topic_info(topic)
-            for t, p in pairs:
-                if t == topic and not 0 <= p < info.partitions:
-                    raise UnknownPartition(topic, p, info.partitions)
-        await _run(broker, transactions.add_partitions, broker.log, tid,
-                   req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, pairs,
-                   now_ms=_now(broker))
+        if code == codes.NONE:
+            validate_topic_name(tid)
+            for topic in sorted({t for t, _ in pairs}):
+                info = await broker.batcher.topic_info(topic)
+                for t, p in pairs:
+                    if t == topic and not 0 <= p < info.partitions:
+                        raise UnknownPartition(topic, p, info.partitions)
+            await _run(broker, transactions.add_partitions, broker.log, tid,
+                       req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, pairs,
+                       now_ms=_now(broker))
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = code_of(e, head)
     results = tuple(make(mod.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
         make(mod.AddPartitionsToTxnPartitionResult, partition_index=p,
-             partition_error_code=error(code)) for p in t.partitions))
+             partition_error_code=error(denied[t.name] or code)) for p in t.partitions))
         for t in req.v3_and_below_topics)
     return make(mod.AddPartitionsToTxnResponse, throttle_time=ZERO,
                 results_by_topic_v3_and_below=results)
+
+
+def _add_denied(broker: Broker, tid: str, topics: list[str]) -> dict[str, int]:
+    """Topic -> 0 or Kafka's code of a denial for AddPartitionsToTxn (module doc)."""
+    txn_code = sec.refused(broker, "Write", "TransactionalId", tid)
+    return {t: txn_code or sec.refused(broker, "Write", "Topic", t) for t in topics}
 
 
 async def add_offsets(broker: Broker, head: Header, req: Any) -> Any:
@@ -207,13 +225,29 @@ def _group_code(e: BaseException, head: Header) -> int:
 
 async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
     """TxnOffsetCommit: the offsets are pending in the transaction until EndTxn commits
-    them (``transactions.add_offsets``, as the HTTP route); all or nothing."""
+    them (``transactions.add_offsets``, as the HTTP route); all or nothing (of the
+    topics the principal may commit: module doc)."""
     mod = response_module(API_TXN_OFFSET_COMMIT, head.api_version)
+    whole = sec.refused(broker, "Write", "TransactionalId", req.transactional_id) \
+        or sec.refused(broker, "Read", "Group", req.group_id)
+    denied = {t.name: whole or sec.refused(broker, "Read", "Topic", t.name) for t in req.topics}
     offsets: dict[str, dict[int, int]] = {}
     for t in req.topics:
-        for p in t.partitions:
+        for p in t.partitions if not denied[t.name] else ():
             offsets.setdefault(t.name, {})[p.partition_index] = p.committed_offset
     code = codes.NONE
+    if not whole and (offsets or not req.topics):  # else nothing this principal may add
+        code = await _add_txn_offsets(broker, head, req, offsets)
+    topics = tuple(make(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+        make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+             error_code=error(denied[t.name] or code)) for p in t.partitions))
+        for t in req.topics)
+    return make(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=topics)
+
+
+async def _add_txn_offsets(broker: Broker, head: Header, req: Any,
+                           offsets: dict[str, dict[int, int]]) -> int:
+    """``transactions.add_offsets`` of a TxnOffsetCommit; its error code."""
     try:
         validate_topic_name(req.transactional_id)
         validate_group_id(req.group_id)
@@ -225,13 +259,10 @@ async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
                    req.producer_id, req.producer_epoch, req.group_id, offsets,
                    now_ms=_now(broker))
     except _BadOffset:
-        code = codes.INVALID_REQUEST
+        return codes.INVALID_REQUEST
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        code = _group_code(e, head)
-    topics = tuple(make(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
-        make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
-             error_code=error(code)) for p in t.partitions)) for t in req.topics)
-    return make(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=topics)
+        return _group_code(e, head)
+    return codes.NONE
 
 
 class _BadOffset(ValueError):

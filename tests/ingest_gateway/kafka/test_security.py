@@ -213,16 +213,17 @@ def logged_in(gw, pki, user: str) -> ssl.SSLSocket:
     return s
 
 
-def test_apis_checked_before_their_handler_refuse(secured, pki):
+def test_denials_are_answered_with_kafkas_codes(secured, pki):
     import datetime
 
     from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
     from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
     delete = DeleteTopicsRequest(topic_names=(TOPIC,), timeout=datetime.timedelta(seconds=5))
-    with logged_in(secured, pki, "writer") as s:  # Write, not Delete
-        s.sendall(frame(delete, 5))
-        assert read_frame(s) is None
+    with logged_in(secured, pki, "writer") as s:  # Write, not Delete: per topic, kept open
+        (answer,) = call(s, delete, 5)[1].responses
+        assert int(answer.error_code) == 29  # TOPIC_AUTHORIZATION_FAILED
+        assert int(call(s, delete, 5)[1].responses[0].error_code) == 29
     assert TOPIC in open_log(secured.store_url).topics()
     beat = HeartbeatRequest(group_id="someone-elses", generation_id=1, member_id="m",
                             group_instance_id=None)
