@@ -82,7 +82,9 @@ RULES: tuple[tuple[str, str, object], ...] = (
     ("GET", "/topics/{topic}/partitions/{partition}/offsets", (Need("Describe", _T, "topic"),)),
     ("GET", _V3 + "/topics/{topic}/partitions/{partition}/offset",
      (Need("Describe", _T, "topic"),)),
-    ("POST", "/fetch", (IN_HANDLER,)),  # Read on each topic fetched, and on the group
+    # Read on each topic fetched; Kafka's Fetch names no group (a group is checked where
+    # it is named: joins, heartbeats, commits, OffsetFetch)
+    ("POST", "/fetch", (IN_HANDLER,)),
     ("GET", "/fetch/waiting", (Need("Describe", _C),)),
     # topic metadata and admin (Metadata, CreateTopics, DeleteTopics, *Configs)
     ("GET", "/topics", (IN_HANDLER,)),
