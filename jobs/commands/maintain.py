@@ -54,12 +54,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _spark(args, settings):
     if args.no_spark:
         return None
+    import os
+
+    from pipeline import quiet
     from pipeline.spark import session
 
+    # quiet as every Spark command (pipeline.quiet: the shipped errors-only log4j, no
+    # stage bars), or Spark as it is with --verbose: nothing of that is decided here
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
     spark = session(master=args.master, settings=settings,
-                    extra={"spark.executorEnv.PYTHONPATH": str(_project_root()),
-                           "spark.ui.showConsoleProgress": "false"})
-    spark.sparkContext.setLogLevel("WARN")  # spark-submit defaults to INFO: drowns the table
+                    extra={"spark.executorEnv.PYTHONPATH": str(_project_root())})
+    if submitted and not quiet.verbose():
+        # under spark-submit (jobs/maintain.py) the driver's log4j started before the
+        # shipped conf could be named: at Spark's INFO it drowns the table
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 

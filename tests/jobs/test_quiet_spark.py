@@ -3,7 +3,9 @@
 Each test runs the real CLI in a subprocess, so each starts its own JVM: the
 noise being tested is printed at JVM start (incubator warning, log4j banner,
 NativeCodeLoader, Ivy's resolution report on a first start) and while jobs run
-(``[Stage N:>`` bars, task-failure stack traces).
+(``[Stage N:>`` bars, task-failure stack traces). One test runs ``maintain`` in
+process, on the run's shared session (``spark`` fixture), to read the log level it
+leaves behind.
 """
 
 from __future__ import annotations
@@ -49,6 +51,55 @@ def test_verbose_shows_sparks_own_output(tmp_path):
     out, err = text(run)
     assert run.returncode == 0, err
     assert SPARK_NOISE.search(err), err
+
+
+def quiet(err: str) -> list[str]:
+    """The lines of ``err`` a quiet command must not print."""
+    return [line for line in err.splitlines() if SPARK_NOISE.search(line)]
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """test_maintain's store: ``users`` (compacted, 2 partitions of 3 segments, each
+    segment keys a and b) and ``clicks``, for materialize and maintain to work on."""
+    from tests.jobs.test_maintain import seed
+
+    store = str(tmp_path_factory.mktemp("quiet") / "store")
+    seed(store)
+    return store
+
+
+def test_a_materialization_prints_only_its_result(seeded):
+    run = sparklog("--store", seeded, "materialize", "users", "--table", "quiet_users",
+                   "--once", timeout=600)
+    out, err = text(run)
+    assert run.returncode == 0, err
+    assert "quiet_users: 2 rows" in err, err  # compacted: the latest value of a and of b
+    assert quiet(err) == [] and quiet(out) == [], err
+
+
+def test_a_spark_maintenance_run_prints_only_its_table(seeded):
+    """``maintain`` as a Spark job (one task per partition): its summary table, and no
+    WARN, log4j or stage-bar line (it used to set Spark's level to WARN)."""
+    run = sparklog("--store", seeded, "maintain", "--topic", "users", "--master", "local[2]",
+                   timeout=600)
+    out, err = text(run)
+    assert run.returncode == 0, err
+    assert "compact" in out and "8->4" in out, out  # 2 partitions of 4 records keep 2 each
+    assert quiet(err) == [] and quiet(out) == [], err
+    assert open_log(seeded).partition("users", 1).snapshot().cleaned_offset == 4
+
+
+def test_maintain_keeps_the_sessions_errors_only_log_level(spark, seeded, capsys):
+    """``maintain`` used to set Spark's level to WARN (over the shipped errors-only
+    conf/log4j2.properties), so any later WARN reached the user."""
+    from jobs.cli import main
+
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
+    assert str(log4j.getRootLogger().getLevel()) == "ERROR"
+    assert main(["--store", seeded, "maintain", "--topic", "clicks"]) == 0
+    assert "retention" in capsys.readouterr().out
+    assert str(log4j.getRootLogger().getLevel()) == "ERROR"
 
 
 def test_an_error_in_the_spark_source_is_one_line(tmp_path):
