@@ -87,10 +87,24 @@ def state(lg) -> str:
     return transactions.describe(lg, TID)["state"]
 
 
-@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.slow)])
+def on_backends(cases, ids, hdfs: set[str]) -> list:
+    """Parameters (store backend, *case) of ``cases``: each on the local store and the S3
+    server (slow: its commits are HTTP round trips), the cases whose id is in ``hdfs`` on
+    HDFS too (a MiniDFSCluster; each case 5-12 s there, the whole set ~100 s, so a subset
+    with each kind of crash: before the decision, between two markers, worker and gateway)."""
+    out = []
+    for case, name in zip(cases, ids):
+        out.append(pytest.param("file", *case, id=f"file-{name}"))
+        out.append(pytest.param("s3", *case, id=f"s3-{name}", marks=pytest.mark.slow))
+        if name in hdfs:
+            out.append(pytest.param("hdfs", *case, id=f"hdfs-{name}"))
+    return out
+
+
+@pytest.fixture
 def store(tmp_path, request):
-    """(url, storage_options, log) of a fresh store with the topics IN and OUT: the local
-    store, and the S3 server (slow: its commits are HTTP round trips)."""
+    """(url, storage_options, log) of a fresh store with the topics IN and OUT, on the
+    backend the test's parameters name (``on_backends``)."""
     url, options = make_log_url(request.param, request, tmp_path)
     lg = open_log(url, storage_options=options)
     lg.create_topic(IN, {"partitions": len(INPUT)})
@@ -109,7 +123,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("end,crash_at,outcome", CASES, ids=[f"{e}-{c}" for e, c, _ in CASES])
+@pytest.mark.parametrize(
+    "store,end,crash_at,outcome",
+    on_backends(CASES, [f"{e}-{c}" for e, c, _ in CASES],
+                hdfs={"commit-decide", "commit-marker:1", "abort-marker:1"}),
+    indirect=["store"])
 def test_gateway_killed_while_ending_a_transaction_ends_it_whole(store, tmp_path, end,
                                                                 crash_at, outcome):
     url, options, lg = store
@@ -211,7 +229,11 @@ def ended(worker: subprocess.Popen) -> tuple[int, str, str]:
     return worker.wait(), out.decode(), err.decode()
 
 
-@pytest.mark.parametrize("victim,step", CTP_CASES, ids=[f"{v}-{s}" for v, s in CTP_CASES])
+@pytest.mark.parametrize(
+    "store,victim,step",
+    on_backends(CTP_CASES, [f"{v}-{s}" for v, s in CTP_CASES],
+                hdfs={"worker-send", "gateway-marker:1"}),
+    indirect=["store"])
 def test_consume_transform_produce_killed_at_every_step_outputs_exactly_once(
         store, tmp_path, victim, step):
     url, options, lg = store
