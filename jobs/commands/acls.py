@@ -6,7 +6,8 @@ Exactly one action:
              and every --deny-principal (from every --deny-host, default *) gets every
              --operation (default All) on every resource named;
   --remove   remove them: the ACLs given as for --add, or, with no principal, every
-             ACL of the resources named (asks for confirmation; --force skips it);
+             ACL of the resources named (asks for confirmation; --yes, or
+             kafka-acls.sh's --force, skips it);
   --list     list the ACLs of the resources named (all of them if none), optionally
              only those of --principal.
 
@@ -31,7 +32,7 @@ Examples:
       --resource-pattern-type prefixed
   sparklog acls --add --deny-principal User:mallory --deny-host 10.0.0.9 --topic '*'
   sparklog acls --list --topic clicks --resource-pattern-type match
-  sparklog acls --remove --topic clicks --force
+  sparklog acls --remove --topic clicks --yes
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="with --producer: IdempotentWrite on the cluster too")
     conv.add_argument("--consumer", action="store_true",
                       help="Read, Describe on the topics and Read on the groups")
-    p.add_argument("--force", "--yes", action="store_true",
-                   help="remove without asking for confirmation")
+    p.add_argument("--yes", "--force", dest="yes", action="store_true",
+                   help="remove without asking for confirmation (--force: kafka-acls.sh's "
+                        "name for it)")
     p.add_argument("--json", action="store_true", help="--list: print the ACLs as JSON")
     p.set_defaults(handler=run, acls_parser=p)
 
@@ -283,7 +285,7 @@ def _run_remove(args: argparse.Namespace, filters, store, out) -> int:
         out.print("no ACLs match: nothing to remove")
         return 0
     _print(planned, out)
-    confirm(f"Remove {plural(len(planned), 'ACL')}?", yes=args.force)
+    confirm(f"Remove {plural(len(planned), 'ACL')}?", yes=args.yes)
     removed = acls.remove_acls(store, filters)
     out.print(f"removed {plural(len(removed), 'ACL')}")
     return 0

@@ -3,7 +3,8 @@
 ``sparklog passwords --file F add NAME`` asks for NAME's password twice without
 echoing it (or reads one line from stdin with ``--password-stdin``, for scripts;
 never from an argument, which ``ps`` and shell histories would show) and stores its
-salted argon2id hash; ``remove NAME``; ``list`` prints the names. ``--file``
+salted argon2id hash; ``remove NAME`` asks first (``--yes`` skips the question;
+without a terminal it refuses unless ``--yes``); ``list`` prints the names. ``--file``
 defaults to ``authentication.password.file``. The file format is
 ``ingest_gateway.security.passwords``; a running gateway reads a changed file
 within a second.
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="read the password from the first line of stdin (no prompt)")
     r = actions.add_parser("remove", help="remove a user")
     r.add_argument("name")
+    r.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     lst = actions.add_parser("list", help="the users' names")
     for parser in (p, a, r, lst):  # before or after the action, like --store
         parser.add_argument("--file", metavar="PATH", default=argparse.SUPPRESS,
@@ -49,6 +51,24 @@ def _password(args: argparse.Namespace) -> str:
     if not password:
         raise ConfigError("password", "", "a password cannot be empty")
     return password
+
+
+def _known(path: str, name: str) -> bool:
+    from ingest_gateway.security import passwords
+
+    try:
+        return name in passwords.read(path)
+    except FileNotFoundError:
+        return False
+
+
+def _remove(path: str, args: argparse.Namespace) -> bool:
+    """Remove the user after asking (raises NotConfirmed); False if it was gone meanwhile."""
+    from ingest_gateway.security import passwords
+    from jobs.cli_output import confirm
+
+    confirm(f"Remove user {args.name!r} from {path}?", yes=args.yes)
+    return passwords.remove(path, args.name)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{'added' if new else 'changed the password of'} {args.name} in {path}",
               file=sys.stderr)
         return 0
-    if not passwords.remove(path, args.name):
+    if not _known(path, args.name) or not _remove(path, args):
         print(f"sparklog: error: no user {args.name!r} in {path}", file=sys.stderr)
         return 2
     print(f"removed {args.name} from {path}", file=sys.stderr)

@@ -6,7 +6,8 @@
       the quotas in force for it (its own, else the default's);
   --alter (--user NAME | --user-default) [--add-config K=V,...] [--delete-config K,...]
       set or remove ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per
-      second, whole numbers of at least 1).
+      second, whole numbers of at least 1); removing a quota that is set asks first
+      (``--yes`` skips the question; without a terminal it refuses unless ``--yes``).
 
 A user's own value wins over the default's (``--user-default``, Kafka's
 ``<default>`` entity), config by config; a default is each user's own limit, not
@@ -18,7 +19,7 @@ Examples:
   sparklog quotas --alter --user alice --add-config producer_byte_rate=1048576
   sparklog quotas --alter --user-default \\
       --add-config producer_byte_rate=10485760,consumer_byte_rate=20971520
-  sparklog quotas --alter --user alice --delete-config producer_byte_rate
+  sparklog quotas --alter --user alice --delete-config producer_byte_rate --yes
   sparklog quotas --describe --user alice
 """
 
@@ -46,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="producer_byte_rate=N and/or consumer_byte_rate=N (bytes/s)")
     p.add_argument("--delete-config", action="append", default=[], metavar="K[,K]",
                    help="remove producer_byte_rate and/or consumer_byte_rate")
+    p.add_argument("--yes", action="store_true",
+                   help="--delete-config: do not ask for confirmation")
     p.set_defaults(handler=run, quotas_parser=p)
 
 
@@ -92,11 +95,28 @@ def run(args: argparse.Namespace) -> int:
         for key, value in add.items():
             quotas.rate(key, value)  # checked before the store is opened
         store = open_log_from_settings(settings_from(args)).store
+        _confirm_removal(store, who, add, delete, yes=args.yes)
         after = quotas.alter_quotas(store, who, add=add, delete=delete)
         out.print(f"quotas of {who}: " + _configs(after.entries.get(who, {})))
         return 0
     _describe(quotas.describe(open_log_from_settings(settings_from(args)).store), who, out)
     return 0
+
+
+def _confirm_removal(store, who: str, add: dict[str, str], delete: list[str], *,
+                     yes: bool) -> None:
+    """Ask before removing quotas that are set (a client's throttle lifted); raises
+    NotConfirmed. A request alter_quotas refuses (an unknown key, one both added and
+    deleted) goes on unasked, to be refused with its reason."""
+    from jobs.cli_output import confirm
+    from log_layout import quotas
+
+    if not set(delete) <= set(quotas.CONFIGS) or set(delete) & set(add):
+        return
+    own = quotas.describe(store).entries.get(who, {})
+    gone = [f"{k}={own[k]}" for k in delete if k in own]
+    if gone:
+        confirm(f"Remove the quota {', '.join(gone)} of {who}?", yes=yes)
 
 
 def _configs(configs) -> str:

@@ -34,3 +34,19 @@ def assert_one_line_error(run: subprocess.CompletedProcess, *needles: str) -> st
     for needle in needles:
         assert needle in lines[-1], (needle, lines[-1])
     return lines[-1]
+
+
+def on_a_terminal(*args: str, answer: bytes, timeout: float = 120) -> tuple[int, str, str]:
+    """The command with a terminal (a pty) as stdin, so that it may ask, and ``answer``
+    typed there: (exit status, stdout, stderr)."""
+    controller, terminal = os.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", *args], stdin=terminal,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "200"})
+        os.write(controller, answer)  # read once the prompt is up: a pty buffers it
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")

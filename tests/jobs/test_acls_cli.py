@@ -11,7 +11,7 @@ import pytest
 from jobs.cli import main
 from log_layout import acls, open_log, quotas
 from log_layout.acls import AclBinding
-from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
+from tests.jobs.cli_proc import assert_one_line_error, on_a_terminal, sparklog, text
 
 
 @pytest.fixture
@@ -49,12 +49,13 @@ def test_add_list_remove(store, capsys):
     assert acl_cli(store, "--list", "--topic", "clicks", "--resource-pattern-type",
                    "match") == 0
     assert "User:mallory" in capsys.readouterr().out  # the * ACL applies to clicks
-    # removing asks first: no terminal, no --force -> refused, nothing removed
+    # removing asks first: no terminal, no --yes -> refused, nothing removed
     assert acl_cli(store, "--remove", "--topic", "clicks") == 2
     assert "add --yes" in capsys.readouterr().err and len(stored(store)) == 5
     assert acl_cli(store, "--remove", "--topic", "clicks", "--allow-principal", "User:alice",
-                   "--operation", "Write", "--force") == 0
+                   "--operation", "Write", "--yes") == 0
     assert "removed 1 ACL" in capsys.readouterr().out
+    # --force: kafka-acls.sh's name, kept as the same flag
     assert acl_cli(store, "--remove", "--topic", "views", "--force") == 0
     capsys.readouterr()
     assert stored(store) == {("Topic", "clicks", "LITERAL", "User:alice", "*", "Read", "Allow"),
@@ -64,6 +65,21 @@ def test_add_list_remove(store, capsys):
     assert json.loads(capsys.readouterr().out) == [AclBinding.create(
         "Topic", "*", principal="User:mallory", host="10.0.0.9", operation="All",
         permission="Deny").to_json()]
+
+
+@pytest.mark.parametrize("answer, removed", [(b"n\n", False), (b"\n", False), (b"y\n", True)])
+def test_remove_asks_on_a_terminal(store, answer, removed):
+    assert acl_cli(store, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                   "--operation", "Write", "--topic", "clicks") == 0
+    status, out, err = on_a_terminal("acls", "--store", store, "--remove", "--topic", "clicks",
+                                     answer=answer)
+    assert "Remove 2 ACLs? [y/N]" in out and "User:alice" in out  # what goes, then the question
+    assert (stored(store) == set()) is removed
+    if removed:
+        assert status == 0 and "removed 2 ACLs" in out
+    else:
+        assert status == 2 and "Remove 2 ACLs: not confirmed, nothing changed" in err
+        assert "Traceback" not in err
 
 
 def test_producer_and_consumer_conveniences(store):
@@ -149,9 +165,33 @@ def test_quotas_alter_and_describe(store, capsys):
     assert out[1].split() == ["User:alice", "1024", "-"]
     assert out[2] == ("in force for User:alice: producer_byte_rate=1024 (own), "
                       "consumer_byte_rate=200 (<default>)")
-    assert q("--alter", "--user", "alice", "--delete-config", "producer_byte_rate") == 0
+    # removing a quota asks first: no terminal, no --yes -> refused, nothing removed
+    assert q("--alter", "--user", "alice", "--delete-config", "producer_byte_rate") == 2
+    assert "add --yes" in capsys.readouterr().err
+    assert quotas.describe(open_log(store).store).quota("User:alice",
+                                                        "producer_byte_rate") == 1024
+    assert q("--alter", "--user", "alice", "--delete-config", "producer_byte_rate",
+             "--yes") == 0
     assert quotas.describe(open_log(store).store).quota("User:alice",
                                                         "producer_byte_rate") == 100
+    # a quota not set: nothing to remove, nothing asked
+    assert q("--alter", "--user", "alice", "--delete-config", "consumer_byte_rate") == 0
+
+
+@pytest.mark.parametrize("answer, removed", [(b"n\n", False), (b"y\n", True)])
+def test_quotas_delete_config_asks_on_a_terminal(store, answer, removed):
+    assert main(["quotas", "--store", store, "--alter", "--user-default", "--add-config",
+                 "producer_byte_rate=100,consumer_byte_rate=200"]) == 0
+    status, out, err = on_a_terminal("quotas", "--store", store, "--alter", "--user-default",
+                                     "--delete-config", "producer_byte_rate", answer=answer)
+    question = "Remove the quota producer_byte_rate=100 of <default>?"
+    assert f"{question} [y/N]" in out
+    left = quotas.describe(open_log(store).store).entries["<default>"]
+    if removed:
+        assert status == 0 and left == {"consumer_byte_rate": 200}
+    else:
+        assert status == 2 and f"{question[:-1]}: not confirmed, nothing changed" in err
+        assert left == {"producer_byte_rate": 100, "consumer_byte_rate": 200}
 
 
 @pytest.mark.parametrize("args, says", [

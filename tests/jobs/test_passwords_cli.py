@@ -13,7 +13,7 @@ import pytest
 from conf.errors import ConfigError
 from ingest_gateway.security import passwords
 from jobs.commands import passwords as command
-from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
+from tests.jobs.cli_proc import assert_one_line_error, on_a_terminal, sparklog, text
 
 
 def test_add_list_remove(tmp_path):
@@ -33,10 +33,30 @@ def test_add_list_remove(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     run = sparklog("passwords", "--file", path, "list")
     assert text(run)[0].split() == ["alice", "bob@example.com"]
-    run = sparklog("passwords", "--file", path, "remove", "alice")
+    # removing asks first: no terminal, no --yes -> refused, nothing removed
+    assert_one_line_error(sparklog("passwords", "--file", path, "remove", "alice"),
+                          "refused without a terminal", "add --yes")
+    assert list(passwords.read(path)) == ["alice", "bob@example.com"]
+    run = sparklog("passwords", "--file", path, "remove", "alice", "--yes")
     assert run.returncode == 0 and list(passwords.read(path)) == ["bob@example.com"]
+    # a user that is not there: said so, nothing asked
     assert_one_line_error(sparklog("passwords", "--file", path, "remove", "alice"),
                           "no user 'alice'")
+
+
+@pytest.mark.parametrize("answer, removed", [(b"n\n", False), (b"\n", False), (b"y\n", True)])
+def test_remove_asks_on_a_terminal(tmp_path, answer, removed):
+    path = str(tmp_path / "pw")
+    passwords.add(path, "alice", "pw")
+    status, out, err = on_a_terminal("passwords", "--file", path, "remove", "alice",
+                                     answer=answer)
+    assert f"Remove user 'alice' from {path}? [y/N]" in out
+    assert ("alice" not in passwords.read(path)) is removed
+    if removed:
+        assert status == 0 and f"removed alice from {path}" in err
+    else:
+        assert status == 2 and "not confirmed, nothing changed" in err
+        assert "Traceback" not in err
 
 
 def test_changing_a_password_keeps_comments_and_order(tmp_path):
