@@ -11,6 +11,7 @@ Routes (the OpenAPI document at ``/openapi.json`` is the reference, see
     /v3/.../configs  .../records  .../consumer-groups  .../replicas
                                           (v3_configs, v3_records, v3_groups, v3_replicas)
     /v3/transactions ...                                    transactions      (v3_transactions)
+    /v3/clusters/{id}/acls  .../acls:batch                  ACLs              (v3_acls)
     GET    /healthz  /readyz  /metrics  /openapi.json       operations        (here)
     GET    /docs  /redoc                                    API pages         (docs)
     GET    /ui ...                                          web console       (console)
@@ -41,8 +42,8 @@ import conf
 from conf.errors import ConfigError, SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, RequestTooLarge, ShuttingDown
 from ingest_gateway.http import (cluster_routes, console, docs, fetch_routes, group_routes,
-                                 rest_consumers, topics, v3_configs, v3_groups, v3_records,
-                                 v3_replicas, v3_transactions)
+                                 rest_consumers, topics, v3_acls, v3_configs, v3_groups,
+                                 v3_records, v3_replicas, v3_transactions)
 from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
@@ -85,7 +86,7 @@ def routes() -> list[BaseRoute]:
         Route("/topics/{topic}", Produce(), methods=["POST"]),
         Route("/topics/{topic}/partitions/{partition}", Produce(), methods=["POST"]),
         *topics.routes(), *v3_configs.routes(), *v3_records.routes(), *v3_groups.routes(),
-        *v3_replicas.routes(), *v3_transactions.routes(),
+        *v3_replicas.routes(), *v3_transactions.routes(), *v3_acls.routes(),
         *cluster_routes.routes(), *docs.routes(),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

@@ -38,6 +38,7 @@ from log_layout import (CorruptManifest, CorruptSegment, Fenced, InvalidProducer
                         ProducerFenced,
                         OutOfOrderSequence, RecordTooLarge, StoreError, TopicExists,
                         UnknownPartition, UnknownTopic)
+from log_layout.errors import InvalidAcl
 
 #: error class -> (HTTP status, REST Proxy style error_code). Looked up along the MRO,
 #: so the most specific class wins. Codes follow the REST Proxy where it has one
@@ -55,6 +56,9 @@ ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.Map
     TopicExists: (400, 40002),
     InvalidTopicName: (400, 40003),
     ConfigError: (400, 40004),
+    # REST Proxy's code for a request Kafka refuses as invalid (its spec documents it
+    # for an ACL naming the cluster wrongly); the message names the field
+    InvalidAcl: (400, 40002),
     OutOfOrderSequence: (409, 40901),
     InvalidProducerEpoch: (409, 40902),
     MaintenanceConflict: (409, 40903),

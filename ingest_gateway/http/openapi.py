@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ingest_gateway.http.openapi_acls import acl_paths
 from ingest_gateway.http.openapi_consumers import consumer_paths
 from ingest_gateway.http.openapi_links import add_links
 from ingest_gateway.http.openapi_txn import txn_paths
@@ -103,7 +104,7 @@ SECURITY_SCHEMES = {
 def document() -> dict[str, Any]:
     """The whole OpenAPI 3 document: every route, its links (``openapi_links``), the schemas."""
     paths = {**_topic_paths(), **_admin_paths(), **v3_paths(), **_operations_paths(),
-             **consumer_paths(), **txn_paths()}
+             **consumer_paths(), **txn_paths(), **acl_paths()}
     add_links(paths)
     doc = {
         "openapi": "3.0.3",

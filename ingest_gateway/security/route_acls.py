@@ -113,6 +113,11 @@ RULES: tuple[tuple[str, str, object], ...] = (
     ("GET", _V3 + "/topics/{topic}/partitions/{partition}/replicas/{broker_id}",
      (Need("Describe", _T, "topic"),)),
     ("GET", _V3 + "/brokers/{broker_id}/partition-replicas", (Need("Describe", _C),)),
+    # ACLs: DescribeAcls needs Describe on the cluster, CreateAcls and DeleteAcls Alter
+    ("GET", _V3 + "/acls", (Need("Describe", _C),)),
+    ("POST", _V3 + "/acls", (Need("Alter", _C),)),
+    ("POST", _V3 + "/acls:batch", (Need("Alter", _C),)),
+    ("DELETE", _V3 + "/acls", (Need("Alter", _C),)),
     # cluster: what Kafka's Metadata and DescribeCluster give any client
     ("GET", "/brokers", AUTHENTICATED),
     ("GET", "/v3/clusters", AUTHENTICATED),

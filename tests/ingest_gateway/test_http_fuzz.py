@@ -449,6 +449,8 @@ def test_methods_not_allowed_are_refused(target):
         f"/v3/clusters/{target.cluster}/topics/{TOPIC}/configs": {"GET"},
         f"/v3/clusters/{target.cluster}/topics/{TOPIC}/configs:alter": {"POST"},
         f"/v3/clusters/{target.cluster}/topics/{TOPIC}/partitions": {"GET"},
+        f"/v3/clusters/{target.cluster}/acls": {"GET", "POST", "DELETE"},
+        f"/v3/clusters/{target.cluster}/acls:batch": {"POST"},
         "/v3/producers": {"POST"}, "/healthz": {"GET"}, "/readyz": {"GET"},
         "/metrics": {"GET"}, "/openapi.json": {"GET"}, "/fetch": {"POST"},
         "/fetch/waiting": {"GET"}, f"/consumers/{GROUP}": {"POST"},

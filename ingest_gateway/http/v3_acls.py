@@ -1,0 +1,234 @@
+"""REST Proxy v3 ACLs: Kafka's DescribeAcls, CreateAcls and DeleteAcls over the store's
+ACLs (``log_layout.acls``, the ones every gateway's authorizer enforces).
+
+Routes (under ``/v3/clusters/{cluster_id}``)::
+
+    GET    /acls?resource_type=&resource_name=&pattern_type=&principal=&host=
+                &operation=&permission=        the ACLs the filter matches (KafkaAclList)
+    POST   /acls          one ACL               201, Location: the ACL's own URL
+    POST   /acls:batch    {"data": [ACL, ...]}  201, all or none (one new version)
+    DELETE /acls?...      the filter: resource_type, pattern_type, operation and
+                          permission required   200 {"data": [the ACLs deleted]}
+
+An ACL is REST Proxy's ``AclData``: ``resource_type`` (TOPIC, GROUP, CLUSTER,
+TRANSACTIONAL_ID), ``resource_name``, ``pattern_type`` (LITERAL, PREFIXED),
+``principal`` (``User:<name>`` or ``User:*``), ``host`` (``*`` or an IP address),
+``operation`` (ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION,
+DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), ``permission`` (ALLOW, DENY);
+values are read case-insensitively and answered in these spellings. A filter takes
+``ANY`` for the four enumerations and ``MATCH`` as a pattern type (every ACL that
+applies to the name: Kafka's ``AclBindingFilter``); a field left out matches any
+value (GET). DELEGATION_TOKEN (Kafka's fifth resource type) is accepted in a filter
+and matches nothing: sparklog keeps no delegation tokens.
+
+Authorization is Kafka's: listing needs Describe on the cluster, creating and
+deleting Alter on the cluster (``route_acls``). A create is written as one
+exclusively created version of the store's ACL document, as ``sparklog acls --add``
+writes it; this gateway's authorizer reads it before the answer, the others within
+``authorizer.refresh.ms``.
+
+Refusals: a field missing, ``UNKNOWN``, or a value Kafka's model does not allow
+(an operation the resource type does not support, a Cluster not named
+``kafka-cluster``, ``ANY`` in a create): 400 ``invalid_acl`` with error_code 40002
+(REST Proxy's code for a request Kafka refuses, as its spec documents for a wrong
+cluster name), the message naming the field as REST Proxy names it.
+Differences from REST Proxy: principals are ``User:`` only (sparklog's principals
+are users); ``acls:batch`` answers 201 as REST Proxy's spec documents (its server
+answers 204).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.body import read_json
+from ingest_gateway.http.params import query_param
+from ingest_gateway.http.topics import batcher_of, check_cluster, log_of
+from ingest_gateway.http.v3_links import cluster_url
+from log_layout import acls
+from log_layout.acls import (OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES,
+                             SUPPORTED_OPERATIONS, AclBinding, AclFilter)
+from log_layout.errors import InvalidAcl
+
+#: at most this many ACLs in one batch (a body is bounded anyway)
+MAX_BATCH = 10_000
+#: the fields of an ACL, in REST Proxy's order and names
+FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
+          "permission")
+#: sparklog's field names (``log_layout.acls``) -> REST Proxy's
+_REST_FIELD = {"name": "resource_name"}
+#: REST Proxy's resource type that sparklog has no resources of
+NO_RESOURCES = "DELEGATION_TOKEN"
+#: Kafka's AclPermissionType order (REST Proxy sorts by it): DENY before ALLOW
+_PERMISSION_ORDER = ("Deny", "Allow")
+
+
+def rest_name(value: str) -> str:
+    """sparklog's spelling of an enumeration value in REST Proxy's: ``TransactionalId`` ->
+    ``TRANSACTIONAL_ID``, ``DescribeConfigs`` -> ``DESCRIBE_CONFIGS``, ``Allow`` -> ``ALLOW``."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
+
+
+def _key(text: str) -> str:
+    return text.replace("_", "").replace("-", "").upper()
+
+
+def _enum(field: str, raw: object, values: Iterable[str], extra: Iterable[str] = ()) -> str:
+    """``raw`` (any case, ``_`` and ``-`` ignored) as one of ``values`` (sparklog's
+    spelling) or of ``extra`` (REST Proxy's: ANY, MATCH); raises InvalidAcl naming the
+    field and the values allowed, in REST Proxy's spelling."""
+    allowed = {_key(v): v for v in (*values, *extra)}
+    found = allowed.get(_key(raw)) if isinstance(raw, str) else None
+    if found is None:
+        names = ", ".join(rest_name(v) for v in allowed.values())
+        unknown = isinstance(raw, str) and _key(raw) == "UNKNOWN"
+        raise InvalidAcl(field, raw, "cannot be UNKNOWN" if unknown else
+                         f"expected one of {names}")
+    return found
+
+
+def _rest_error(e: InvalidAcl) -> InvalidAcl:
+    """``e`` naming the field as REST Proxy does."""
+    return InvalidAcl(_REST_FIELD.get(e.field, e.field), e.value, e.reason)
+
+
+def binding(doc: Any) -> AclBinding:
+    """One ACL of a create request (REST Proxy's ``CreateAclRequestData``); raises
+    InvalidAcl naming the first field missing or not allowed."""
+    if not isinstance(doc, dict):
+        raise BadRequest("an ACL must be a JSON object with the fields " + ", ".join(FIELDS))
+    for name in FIELDS:
+        if doc.get(name) is None:
+            raise InvalidAcl(name, None, "is required")
+    rtype = _enum("resource_type", doc["resource_type"], RESOURCE_TYPES)
+    op = _enum("operation", doc["operation"], OPERATIONS)
+    if op not in SUPPORTED_OPERATIONS[rtype]:
+        raise InvalidAcl("operation", doc["operation"], f"resource type {rest_name(rtype)} "
+                         "supports " + ", ".join(rest_name(o) for o in OPERATIONS
+                                                 if o in SUPPORTED_OPERATIONS[rtype]))
+    try:
+        return AclBinding.create(
+            rtype, doc["resource_name"], _enum("pattern_type", doc["pattern_type"],
+                                               PATTERN_TYPES),
+            principal=doc["principal"], host=doc["host"], operation=op,
+            permission=_enum("permission", doc["permission"], PERMISSIONS))
+    except InvalidAcl as e:
+        raise _rest_error(e) from None
+
+
+def acl_filter(request: Request, *, required: bool) -> AclFilter | None:
+    """The request's filter from its query (None: it can match nothing, a
+    DELEGATION_TOKEN); ``required``: resource_type, pattern_type, operation and
+    permission must be given (DeleteAcls). Raises InvalidAcl, BadRequest."""
+    q = {name: query_param(request, name) for name in FIELDS}
+    for name in ("resource_type", "pattern_type", "operation", "permission"):
+        if required and not q[name]:
+            raise InvalidAcl(name, q[name], "is required (ANY matches every value)")
+    if q["resource_type"] and _key(q["resource_type"]) == _key(NO_RESOURCES):
+        return None
+
+    def enum(name: str, values: Iterable[str], extra: tuple[str, ...] = ("ANY",)) -> str | None:
+        value = _enum(name, q[name], values, extra) if q[name] else "ANY"
+        return None if value == "ANY" else value
+
+    try:
+        return AclFilter.create(
+            enum("resource_type", RESOURCE_TYPES), q["resource_name"] or None,
+            enum("pattern_type", PATTERN_TYPES, ("ANY", "MATCH")) or "ANY",
+            principal=q["principal"] or None, host=q["host"] or None,
+            operation=enum("operation", OPERATIONS),
+            permission=enum("permission", PERMISSIONS))
+    except InvalidAcl as e:
+        raise _rest_error(e) from None
+
+
+def _order(b: AclBinding) -> tuple:
+    """REST Proxy's order: by each field, enumerations in Kafka's order."""
+    return (RESOURCE_TYPES.index(b.resource_type), b.name, PATTERN_TYPES.index(b.pattern_type),
+            b.principal, b.host, OPERATIONS.index(b.operation),
+            _PERMISSION_ORDER.index(b.permission))
+
+
+def acl_url(request: Request, cid: str, b: AclBinding) -> str:
+    """The ACL's own URL: the list filtered to it, as REST Proxy builds it."""
+    return f"{cluster_url(request, cid)}/acls?" + urlencode(
+        {name: value for name, value in zip(FIELDS, _rest_values(b))}, safe="*")
+
+
+def _rest_values(b: AclBinding) -> tuple[str, ...]:
+    return (rest_name(b.resource_type), b.name, b.pattern_type, b.principal, b.host,
+            rest_name(b.operation), rest_name(b.permission))
+
+
+def acl_doc(request: Request, cid: str, b: AclBinding) -> dict[str, Any]:
+    """REST Proxy's ``KafkaAcl``."""
+    return {"kind": "KafkaAcl", "metadata": {"self": acl_url(request, cid, b)},
+            "cluster_id": cid, **dict(zip(FIELDS, _rest_values(b)))}
+
+
+async def _run(request: Request, fn: Any, *args: Any) -> Any:
+    return await batcher_of(request).run_blocking(functools.partial(fn, *args))
+
+
+async def _enforce_now(request: Request) -> None:
+    """This gateway's authorizer reads the ACLs just written (one LIST, one read)."""
+    authorizer = getattr(request.app.state, "authorizer", None)
+    if authorizer is not None:
+        await _run(request, authorizer.refresh)
+
+
+async def list_acls(request: Request) -> Response:
+    cid = await check_cluster(request)
+    f = acl_filter(request, required=False)
+    found = [] if f is None else await _run(request, acls.list_acls, log_of(request).store, [f])
+    return JSONResponse({"kind": "KafkaAclList",
+                         "metadata": {"self": str(request.url), "next": None},
+                         "data": [acl_doc(request, cid, b) for b in sorted(found, key=_order)]})
+
+
+async def create_acl(request: Request) -> Response:
+    cid = await check_cluster(request)
+    b = binding(await read_json(request))
+    await _run(request, acls.add_acls, log_of(request).store, [b])
+    await _enforce_now(request)
+    return Response(status_code=201, headers={"Location": acl_url(request, cid, b)})
+
+
+async def create_acls(request: Request) -> Response:
+    await check_cluster(request)
+    doc = await read_json(request)
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list) or not data or len(data) > MAX_BATCH:
+        raise BadRequest(f"field 'data' must be a list of 1..{MAX_BATCH} ACLs")
+    bindings = [binding(item) for item in data]  # all valid before any is written
+    await _run(request, acls.add_acls, log_of(request).store, bindings)
+    await _enforce_now(request)
+    return Response(status_code=201)
+
+
+async def delete_acls(request: Request) -> Response:
+    cid = await check_cluster(request)
+    f = acl_filter(request, required=True)
+    gone = [] if f is None else await _run(request, acls.remove_acls, log_of(request).store, [f])
+    if gone:
+        await _enforce_now(request)
+    return JSONResponse({"data": [acl_doc(request, cid, b) for b in sorted(gone, key=_order)]})
+
+
+def routes() -> list[BaseRoute]:
+    c = "/v3/clusters/{cluster_id}"
+    return [
+        Route(f"{c}/acls", list_acls, methods=["GET"]),
+        Route(f"{c}/acls", create_acl, methods=["POST"]),
+        Route(f"{c}/acls", delete_acls, methods=["DELETE"]),
+        Route(f"{c}/acls:batch", create_acls, methods=["POST"]),
+    ]
