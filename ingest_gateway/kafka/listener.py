@@ -23,6 +23,11 @@ names an API or version not offered, closes the connection (Kafka's broker does 
 same), except ApiVersions at an unknown version, which is answered with
 ``UNSUPPORTED_VERSION`` and the versions offered in a v0 body so the client can
 retry at one it knows.
+
+Quotas (``kafka.throttle``, KIP-219): a Produce's request bytes and a Fetch's answer
+bytes count against the principal's byte rates; when over, the answer carries
+``throttle_time_ms`` and the connection is muted (nothing more read or handled) for
+that time, an answer to a client too old to throttle itself held back as long.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, codes, fetch,
                                   groups, txn, txn_produce)
-from ingest_gateway.kafka import acl_gate
+from ingest_gateway.kafka import acl_gate, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.sasl import Session
@@ -88,6 +93,8 @@ class KafkaListener:
                         **admin_brokers.OFFERED,
                         **(sec.SASL_OFFERED if security.login is not None else {})}
         broker.offered = self.offered
+        #: the HTTP side's byte-rate quotas (None: off), shared by both protocols
+        self.quotas = getattr(broker.state, "quotas", None)
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[asyncio.Task] = set()
 
@@ -137,12 +144,15 @@ class KafkaListener:
                           str(peer[0]) if peer else "")
         answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         in_hand: set[asyncio.Task] = set()  # requests not answered yet (idle: none)
-        sender = asyncio.ensure_future(self._send(answers, writer))
+        mute = throttle.Mute()
+        sender = asyncio.ensure_future(self._send(answers, writer, mute))
         try:
             while not sender.done():
+                await mute.wait()  # a throttled connection is not read (KIP-219)
                 frame = await self._frame(reader, busy=lambda: bool(in_hand))
                 if frame is None:
                     break
+                await mute.wait()  # nor handled, if the mute came while reading
                 handling = self._answer(frame, session)
                 in_hand.add(handling)
                 handling.add_done_callback(in_hand.discard)
@@ -194,11 +204,13 @@ class KafkaListener:
                                 f"({self.read_timeout_s * 1000:.0f})") from None
 
     def _answer(self, frame: bytes, session: Session) -> asyncio.Task:
-        """Start handling one request now; the task's result is the framed answer
-        (None: nothing to send). A ProtocolError from it closes the connection."""
+        """Start handling one request now; the task's result is ``_handle``'s. A
+        ProtocolError from it closes the connection."""
         return asyncio.ensure_future(self._handle(frame, session))
 
-    async def _handle(self, frame: bytes, session: Session) -> bytes | None:
+    async def _handle(self, frame: bytes, session: Session) -> tuple[bytes | None, int, bool]:
+        """(the framed answer or None: nothing to send, the ms the connection is to be
+        muted, whether the answer waits that long first)."""
         peek = peek_header(frame)
         # before a SASL login only ApiVersions and SASL's APIs (else: closed); the
         # principal is this task's own (a context variable) for the handlers' ACL checks
@@ -206,7 +218,7 @@ class KafkaListener:
         sec.CURRENT.set(who)
         low, high = self.offered[API_VERSIONS]
         if peek.api_key == API_VERSIONS and not low <= peek.api_version <= high:
-            return _unsupported_api_versions(peek, self.offered)
+            return _unsupported_api_versions(peek, self.offered), 0, False
         head, req = parse_request(frame, self.offered)
         if head.api_key in sec.SASL_OFFERED:
             body = await session.answer(head, req)
@@ -216,15 +228,21 @@ class KafkaListener:
             # the APIs without checks of their own: a refusal answers instead of the handler
             body = acl_gate.check(self.broker, who, head, req) \
                 or await self.handlers[head.api_key](self.broker, head, req)
-        return None if body is None else encode_response(head, body)
+        data = None if body is None else encode_response(head, body)
+        mute_ms = throttle.record(self.quotas, who.principal, head, len(frame),
+                                  len(data) if data is not None else 0)
+        if mute_ms and body is not None:
+            data = encode_response(head, throttle.stamped(body, mute_ms))
+        return data, mute_ms, mute_ms > 0 and throttle.holds_answer(head)
 
-    async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+    async def _send(self, answers: asyncio.Queue, writer: asyncio.StreamWriter,
+                    mute: throttle.Mute) -> None:
         while True:
             task = await answers.get()
             if task is None:
                 return
             try:
-                data = await task
+                data, mute_ms, hold = await task
             except _CloseAfter as e:
                 log.info("closing Kafka connection from %s: SASL login failed",
                          writer.get_extra_info("peername"))
@@ -244,6 +262,10 @@ class KafkaListener:
                 writer.transport.abort()
                 _drain_cancel(answers)
                 return
+            if mute_ms:
+                mute.extend(mute_ms)
+                if hold:
+                    await mute.wait()
             if data is not None:
                 writer.write(data)
                 await writer.drain()
