@@ -154,8 +154,10 @@ class SeaweedS3:
         secret: str = "sparklog-test-secret",
         start_timeout: float = 60.0,
         stop_timeout: float = 1.0,
+        tls: tuple[str, str] | None = None,
     ) -> None:
         self.bucket = bucket
+        self.tls = tls
         self.key = key
         self.secret = secret
         self.start_timeout = start_timeout
@@ -171,6 +173,14 @@ class SeaweedS3:
     @property
     def endpoint_url(self) -> str:
         return f"http://{HOST}:{self.ports['s3']}"
+
+    @property
+    def https_endpoint_url(self) -> str:
+        """The S3 endpoint over TLS (only with ``tls=(cert file, key file)``: SeaweedFS
+        then serves the same API on a second port, https, beside the plain one)."""
+        if self.tls is None:
+            raise ValueError("SeaweedS3 was started without tls=(cert file, key file)")
+        return f"https://{HOST}:{self.ports['s3_https']}"
 
     def storage_options(self) -> dict:
         """kwargs for ``s3fs.S3FileSystem(**opts)`` / fsspec storage_options."""
@@ -278,6 +288,9 @@ class SeaweedS3:
         for n, p in zip(names, ps):
             self.ports[n] = p
             self.ports[n + "_grpc"] = p + 10000
+        if self.tls is not None:
+            taken = set(self.ports.values())
+            self.ports["s3_https"] = next(p for p in _free_ports(9) if p not in taken)
 
         data = os.path.join(self.tmpdir, "data")
         os.makedirs(data)
@@ -315,6 +328,9 @@ class SeaweedS3:
             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}",
             f"-s3.localSocket={os.path.join(self.tmpdir, 's3.sock')}",
         ]
+        if self.tls is not None:
+            args += [f"-s3.cert.file={self.tls[0]}", f"-s3.key.file={self.tls[1]}",
+                     f"-s3.port.https={P['s3_https']}"]
         self._log = open(self.log_path, "wb")
         self._t0 = time.monotonic()
         self.proc = subprocess.Popen(
