@@ -131,8 +131,10 @@ class DirectReader:
 
     def read_available(self, positions: Mapping[TopicPartition, int], max_records: int,
                        *, isolation_level: str | None = None,
+                       partition_max_records: int | None = None,
                        ) -> tuple[Fetched, dict[TopicPartition, OffsetOutOfRange]]:
-        """What is committed at ``positions`` now (up to ``max_records``), no waiting.
+        """What is committed at ``positions`` now (up to ``max_records``, and up to
+        ``partition_max_records`` of each partition), no waiting.
         Safe to call from several threads (the gateway's fetches share one reader)."""
         committed = self._committed(isolation_level)
         out: Fetched = []
@@ -146,7 +148,8 @@ class DirectReader:
             if budget <= 0:
                 break
             try:
-                got = self._read(tp, positions[tp], budget, committed)
+                got = self._read(tp, positions[tp], min(budget, partition_max_records or budget),
+                                 committed)
             except OffsetOutOfRange as e:
                 errors[tp] = e
                 continue

@@ -141,35 +141,52 @@ class ConsumerHub:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     def _read(self, positions: Mapping[tuple[str, int], int], max_records: int,
-              isolation_level: str | None = None):
+              isolation_level: str | None = None, partition_max_records: int | None = None):
         return self.source.read_available(positions, max_records,
-                                          isolation_level=isolation_level)
+                                          isolation_level=isolation_level,
+                                          partition_max_records=partition_max_records)
 
     async def _read_now(self, positions: Mapping[tuple[str, int], int], max_records: int,
-                        isolation_level: str | None = None):
+                        isolation_level: str | None = None,
+                        partition_max_records: int | None = None):
         """``_read``, on the loop when it is a cheap tail read (module docstring), else
         on the hub's threads."""
         writing = self.batcher.writing
+        args = (positions, max_records, isolation_level, partition_max_records)
         if self.log.store.cheap_commits and all(
                 (state := writing(t, p)) is not None and state.small_tail(
                     pos, segments=INLINE_READ_SEGMENTS, nbytes=INLINE_READ_BYTES)
                 for (t, p), pos in positions.items()):
-            return self._read(positions, max_records, isolation_level)
-        return await self.run(self._read, positions, max_records, isolation_level)
+            return self._read(*args)
+        return await self.run(self._read, *args)
 
     async def fetch(self, positions: Mapping[tuple[str, int], int], *, max_records: int,
                     max_bytes: int, wait_ms: int, min_bytes: int,
-                    isolation_level: str | None = None):
+                    isolation_level: str | None = None,
+                    partition_max_bytes: int | None = None):
         """Long-poll read: ((tp, batch, next), ...), {tp: OffsetOutOfRange}.
         ``isolation_level``: read_uncommitted (None, the default) or read_committed
-        (to the last stable offset, aborted records skipped: ``DirectReader``)."""
+        (to the last stable offset, aborted records skipped: ``DirectReader``).
+        ``partition_max_bytes`` (Kafka's Fetch field) bounds each partition's share,
+        and each then reads at most an equal share of ``max_records``, so one
+        partition's backlog does not crowd out the others."""
         deadline = time.monotonic() + wait_ms / 1000
         tps = list(positions)
+        per = max(1, max_records // max(1, len(tps))) if partition_max_bytes else None
+
+        def read():
+            return self._read_now(positions, max_records, isolation_level, per)
+
+        def cut(got: Fetched) -> Fetched:
+            if partition_max_bytes:
+                got = cut_partitions(got, partition_max_bytes)
+            return cut_to_bytes(got, max_bytes)
+
         while True:
             fut = self._register(tps)
             try:
-                got, errors = await self._read_now(positions, max_records, isolation_level)
-                got = cut_to_bytes(got, max_bytes)
+                got, errors = await read()
+                got = cut(got)
                 size = sum(b.nbytes for _, b, _ in got)
                 remaining = deadline - time.monotonic()
                 if errors or remaining <= 0 or (size >= min_bytes and (got or min_bytes <= 0)):
@@ -185,8 +202,8 @@ class ConsumerHub:
                 except asyncio.TimeoutError:
                     if remote and time.monotonic() < deadline:
                         continue
-                    got, errors = await self._read_now(positions, max_records, isolation_level)
-                    got = cut_to_bytes(got, max_bytes)
+                    got, errors = await read()
+                    got = cut(got)
                     self._count(got)
                     return got, errors
             finally:
@@ -281,6 +298,28 @@ def _log_dropped(fut: asyncio.Future) -> None:
                   exc_info=fut.exception())
     elif fut.result():
         log.info("groups now coordinated elsewhere, dropped: %s", ", ".join(fut.result()))
+
+
+def cut_partitions(got: Fetched, partition_max_bytes: int) -> Fetched:
+    """Keep each partition's batches while under ``partition_max_bytes`` (at least one
+    record of each partition, so every partition moves on)."""
+    out, size = [], {}
+    for tp, batch, nxt in got:
+        used = size.get(tp, 0)
+        if used >= partition_max_bytes:
+            continue
+        if used + batch.nbytes > partition_max_bytes:
+            per = max(1, batch.nbytes // max(1, batch.num_rows))
+            rows = max(0 if used else 1, (partition_max_bytes - used) // per)
+            if rows < batch.num_rows:
+                if rows:
+                    part = batch.slice(0, rows)
+                    out.append((tp, part, int(part.column(0)[-1].as_py()) + 1))
+                size[tp] = partition_max_bytes
+                continue
+        out.append((tp, batch, nxt))
+        size[tp] = used + batch.nbytes
+    return out
 
 
 def cut_to_bytes(got: Fetched, max_bytes: int) -> Fetched:
