@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.stamp-install
 
 .PHONY: demo test test-fast bench bench-quick clean chromium kcat console-screenshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py ingest_gateway/kafka/_records_c.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

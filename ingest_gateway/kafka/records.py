@@ -27,12 +27,13 @@ varint, key varint-length bytes (-1 = null), value likewise, headers: varint cou
 :func:`decode_batches` checks the framing and the CRC itself (``crc32c``, C: ~5 ns a
 record), decompresses with a cap on the expanded size (``cramjam``'s ``*_into``
 functions write into a buffer of bounded size and fail when it is full, so a
-compression bomb costs at most ``max_bytes`` of memory), then reads the records with
-aiokafka's compiled reader (~0.3 us a record; a pure-Python reader costs 1.5-2 us)
-into the produce schema the batcher takes (``PART_SCHEMA``: key, value, timestamp
-in ms, headers). :func:`encode_batch` builds a batch from a segment's table (offset
-deltas from its ``offset`` column, so compacted gaps survive) with aiokafka's compiled
-builder; :func:`encode_control_batch` builds a transaction marker's batch.
+compression bomb costs at most ``max_bytes`` of memory), then reads the records
+(``records_columns``: a compiled pass into Arrow buffers, ~0.03 us a record, or
+aiokafka's reader) into the produce schema the batcher takes (``PART_SCHEMA``: key,
+value, timestamp in ms, headers). :func:`encode_batch` builds a batch from a segment's
+table (offset deltas from its ``offset`` column, so compacted gaps survive) through
+``records_columns`` too; :func:`encode_control_batch` builds a transaction marker's
+batch.
 
 Errors carry Kafka's error code (``error_code``) so the listener can answer with it:
 CORRUPT_MESSAGE (2) for bad framing or CRC, UNSUPPORTED_VERSION (35) for magic 0/1,
@@ -50,24 +51,20 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 from aiokafka.codec import snappy_encode
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from conf.errors import SparklogError
+from ingest_gateway.kafka import records_columns as columns
+from ingest_gateway.kafka.records_columns import CRC_START, HEADER, LOG_OVERHEAD
 from ingest_gateway.server.codec import MAX_TIMESTAMP_MS, PART_SCHEMA
-from log_layout.segment_schema import HEADER_TYPE, HEADERS, int64_array, shared_nulls
+from log_layout.segment_schema import int64_array
 from log_layout.txn_writes import marker_records
 
-HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61 bytes before the records
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-CRC_START = 21  # the CRC covers attributes .. end
 MIN_BATCH_LENGTH = HEADER.size - LOG_OVERHEAD
 MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key, value, headers: 1 each
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_MASK, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, CONTROL_BIT = 0x07, 0x08, 0x10, 0x20
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
-NO_TIMESTAMP = -1
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"  # the Java client's snappy framing (xerial)
-_MAX_BATCH_BYTES = 2**31 - 1  # aiokafka's builder refuses records past its batch size
 
 
 class KafkaRecordsError(SparklogError, ValueError):
@@ -284,25 +281,21 @@ def _decode_one(header: memoryview, body: memoryview, fields: tuple, pos: int
     if count > len(body) // MIN_RECORD_SIZE:
         raise CorruptRecordBatch(f"the record batch at byte {pos} claims {count} records "
                                  f"in {len(body)} bytes")
-    if attributes & CODEC_MASK:  # aiokafka's reader must not decompress again
-        plain = bytearray(header)
-        struct.pack_into(">h", plain, CRC_START, attributes & ~CODEC_MASK)
-        buf = bytes(plain) + body
-    else:
-        buf = bytes(header) + body
+    plain = bytearray(header)  # aiokafka's reader (records_columns) must not decompress
+    struct.pack_into(">h", plain, CRC_START, attributes & ~CODEC_MASK)
     try:
-        keys, values, stamps, offsets, headers = _read_records(buf)
-    except Exception as e:  # aiokafka's CorruptRecordException, UnicodeDecodeError, ...
+        cols = columns.read(bytes(plain), body, count=count, first_timestamp=first_ts,
+                            max_timestamp=max_ts,
+                            log_append_time=bool(attributes & TIMESTAMP_TYPE_BIT))
+    except ValueError as e:
         raise CorruptRecordBatch(f"the record batch at byte {pos} has a malformed record: "
-                                 f"{type(e).__name__}: {e}") from None
-    deltas = np.array(offsets, np.int64) - base_offset
+                                 f"{e}") from None
+    deltas = cols.deltas
     if len(deltas) != count or deltas.min() < 0 or deltas.max() != last_delta:
         raise CorruptRecordBatch(f"the record batch at byte {pos}: record offset deltas do "
                                  f"not match lastOffsetDelta {last_delta}")
-    table = pa.Table.from_arrays([
-        pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-        _timestamps(stamps, pos), _headers(headers, count),
-    ], schema=PART_SCHEMA)
+    table = pa.Table.from_arrays([cols.keys, cols.values, _timestamps(cols.stamps, pos),
+                                  cols.headers], schema=PART_SCHEMA)
     return DecodedBatch(base_offset, leader_epoch, last_delta, first_ts, max_ts, producer_id,
                         producer_epoch, base_sequence, CODECS[attributes & CODEC_MASK],
                         (attributes & TIMESTAMP_TYPE_BIT) >> 3,
@@ -310,29 +303,8 @@ def _decode_one(header: memoryview, body: memoryview, fields: tuple, pos: int
                         deltas.astype(np.int32), table)
 
 
-def _read_records(buf: bytes) -> tuple[list, list, list, list, list]:
-    """Keys, values, timestamps, offsets, and (index, headers) of records that have any.
-
-    One pass that keeps no record object: holding 100k of them (and their header
-    lists, which the garbage collector tracks) set off collections that tripled the
-    cost (0.8 us a record against 0.3).
-    """
-    keys, values, stamps, offsets, headers = [], [], [], [], []
-    key, value, stamp, offset = keys.append, values.append, stamps.append, offsets.append
-    for i, r in enumerate(DefaultRecordBatch(buf)):
-        key(r.key)
-        value(r.value)
-        stamp(r.timestamp)
-        offset(r.offset)
-        h = r.headers
-        if h:
-            headers.append((i, h))
-    return keys, values, stamps, offsets, headers
-
-
-def _timestamps(stamps: list, pos: int) -> pa.Array:
+def _timestamps(ts: np.ndarray, pos: int) -> pa.Array:
     """Milliseconds; Kafka's negative "no timestamp" becomes null (the flush's time)."""
-    ts = np.array(stamps, np.int64)
     if ts.max() > MAX_TIMESTAMP_MS:
         raise InvalidTimestamp(f"the record batch at byte {pos} holds timestamp "
                                f"{int(ts.max())} ms, past {MAX_TIMESTAMP_MS}")
@@ -342,59 +314,12 @@ def _timestamps(stamps: list, pos: int) -> pa.Array:
     return pa.array(ts, pa.int64(), mask=missing)
 
 
-def _headers(headers: list, count: int) -> pa.Array:
-    """Null for every record when none has headers (as HTTP produce leaves them),
-    else an empty list for those without."""
-    if not headers:
-        return shared_nulls(count, HEADERS)
-    rows: list = [[]] * count
-    for i, h in headers:
-        rows[i] = [{"key": k, "value": v} for k, v in h]
-    return pa.array(rows, HEADER_TYPE)
-
-
 def _codec_id(codec: str) -> int:
     try:
         return CODECS.index(codec)
     except ValueError:
         raise UnsupportedCompression(f"unknown compression codec {codec!r}; known: "
                                      + ", ".join(CODECS)) from None
-
-
-def _column(table: pa.Table, name: str) -> list:
-    if name not in table.column_names:
-        return [None] * table.num_rows
-    return table.column(name).to_pylist()
-
-
-def _timestamps_ms(table: pa.Table) -> list:
-    """A segment's ``timestamp[us]`` or the produce schema's int64 ms, as int ms."""
-    if "timestamp" not in table.column_names:
-        return [NO_TIMESTAMP] * table.num_rows
-    col = table.column("timestamp")
-    if pa.types.is_timestamp(col.type):
-        per_ms = {"s": 1 / 1000, "ms": 1, "us": 1000, "ns": 1_000_000}[col.type.unit]
-        raw = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
-        return (raw // per_ms).astype(np.int64).tolist() if per_ms >= 1 \
-            else (raw * 1000).tolist()
-    if col.null_count == len(col):
-        return [NO_TIMESTAMP] * len(col)
-    if col.null_count:  # aiokafka's builder takes a -1 for "not set yet" mid-batch
-        raise ValueError("timestamps must be all null or none null")
-    return col.to_pylist()
-
-
-def _deltas(table: pa.Table, base_offset: int) -> list[int]:
-    """Offset deltas from the table's ``offset`` column (gaps kept), else 0 .. n-1."""
-    n = table.num_rows
-    if "offset" not in table.column_names:
-        return list(range(n))
-    deltas = table.column("offset").to_numpy() - base_offset
-    if n and (deltas[0] < 0 or deltas[-1] >= 2**31 or (np.diff(deltas) <= 0).any()):
-        raise ValueError(f"offsets must increase from base_offset {base_offset} by less "
-                         f"than 2**31; got {int(deltas[0]) + base_offset} .. "
-                         f"{int(deltas[-1]) + base_offset}")
-    return deltas.tolist()
 
 
 def encode_batch(table: pa.Table, *, base_offset: int, codec: str = "none",
@@ -409,18 +334,9 @@ def encode_batch(table: pa.Table, *, base_offset: int, codec: str = "none",
     if table.num_rows == 0:
         raise ValueError("a record batch needs at least one record")
     codec_id = _codec_id(codec)
-    builder = DefaultRecordBatchBuilder(2, 0, int(is_transactional),
-                                        producer_id, producer_epoch, base_sequence,
-                                        _MAX_BATCH_BYTES)
-    keys, values = _column(table, "key"), _column(table, "value")
-    stamps, deltas = _timestamps_ms(table), _deltas(table, base_offset)
-    headers = _column(table, "headers")
-    append = builder.append
-    for i in range(table.num_rows):
-        h = headers[i]
-        append(deltas[i], stamps[i], keys[i], values[i],
-               [(x["key"], x["value"]) for x in h] if h else [])
-    buf = builder.build()
+    buf = columns.write(table, base_offset=base_offset, is_transactional=is_transactional,
+                        producer_id=producer_id, producer_epoch=producer_epoch,
+                        base_sequence=base_sequence)
     if codec_id:
         buf = _compressed(buf, codec_id)
     _stamp(buf, base_offset, partition_leader_epoch)
