@@ -125,11 +125,14 @@ def parse_principal(value: object) -> str:
 
 
 def parse_host(value: object) -> str:
-    """``*`` or an IP address in its compressed form; raises InvalidAcl."""
+    """``*`` or an IP address in its compressed form (an IPv4-mapped IPv6 address as its
+    IPv4 one, as the authorizer sees such a client); raises InvalidAcl."""
     if value == WILDCARD:
         return WILDCARD
     try:
-        return str(ipaddress.ip_address(value))  # type: ignore[arg-type]
+        address = ipaddress.ip_address(value)  # type: ignore[arg-type]
+        mapped = getattr(address, "ipv4_mapped", None)
+        return str(mapped or address)
     except ValueError:
         raise InvalidAcl("host", value, "expected * or an IP address such as 10.0.0.7 "
                                         "(Kafka matches hosts by address, not name)") from None

@@ -95,6 +95,10 @@ def test_wildcard_principal_and_host(local_log):
     assert not ok(a, principal="User:bob", host="::ffff:10.0.0.8")
     b = authorizer(open_log(local_log.url + "-b"), [allow(host="0:0:0:0:0:0:0:1")])
     assert ok(b, host="::1") and not ok(b, host="::2")  # ACL hosts are stored compressed
+    # an ACL written with an IPv4-mapped address is the IPv4 one (it never matched before)
+    c = authorizer(open_log(local_log.url + "-c"), [allow(host="::ffff:10.0.0.1")])
+    assert acls.parse_host("::ffff:10.0.0.1") == "10.0.0.1"
+    assert ok(c, host="10.0.0.1") and ok(c, host="::ffff:10.0.0.1") and not ok(c, host="10.0.0.2")
 
 
 def test_literal_star_matches_every_name(local_log):
