@@ -24,6 +24,8 @@ took 200-460 ms per small file. These HTTP calls are HDFS's own guarantees:
     A temp file, then ``RENAME`` with ``renameoptions=OVERWRITE`` (atomic).
 ``read`` / ``read_tail`` / ``read_buffer``: ``OPEN`` (with ``offset``/``length``),
 ``list``: ``LISTSTATUS``, ``delete``: ``DELETE``.
+Every ``CREATE`` is ``createparent=false``: a missing folder is made by ``MKDIRS`` with
+mode 755 and the file written again (WebHDFS would make it with mode 777).
 
 Durability: a file's bytes are on the DataNodes' disks when its close returns only
 with ``dfs.datanode.synconclose=true`` on the DataNodes (otherwise in their page
@@ -34,14 +36,17 @@ default ``$HADOOP_USER_NAME`` or the login name), ``delegation_token`` (sent as
 ``delegation=``, Hadoop's URL-safe token string), ``kerberos=True`` (SPNEGO with the
 process's Kerberos ticket, through ``pyspnego``, an optional package), and for
 ``swebhdfs`` ``ca_file`` / ``cert_file`` / ``key_file``. Errors: FileNotFoundError,
-FileExistsError, PermissionError, or OSError naming the NameNode's exception.
+FileExistsError, PermissionError, or OSError naming the NameNode's exception; no message
+and no log line of urllib3's carries the token (it travels in the URL).
 """
 
 from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -54,6 +59,8 @@ from log_layout.errors import StoreError
 from log_layout.store import TMP_PREFIX, FileInfo, Store
 
 DEFAULT_HTTP_PORT = 9870
+#: mode of the folders the store makes: Hadoop's default (777 less its default umask 022)
+DIR_PERMISSION = "755"
 #: NameNode exceptions that mean the file or folder does not exist / already exists
 _NOT_FOUND = {"FileNotFoundException"}
 _EXISTS = {"FileAlreadyExistsException"}
@@ -78,6 +85,8 @@ class WebHdfsStore(Store):
         self.user = options.get("user") or os.environ.get("HADOOP_USER_NAME") or \
             getpass.getuser()
         self.token = options.get("delegation_token")
+        if self.token:
+            _hide_tokens_from_urllib3_logs()
         self.kerberos = bool(options.get("kerberos"))
         self._auth_cookie: str | None = None
         self._cookie_lock = threading.Lock()
@@ -152,11 +161,22 @@ class WebHdfsStore(Store):
         return f"{self.root}/{path}" if path else self.root
 
     def _create(self, path: str, data: Any, overwrite: bool = False) -> None:
-        """Write a whole file: the NameNode names a DataNode, the DataNode writes it."""
+        """Write a whole file: the NameNode names a DataNode, the DataNode writes it.
+        A missing folder is made by MKDIRS with DIR_PERMISSION, never by CREATE: the
+        DataNode makes a file's missing parents with mode 777 (it creates with a umask
+        of 000, measured), which would let any user delete the log's files."""
+        body = bytes(data) if not isinstance(data, bytes) else data
+        try:
+            self._create_in_folder(path, body, overwrite)
+        except FileNotFoundError:  # "Parent directory doesn't exist"
+            folder = path.rpartition("/")[0]
+            self._call("PUT", self._url(folder, "MKDIRS", permission=DIR_PERMISSION))
+            self._create_in_folder(path, body, overwrite)
+
+    def _create_in_folder(self, path: str, body: bytes, overwrite: bool) -> None:
         r = self._call("PUT", self._url(path, "CREATE", overwrite=str(overwrite).lower(),
-                                        noredirect="true"))
-        location = json.loads(r.data)["Location"]
-        self._call("PUT", location, body=bytes(data) if not isinstance(data, bytes) else data)
+                                        createparent="false", noredirect="true"))
+        self._call("PUT", json.loads(r.data)["Location"], body=body)
 
     def _rename(self, src: str, dst: str, options: str) -> bool:
         """Rename ``src`` to ``dst``; False if ``dst`` exists (``renameoptions=NONE``).
@@ -277,6 +297,35 @@ def _op(url: str) -> str:
     parts = urlsplit(url)
     op = next((q[3:] for q in parts.query.split("&") if q.startswith("op=")), "?")
     return f"{op} {parts.path.removeprefix('/webhdfs/v1')}"
+
+
+#: a WebHDFS URL's token parameter (ours, or one a NameNode puts in a redirect)
+_DELEGATION = re.compile(r"(delegation=)[^&\s'\"]+")
+#: urllib3's loggers that write request URLs, query included (redirects at INFO,
+#: retries at WARNING, every request at DEBUG); a logger's filters bind it alone
+_URL_LOGGERS = ("urllib3.poolmanager", "urllib3.connectionpool", "urllib3.util.retry")
+
+
+class _HideTokens(logging.Filter):
+    """Replaces the value of every ``delegation=`` in a log line by ``<hidden>``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "delegation=" in message:
+            record.msg, record.args = _DELEGATION.sub(r"\1<hidden>", message), None
+        return True
+
+
+_HIDE_TOKENS = _HideTokens()
+
+
+def _hide_tokens_from_urllib3_logs() -> None:
+    """Keep delegation tokens out of urllib3's log lines (it logs whole URLs, and WebHDFS
+    takes the token in the URL: a gateway's log showed it on every redirect)."""
+    for name in _URL_LOGGERS:
+        logger = logging.getLogger(name)
+        if _HIDE_TOKENS not in logger.filters:
+            logger.addFilter(_HIDE_TOKENS)
 
 
 def _spnego_token(url: str, host: str) -> str:

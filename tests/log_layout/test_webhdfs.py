@@ -9,6 +9,7 @@ and clear errors for an unreachable or misconfigured NameNode.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import uuid
 
@@ -109,6 +110,23 @@ def test_webhdfs_and_hdfs_urls_name_the_same_store(hdfs_server):
     assert again.partition("t", 1).read_table(0).column("value").to_pylist() == [b"a", b"b"]
 
 
+def test_the_store_makes_its_folders_755_not_777(hdfs_server):
+    """WebHDFS's CREATE makes missing parents with mode 777 (any user could delete the
+    log's files); the store makes them itself with Hadoop's default 755. Files: 644."""
+    prefix = f"p-{uuid.uuid4().hex}"
+    log = open_log(hdfs_server.url(prefix), storage_options=hdfs_server.storage_options())
+    log.create_topic("t", {"partitions": 1})
+    log.partition("t", 0).claim("w").append(pa.table({"value": [b"a"]}))
+    top = open_store(hdfs_server.url(""), storage_options=hdfs_server.storage_options())
+    folders, files = [prefix], []
+    while folders:
+        folder = folders.pop()
+        assert top._status(folder)["permission"] == "755", folder
+        folders += [f"{folder}/{name}" for name in top.list_folders(folder)]
+        files += [f"{folder}/{info.name}" for info in top.list(folder)]
+    assert len(files) >= 3 and {top._status(f)["permission"] for f in files} == {"644"}
+
+
 def test_an_unreachable_namenode_is_a_clear_connection_error(hdfs_server):
     from tests.s3server import _free_ports
 
@@ -124,15 +142,20 @@ def test_an_hdfs_url_without_a_namenode_is_refused():
         open_store("hdfs:///just/a/path")
 
 
-def test_a_delegation_token_replaces_the_user_name_and_is_never_shown(hdfs_server):
+def test_a_delegation_token_replaces_the_user_name_and_is_never_shown(hdfs_server, caplog):
     """With a token no ``user.name`` is sent (a cluster without security, as here,
     ignores the token and writes as its static web user, so the file's owner shows
-    which was sent), and no error message carries the token. That a secure NameNode
-    accepts it is not tested: this machine has no KDC."""
+    which was sent), and no error message or log line carries the token (urllib3 logs
+    whole URLs: a redirect at INFO, each request at DEBUG). That a secure NameNode
+    accepts it over WebHDFS is not tested: this machine has no KDC."""
     secret = "SECRETtokenXYZ123"
     store = open_store(f"webhdfs://127.0.0.1:{hdfs_server.http_port}/tok",
                        storage_options={"delegation_token": secret, "user": "alice"})
-    store.put_new("owned", b"x")
+    with caplog.at_level(logging.DEBUG, logger="urllib3"):
+        store.put_new("owned", b"x")
+        assert store.read("owned") == b"x"  # OPEN: redirected to a DataNode
+    assert "Redirecting" in caplog.text and "delegation=<hidden>" in caplog.text
+    assert secret not in caplog.text
     assert store._status("owned")["owner"] != "alice"
     with pytest.raises(FileNotFoundError) as caught:
         store.read("missing")
