@@ -24,7 +24,10 @@ def spark_failure_message(error: BaseException) -> str | None:
     A sparklog error raised in a Python worker (the ``sparklog`` source, a UDF) reaches
     the driver as text inside Spark's (``[PYTHON_DATA_SOURCE_ERROR] ... Traceback ...``):
     its own message is the last such line. Otherwise Spark's first line, whose
-    ``[ERROR_CLASS]`` names the failure, without the SQLSTATE.
+    ``[ERROR_CLASS]`` names the failure, without the SQLSTATE; for a Java exception
+    that py4j relays, the exception's own line and its first cause (py4j's first line
+    says only "An error occurred while calling o123.save.", and Delta's "Cannot create
+    <path>" leaves HDFS's "Permission denied: user=..." to its cause).
     """
     if not type(error).__module__.startswith(("pyspark", "py4j")):
         return None
@@ -32,7 +35,13 @@ def spark_failure_message(error: BaseException) -> str | None:
     ours = _OURS.findall(text)
     if ours:
         return ours[-1][1].strip()
-    first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else type(error).__name__
+    if first.startswith("An error occurred while calling") and len(lines) > 1:
+        first = lines[1].strip().removeprefix(": ")
+        cause = next((line for line in lines if line.startswith("Caused by: ")), None)
+        if cause:
+            first = f"{first} (caused by {cause.removeprefix('Caused by: ').strip()})"
     return _SQLSTATE.sub("", first).strip()
 
 
