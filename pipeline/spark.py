@@ -9,19 +9,26 @@ Maven Central on first start and are cached in the project folder
 A session that reads or writes ``s3://`` tables (``s3=True``) also gets S3A:
 ``hadoop-aws`` at pyspark's Hadoop version with its AWS SDK, fetched the same
 way, ``s3://`` mapped to S3A, and the endpoint from ``store.s3.endpoint.url``
-(credentials from the environment, as boto's). HDFS needs nothing: pyspark's
-Hadoop client speaks ``hdfs://`` and ``webhdfs://``.
+(credentials from the environment, as boto's). pyspark's Hadoop client speaks
+``hdfs://`` and ``webhdfs://``; the JVM a session starts acts as the store's HDFS
+user: ``store.hdfs.user`` and ``store.hdfs.delegation.token`` reach it as
+``HADOOP_USER_NAME`` and ``HADOOP_TOKEN`` in its environment, never in a Spark
+configuration (see ``log_layout.hadoop_client``). A session that is already running
+(under ``spark-submit``, or started before) keeps the user it has.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import conf
+from log_layout.hadoop_client import hadoop_environment
 from pipeline import quiet
 
 _registered: set[int] = set()
@@ -113,16 +120,42 @@ def needs_s3(*locations: str | None) -> bool:
     return any(urlsplit(loc).scheme in ("s3", "s3a") for loc in locations if loc)
 
 
+def hadoop_env(settings: conf.Settings, locations: Iterable[str | None] = ()) -> dict[str, str]:
+    """Environment of the JVM a session starts: the store's HDFS user and delegation
+    token (``locations``: the tables' URLs, see ``log_layout.hadoop_client``)."""
+    store = settings.store
+    return hadoop_environment(user=store.hdfs_user, token=store.hdfs_delegation_token,
+                              store_url=store.url, locations=locations)
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """``env`` in ``os.environ`` while the JVM is launched (pyspark hands the JVM a copy
+    of it), as it was afterwards: the token stays out of later child processes."""
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def session(*, master: str | None = None, app_name: str | None = None,
             settings: conf.Settings | None = None, extra: dict[str, Any] | None = None,
-            s3: bool = False, source: bool = True):
+            s3: bool = False, source: bool = True, locations: Iterable[str | None] = ()):
     """A SparkSession with Delta Lake and the ``sparklog`` source registered.
 
     ``master`` defaults to ``spark.master`` of the settings (``local[*]``);
     ``extra`` adds Spark configs; ``s3`` adds S3A (see the module docstring);
     ``source=False`` leaves the ``sparklog`` source unregistered (registering costs
-    ~1.8 s of a cold start; :func:`register` does it later).
-    Returns the active session if one exists.
+    ~1.8 s of a cold start; :func:`register` does it later); ``locations``: the
+    tables' URLs, for the store's HDFS credentials (:func:`hadoop_env`).
+    Returns the active session if one exists. Raises ConfigError for a delegation
+    token that is not one.
     """
     from pyspark.sql import SparkSession
 
@@ -179,7 +212,7 @@ def session(*, master: str | None = None, app_name: str | None = None,
         print(f"sparklog: fetching {', '.join(coordinates)} from Maven Central into "
               f"{_ivy_dir(spark_settings)} (once)" + (" - S3A's AWS SDK is ~690 MB" if s3 else ""),
               file=sys.stderr, flush=True)
-    with quiet.jvm_stderr():
+    with quiet.jvm_stderr(), _environment(hadoop_env(settings, locations)):
         spark = builder.getOrCreate()
     if not cached:
         _remember_jars(spark, spark_settings, coordinates)

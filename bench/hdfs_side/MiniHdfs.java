@@ -1,11 +1,18 @@
 // A real HDFS (one NameNode, one DataNode) in one JVM, for sparklog's tests.
 //
-//   java -cp '<hadoop-client-minicluster jars>/*' MiniHdfs.java <base dir> <rpc port> <http port>
+//   java -cp '<hadoop-client-minicluster jars>/*' MiniHdfs.java <base dir> <rpc port> <http port> [permissions]
 //
 // Every listener is on 127.0.0.1. Prints "READY <rpc port> <http port>" once the
 // cluster answers, then runs until its standard input closes (the test process
 // that started it ends, or closes the pipe), and shuts the cluster down.
+//
+// "permissions" turns HDFS's permission checks on (the user who started the JVM is the
+// superuser; "/" is 1777, like /tmp, so any user makes their own folder there) and has the
+// NameNode issue and accept delegation tokens without Kerberos (a setting Hadoop keeps
+// for tests), so a test can tell which user a client acted as.
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 
 public class MiniHdfs {
@@ -25,7 +32,9 @@ public class MiniHdfs {
         conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
         conf.set("dfs.datanode.hostname", "127.0.0.1");
         conf.setBoolean("dfs.webhdfs.enabled", true);
-        conf.setBoolean("dfs.permissions.enabled", false);
+        boolean permissions = args.length > 3 && args[3].equals("permissions");
+        conf.setBoolean("dfs.permissions.enabled", permissions);
+        conf.setBoolean("dfs.namenode.delegation.token.always-use", permissions);
         conf.setInt("dfs.replication", 1);
         // A closed file is on the DataNode's disk (fsync), as a log needs in production.
         conf.setBoolean("dfs.datanode.synconclose", true);
@@ -37,6 +46,9 @@ public class MiniHdfs {
                 .nameNodePort(rpcPort).nameNodeHttpPort(httpPort)
                 .numDataNodes(1).format(true).build();
         cluster.waitActive();
+        if (permissions) {
+            cluster.getFileSystem().setPermission(new Path("/"), new FsPermission((short) 01777));
+        }
         System.out.println("READY " + cluster.getNameNodePort() + " " + httpPort);
         System.out.flush();
         while (System.in.read() != -1) {

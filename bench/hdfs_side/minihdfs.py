@@ -14,6 +14,9 @@ folder renamed into place, so a broken download is never taken for a cache).
 ``MiniHdfs.java`` beside this module runs as a single-source Java program: every listener
 on 127.0.0.1, WebHDFS on, permissions off, ``dfs.datanode.synconclose=true``, and
 two NameNode settings that cut a small file's close from ~200 ms to ~20 ms.
+``MiniHdfs(permissions=True)`` turns permission checks on (the process's own user is
+the superuser, ``/`` is 1777) and has the NameNode issue delegation tokens without
+Kerberos, for tests of which user a client acts as.
 
 Facts measured with this cluster (tests/log_layout/test_webhdfs.py relies on them):
 start-up 7-10 s, ~300 MB; ``CREATE overwrite=false`` has one winner among racing
@@ -43,8 +46,9 @@ LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "MiniHdfs.ja
 class MiniHdfs:
     """A MiniDFSCluster in a child JVM; ``start()`` waits until WebHDFS answers."""
 
-    def __init__(self, *, startup_timeout_s: float = 120.0):
+    def __init__(self, *, startup_timeout_s: float = 120.0, permissions: bool = False):
         self.timeout = startup_timeout_s
+        self.permissions = permissions
         self.proc: subprocess.Popen | None = None
         self.base = ""
         self.rpc_port = self.http_port = 0
@@ -74,7 +78,8 @@ class MiniHdfs:
             self.http_port = free_port()
         self.proc = subprocess.Popen(
             ["java", "-Xmx512m", "-cp", jars.classpath, LAUNCHER, self.base,
-             str(self.rpc_port), str(self.http_port)],
+             str(self.rpc_port), str(self.http_port)]
+            + (["permissions"] if self.permissions else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True)
         ready = threading.Event()

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     # sparklog's own progress on a terminal (Spark's bars are off: pipeline.quiet)
     with console.status("starting Spark") as status:
         spark = session(master=args.master, settings=settings,
-                        s3=needs_s3(warehouse, args.checkpoint))
+                        s3=needs_s3(warehouse, args.checkpoint),
+                        locations=(warehouse, args.checkpoint))
         status.update(f"materializing {args.topic} into {args.table}")
         query = tables.materialize(
             spark, args.topic, args.table, log=log, once=args.once,

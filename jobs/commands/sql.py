@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     status.start()
     try:
         spark = session(master=args.master, settings=settings, s3=needs_s3(warehouse),
-                        source=bool(named_topics))  # registering the source costs ~1.8 s
+                        source=bool(named_topics),  # registering the source costs ~1.8 s
+                        locations=(warehouse,))
         status.update("running the query")
         rows, df = _run_query(spark, args, log, warehouse, named_topics)
     finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 
+import pyarrow as pa
 import pytest
 import urllib3
 
@@ -109,3 +110,40 @@ def test_spark_reads_a_store_served_over_https_trusting_the_tests_ca(spark, tls_
     _refused(spark, {**read, "storageOptions": json.dumps(untrusted)}, s3.secret,
              "CERTIFICATE_VERIFY_FAILED", "certificate verify failed",
              "SSLCertVerificationError")
+
+
+@pytest.mark.hdfs
+def test_an_hdfs_delegation_token_appears_in_no_plan_or_progress(spark, hdfs_server, tmp_path):
+    """The token reaches the source as ``materialize`` gives it (``storageOptions``, from
+    the store's description); Spark's plans and a stream's plan and progress never
+    show it. This cluster, without Kerberos, ignores the token and serves the store as
+    its web user."""
+    from log_layout.hadoop_client import encode_token
+    from pipeline import tables
+
+    token = encode_token(b"id-" + bytes(27), b"pw-" + bytes(17), "WEBHDFS delegation",
+                         f"127.0.0.1:{hdfs_server.http_port}")
+    url = hdfs_server.url(f"token-{tmp_path.name}")
+    writer = open_log(url, storage_options=hdfs_server.storage_options())
+    writer.create_topic("kv", {"partitions": 1})
+    writer.partition("kv", 0).claim("w").append(pa.table({"key": [b"k"], "value": [b"v"]}))
+    log = open_log(url, storage_options={"webhdfs_port": hdfs_server.http_port,
+                                         "delegation_token": token})
+    options = tables.source_options(log, "kv")
+    assert token in options["storageOptions"]  # what Spark is handed
+    df = spark.read.format("sparklog").options(**options).load()
+    assert df.select("value").collect()[0].value == b"v"
+    for mode in ("simple", "extended", "formatted", "cost", "codegen"):
+        plan = df._jdf.queryExecution().explainString(
+            spark._jvm.org.apache.spark.sql.execution.ExplainMode.fromString(mode))
+        assert token not in plan, mode
+
+    stream = spark.readStream.format("sparklog").options(**options) \
+        .option("startingOffsets", "earliest").load()
+    query = (stream.writeStream.format("memory").queryName(f"q_{tmp_path.name[-8:]}")
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    progress = json.dumps(query.recentProgress, default=str)
+    assert query.recentProgress and '"numInputRows": 1' in progress
+    assert token not in progress
+    assert token not in query._jsq.explainInternal(True)
