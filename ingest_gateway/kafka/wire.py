@@ -26,7 +26,6 @@ is not served yet.
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -142,17 +141,24 @@ def parse_request(frame: bytes, offered: Mapping[int, tuple[int, int]] = OFFERED
     return dataclasses.replace(head, client_id=client_id), body
 
 
-def encode_response(head: Header, body: Any) -> bytes:
+class _Chunks(list):
+    """What kio's writers write to: the pieces, joined once at the end. A BytesIO copied
+    a Fetch answer's records into a growing buffer and then out of it: 4.6-7.5 ms for an
+    answer of 4 x 1.1 MB against 0.5 ms joined once (a third of the gateway's CPU per
+    fetched record under bench/kafka_protocol.py)."""
+
+    write = list.append
+
+
+def encode_response(head: Header, body: Any) -> bytearray:
     """The framed response (size, header v0 or v1, body) to a request with ``head``."""
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    buf.write(_CORRELATION.pack(head.correlation_id))
+    buf = _Chunks((b"\0\0\0\0", _CORRELATION.pack(head.correlation_id)))
     if type(body).__flexible__ and head.api_key != API_VERSIONS:
         buf.write(b"\0")  # header v1: no tagged fields
     entity_writer(type(body))(buf, body)
-    out = buf.getbuffer()
+    out = bytearray().join(buf)
     _SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    return out
 
 
 def response_module(api_key: int, version: int) -> Any:
