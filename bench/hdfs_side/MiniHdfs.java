@@ -38,10 +38,17 @@ public class MiniHdfs {
         conf.setInt("dfs.replication", 1);
         // A closed file is on the DataNode's disk (fsync), as a log needs in production.
         conf.setBoolean("dfs.datanode.synconclose", true);
-        // A small file's close waits for the NameNode to see its last block committed;
-        // these two cut a small commit from ~200 ms to ~20 ms (measured on this machine).
+        // A file's close (by the DataNode's own client, for WebHDFS) asks the NameNode to
+        // complete it, and with one replica the NameNode says not yet until the DataNode's
+        // report of the block arrives (num-committed-allowed needs more expected replicas
+        // than dfs.namenode.replication.min: it helps a cluster of replication >= 2, not
+        // this one); the client then sleeps initial.delay.ms, doubling. Hadoop's 400 ms made
+        // a small commit ~200 ms; 20 ms made every close 20, 40 or 60 ms (quantised,
+        // measured); 2 ms makes it ~20 ms, the DataNode's own work. Ten retries keep a
+        // sleep budget of ~2 s (20 ms x 5 retries gave 0.6 s) before a close fails.
         conf.setInt("dfs.namenode.file.close.num-committed-allowed", 1);
-        conf.setInt("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", 20);
+        conf.setInt("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", 2);
+        conf.setInt("dfs.client.block.write.locateFollowingBlock.retries", 10);
         MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
                 .nameNodePort(rpcPort).nameNodeHttpPort(httpPort)
                 .numDataNodes(1).format(true).build();
