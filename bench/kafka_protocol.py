@@ -25,6 +25,11 @@ The records are consumed twice, each time by a new consumer from the beginning:
   sleeps and the figure is what the broker (and the one Python consumer loop) can
   deliver.
 
+The gateway answers a Fetch from its tail cache (``gateway.kafka.tail.cache.bytes``,
+``--tail-cache-bytes``) where the batches are still there: the default 64 MiB holds
+the newest ~30% of the 2M-record backlog, ``--tail-cache-bytes 536870912`` all of it,
+0 none (every batch rebuilt from the segments).
+
 Each run also records the broker process's CPU time per record (user + system, with
 its children; ``broker_cpu_us``), which a noisy shared machine moves less than rates.
 
@@ -185,6 +190,13 @@ def figures_of(runs: dict) -> list[dict]:
     return out
 
 
+def _cache_setting(size: int | None) -> dict:
+    """The tail cache's size for the gateway (ingest_gateway/kafka/tail_cache.py): the
+    consume figures read a backlog of ~230 MB, of which the default 64 MiB holds the
+    newest part only."""
+    return {} if size is None else {"gateway.kafka.tail.cache.bytes": str(size)}
+
+
 def _interrupted(*_: object) -> None:
     raise KeyboardInterrupt
 
@@ -194,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="50k records, one run")
     ap.add_argument("--repeat", type=int, help="runs per system (default 3, 1 with --quick)")
     ap.add_argument("--records", type=int, help="records a run (default 2,000,000)")
+    ap.add_argument("--tail-cache-bytes", type=int,
+                    help="the gateway's gateway.kafka.tail.cache.bytes (default: conf's)")
+    ap.add_argument("--out", help="write the results here instead of bench/results/")
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
     records = args.records or (50_000 if args.quick else 2_000_000)
@@ -212,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with KafkaBroker(jars) as kafka, GatewayProcess(
                 store, settings={"store.fsync": "false",
-                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}"},
+                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}",
+                                 **_cache_setting(args.tail_cache_bytes)},
                 log_path=os.path.join(work, "gateway.log")) as gw:
             from log_layout import open_log
 
@@ -243,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             "broker outruns the Python loop (see the module docstring)")
     print_table(title, figures, note)
     path = write_results("kafka_protocol", figures, quick=args.quick, repeat=repeat,
-                         records=records, value_bytes=VALUE_BYTES, kafka=jars.version)
+                         records=records, value_bytes=VALUE_BYTES, kafka=jars.version,
+                         out=args.out, tail_cache_bytes=args.tail_cache_bytes)
     log(f"wrote {path}")
     return 0
 

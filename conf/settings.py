@@ -74,6 +74,7 @@ class GatewaySettings:
     kafka_advertised_listeners: str
     socket_request_max_bytes: int
     kafka_connections_max_idle_ms: int
+    kafka_tail_cache_bytes: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,9 @@ answered once ``min_bytes`` are there or ``max_wait_ms`` has passed. What it rea
 compressed with the topic's ``compression.type`` (``lz4``, ``zstd``; ``producer``,
 ``none`` and ``uncompressed`` answer uncompressed batches), as Kafka's broker stores
 and serves them: clients decompress what they fetch whatever codec it is.
+A partition whose fetch offset starts a run of batches in the tail cache (``tail_cache``:
+batches produced over this listener, kept as received once committed) is answered
+from it instead, stamped, without waiting (the others then do not wait either).
 Where the reader skipped transaction markers or aborted records, a control batch
 tells the client to move past them (``_encode``). ``max_bytes`` bounds the answer
 (at least one record, as Kafka) and each partition's share ``partition_max_bytes``
@@ -46,7 +49,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
 from ingest_gateway.kafka.wire import Header, error, make, response_module
@@ -138,20 +141,24 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
     positions = {(t, p): off for t, p, off in asked if (t, p) not in bad}
     got, errors = [], {}
     level = _isolation(getattr(req, "isolation_level", 0))
-    if positions:
+    cached, cached_marks = await _from_cache(broker, positions, req, level)
+    rest = {tp: off for tp, off in positions.items() if tp not in cached}
+    if rest:
         try:
             got, errors = await hub.fetch(
-                positions, max_records=MAX_FETCH_RECORDS, max_bytes=max(1, req.max_bytes),
-                wait_ms=max(0, int(req.max_wait.total_seconds() * 1000)),
+                rest, max_records=MAX_FETCH_RECORDS, max_bytes=max(1, req.max_bytes),
+                wait_ms=0 if cached else max(0, int(req.max_wait.total_seconds() * 1000)),
                 min_bytes=req.min_bytes, isolation_level=level,
                 partition_max_bytes=_partition_max_bytes(req))
         except Exception as e:  # noqa: BLE001 - a store failure: every partition's error
             log.warning("Kafka fetch failed: %s", e)
-            bad.update(dict.fromkeys(positions, codes.code_of(e)))
-            positions = {}
-    marks = await hub.run(_watermarks, broker, [tp for tp in positions if tp not in errors])
-    data = _encode(got, positions, {t: _codec(broker, t) for t, _ in positions},
+            bad.update(dict.fromkeys(rest, codes.code_of(e)))
+            rest = {}
+    marks = await hub.run(_watermarks, broker, [tp for tp in rest if tp not in errors])
+    data = _encode(got, rest, {t: _codec(broker, t) for t, _ in rest},
                    {tp: mark[3] for tp, mark in marks.items()})
+    data.update(cached)
+    marks.update(cached_marks)
     mod = response_module(1, head.api_version)
     topics: dict[str, list[Any]] = {}
     for t, p, _off in asked:
@@ -173,6 +180,43 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
                       for t, ps in topics.items())
     return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(codes.NONE),
                 session_id=0, responses=responses)
+
+
+async def _from_cache(broker: Broker, positions: dict, req: Any, level: str | None
+                      ) -> tuple[dict, dict]:
+    """The partitions the tail cache answers wholly from their fetch offset (see
+    ``tail_cache``): their batches and their watermarks. Misses: the segments'."""
+    cache = tail_cache.of(broker)
+    if cache is None or not positions:
+        return {}, {}
+    try:
+        snaps = await broker.hub().run(_snapshots, broker, list(positions))
+        topics = {t: broker.log.topic(t) for t, _ in positions}  # the log's cache
+    except Exception:  # noqa: BLE001 - the segment path answers (and says why)
+        return {}, {}
+    leading = broker.batcher.leading()
+    data, marks = {}, {}
+    share, budget = _partition_max_bytes(req), max(1, req.max_bytes)
+    for tp, offset in positions.items():
+        config, m = topics[tp[0]], snaps[tp]
+        got = None if config.config.message_timestamp_type != "CreateTime" else cache.take(
+            tp, offset, topic_id=config.topic_id, leader_epoch=leading.get(tp, -1),
+            manifest=m, committed=level is not None, max_bytes=min(share, budget),
+            topic_codec=_cache_codec(config.config.compression_type))
+        if got is not None:
+            data[tp] = got
+            budget -= sum(len(b) for b in got)
+            marks[tp] = (m.log_start_offset, m.last_stable_offset, m.next_offset, m.epochs)
+    return data, marks
+
+
+def _cache_codec(wanted: str) -> str:
+    """The codec a cached batch must have to be sent as is (``producer``: any)."""
+    return wanted if wanted == "producer" or wanted in records.CODECS else "none"
+
+
+def _snapshots(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    return {tp: broker.log.partition(*tp).snapshot() for tp in tps}
 
 
 def _partition_max_bytes(req: Any) -> int:

@@ -11,6 +11,8 @@ the client does not read one), and a refused partition closes the connection
 producer id, epoch and base sequence into the batcher's sequencing, the same checks
 the HTTP idempotent producer gets (``server.sequencing``, ``log_layout.idempotence``):
 a retried batch is answered with its first offsets and not written twice.
+At acks=all a committed batch is also kept as received in the tail cache
+(``tail_cache``), which answers Fetches of recent records.
 
 Order: a connection's requests are started in arrival order (``listener``) and each
 reaches the batcher without waiting on anything but shared futures (the topic cache's
@@ -31,7 +33,7 @@ import asyncio
 import logging
 from typing import Any
 
-from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
@@ -80,9 +82,12 @@ async def _partition(broker: Broker, topic: str, partition: int, data: bytes | N
         return topic, partition, sec.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized to write"
     base = -1
     try:
-        batches = records.decode_batches(bytes(data or b""),
-                                         max_bytes=broker.settings.gateway.max_uncompressed_request_size)
-        for b in batches:
+        raw = bytes(data or b"")
+        batches = records.decode_batches(
+            raw, max_bytes=broker.settings.gateway.max_uncompressed_request_size)
+        cache = tail_cache.of(broker) if acks == -1 else None  # kept once committed
+        frames = tail_cache.frames(raw) if cache is not None else ()
+        for i, b in enumerate(batches):
             if b.is_transactional or b.is_control:
                 return topic, partition, codes.INVALID_REQUEST, -1, \
                     "a transactional or control batch in a Produce without a transactional id"
@@ -96,9 +101,26 @@ async def _partition(broker: Broker, topic: str, partition: int, data: bytes | N
                 raise r.error
             if base < 0 and r.base_offset is not None:
                 base = r.base_offset
+            if cache is not None and r.base_offset is not None:
+                _cache(broker, cache, topic, partition, r.base_offset, b, frames[i])
         return topic, partition, codes.NONE, base, None
     except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
             log.exception("produce to %s-%d failed", topic, partition)
         return topic, partition, code, -1, str(e)
+
+
+def _cache(broker: Broker, cache: tail_cache.TailCache, topic: str, partition: int,
+           base: int, batch: records.DecodedBatch, raw: memoryview) -> None:
+    """Keep a committed batch in the tail cache, under the topic's id and the leader
+    epoch this gateway writes the partition at (not writing it: not kept)."""
+    try:  # the records are committed: nothing here may turn that into an error
+        state = broker.batcher.writing(topic, partition)
+        info = broker.log.topic(topic)
+    except Exception:  # noqa: BLE001 - e.g. the topic deleted since: not kept
+        return
+    if state is None or info.config.message_timestamp_type != "CreateTime":
+        return  # LogAppendTime: the segments hold the append time, not the batch's
+    cache.add((topic, partition), topic_id=info.topic_id,
+              leader_epoch=state.writer.epoch, base=base, batch=batch, raw=raw)
