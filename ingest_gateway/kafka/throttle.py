@@ -20,10 +20,10 @@ The sensor gives the throttle time (Kafka's ``O * W / (W + X) = T``), and then:
   behaviour before KIP-219).
 
 One difference from Kafka's broker: a throttled Fetch still carries its records
-(Kafka answers it empty and takes its bytes back off the sensor). sparklog bounds a
-Fetch answer by ``max_bytes`` only, not per partition, so an answer can be larger than
-the quota times the window, and an empty answer would then be given to every retry:
-the consumer would never advance. Served, it is still paced: its bytes throttle the
+(Kafka answers it empty and takes its bytes back off the sensor). A Fetch answer is
+bounded by the client's ``max_bytes`` and ``partition_max_bytes``, which can exceed the
+quota times the window, and an empty answer would then be given to every retry: the
+consumer would never advance. Served, it is still paced: its bytes throttle the
 next.
 """
 
