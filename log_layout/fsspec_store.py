@@ -95,6 +95,11 @@ class FsspecStore(Store):
     def _ls(self, folder: str) -> list[dict]:
         full = self._abs(folder)
         try:
+            if self.scheme == "memory":
+                # fsspec's memory listing reads each name it found again: a file deleted
+                # by another thread in between raised KeyError (a race test met it)
+                with _memory_lock:
+                    return self.fs.ls(full, detail=True)
             return self.fs.ls(full, detail=True, refresh=True) if self._is_s3 \
                 else self.fs.ls(full, detail=True)
         except FileNotFoundError:
@@ -124,13 +129,21 @@ class FsspecStore(Store):
             return
         for p in full:
             try:
-                self.fs.rm_file(p)
+                if self.scheme == "memory":
+                    with _memory_lock:  # not while a listing reads names (_ls)
+                        self.fs.rm_file(p)
+                else:
+                    self.fs.rm_file(p)
             except FileNotFoundError:
                 pass
 
     def delete_tree(self, folder: str) -> None:
         try:
-            self.fs.rm(self._abs(folder), recursive=True)
+            if self.scheme == "memory":
+                with _memory_lock:
+                    self.fs.rm(self._abs(folder), recursive=True)
+            else:
+                self.fs.rm(self._abs(folder), recursive=True)
         except FileNotFoundError:
             pass
 

@@ -142,3 +142,39 @@ def test_local_commits_from_many_threads(tmp_path):
         t.join()
     assert not errors and _open_fds() == before
     assert all(len(st.list(f"t{t}")) == 20 for t in range(6))
+
+
+def test_memory_listing_while_another_thread_deletes():
+    """fsspec's memory listing reads every name it found a second time: a file deleted
+    in between raised KeyError out of ``list`` (met once by an ACL race test); the
+    store serialises its memory listings and deletes."""
+    import uuid
+
+    st = open_store(f"memory://list-race-{uuid.uuid4().hex}")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            st.put_replace(f"d/f{i % 50}", b"x")
+            st.delete([f"d/f{(i + 25) % 50}"])
+            i += 1
+
+    def lister() -> None:
+        try:
+            for _ in range(5000):
+                st.list("d")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+    listers = [threading.Thread(target=lister) for _ in range(2)]
+    for t in listers:
+        t.start()
+    for t in listers:
+        t.join()
+    stop.set()
+    churner.join()
+    assert errors == []
