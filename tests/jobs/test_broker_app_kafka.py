@@ -12,6 +12,7 @@ from jobs.broker_app_process import BrokerAppProcess, free_ports
 from jobs.gateway_process import wait_for
 from log_layout import open_log
 from log_layout.brokers import BrokerRegistry
+from tests.ingest_gateway.kafka.kafka_gateway import read_in_group
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
@@ -55,19 +56,8 @@ def test_every_slot_is_a_kafka_broker_with_the_assigned_leaders(tmp_path):
             p.produce(TOPIC, value=value, partition=part)
         assert p.flush(TIMEOUT) == 0
 
-        c = ck.Consumer({"bootstrap.servers": app.kafka_bootstrap, "group.id": "readers",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        c.subscribe([TOPIC])
-        got = set()
-        try:
-            while len(got) < len(sent):
-                msg = c.poll(TIMEOUT)
-                assert msg is not None, f"{len(got)} of {len(sent)} records read"
-                assert not msg.error(), msg.error()
-                got.add((msg.partition(), msg.value()))
-            c.commit(asynchronous=False)
-        finally:
-            c.close()
+        got, _ = read_in_group(app.kafka_bootstrap, TOPIC, "readers", len(sent),
+                               timeout=TIMEOUT)
         assert got == sent
         # each partition was written by the gateway of the slot Metadata named
         leaders = _leaders(admin)[1]

@@ -94,3 +94,29 @@ def call(sock: socket.socket, request, version: int, correlation_id: int = 7):
     pos = 4 + (1 if cls.__flexible__ and type(request).__api_key__ != 18 else 0)
     body, _ = entity_reader(cls)(data, pos)
     return struct.unpack(">i", data[:4])[0], body
+
+
+def read_in_group(bootstrap: str, topic: str, group: str, count: int, *, timeout: float = 20,
+                  committed_partitions: int = 0) -> tuple[set, list]:
+    """Subscribe a confluent-kafka consumer of ``group`` to ``topic`` from the earliest
+    offsets, read ``count`` records as (partition, value) and commit them; returns them
+    and, for partitions 0..``committed_partitions``-1, the offsets the group committed."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: set = set()
+    try:
+        while len(got) < count:
+            msg = c.poll(timeout)
+            assert msg is not None, f"only {len(got)} of {count} records within the timeout"
+            assert not msg.error(), msg.error()
+            got.add((msg.partition(), msg.value()))
+        c.commit(asynchronous=False)
+        committed = c.committed([ck.TopicPartition(topic, q)
+                                 for q in range(committed_partitions)], timeout=timeout) \
+            if committed_partitions else []
+    finally:
+        c.close()
+    return got, [tp.offset for tp in committed]

@@ -9,7 +9,8 @@ import pytest
 
 from jobs.gateway_process import free_port, wait_for
 from log_layout.brokers import OFFSETS_PARTITIONS, coordinator_partition
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess, call, connect
+from tests.ingest_gateway.kafka.kafka_gateway import (KafkaGatewayProcess, call, connect,
+                                                      read_in_group)
 from tests.ingest_gateway.slots import SlotApplication, leader
 
 ck = pytest.importorskip("confluent_kafka")
@@ -82,23 +83,10 @@ def test_every_slot_is_a_broker_and_a_client_uses_both(slots):
         assert (leader(slots.log, part, TOPIC), m.next_offset) == (ids[slot], PER_PARTITION)
         assert epochs[part] in (-1, m.leader_epoch)
 
-    c = ck.Consumer({"bootstrap.servers": gw0.bootstrap, "group.id": GROUP,
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([TOPIC])
-    got = set()
-    try:
-        while len(got) < len(sent):
-            msg = c.poll(TIMEOUT)
-            assert msg is not None, f"only {len(got)} of {len(sent)} records within the timeout"
-            assert not msg.error(), msg.error()
-            got.add((msg.partition(), msg.value()))
-        c.commit(asynchronous=False)
-        committed = c.committed([ck.TopicPartition(TOPIC, q) for q in range(PARTITIONS)],
-                                timeout=TIMEOUT)
-    finally:
-        c.close()
+    got, committed = read_in_group(gw0.bootstrap, TOPIC, GROUP, len(sent), timeout=TIMEOUT,
+                                   committed_partitions=PARTITIONS)
     assert got == sent
-    assert [tp.offset for tp in committed] == [PER_PARTITION] * PARTITIONS
+    assert committed == [PER_PARTITION] * PARTITIONS
 
 
 def test_find_coordinator_and_describe_cluster_name_the_other_slot(slots):

@@ -40,6 +40,10 @@ def test_acknowledged_records_survive_sigkill_exactly_once(tmp_path):
             else:
                 acked[int(msg.value())] = (msg.partition(), msg.offset())
 
+    def acknowledged_past(n: int) -> bool:
+        p.poll(0.01)  # serves the delivery callbacks
+        return len(acked) > n
+
     p = ck.Producer({"bootstrap.servers": gw.bootstrap, "enable.idempotence": True,
                      "acks": "all", "linger.ms": 2, "batch.num.messages": 200,
                      "delivery.timeout.ms": 90_000, "retry.backoff.ms": 20,
@@ -57,8 +61,7 @@ def test_acknowledged_records_survive_sigkill_exactly_once(tmp_path):
                         p.poll(0.05)
             if k <= KILLS:
                 # kill once some of this share is acknowledged and more is in flight
-                wait_for(lambda: (p.poll(0.01) or True) and
-                         len(acked) > RECORDS * (k - 1) // (KILLS + 1) + 200,
+                wait_for(lambda: acknowledged_past(RECORDS * (k - 1) // (KILLS + 1) + 200),
                          timeout=TIMEOUT, what=f"acknowledgements before kill {k}")
                 gw.restart()  # SIGKILL, then a fresh gateway on the same ports
         assert p.flush(TIMEOUT) == 0
