@@ -14,9 +14,12 @@
    append creates one file, not two. Readers of the segment read the
    ``bytes`` the manifest records; readers of the version read the trailer
    from the file's end (``Versions.read_file``), and vacuum cuts the trailer
-   off when the version is old (``vacuum.delete_version_file``). How a segment
-   is written is the seam ``segment_commit.py``: this linked commit, or the
-   plain two-file one (segment, then version) on other stores.
+   off when the version is old (``vacuum.delete_version_file``). On other
+   stores (S3, HDFS) the same file is put exclusively under the version's name
+   alone, and the manifest names the segment by that file; vacuum keeps it
+   while the segment lives. How a segment is written is the seam
+   ``segment_commit.py``: the linked commit, that carried one, or the plain
+   two-file one (segment, then version) at checkpoint versions.
 3. If it loses, it re-reads the newest version. A higher ``leader_epoch``
    means another writer claimed the partition: the writer deletes its
    unnamed segment, raises :class:`Fenced` and never writes again. The same
@@ -50,8 +53,10 @@ Races with vacuum, and the rules that make them safe:
   snapshot; :class:`MissingSegment` is raised only for a file the newest
   manifest still names;
 * old manifest versions are deleted oldest first, so :meth:`snapshot` may
-  trust a cached version N while N exists and N+1 does not (versions have no
-  gaps); otherwise it lists the ``_log`` folder.
+  trust a cached version N while N+1 does not exist and the checkpoint version
+  at or before N does (versions in the retained window have no gaps, and a
+  checkpoint never carries a segment, so it is never kept past its turn);
+  otherwise it lists the ``_log`` folder.
 """
 
 from __future__ import annotations

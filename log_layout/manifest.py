@@ -2,10 +2,12 @@
 
 A manifest version is a **snapshot** (whole, or a delta: below) stored as
 ``<topic>/<partition>/_log/<version:020d>-<topic_id>.json`` (see ``paths``). The
-file is this JSON text, or -- for an append on a local store -- the appended
-segment itself, carrying the JSON in a trailer: one file with two names, the
-segment's and the version's (``store.linked_file``, ``segment.trailer``),
-so an append creates one file, not two. The name ends in ``.json`` either way:
+file is this JSON text, or -- for an append -- the appended segment itself,
+carrying the JSON in a trailer (``segment.trailer``), so an append creates one
+file, not two: on a local store one file with two names, the segment's and the
+version's (``store.linked_file``); elsewhere under the version's name alone,
+which the manifest then names as the segment's file (``_log/<name>``, see
+``segment_commit.CarriedAppend``). The name ends in ``.json`` either way:
 every kind of commit must race for the same name, or two could win a version::
 
     {"format": 1, "version": 7, "leader_epoch": 2, "leader": "gateway-1",
@@ -389,7 +391,7 @@ class Manifest:
             if any(len(cols[f]) != n for f in _SEGMENT_FIELDS + (_TXN_FIELDS if txn else ())):
                 raise CorruptManifest(path, "segment columns differ in length")
             files = cols["file"]
-            bad = [f for f in (*files, *doc["removed"]["file"]) if not paths.is_segment_name(f)]
+            bad = [f for f in (*files, *doc["removed"]["file"]) if not paths.is_segment_file(f)]
             if bad:
                 raise CorruptManifest(path, f"names a file that is not a segment: {bad[0]!r}")
             # int() on every number: a manifest with a string where a count belongs is
@@ -437,7 +439,7 @@ def _columns_text(segments: Sequence[SegmentInfo]) -> tuple[str, ...]:
     if not segments:
         return ("",) * len(_SEGMENT_FIELDS)
     files, *numbers = zip(*map(_segment_row, segments))
-    # Segment names are [A-Za-z0-9._-] only (paths.is_segment_name, checked on every
+    # Segment files are [A-Za-z0-9._-/] only (paths.is_segment_file, checked on every
     # parse): nothing to escape.
     return ('"' + '","'.join(files) + '"',
             *(",".join(map(str, map(int, col))) for col in numbers))

@@ -9,8 +9,9 @@
         <partition>/
           <base_offset:020d>-<uniq>.arrow    immutable segment (see segment.py)
           _log/<version:020d>-<topic_id>.json  partition manifest versions (see manifest.py);
-                                             a local append's is a second name of its
-                                             segment's file, which carries the JSON
+                                             an append's is its segment's file, which
+                                             carries the JSON (locally a second name of
+                                             it; elsewhere its only name)
       _cluster.json                          the store's cluster id (created on first use)
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
@@ -175,6 +176,24 @@ _SEGMENT_NAME = re.compile(r"[0-9]{20}-[A-Za-z0-9_-]{1,64}\.arrow")
 def is_segment_name(name: object) -> bool:
     """True for a segment file name: no folders, no path tricks."""
     return isinstance(name, str) and _SEGMENT_NAME.fullmatch(name) is not None
+
+
+def carried_segment_file(manifest_file_name: str) -> str:
+    """How a manifest names a segment carried by a version file (an append on a store
+    without links, see segment_commit.CarriedAppend): the file's path from the
+    partition folder, ``_log/<version>-<topic_id>.json``."""
+    return f"{MANIFEST_FOLDER}/{manifest_file_name}"
+
+
+def is_segment_file(name: object) -> bool:
+    """True for what a manifest may name as a segment's file: a segment file name, or
+    a carried segment's version file (``carried_segment_file``); no path tricks."""
+    if not isinstance(name, str):
+        return False
+    folder, slash, rest = name.partition("/")
+    if slash:
+        return folder == MANIFEST_FOLDER and _MANIFEST_NAME.fullmatch(rest) is not None
+    return _SEGMENT_NAME.fullmatch(name) is not None
 
 
 def group_offsets(group: str) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from log_layout import segment
+from log_layout import paths, segment
 from log_layout.errors import ConfigError, MissingSegment, OffsetOutOfRange
 from log_layout.manifest import Manifest, SegmentInfo
 from log_layout.versions import Versions
@@ -71,6 +71,10 @@ def read_segment(v: Versions, info: SegmentInfo, start: int | None = None,
         data = v.store.read_buffer(path, info.bytes)  # not a trailer after it
     except FileNotFoundError:
         raise MissingSegment(path, version) from None
+    if info.file.startswith(paths.MANIFEST_FOLDER) and bytes(data[:1]) == b"{":
+        # a carried segment, superseded, that vacuum cut off its version file (the JSON
+        # is left: vacuum.cut_to_version); an Arrow file starts with its magic
+        raise MissingSegment(path, version)
     table = segment.decode(data, path=path, crc32=info.crc32, size=info.bytes)
     lo = start is not None and start > info.base_offset
     hi = end is not None and end <= info.last_offset

@@ -7,13 +7,21 @@ manager, whose ``attempt(m, plan)`` is ``commit.run``'s attempt):
   segment, then the version's JSON as a trailer, under the segment's unique name;
   a hard link to the version's name commits both (``store.linked_file``). A lost
   race deletes the file at once; nothing is ever left but a crash's orphan.
-* :class:`PlainAppend` (every other store): two files. The segment is put under a
-  unique name (``store.put_new``), then the version is put exclusively. Where
-  that is a write then a rename (HDFS, ``store.stages_exclusive``), the version's
-  file is written beside the segment's and renamed once both are complete. The
-  segment is kept across lost races and written again only when rebased to other
-  offsets or older than half of ``file.delete.delay.ms`` (vacuum judges unnamed
-  files by age: see commit.py).
+* :class:`CarriedAppend` (every other store: S3, HDFS, memory): one file with one
+  name, the version's. The segment, then the version's JSON as a trailer, put
+  exclusively under the version's name (``store.put_exclusive``: S3's conditional
+  PUT, HDFS's temp file and rename); the manifest names the segment by that file
+  (``paths.carried_segment_file``). Vacuum keeps such a version file while its
+  segment lives (see vacuum.py). Checkpoint versions (multiples of
+  ``CHECKPOINT_INTERVAL``) are never carried: a reader trusts that those are
+  deleted oldest first (``Versions._follow``), so they take the plain way.
+* :class:`PlainAppend` (checkpoint versions of those stores): two files. The
+  segment is put under a unique name (``store.put_new``), then the version is put
+  exclusively. Where that is a write then a rename (HDFS,
+  ``store.stages_exclusive``), the version's file is written beside the segment's
+  and renamed once both are complete. The segment is kept across lost races and
+  written again only when rebased to other offsets or older than half of
+  ``file.delete.delay.ms`` (vacuum judges unnamed files by age: see commit.py).
 
 :class:`SegmentPuts` is the plain commit's bookkeeping, also used by maintenance
 swaps (which put every new segment before their version). Leaving either commit
@@ -33,7 +41,7 @@ import pyarrow as pa
 
 from log_layout import paths, segment, workers
 from log_layout.commit import wall_clock_ms
-from log_layout.manifest import Manifest, SegmentInfo
+from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest, SegmentInfo
 from log_layout.versions import StagedVersion, Versions, version_json
 
 if TYPE_CHECKING:
@@ -154,6 +162,12 @@ class PlainAppend:
         self.info = info
         return self.puts.commit_staged(staged)
 
+    def drop(self) -> None:
+        """Delete the segment an earlier try put, if any (the append went another way)."""
+        if self.info is not None:
+            self.puts.drop(self.info)
+            self.info = None
+
     def __enter__(self) -> "PlainAppend":
         return self
 
@@ -201,6 +215,46 @@ class LinkedAppend:
         pass  # each attempt's file deletes itself unless committed
 
 
-def append_commit(store: Any) -> type[LinkedAppend] | type[PlainAppend]:
-    """How appends to ``store`` commit: in one linked file where the store has links."""
-    return LinkedAppend if store.supports_links else PlainAppend
+class CarriedAppend:
+    """An append as one file under the version's name: the segment carrying its version
+    (a checkpoint version: two files, as :class:`PlainAppend`)."""
+
+    def __init__(self, versions: Versions, records: segment.Records, config: "TopicConfig",
+                 topic_id: str):
+        self.versions, self.records, self.topic_id = versions, records, topic_id
+        self.compression = config.compression
+        self.plain = PlainAppend(versions, records, config, topic_id)
+
+    def attempt(self, m: Manifest, plan: Plan) -> Manifest | None:
+        """Commit ``m`` plus a new segment of the records (offsets from the plan) as the
+        next version, in one file under the version's name. None if that version exists
+        (nothing is left behind then: a lost exclusive put writes nothing)."""
+        if (m.version + 1) % CHECKPOINT_INTERVAL == 0:
+            return self.plain.attempt(m, plan)
+        self.plain.drop()  # an earlier try's, at a checkpoint this try is not
+        stats, changes = plan
+        v = self.versions
+        name = paths.manifest_name(m.version + 1, self.topic_id)
+        encoded = segment.encode_append(self.records, stats["base_offset"],
+                                        compression=self.compression)
+        info = SegmentInfo(file=paths.carried_segment_file(name), bytes=encoded.size,
+                           crc32=encoded.checksum(), **stats)
+        new = m.next(segments=m.segments + (info,), **changes)
+        data = b"".join([*encoded.chunks,
+                         *segment.trailer(version_json(new, m, adds_only=True), encoded)])
+        if not v.store.put_exclusive(f"{v.manifest_folder}/{name}", data):
+            return None
+        v.remember(new, self.topic_id)
+        return new
+
+    def __enter__(self) -> "CarriedAppend":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.plain.__exit__(*exc)
+
+
+def append_commit(store: Any) -> type[LinkedAppend] | type[CarriedAppend]:
+    """How appends to ``store`` commit: in one linked file where the store has links,
+    else in one file under the version's name."""
+    return LinkedAppend if store.supports_links else CarriedAppend

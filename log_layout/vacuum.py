@@ -1,7 +1,10 @@
 """Garbage of one partition: files no current manifest names, and deleting them.
 
 ``superseded`` segments were named until a commit removed them (their age
-counts from that commit, kept in the manifest's ``removed`` list); ``orphan``
+counts from that commit, kept in the manifest's ``removed`` list; a segment
+carried by a version file goes only once that version is also older than the
+retained window, and a version file carrying a live segment is kept whatever
+its age: ``segment_commit.CarriedAppend``); ``orphan``
 segments and ``temp`` files were left by a writer that crashed or lost a race
 (age from the file's mtime); ``manifest`` versions are older than the retained
 window; ``foreign`` manifests belong to another incarnation of the topic. The
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from log_layout import commit, paths, versions
+from log_layout import commit, paths, segment, versions
 from log_layout.manifest import Manifest
 from log_layout.store import TMP_PREFIX
 from log_layout.versions import Versions
@@ -27,6 +30,9 @@ class UnreferencedFile:
     size: int
     age_ms: int
     reason: str  # "superseded" | "orphan" | "temp" | "manifest" | "foreign"
+    #: a superseded segment carried by a version file still in the retained window:
+    #: the file is cut to its version's JSON rather than deleted (see cut_to_version)
+    cut: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,16 +67,24 @@ def unreferenced(v: Versions, now: int, *, retained: int) -> list[UnreferencedFi
     keep_from = m.version - retained
     keep_from -= keep_from % versions.CHECKPOINT_INTERVAL
     for f in v.store.list(v.manifest_folder):
+        name, age = paths.carried_segment_file(f.name), now - f.mtime_ms
         version = paths.manifest_version(f.name, v.topic_id)
         if version is not None:
-            reason = "manifest" if version < keep_from else None
+            # A version file that carries a live segment stays (segment_commit); one whose
+            # segment was removed goes as a superseded segment: deleted once an old
+            # version, else cut to its version (the versions kept must have no gaps).
+            reason = None if name in named else "superseded" if name in removed_at \
+                else "manifest" if version < keep_from else None
+            if reason == "superseded":
+                out.append(UnreferencedFile(name, f.size, now - removed_at[name], reason,
+                                            cut=version >= keep_from))
+                continue
         elif f.name.startswith(TMP_PREFIX):
             reason = "temp"
         else:
             reason = "foreign" if paths.any_manifest_version(f.name) is not None else None
         if reason is not None:
-            out.append(UnreferencedFile(f"{paths.MANIFEST_FOLDER}/{f.name}", f.size,
-                                        now - f.mtime_ms, reason))
+            out.append(UnreferencedFile(name, f.size, age, reason))
     return out
 
 
@@ -96,6 +110,18 @@ def delete_version_file(v: Versions, path: str) -> None:
         v.store.delete_linked(path, size - extent)
 
 
+def cut_to_version(v: Versions, path: str) -> None:
+    """Replace a version file that carries a segment by its version's JSON alone (an
+    atomic replace): the segment's bytes go, the version stays readable. A reader of the
+    segment then finds it missing (``reader.read_segment``)."""
+    try:
+        tail, _size, extent = v.tail(path)
+    except FileNotFoundError:
+        return
+    if extent is not None:
+        v.store.put_replace(path, segment.read_trailer(tail))
+
+
 def vacuum(v: Versions, *, now_ms: int, delay_ms: int, retained: int,
            dry_run: bool = False) -> VacuumReport:
     """Delete unreferenced files older than ``delay_ms``; old manifests go oldest first.
@@ -115,7 +141,10 @@ def vacuum(v: Versions, *, now_ms: int, delay_ms: int, retained: int,
             delete_version_file(v, path)
     else:
         v.store.delete(old_versions)
-    v.store.delete(f"{v.folder}/{f.name}" for f in due if f.reason != "manifest")
+    for f in due:
+        if f.cut:
+            cut_to_version(v, f"{v.folder}/{f.name}")
+    v.store.delete(f"{v.folder}/{f.name}" for f in due if f.reason != "manifest" and not f.cut)
     gone = {f.name for f in due if f.reason == "superseded"}
     if gone:
         commit.run(v.snapshot, lambda m: _forget_removed(m, gone, now_ms), v.attempt)

@@ -196,9 +196,12 @@ class Versions:
         m = cached
         for _ in range(FOLLOW_MAX + 1):
             if not self.store.exists(self.path(m.version + 1)):
-                # Old versions are deleted oldest first, so if ours is still there and
-                # the next is not, ours is the newest.
-                return m if self.store.exists(self.path(m.version)) else None
+                # Old versions are deleted oldest first, so if the checkpoint version at
+                # or before ours is still there and the next is not, ours is the newest.
+                # (Not ours itself: a version file carrying a live segment outlives the
+                # versions after it, see vacuum.py; a checkpoint never carries one.)
+                checkpoint = m.version - m.version % CHECKPOINT_INTERVAL
+                return m if self.store.exists(self.path(checkpoint)) else None
             if m.version - cached.version >= FOLLOW_MAX:
                 return None
             try:

@@ -69,8 +69,12 @@ def test_sigkill_mid_commit(backend, request, tmp_path):
     assert "last-2" in acked and "last-3" not in acked
     check_after_crash(part, acked)
     assert part.read_table(0).column("value").to_pylist()[-1] == f"last-2-{ROWS - 1}".encode()
+    # What the crash left: locally the segment no version names (appends leave no temp);
+    # on HDFS the append's file, written as a temp and never renamed to its version; on
+    # S3 nothing (the append is one conditional PUT; at a checkpoint version, two).
     reasons = {f.reason for f in part.orphans()}
-    assert "orphan" in reasons  # the segment no version names (local appends leave no temp)
+    left = {"file": "orphan", "hdfs": "temp"}.get(backend)
+    assert left is None or left in reasons
 
     # vacuum before the delay keeps the orphans; after it they go, and the log still reads
     now = wall_clock_ms()

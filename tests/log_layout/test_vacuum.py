@@ -116,7 +116,11 @@ def test_old_manifests_are_vacuumed_and_stale_caches_recover(store):
     # all before the newest 2, from a whole version on (kept deltas stay readable)
     keep_from = (top - 2) - (top - 2) % CHECKPOINT_INTERVAL
     assert keep_from > 2
-    assert gone == [f"_log/{v:020d}-{p.topic_id}.json" for v in range(0, keep_from)]
+    # a version file that carries a live segment (stores without links) stays
+    live = {s.file for s in p.snapshot().segments}
+    assert gone == [name for v in range(0, keep_from)
+                    if (name := f"_log/{v:020d}-{p.topic_id}.json") not in live]
+    assert len(gone) == (keep_from if p.store.supports_links else 2)  # else: create, claim
     assert reader.high_watermark() == 20
     assert reader.read_table(0).column("value").to_pylist() == values(0, 20)
     w.append(table(20, 1))
@@ -129,6 +133,12 @@ def test_commit_never_names_a_file_older_than_half_the_delay(log, part, monkeypa
     log.alter_topic("t", {"file.delete.delay.ms": 1_000})
     w = part.claim("w")
     w.append(table(0, 2))
+    n = 2
+    # Stores without links write an append's segment and version apart at checkpoint
+    # versions only (segment_commit.CarriedAppend): the append under test goes at one.
+    while not part.store.supports_links and (part.snapshot().version + 1) % CHECKPOINT_INTERVAL:
+        w.append(table(n, 1))
+        n += 1
     clock = [wall_clock_ms()]
     monkeypatch.setattr(segment_commit, "wall_clock_ms", lambda: clock[0])  # its age rule
     put = part.store.put_exclusive
@@ -146,9 +156,59 @@ def test_commit_never_names_a_file_older_than_half_the_delay(log, part, monkeypa
         return put(path, data)
 
     monkeypatch.setattr(part.store, "put_exclusive", put_exclusive)
-    r = w.append(table(2, 2))
-    assert r.base_offset == 2
-    assert part.read_table(0).column("value").to_pylist() == values(0, 4)
+    r = w.append(table(n, 2))
+    assert r.base_offset == n
+    assert part.read_table(0).column("value").to_pylist() == values(0, n + 2)
+
+
+def test_a_cache_at_a_kept_carried_version_is_not_taken_for_the_newest(store):
+    """A version file that carries a live segment outlives the versions after it (stores
+    without links): a reader whose cache is that version, and whose next version vacuum
+    deleted, must list the folder rather than trust that nothing came after."""
+    url, options = store
+    log = open_log(url, storage_options=options, manifest_versions_retained=2)
+    log.create_topic("t")
+    p = log.partition("t", 0)
+    w = p.claim("w")
+    w.append(table(0, 1))  # version 2
+    reader = open_log(url, storage_options=options).partition("t", 0)
+    assert reader.high_watermark() == 1  # caches version 2
+    w = p.claim("w2")  # version 3: whole, carries nothing
+    for i in range(1, 40):
+        w.append(table(i, 1))
+    p.vacuum(now_ms=0, delay_ms=DAY)
+    assert not p.store.exists(p.versions.path(3))
+    assert p.store.exists(p.versions.path(2)) != p.store.supports_links
+    assert reader.high_watermark() == 40
+    assert reader.read_table(0).column("value").to_pylist() == values(0, 40)
+
+
+def test_a_superseded_carried_segment_is_cut_then_deleted(store):
+    """A superseded segment carried by a version still in the retained window loses its
+    bytes after the delay but its version stays readable (no gap); once the version is
+    old, the file goes. A reader of an old snapshot re-plans either way."""
+    url, options = store
+    log = open_log(url, storage_options=options, manifest_versions_retained=100)
+    log.create_topic("t")
+    p = log.partition("t", 0)
+    w = p.claim("w")
+    w.append(table(0, 3))
+    w.append(table(3, 3))
+    old = p.snapshot()
+    seg = _compact_first(p, now_ms=0)
+    path = f"{p.folder}/{seg.file}"
+    report = p.vacuum(now_ms=DAY, delay_ms=1_000)
+    assert [(f.name, f.reason) for f in report.deleted] == [(seg.file, "superseded")]
+    if p.store.supports_links:
+        assert not p.store.exists(path)
+    else:
+        assert seg.file.startswith("_log/") and report.deleted[0].cut
+        assert p.store.read(path).startswith(b"{")  # the version's JSON alone
+        assert p.versions.read(2)[0].version == 2  # still readable as a version
+    assert p.read_table(0, manifest=old).column("value").to_pylist() == values(0, 6)
+    fresh = open_log(url, storage_options=options).partition("t", 0)
+    assert fresh.read_table(0).column("value").to_pylist() == values(0, 6)
+    assert p.vacuum(now_ms=DAY, delay_ms=1_000).deleted == ()  # forgotten from removed
 
 
 def test_offset_for_timestamp_with_an_old_snapshot_replans(part):
