@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from log_layout import commit, paths, segment, versions
+from log_layout import commit, paths, segment, versions, workers
 from log_layout.manifest import Manifest
 from log_layout.store import TMP_PREFIX
 from log_layout.versions import Versions
@@ -141,14 +141,27 @@ def vacuum(v: Versions, *, now_ms: int, delay_ms: int, retained: int,
             delete_version_file(v, path)
     else:
         v.store.delete(old_versions)
-    for f in due:
-        if f.cut:
-            cut_to_version(v, f"{v.folder}/{f.name}")
-    v.store.delete(f"{v.folder}/{f.name}" for f in due if f.reason != "manifest" and not f.cut)
+    # The rest in any order: on a remote store many at once (a WebHDFS delete is a
+    # NameNode round trip, a cut a read and a replace, ~15 ms on HDFS).
+    rest = [f for f in due if f.reason != "manifest"]
+    if v.store.supports_links:
+        v.store.delete(f"{v.folder}/{f.name}" for f in rest)
+    else:
+        _at_once([(cut_to_version, v, f"{v.folder}/{f.name}") if f.cut else
+                  (v.store.delete, [f"{v.folder}/{f.name}"]) for f in rest])
     gone = {f.name for f in due if f.reason == "superseded"}
     if gone:
         commit.run(v.snapshot, lambda m: _forget_removed(m, gone, now_ms), v.attempt)
     return VacuumReport(tuple(due), tuple(kept))
+
+
+def _at_once(calls: list[tuple]) -> None:
+    """Run each ``(fn, *args)`` on the remote-store helper threads; raise the first error
+    once all have ended."""
+    futures = [workers.submit(*call, kind="remote") for call in calls]
+    errors = [e for f in futures if (e := f.exception()) is not None]
+    if errors:
+        raise errors[0]
 
 
 def _forget_removed(m: Manifest, gone: set[str], now_ms: int) -> Manifest | None:
