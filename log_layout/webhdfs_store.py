@@ -20,6 +20,14 @@ took 200-460 ms per small file. These HTTP calls are HDFS's own guarantees:
     reader could see a half-written manifest. A lost race deletes the temp file.
 ``put_new(path, data)``
     ``CREATE`` with ``overwrite=false`` under the unique name.
+
+A ``CREATE`` is two calls: the NameNode only answers which DataNode to write to
+(it creates nothing), then the DataNode writes. Temp files have names of the
+store's choosing, so after each temp file the store asks the NameNode, on a helper
+thread, where to write the next one in the same folder (:class:`_SpareLocations`):
+an append, which writes one temp file, then waits only for the DataNode and the
+rename (~3 ms less, measured). A spare unused for ``SPARE_TTL_S`` is dropped; one
+the DataNode refuses is dropped and the write done the usual way.
 ``put_replace(path, data)``
     A temp file, then ``RENAME`` with ``renameoptions=OVERWRITE`` (atomic).
 ``read`` / ``read_tail`` / ``read_buffer``: ``OPEN`` (with ``offset``/``length``),
@@ -48,17 +56,26 @@ import logging
 import os
 import re
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import urllib3
 
+from log_layout import workers
 from log_layout.errors import StoreError
 from log_layout.store import TMP_PREFIX, FileInfo, Store
 
 DEFAULT_HTTP_PORT = 9870
+#: a DataNode location asked for ahead is used within this many seconds or dropped
+#: (its DataNode may have gone; in a secure cluster it carries a token)
+SPARE_TTL_S = 20.0
+#: folders with a spare location kept at once (the least recently used go first)
+SPARE_FOLDERS = 256
 #: mode of the folders the store makes: Hadoop's default (777 less its default umask 022)
 DIR_PERMISSION = "755"
 #: NameNode exceptions that mean the file or folder does not exist / already exists
@@ -98,6 +115,7 @@ class WebHdfsStore(Store):
         self.http = urllib3.PoolManager(
             maxsize=int(options.get("connections") or 16), block=False,
             timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout), **tls)
+        self._spares = _SpareLocations(self)
 
     # -- requests ---------------------------------------------------------------------------
     def _url(self, path: str, op: str, **params: Any) -> str:
@@ -174,9 +192,33 @@ class WebHdfsStore(Store):
             self._create_in_folder(path, body, overwrite)
 
     def _create_in_folder(self, path: str, body: bytes, overwrite: bool) -> None:
+        self._call("PUT", self._location(path, overwrite), body=body)
+
+    def _location(self, path: str, overwrite: bool = False) -> str:
+        """Where to write ``path``: the DataNode URL the NameNode answers a CREATE with."""
         r = self._call("PUT", self._url(path, "CREATE", overwrite=str(overwrite).lower(),
                                         createparent="false", noredirect="true"))
-        self._call("PUT", json.loads(r.data)["Location"], body=body)
+        return json.loads(r.data)["Location"]
+
+    def _write_temp(self, path: str, data: Any) -> str:
+        """A new temp file beside ``path`` holding ``data``; its path. At a spare location
+        if one is ready for the folder (see the module docstring)."""
+        folder = path.rpartition("/")[0]
+        spare = self._spares.take(folder)
+        temp = None
+        if spare is not None:
+            temp, location = spare
+            try:
+                self._call("PUT", location, body=bytes(data) if not isinstance(data, bytes)
+                           else data)
+            except (OSError, ConnectionError):  # gone, or refused: the usual way
+                self.delete([temp])  # a refused write may have left it, empty or partial
+                temp = None
+        if temp is None:
+            temp = self._temp_beside(path)
+            self._create(temp, data)
+        self._spares.prepare(folder)
+        return temp
 
     def _rename(self, src: str, dst: str, options: str) -> bool:
         """Rename ``src`` to ``dst``; False if ``dst`` exists (``renameoptions=NONE``).
@@ -228,9 +270,7 @@ class WebHdfsStore(Store):
 
     def stage_exclusive(self, path: str, data: bytes) -> "StagedRename":
         """The temp file, written; ``commit()`` renames it (see ``put_exclusive``)."""
-        temp = self._temp_beside(path)
-        self._create(temp, data)
-        return StagedRename(self, temp, path)
+        return StagedRename(self, self._write_temp(path, data), path)
 
     def put_exclusive(self, path: str, data: bytes) -> bool:
         return self.stage_exclusive(path, data).commit()
@@ -239,8 +279,7 @@ class WebHdfsStore(Store):
         self._create(path, data)
 
     def put_replace(self, path: str, data: bytes) -> None:
-        temp = self._temp_beside(path)
-        self._create(temp, data)
+        temp = self._write_temp(path, data)
         try:
             self._rename(temp, path, "OVERWRITE")
         except BaseException:
@@ -290,6 +329,47 @@ class StagedRename:
 
     def discard(self) -> None:
         self.store.delete([self.temp])
+
+
+class _SpareLocations:
+    """For each folder the store writes temp files in, the next temp file's name and
+    DataNode location, asked for on a helper thread (see the module docstring)."""
+
+    def __init__(self, store: WebHdfsStore):
+        self.store = store
+        self._ready: OrderedDict[str, tuple[str, str, float]] = OrderedDict()
+        self._asking: dict[str, Future] = {}  # folder -> the helper thread's task
+        self._lock = threading.Lock()
+
+    def take(self, folder: str) -> tuple[str, str] | None:
+        """The folder's spare (temp path, location), if one is ready and fresh; it is
+        no longer kept."""
+        with self._lock:
+            spare = self._ready.pop(folder, None)
+        if spare is None or time.monotonic() - spare[2] > SPARE_TTL_S:
+            return None
+        return spare[0], spare[1]
+
+    def prepare(self, folder: str) -> None:
+        """Ask for the folder's next spare on a helper thread, unless one is on its way."""
+        with self._lock:
+            if folder in self._ready or folder in self._asking:
+                return
+            self._asking[folder] = workers.submit(self._ask, folder, kind="remote")
+
+    def _ask(self, folder: str) -> None:
+        try:
+            temp = self.store._temp_beside(f"{folder}/x")
+            location = self.store._location(temp)
+        except Exception:  # noqa: BLE001 - only a head start: the next write asks itself
+            location = None
+        with self._lock:
+            self._asking.pop(folder, None)
+            if location is not None:
+                self._ready[folder] = (temp, location, time.monotonic())
+                self._ready.move_to_end(folder)
+                while len(self._ready) > SPARE_FOLDERS:
+                    self._ready.popitem(last=False)
 
 
 def _op(url: str) -> str:

@@ -181,3 +181,67 @@ def test_kerberos_without_pyspnego_says_what_to_install(hdfs_server, monkeypatch
         "webhdfs_port": hdfs_server.http_port, "kerberos": True})
     with pytest.raises(StoreError, match="pyspnego"):
         store.list("a")
+
+
+def _spare_ready(store: WebHdfsStore, folder: str) -> bool:
+    """Whether a spare location for ``folder`` is ready, once the helper thread asking
+    for one (if any) is done."""
+    asking = store._spares._asking.get(folder)
+    if asking is not None:
+        asking.result(timeout=60)
+    return folder in store._spares._ready
+
+
+def _recording_calls(store: WebHdfsStore) -> list[str]:
+    """The URL of every WebHDFS call the store makes from now on."""
+    calls, real = [], store._call
+
+    def call(method, url, *args, **kwargs):
+        calls.append(url)
+        return real(method, url, *args, **kwargs)
+
+    store._call = call
+    return calls
+
+
+def test_a_temp_file_is_written_at_a_location_asked_for_ahead(hdfs_store):
+    """After a folder's first temp file, the next one's DataNode location was asked for
+    on a helper thread: the write asks the NameNode nothing before the DataNode writes."""
+    assert hdfs_store.put_exclusive("m/0.json", b"zero")
+    assert _spare_ready(hdfs_store, "m")
+    calls = _recording_calls(hdfs_store)
+    staged = hdfs_store.stage_exclusive("m/1.json", b"one")
+    assert len(calls) == 1 and "/webhdfs/v1/" in calls[0] and "op=CREATE" in calls[0]
+    assert "noredirect" not in calls[0]  # the DataNode's URL, not the NameNode's
+    assert staged.commit()
+    assert hdfs_store.read("m/1.json") == b"one"
+    assert [f.name for f in hdfs_store.list("m")] == ["0.json", "1.json"]  # no temp left
+    assert not hdfs_store.put_exclusive("m/1.json", b"again")  # still exclusive
+    assert hdfs_store.read("m/1.json") == b"one"
+
+
+def test_a_spare_location_that_fails_or_is_old_is_dropped(hdfs_store, monkeypatch):
+    """A spare whose DataNode is gone, or that waited past SPARE_TTL_S, is not used: the
+    write asks the NameNode again and succeeds."""
+    from log_layout import webhdfs_store
+
+    assert hdfs_store.put_exclusive("m/0.json", b"zero")
+    assert _spare_ready(hdfs_store, "m")
+    temp, location, when = hdfs_store._spares._ready["m"]
+    dead = location.replace(location.split("/webhdfs/")[0], "http://127.0.0.1:9")
+    hdfs_store._spares._ready["m"] = (temp, dead, when)  # a DataNode that went away
+    calls = _recording_calls(hdfs_store)
+    assert hdfs_store.put_exclusive("m/1.json", b"one")
+    assert calls[0].startswith("http://127.0.0.1:9/")
+    assert any("noredirect" in u for u in calls[1:])  # asked the NameNode again
+    assert hdfs_store.read("m/1.json") == b"one"
+
+    assert _spare_ready(hdfs_store, "m")
+    calls.clear()
+    now = webhdfs_store.time.monotonic()
+    monkeypatch.setattr(webhdfs_store.time, "monotonic",
+                        lambda: now + webhdfs_store.SPARE_TTL_S + 1)
+    assert hdfs_store.put_exclusive("m/2.json", b"two")
+    assert "noredirect" in calls[0]  # too old: not used
+    assert hdfs_store.read("m/2.json") == b"two"
+    assert sorted(f.name for f in hdfs_store.list("m")) == ["0.json", "1.json", "2.json"]
