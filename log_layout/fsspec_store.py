@@ -46,6 +46,22 @@ class FsspecStore(Store):
     def read(self, path: str) -> bytes:
         return self.fs.cat_file(self._abs(path))
 
+    def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
+        """One ranged GET of the last ``n`` bytes (a manifest version carried by a
+        segment is read from its end, not downloaded whole), then the size only if the
+        file may be longer."""
+        full = self._abs(path)
+        try:
+            data = self.fs.cat_file(full, start=-n) if n > 0 else b""
+        except FileNotFoundError:
+            raise
+        except OSError:  # an empty object has no last bytes to range over (HTTP 416)
+            data = self.fs.cat_file(full)
+            return data[-n:] if n > 0 else b"", len(data)
+        if len(data) < n:
+            return data, len(data)
+        return data, int(self.fs.size(full))
+
     def exists(self, path: str) -> bool:
         if self._is_s3:
             self.fs.invalidate_cache(self._abs(path))

@@ -77,6 +77,15 @@ def test_read_buffer_and_read_tail_take_part_of_a_file(st, n):
 def test_empty_file_reads(st):
     st.put_new("e/empty", b"")
     assert bytes(st.read_buffer("e/empty")) == b"" and st.read("e/empty") == b""
+    assert st.read_tail("e/empty", 10) == (b"", 0)
+
+
+def test_read_tail_of_a_file_exactly_that_long_or_missing(st):
+    st.put_new("t/f", b"0123456789")
+    assert st.read_tail("t/f", 10) == (b"0123456789", 10)
+    assert st.read_tail("t/f", 3) == (b"789", 10)
+    with pytest.raises(FileNotFoundError):
+        st.read_tail("t/missing", 10)
 
 
 @pytest.mark.parametrize("url", ["", "   ", None, "nosuchscheme://bucket/x"])
