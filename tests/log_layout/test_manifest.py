@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log_layout import Manifest, ProducerBatch, SegmentInfo
+from log_layout import CorruptManifest, Manifest, ProducerBatch, SegmentInfo
 from log_layout.idempotence import after_appends
 
 
@@ -66,3 +68,25 @@ def test_pickle_carries_fields_not_caches():
     back = pickle.loads(pickle.dumps(m))
     assert back == m and not any(k.startswith("_") for k in vars(back))
     assert back.to_json() == m.to_json()
+
+
+@pytest.mark.parametrize("name, ok", [
+    (f"{0:020d}-00ff.arrow", True),
+    (f"_log/{7:020d}-tioX4TFVRlW5h0G_ZuO-0g.json", True),  # a carried segment
+    (f"_log/{7:020d}.json", True),  # of a topic made before topic ids
+    (f"_log/../{7:020d}.json", False), (f"../_log/{7:020d}.json", False),
+    (f"_log/{7:020d}-a/b.json", False), (f"_log/{7:020d}-x.arrow", False),
+    (f"_config/{7:020d}.json", False), (f"_log/_log/{7:020d}.json", False),
+    (f"/_log/{7:020d}.json", False), ("_log/", False), ("_log", False),
+    (f"_log/{7:019d}.json", False), (f"_log/{7:020d}-x.json\n", False),
+])
+def test_a_manifest_names_only_segments_and_carried_segments(name, ok):
+    """A manifest naming anything but a segment file or a carried segment's version file
+    (``_log/<version>[-<topic id>].json``) is refused: no path reaches outside the
+    partition's folder."""
+    m = Manifest("t", 0, 1, segments=(dataclasses.replace(seg(1), file=name),))
+    if ok:
+        assert Manifest.from_json(m.to_json(), path="p").segments[0].file == name
+    else:
+        with pytest.raises(CorruptManifest):  # "not a segment", or not even JSON text
+            Manifest.from_json(m.to_json(), path="p")
