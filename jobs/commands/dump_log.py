@@ -4,8 +4,10 @@ manifest names them, like ``kafka-dump-log.sh``.
 One line per segment: base and last offset, record count, size, the time range of
 its records and its CRC-32; ``--print-data-log`` adds one line per record (offset,
 timestamp, key and value sizes, header names, key and value as text). A segment
-file name limits the dump to that segment; a path to it (``<store>/T/P/F.arrow``)
-works too. Reads through ``log_layout`` (the checksum is verified), never around it.
+file name limits the dump to that segment (``F.arrow``, or ``_log/F.json`` for one
+carried by its manifest version's file on S3 and HDFS); a path to it
+(``<store>/T/P/F.arrow``) works too. Reads through ``log_layout`` (the checksum is
+verified), never around it.
 """
 
 from __future__ import annotations
@@ -35,11 +37,15 @@ def _where(text: str) -> tuple[str, int, str | None]:
     parts = [p for p in text.strip().split("/") if p]
     if len(parts) > 2 and parts[-1].endswith(".arrow"):
         topic, partition, file = parts[-3:]
+    elif len(parts) > 3 and parts[-2] == "_log" and parts[-1].endswith(".json"):
+        # a segment carried by its manifest version's file (S3, HDFS)
+        topic, partition, file = parts[-4], parts[-3], "/".join(parts[-2:])
     elif len(parts) == 2:
         (topic, partition), file = parts, None
     else:
         raise ConfigError("dump-log", text, "expected TOPIC/PARTITION or "
-                                            "TOPIC/PARTITION/SEGMENT.arrow")
+                                            "TOPIC/PARTITION/SEGMENT.arrow (or "
+                                            "TOPIC/PARTITION/_log/SEGMENT.json)")
     if not (partition.isascii() and partition.isdigit()):
         raise ConfigError("dump-log", text, f"partition {partition!r} is not an integer >= 0")
     return topic, int(partition), file
