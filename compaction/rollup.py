@@ -18,7 +18,10 @@ makes the tail of the log look like Kafka's rolled segments.
 
 Commits go through ``PartitionLog.replace_segments`` (rebases over appends;
 a concurrent maintenance commit on the same segments is reported as a
-conflict and retried by the next run).
+conflict and retried by the next run). Each group is one commit of a whole
+manifest, so a run merges at most ``MAX_GROUPS_PER_RUN`` groups, oldest first,
+and leaves the rest to the next: on S3 a partition of ~4,700 small segments
+beside a live producer made one run of ~1,000 commits last 90 s.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from log_layout import Manifest, PartitionLog, SegmentInfo
 from log_layout.manifest import NO_PRODUCER
 from log_layout.maintenance import (CONFLICTS, MaintenanceStep, NothingToDo, StepResult,
                                     conflict_note)
+
+#: groups one run merges at most (each is a commit); the rest wait for the next run
+MAX_GROUPS_PER_RUN = 128
 
 
 def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...]]:
@@ -88,7 +94,8 @@ class Rollup(MaintenanceStep[list[Group]]):
         self.config, self.now_ms = config, now_ms
 
     def plan(self, plog: PartitionLog, m: Manifest) -> list[Group] | NothingToDo:
-        return plan_rollup(m, self.config) or NothingToDo("no small segments to merge")
+        groups = plan_rollup(m, self.config)[:MAX_GROUPS_PER_RUN]
+        return groups or NothingToDo("no small segments to merge")
 
     def preview(self, plog: PartitionLog, m: Manifest, groups: list[Group]) -> StepResult:
         records = sum(s.count for g in groups for s in g)

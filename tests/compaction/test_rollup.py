@@ -33,6 +33,27 @@ def test_small_segments_merge_up_to_segment_bytes(log):
     assert all(sum(s.bytes for s in g) <= 5000 for g in again)
 
 
+def test_a_run_merges_at_most_max_groups_oldest_first_and_the_next_goes_on(log, monkeypatch):
+    from compaction import rollup
+
+    monkeypatch.setattr(rollup, "MAX_GROUPS_PER_RUN", 2)
+    log.create_topic("r", {"segment.ms": 100})
+    plog, config = log.partition("r", 0), log.topic("r").config
+    w = plog.claim("t")
+    for ts in (0, 10, 1000, 1010, 2000, 2010, 3000, 3010):  # four groups of two
+        w.append(keyed([("k", str(ts))], T0 + ts), now_ms=T0)
+    before = rows(plog)
+    assert len(plan_rollup(plog.snapshot(), config)) == 4
+    first = rollup_partition(plog, config, T0)
+    assert (first.segments_before, first.segments_after) == (4, 2)
+    assert [s.count for s in plog.snapshot().segments] == [2, 2, 1, 1, 1, 1]  # oldest first
+    second = rollup_partition(plog, config, T0)
+    assert (second.segments_before, second.segments_after) == (4, 2)
+    assert [s.count for s in plog.snapshot().segments] == [2, 2, 2, 2]
+    assert not rollup_partition(plog, config, T0).changed
+    assert rows(plog) == before
+
+
 def test_segment_ms_bounds_the_time_span_of_a_merged_segment(log):
     log.create_topic("r", {"segment.ms": 100})
     plog, config = log.partition("r", 0), log.topic("r").config
