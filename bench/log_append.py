@@ -61,15 +61,17 @@ appends through the log to a real HDFS (a MiniDFSCluster started by the bench,
 files synced to disk) against writing the same segments' bytes as plain files to
 the same HDFS over the same WebHDFS client (one ``CREATE`` each). Every file
 there costs a NameNode round trip and a DataNode write whatever its size, so an
-append's second file (its manifest version: a temp file, then a rename) is
-written beside its segment, on a helper thread (``segment_commit``). Reads: the
-log's ``read(0)`` against reading each plain file back. Where an append's extra time
-goes (each WebHDFS call timed, 2026-11-26): a file is a NameNode ``CREATE`` (~3 ms,
+append writes one file: its segment carrying its manifest version, written as a
+temp file and renamed to the version's name (``segment_commit.CarriedAppend``;
+checkpoint versions, one in 16, still write two files side by side). Reads: the
+log's ``read(0)`` against reading each plain file back. Where an append's time goes
+(each WebHDFS call timed, 2026-11-26): a plain file is a NameNode ``CREATE`` (~3 ms,
 it only names the DataNode) then the DataNode's write and close (~10-20 ms whatever
-the size: fsync, then the NameNode completes the file); ours waits for the slower of
-its two files (~2 ms more than one), then ``RENAME`` (~2.5 ms, a NameNode edit), and
-~1 ms of Python outside the calls (py-spy: mostly in urllib3's sends; the DataNode
-closes every connection). The rename and the second file are the crash-safe commit.
+the size: fsync, then the NameNode completes the file); ours skips the first (the
+store asked for its temp file's DataNode on a helper thread after the previous one:
+``webhdfs_store._SpareLocations``), then adds the ``RENAME`` (~2.5 ms, a NameNode
+edit: the crash-safe commit) and ~1 ms of Python outside the calls. Before, with two
+files per append and no location asked ahead, the ratio was 0.74.
 
 The HDFS case runs ``--hdfs-rounds`` pairs (default 30) of ``--hdfs-appends`` appends
 (default 40) on each side, back to back, who goes first alternating; the load of this
