@@ -46,8 +46,9 @@ The primitives and their atomicity:
     ``put_exclusive`` in two steps, so the slow part can run beside other writes:
     a store where an exclusive create is a write then a rename (HDFS:
     ``stages_exclusive``) writes the temp file when staged and renames at commit;
-    elsewhere staging only holds the bytes and commit is ``put_exclusive``. A plain
-    append stages its version while its segment is written (``segment_commit``).
+    elsewhere staging only holds the bytes and commit is ``put_exclusive``. An append
+    at a checkpoint version (the two-file way) stages its version while its segment
+    is written (``segment_commit``).
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
