@@ -20,20 +20,20 @@ took 200-460 ms per small file. These HTTP calls are HDFS's own guarantees:
     reader could see a half-written manifest. A lost race deletes the temp file.
 ``put_new(path, data)``
     ``CREATE`` with ``overwrite=false`` under the unique name.
-
-A ``CREATE`` is two calls: the NameNode only answers which DataNode to write to
-(it creates nothing), then the DataNode writes. Temp files have names of the
-store's choosing, so after each temp file the store asks the NameNode, on a helper
-thread, where to write the next one in the same folder (:class:`_SpareLocations`):
-an append, which writes one temp file, then waits only for the DataNode and the
-rename (~3 ms less, measured). A spare unused for ``SPARE_TTL_S`` is dropped; one
-the DataNode refuses is dropped and the write done the usual way.
 ``put_replace(path, data)``
     A temp file, then ``RENAME`` with ``renameoptions=OVERWRITE`` (atomic).
 ``read`` / ``read_tail`` / ``read_buffer``: ``OPEN`` (with ``offset``/``length``),
 ``list``: ``LISTSTATUS``, ``delete``: ``DELETE``.
 Every ``CREATE`` is ``createparent=false``: a missing folder is made by ``MKDIRS`` with
 mode 755 and the file written again (WebHDFS would make it with mode 777).
+
+A ``CREATE`` is two calls: the NameNode only answers which DataNode to write to
+(it creates nothing), then the DataNode writes. Temp files have names of the
+store's choosing, so after each temp file the store asks the NameNode, on a helper
+thread, where to write the next one in the same folder (:class:`_SpareLocations`):
+so an append, which writes one temp file, waits only for the DataNode and the
+rename (~3 ms less, measured). A spare unused for ``SPARE_TTL_S`` is dropped; one
+the DataNode refuses is dropped and the write done the usual way.
 
 Durability: a file's bytes are on the DataNodes' disks when its close returns only
 with ``dfs.datanode.synconclose=true`` on the DataNodes (otherwise in their page
