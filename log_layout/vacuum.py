@@ -2,9 +2,9 @@
 
 ``superseded`` segments were named until a commit removed them (their age
 counts from that commit, kept in the manifest's ``removed`` list; a segment
-carried by a version file goes only once that version is also older than the
-retained window, and a version file carrying a live segment is kept whatever
-its age: ``segment_commit.CarriedAppend``); ``orphan``
+carried by a version file is cut to the version's JSON while that version is in
+the retained window and deleted once it is older, and a version file carrying a
+live segment is kept whatever its age: ``segment_commit.CarriedAppend``); ``orphan``
 segments and ``temp`` files were left by a writer that crashed or lost a race
 (age from the file's mtime); ``manifest`` versions are older than the retained
 window; ``foreign`` manifests belong to another incarnation of the topic. The
