@@ -131,9 +131,7 @@ class PlainAppend:
         # never commit one older than half of it.
         if info is None or info.base_offset != base \
                 or wall_clock_ms() - self.written_ms > self.delay_ms // 2:
-            if info is not None:
-                self.puts.drop(info)
-                self.info = None
+            self.drop()
             self.written_ms = wall_clock_ms()
             info, buf = self.puts.encode(segment.with_offsets(self.records, base), stats)
             new = m.next(segments=m.segments + (info,), **changes)

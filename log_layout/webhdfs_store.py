@@ -204,19 +204,19 @@ class WebHdfsStore(Store):
         """A new temp file beside ``path`` holding ``data``; its path. At a spare location
         if one is ready for the folder (see the module docstring)."""
         folder = path.rpartition("/")[0]
+        body = bytes(data) if not isinstance(data, bytes) else data  # once, for either way
         spare = self._spares.take(folder)
         temp = None
         if spare is not None:
             temp, location = spare
             try:
-                self._call("PUT", location, body=bytes(data) if not isinstance(data, bytes)
-                           else data)
+                self._call("PUT", location, body=body)
             except (OSError, ConnectionError):  # gone, or refused: the usual way
                 self.delete([temp])  # a refused write may have left it, empty or partial
                 temp = None
         if temp is None:
             temp = self._temp_beside(path)
-            self._create(temp, data)
+            self._create(temp, body)
         self._spares.prepare(folder)
         return temp
 
