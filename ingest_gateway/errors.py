@@ -25,6 +25,17 @@ class BadRequest(SparklogError, ValueError):
         super().__init__(reason)
 
 
+class ProtocolError(SparklogError):
+    """A Kafka request that cannot be answered (bad framing, header or body, an API or
+    version not offered): the listener closes the connection, as Kafka's broker does."""
+
+    code = "kafka_protocol_error"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"bad Kafka request: {reason}")
+
+
 class InvalidKey(BadRequest):
     code = "invalid_key"
 

@@ -34,7 +34,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from conf.errors import SparklogError
+from ingest_gateway.errors import ProtocolError
+from ingest_gateway.kafka import bounds
 
 API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
 API_VERSIONS, API_CREATE_TOPICS, API_DELETE_TOPICS, API_INIT_PRODUCER_ID = 18, 19, 20, 22
@@ -56,17 +57,6 @@ _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 
 
-class ProtocolError(SparklogError):
-    """A request that cannot be answered (bad framing, header or body, an API or version
-    not offered): the connection is closed, as Kafka's broker does."""
-
-    code = "kafka_protocol_error"
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(f"bad Kafka request: {reason}")
-
-
 @dataclasses.dataclass(frozen=True)
 class Header:
     """A request header: which API and version, the correlation id, the client id."""
@@ -84,19 +74,6 @@ def peek_header(frame: bytes) -> Header:
         raise ProtocolError(f"a frame of {len(frame)} bytes holds no request header")
     key, version, corr, _ = _HEAD.unpack_from(frame)
     return Header(key, version, corr, None)
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise ProtocolError("a varint runs past the frame or over 5 bytes")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
 
 
 def request_class(api_key: int, version: int,
@@ -123,13 +100,9 @@ def parse_request(frame: bytes, offered: Mapping[int, tuple[int, int]] = OFFERED
         client_id = frame[pos:pos + n].decode("utf-8", "replace")
         pos += n
     if cls.__flexible__:  # header v2: skip its tagged fields
-        count, pos = _uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = _uvarint(frame, pos)
-            size, pos = _uvarint(frame, pos)
-            pos += size
-        if pos > len(frame):
-            raise ProtocolError("the header's tagged fields run past the frame")
+        pos = bounds.skip_tagged_fields(frame, pos, "the request header")
+    # kio allocates declared lengths before reading them: checked against the frame first
+    bounds.check_body(cls, frame, pos)
     try:
         body, used = entity_reader(cls)(frame, pos)
     except Exception as e:  # noqa: BLE001 - kio's native reader raises several kinds
