@@ -74,6 +74,8 @@ class GatewaySettings:
     kafka_advertised_listeners: str
     socket_request_max_bytes: int
     kafka_connections_max_idle_ms: int
+    kafka_queued_max_request_bytes: int
+    kafka_connection_queued_max_request_bytes: int
     kafka_tail_cache_bytes: int
 
 
@@ -221,8 +223,14 @@ def load(overrides: Mapping[str, Any] | None = None, *,
     topic = TopicConfig.from_kafka({k[len("topic."):]: v for k, v in merged.items()
                                     if k.startswith("topic.")})
     settings = Settings(topic=topic, **sections)
-    if settings.gateway.port > 65535:
-        raise ConfigError("gateway.port", settings.gateway.port, "must be at most 65535")
+    gateway = settings.gateway
+    if gateway.port > 65535:
+        raise ConfigError("gateway.port", gateway.port, "must be at most 65535")
+    for key in ("kafka.queued.max.request.bytes", "kafka.connection.queued.max.request.bytes"):
+        value = getattr(gateway, key.replace(".", "_"))
+        if value < gateway.socket_request_max_bytes:
+            raise ConfigError(f"gateway.{key}", value, "must be at least gateway.socket."
+                              f"request.max.bytes ({gateway.socket_request_max_bytes})")
     return settings
 
 

@@ -14,6 +14,12 @@ once; a writer task sends the answers strictly in request order. So pipelined
 requests (librdkafka sends up to 5 per connection) are handled concurrently, yet
 answered in order, and a long-poll Fetch does not hold a Produce behind it. At most
 ``MAX_IN_FLIGHT`` requests of a connection are in hand; the reader waits beyond.
+Memory: the bytes of requests read and not yet handled are bounded per connection
+(``gateway.kafka.connection.queued.max.request.bytes``) and over the whole listener
+(``gateway.kafka.queued.max.request.bytes``, Kafka's ``queued.max.request.bytes``):
+a request's size is reserved from both before its bytes are read, and the reader waits
+while either is spent. Every body is checked against its frame before kio reads it
+(``kafka.bounds``): a declared length never allocates more than was received.
 Slow and idle clients: a request must arrive whole within ``request.read.timeout.ms``
 of its first byte, a connection with nothing in hand and nothing arriving for
 ``gateway.kafka.connections.max.idle.ms`` (Kafka's 10 minutes) is closed, and beyond
@@ -86,6 +92,9 @@ class KafkaListener:
         self.idle_s = gateway.kafka_connections_max_idle_ms / 1000
         self.read_timeout_s = gateway.request_read_timeout_ms / 1000
         self.max_connections = gateway.max_connections
+        #: bytes of requests in hand over every connection (Kafka's queued.max.request.bytes)
+        self.queued = ByteBudget(gateway.kafka_queued_max_request_bytes)
+        self.connection_queued_bytes = gateway.kafka_connection_queued_max_request_bytes
         self.handlers = _handlers()
         #: what ApiVersions offers and requests may use: ours and the group APIs'
         self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
@@ -145,15 +154,24 @@ class KafkaListener:
         answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         in_hand: set[asyncio.Task] = set()  # requests not answered yet (idle: none)
         mute = throttle.Mute()
+        queued = ByteBudget(self.connection_queued_bytes)
         sender = asyncio.ensure_future(self._send(answers, writer, mute))
         try:
             while not sender.done():
                 await mute.wait()  # a throttled connection is not read (KIP-219)
-                frame = await self._frame(reader, busy=lambda: bool(in_hand))
+                frame = await self._frame(reader, queued, busy=lambda: bool(in_hand))
                 if frame is None:
                     break
-                await mute.wait()  # nor handled, if the mute came while reading
-                handling = self._answer(frame, session)
+                handling = None
+                try:
+                    await mute.wait()  # nor handled, if the mute came while reading
+                    handling = self._answer(frame, session)
+                finally:
+                    size = len(frame)
+                    if handling is None:
+                        self._release(queued, size)
+                    else:  # the frame is held until its handler is done with it
+                        handling.add_done_callback(lambda _, n=size: self._release(queued, n))
                 in_hand.add(handling)
                 handling.add_done_callback(in_hand.discard)
                 await answers.put(handling)
@@ -173,12 +191,18 @@ class KafkaListener:
             writer.close()
             self.connections.discard(task)
 
-    async def _frame(self, reader: asyncio.StreamReader,
+    def _release(self, queued: "ByteBudget", size: int) -> None:
+        queued.give(size)
+        self.queued.give(size)
+
+    async def _frame(self, reader: asyncio.StreamReader, queued: "ByteBudget",
                      busy: Callable[[], bool]) -> bytes | None:
-        """The next request's bytes; None at a clean end, or once the connection has
-        been idle (nothing arriving while ``busy()`` is false) ``idle_s``. Raises
-        ProtocolError for a size out of bounds or a request not whole within
-        ``read_timeout_s`` of its first byte."""
+        """The next request's bytes, its size reserved from ``queued`` (the
+        connection's) and ``self.queued`` (the listener's) for the caller to release;
+        None at a clean end, or once the connection has been idle (nothing arriving
+        while ``busy()`` is false) ``idle_s``. Raises ProtocolError for a size out of
+        bounds or a request not whole within ``read_timeout_s`` of its first byte (the
+        wait for memory to be free is not counted)."""
         while True:
             try:
                 async with asyncio.timeout(self.idle_s):
@@ -192,11 +216,22 @@ class KafkaListener:
         try:
             async with asyncio.timeout(self.read_timeout_s):
                 head = first + await reader.readexactly(3)
-                size = _SIZE.unpack(head)[0]
-                if size < _HEADER_BYTES or size > self.max_request_bytes:
-                    raise ProtocolError(f"a request of {size} bytes (socket.request.max.bytes"
-                                        f" = {self.max_request_bytes})")
-                return await reader.readexactly(size)
+            size = _SIZE.unpack(head)[0]
+            if size < _HEADER_BYTES or size > self.max_request_bytes:
+                raise ProtocolError(f"a request of {size} bytes (socket.request.max.bytes"
+                                    f" = {self.max_request_bytes})")
+            await queued.take(size)
+            try:
+                await self.queued.take(size)
+            except BaseException:
+                queued.give(size)
+                raise
+            try:
+                async with asyncio.timeout(self.read_timeout_s):
+                    return await reader.readexactly(size)
+            except BaseException:
+                self._release(queued, size)
+                raise
         except asyncio.IncompleteReadError:
             raise ProtocolError("the connection ended inside a request") from None
         except TimeoutError:
@@ -269,6 +304,34 @@ class KafkaListener:
             if data is not None:
                 writer.write(data)
                 await writer.drain()
+
+
+class ByteBudget:
+    """Bytes that may be held at once: ``await take(n)`` waits until ``n`` more fit
+    under ``limit``, ``give(n)`` returns them. ``n`` must not exceed ``limit``
+    (the settings check ``socket.request.max.bytes`` against it)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+        self._waiters: list[asyncio.Future] = []
+
+    async def take(self, n: int) -> None:
+        while self.used + n > self.limit:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self.used += n
+
+    def give(self, n: int) -> None:
+        self.used -= n
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:  # each checks again; those that do not fit wait again
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 class _CloseAfter(Exception):

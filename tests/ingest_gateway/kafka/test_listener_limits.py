@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 
@@ -99,3 +100,68 @@ def test_a_long_poll_in_hand_is_not_idle(limited):
         s.settimeout(30)
         _, resp = call(s, req, 12)  # answered when max_wait ends: not cut off as idle
     assert resp.responses[0].partitions[0].error_code == 0
+
+
+@pytest.fixture(scope="module")
+def queued(tmp_path_factory):
+    """A gateway whose listener holds at most one 64 KiB request at a time."""
+    store = f"file://{tmp_path_factory.mktemp('kafka-queued')}"
+    with KafkaGatewayProcess(store, settings={
+            "gateway.socket.request.max.bytes": "65536",
+            "gateway.kafka.queued.max.request.bytes": "65536",
+            "gateway.kafka.connection.queued.max.request.bytes": "65536"}) as gw:
+        yield gw
+
+
+def _api_versions_frame() -> bytes:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    from tests.ingest_gateway.kafka.kafka_gateway import frame
+    return frame(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+
+
+def _answered_within(s: socket.socket, seconds: float) -> bool:
+    s.settimeout(seconds)
+    try:
+        return read_frame(s) is not None
+    except TimeoutError:
+        return False
+
+
+def test_requests_in_hand_are_bounded_over_the_listener(queued):
+    """A request announced at the whole budget holds it while it arrives: another
+    connection's request is not read until the first is whole and handled."""
+    with connect(queued) as big, connect(queued) as other:
+        big.sendall(struct.pack(">i", 65536) + b"\0" * 1000)  # announced, partly sent
+        time.sleep(0.5)  # an order, not a timing: the size is read before the other's
+        other.sendall(_api_versions_frame())
+        assert not _answered_within(other, 1.5)  # waits for memory, not refused
+        big.close()  # the first request ends unread: its bytes are given back
+        assert _answered_within(other, 20)
+    _serves(queued)
+
+
+
+def test_a_byte_budget_waits_until_bytes_are_given_back():
+    """The per-connection and per-listener bound: ``take`` waits while the bytes do not
+    fit, wakes when enough are given back, and a cancelled wait takes nothing."""
+    import asyncio
+
+    from ingest_gateway.kafka.listener import ByteBudget
+
+    async def scenario():
+        budget = ByteBudget(100)
+        await budget.take(60)
+        second = asyncio.ensure_future(budget.take(50))
+        third = asyncio.ensure_future(budget.take(70))
+        await asyncio.sleep(0)
+        assert not second.done() and not third.done()
+        third.cancel()
+        budget.give(60)
+        await second
+        assert budget.used == 50
+        assert third.cancelled()
+        budget.give(50)
+        assert budget.used == 0
+
+    asyncio.run(scenario())
