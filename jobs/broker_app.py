@@ -302,9 +302,29 @@ def healthy(url: str) -> bool:
 
 def run(task: GatewayTask, gateways: int, *, master: str | None = None,
         addresses_file: str | None = None, failover_ms: int = 3000,
-        maintenance: bool = True) -> int:
-    """Start the SparkContext and the application; return when SIGTERM/SIGINT stopped it."""
+        maintenance: bool = True, settings=None) -> int:
+    """Start the SparkContext and the application; return when SIGTERM/SIGINT stopped it.
+
+    ``settings`` (``conf.Settings``, default: loaded from ``task.settings``) are the
+    driver's: it opens the store from them as every sparklog process does
+    (``log_layout.opening``), ``task.storage_options`` overriding what they imply.
+    Raises ConfigError naming the setting when the store cannot be reached with them,
+    before Spark starts.
+    """
     check_gateways(gateways)
+    import conf as conf_
+
+    from log_layout.brokers import DRIVER
+    from log_layout.opening import check_reachable, open_log_from_settings
+
+    if settings is None:
+        settings = conf_.load({**dict(task.settings), "store.url": task.store_url})
+    options = json.loads(task.storage_options) if task.storage_options else None
+    log_ = open_log_from_settings(settings, storage_options=options)
+    # one read before Spark starts: a store the settings do not reach (an endpoint left
+    # unset, a wrong port or user) is a one-line error naming the key, not a gateway
+    # that never comes up while the driver retries against the wrong server
+    check_reachable(log_, settings, options, probe=DRIVER)
     from pyspark import SparkConf, SparkContext
 
     # the executors' Python: a plain-Python driver's SparkContext reads only this variable
@@ -315,10 +335,6 @@ def run(task: GatewayTask, gateways: int, *, master: str | None = None,
         if key == "spark.master" and master is None and conf.contains(key):
             continue  # spark-submit --master wins over the local[N] default
         conf.set(key, value)
-    from log_layout import open_log
-
-    options = json.loads(task.storage_options) if task.storage_options else None
-    log_ = open_log(task.store_url, storage_options=options)
     keeper = LeadershipKeeper(log_, gateways, failover_s=failover_ms / 1000, out=_say)
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
@@ -327,12 +343,9 @@ def run(task: GatewayTask, gateways: int, *, master: str | None = None,
     app = BrokerApp(sc, task, gateways, addresses_file=addresses_file, out=_say, keeper=keeper)
     maint = None
     if maintenance:  # compaction, retention, roll-up every maintenance.interval.ms, here
-        import conf
         from jobs.app_maintenance import start_maintenance
 
-        maint = start_maintenance(sc, conf.load({**dict(task.settings),
-                                                 "store.url": task.store_url}),
-                                  storage_options=options, out=_say)
+        maint = start_maintenance(sc, settings, storage_options=options, out=_say)
         app.driver_facts = lambda: {"maintenance": maint.status()}
     _say(f"broker-app {sc.applicationId} on {sc.master}: {gateways} gateway slot(s) from port "
          f"{task.base_port}; Spark UI {sc.uiWebUrl}")

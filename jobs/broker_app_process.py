@@ -36,13 +36,15 @@ class BrokerAppProcess:
     """``sparklog broker-app`` (``gateways`` slots) as a child process; ``urls`` once up.
 
     Slot ``s`` listens on ``port + s``. ``storage_options`` (JSON text) go to every
-    gateway, e.g. an S3 endpoint and keys.
+    gateway, e.g. an S3 endpoint and keys; ``env`` adds to the driver's environment
+    (settings as ``SPARKLOG_*`` variables).
     """
 
     def __init__(self, store_url: str, master: str | None, work_dir: str, *,
                  gateways: int = 1, port: int | None = None,
                  settings: dict[str, str] | None = None, failover_ms: int | None = None,
-                 storage_options: str | None = None, kafka_port: int | None = None):
+                 storage_options: str | None = None, kafka_port: int | None = None,
+                 env: dict[str, str] | None = None):
         self.store_url, self.master, self.work_dir = store_url, master, work_dir
         self.gateways = gateways
         self.port = port or free_ports(gateways)
@@ -50,6 +52,8 @@ class BrokerAppProcess:
         self.failover_ms, self.storage_options = failover_ms, storage_options
         #: slot s also listens for Kafka clients on kafka_port + s (None: no Kafka listener)
         self.kafka_port = kafka_port
+        #: extra environment variables of the driver (e.g. ``SPARKLOG_STORE_*`` settings)
+        self.env = dict(env or {})
         self.addresses = os.path.join(work_dir, "addresses.json")
         self.log_path = os.path.join(work_dir, "broker-app.log")
         self.proc: subprocess.Popen | None = None
@@ -69,7 +73,7 @@ class BrokerAppProcess:
             cmd += ["--storage-options", self.storage_options]
         if self.kafka_port:
             cmd += ["--kafka-port", str(self.kafka_port)]
-        env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = {**os.environ, **self.env, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
                                          stderr=subprocess.STDOUT)

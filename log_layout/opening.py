@@ -77,6 +77,74 @@ def storage_options_for(settings: conf.Settings,
     return None
 
 
+#: the store settings every process of an application must share (``store.url`` aside)
+STORE_KEYS = ("store.fsync", "store.s3.endpoint.url", "store.hdfs.http.port", "store.hdfs.user",
+              "store.hdfs.kerberos", "store.hdfs.delegation.token",
+              "store.manifest.versions.retained")
+
+
+def store_setting_pairs(settings: conf.Settings) -> dict[str, str]:
+    """The resolved ``store.*`` settings (but the URL) as ``--set`` pairs, so another
+    process (a Spark task on another host, whose environment is not this one's) opens
+    the store exactly as this one does. The delegation token only when set: it is a
+    secret, and an empty one must not hide the other process's own."""
+    store = settings.store
+    pairs = {}
+    for key in STORE_KEYS:
+        value = getattr(store, key[len("store."):].replace(".", "_"))
+        if key == "store.hdfs.delegation.token" and not value:
+            continue
+        pairs[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return pairs
+
+
+def deciding_key(settings: conf.Settings, explicit: Mapping[str, Any] | None = None) -> str:
+    """The setting that decides where and as whom the store is reached: what an error
+    reaching it should name (``--storage-options`` when those were given)."""
+    if explicit:
+        return "--storage-options"
+    store = settings.store
+    if urlsplit(store.url).scheme in HDFS_SCHEMES:
+        if store.hdfs_kerberos:
+            return "store.hdfs.kerberos"
+        return "store.hdfs.http.port"
+    if urlsplit(store.url).scheme in ("s3", "s3a"):
+        return "store.s3.endpoint.url"
+    return "store.url"
+
+
+def check_reachable(log: Log, settings: conf.Settings,
+                    explicit: Mapping[str, Any] | None = None, *, probe: str) -> None:
+    """Read ``probe`` (a small file, absent is fine) to prove the store answers.
+
+    Raises ConfigError naming the setting that decides how the store is reached
+    (:func:`deciding_key`) and its value, with the store's own error in one line, when
+    it cannot be reached, refuses us, or its filesystem cannot be opened.
+    """
+    try:
+        log.store.read(probe)
+    except FileNotFoundError:
+        return
+    except Exception as e:  # noqa: BLE001 - botocore's errors are no OSError: any failure
+        # of this one read means the store cannot be used as the settings describe it
+        key = deciding_key(settings, explicit)
+        store = settings.store
+        if isinstance(e, PermissionError) and key == "store.hdfs.http.port":
+            # reached, but refused: who we are is what to fix
+            key = "store.hdfs.delegation.token" if store.hdfs_delegation_token \
+                else "store.hdfs.user"
+        value: Any = {"--storage-options": "<given>", "store.url": store.url,
+                      "store.s3.endpoint.url": store.s3_endpoint_url,
+                      "store.hdfs.kerberos": store.hdfs_kerberos,
+                      "store.hdfs.http.port": store.hdfs_http_port,
+                      "store.hdfs.user": store.hdfs_user,
+                      "store.hdfs.delegation.token": "<hidden>"}[key]
+        why = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        where = " (empty: AWS)" if key == "store.s3.endpoint.url" and not value else ""
+        raise conf.ConfigError(key, value, f"the store {store.url} cannot be read with it{where}: "
+                                      f"{why}") from e
+
+
 def open_log_from_settings(settings: conf.Settings, *,
                            storage_options: Mapping[str, Any] | None = None) -> Log:
     """A new Log for ``store.url`` with the settings' fsync and manifest retention

@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if kafka_base and kafka_base + args.gateways - 1 > 65535:
         raise ConfigError("--kafka-port", kafka_base,
                           f"slots up to {kafka_base + args.gateways - 1} exceed 65535")
-    per_slot = {"store.url", "gateway.kafka.listeners", "gateway.kafka.advertised.listeners"}
-    pairs = {k: v for k, v in _override_pairs(args).items() if k not in per_slot}
+    pairs = task_settings(settings, _override_pairs(args))
     task = broker_app.GatewayTask(store_url=store, base_port=base,
                                   settings=tuple(sorted(pairs.items())),
                                   bind_host=args.bind_host, storage_options=args.storage_options,
@@ -103,7 +102,25 @@ def run(args: argparse.Namespace) -> int:
                                   kafka_scheme=scheme)
     return broker_app.run(task, args.gateways, master=args.master,
                           addresses_file=args.addresses_file, failover_ms=args.failover_ms,
-                          maintenance=args.maintenance)
+                          maintenance=args.maintenance, settings=settings)
+
+
+#: settings each slot sets for itself (jobs.broker_app.GatewayTask.argv)
+PER_SLOT = {"store.url", "gateway.broker.id", "gateway.advertised.listeners",
+            "gateway.kafka.listeners", "gateway.kafka.advertised.listeners"}
+
+
+def task_settings(settings, overrides: dict[str, str]) -> dict[str, str]:
+    """The ``--set`` pairs every gateway task runs with: the driver's ``SPARKLOG_*``
+    variables and ``--set`` pairs (an executor on another host has neither), and the
+    resolved ``store.*`` settings, so every process opens the store the driver opened.
+    Slot-specific keys are left to each slot."""
+    import conf
+    from log_layout.opening import store_setting_pairs
+
+    pairs = {**conf.settings.env_overrides(os.environ), **overrides,
+             **store_setting_pairs(settings)}
+    return {k: str(v) for k, v in pairs.items() if k not in PER_SLOT}
 
 
 def _kafka_listener(configured: str, base: int | None) -> tuple[str, int]:

@@ -3,6 +3,8 @@ line, and the refusals that must come before Spark starts (no JVM in these tests
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from conf.errors import ConfigError
@@ -62,3 +64,50 @@ def test_a_gateway_count_below_one_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         main(["broker-app", "--gateways", "0"])
     assert "expected an integer >= 1" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_s3_endpoint_the_driver_cannot_reach_stops_it_naming_the_key(capsys, monkeypatch):
+    """Issue 33: before Spark starts, one line with the key and its value."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("SPARKLOG_STORE_S3_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    assert main(["--store", "s3://bucket/prefix", "broker-app"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sparklog: error: ") and err.count("\n") == 1, err
+    assert "store.s3.endpoint.url" in err and endpoint in err, err
+
+
+def test_hdfs_settings_that_do_not_reach_the_namenode_name_the_port(capsys):
+    port = _closed_port()
+    assert main(["--store", f"hdfs://127.0.0.1:{_closed_port()}/x", "--set",
+                 f"store.hdfs.http.port={port}", "broker-app"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sparklog: error: ") and err.count("\n") == 1, err
+    assert "store.hdfs.http.port" in err and str(port) in err, err
+
+
+def test_every_task_gets_the_drivers_store_settings(monkeypatch):
+    """An executor on another host has neither the driver's environment nor its --set
+    pairs: the tasks are given both, and the resolved store settings."""
+    import conf
+    from jobs.commands.broker_app import task_settings
+
+    monkeypatch.setenv("SPARKLOG_STORE_S3_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("SPARKLOG_GATEWAY_KAFKA_LISTENERS", "PLAINTEXT://h:9092")
+    settings = conf.load({"store.url": "s3://b/p", "store.hdfs.user": "hd"})
+    pairs = task_settings(settings, {"gateway.linger.ms": "2", "gateway.broker.id": "7"})
+    assert pairs["store.s3.endpoint.url"] == "http://127.0.0.1:9"
+    assert pairs["store.hdfs.user"] == "hd" and pairs["store.fsync"] == "true"
+    assert pairs["gateway.linger.ms"] == "2"
+    # each slot sets these for itself; an unset secret is not passed at all
+    assert not {"gateway.broker.id", "gateway.kafka.listeners", "store.url",
+                "store.hdfs.delegation.token"} & set(pairs)
+    task = GatewayTask("s3://b/p", 9000, settings=tuple(sorted(pairs.items())))
+    assert "store.s3.endpoint.url=http://127.0.0.1:9" in task.argv(0, "h")
