@@ -44,7 +44,43 @@ class FsspecStore(Store):
         return f"{self.root}/{path}" if path else self.root
 
     def read(self, path: str) -> bytes:
+        if self._is_s3:  # one GET: s3fs's cat_file asks for the size first (a HEAD)
+            return self._s3_get(self._abs(path), None)[0]
         return self.fs.cat_file(self._abs(path))
+
+    def read_buffer(self, path: str, size: int | None = None) -> Any:
+        # segments: s3fs's cat_file, which fetches a big object in ranges side by side
+        data = self.fs.cat_file(self._abs(path)) if size is None else \
+            self.fs.cat_file(self._abs(path), start=0, end=size)
+        return data
+
+    def read_if_changed(self, path: str, tag: str | None) -> tuple[bytes | None, str | None]:
+        if not self._is_s3:
+            return super().read_if_changed(path, tag)
+        data, etag = self._s3_get(self._abs(path), tag)
+        return (None, tag) if data is None else (data, etag)
+
+    def _s3_get(self, full: str, etag: str | None) -> tuple[bytes | None, str | None]:
+        """One GetObject, ``If-None-Match: etag`` when given: (None, etag) on 304, else
+        the body and its ETag. Raises FileNotFoundError, OSError (s3fs's translations)."""
+        from fsspec.asyn import sync
+
+        bucket, key, _version = self.fs.split_path(full)
+
+        async def get() -> tuple[bytes | None, str | None]:
+            kw = {"IfNoneMatch": etag} if etag else {}
+            try:
+                resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=key, **kw)
+            except OSError as e:
+                if etag and _s3_error_code(e) in ("304", "NotModified"):
+                    return None, etag
+                raise
+            try:
+                return await resp["Body"].read(), resp.get("ETag")
+            finally:
+                resp["Body"].close()
+
+        return sync(self.fs.loop, get)
 
     def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
         """One ranged GET of the last ``n`` bytes (a manifest version carried by a
@@ -105,8 +141,20 @@ class FsspecStore(Store):
         else:  # a unique name: an unconditional PUT cannot replace anyone's file
             self.fs.pipe_file(self._abs(path), bytes(data))
 
-    def put_replace(self, path: str, data: bytes) -> None:
-        self.fs.pipe_file(self._abs(path), bytes(data))
+    def put_replace(self, path: str, data: bytes) -> str | None:
+        if not self._is_s3:
+            self.fs.pipe_file(self._abs(path), bytes(data))
+            return None
+        from fsspec.asyn import sync
+
+        full = self._abs(path)
+        bucket, key, _version = self.fs.split_path(full)
+        # put_object itself, for the ETag it answers (pipe_file drops it): a poller of
+        # this document can then ask "still mine?" with a 304 instead of a download
+        resp = sync(self.fs.loop, self.fs._call_s3, "put_object", Bucket=bucket, Key=key,
+                    Body=bytes(data))
+        self.fs.invalidate_cache(full)
+        return resp.get("ETag")
 
     def _ls(self, folder: str) -> list[dict]:
         full = self._abs(folder)
@@ -116,10 +164,26 @@ class FsspecStore(Store):
                 # by another thread in between raised KeyError (a race test met it)
                 with _memory_lock:
                     return self.fs.ls(full, detail=True)
-            return self.fs.ls(full, detail=True, refresh=True) if self._is_s3 \
-                else self.fs.ls(full, detail=True)
+            if self._is_s3:
+                return self._s3_lsdir(full)
+            return self.fs.ls(full, detail=True)
         except FileNotFoundError:
             return []
+
+    def _s3_lsdir(self, full: str) -> list[dict]:
+        """One ListObjectsV2 (fresh, never s3fs's cache). s3fs's ``ls`` lists the parent
+        too when a folder is empty or absent, to tell a file from nothing: a second LIST
+        for every poll of a folder that does not exist yet (``_transactions``...)."""
+        from fsspec.asyn import sync
+
+        lsdir = getattr(self.fs, "_lsdir", None)
+        if lsdir is None:  # an s3fs without it: its public listing, two LISTs or not
+            return self.fs.ls(full, detail=True, refresh=True)
+        path = self.fs._strip_protocol(full).rstrip("/")
+        entries = sync(self.fs.loop, lsdir, path, refresh=True)
+        # _lsdir fills the listings cache; nothing here reads it, so keep it empty
+        self.fs.invalidate_cache(path)
+        return entries
 
     def list(self, folder: str) -> list[FileInfo]:
         out = []

@@ -208,11 +208,20 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
-    def put_replace(self, path: str, data: bytes) -> None:
+    def put_replace(self, path: str, data: bytes) -> str | None:
         final = self._abs(path)
         tmp = self._write_temp_durably(final, data) if self.fsync else self._write_temp(final, data)
+        tag = _tag(os.stat(tmp))  # before the rename, which keeps them: not a later writer's
         os.replace(tmp, final)
         self._sync_folder(os.path.dirname(final))
+        return tag
+
+    def read_if_changed(self, path: str, tag: str | None) -> tuple[bytes | None, str | None]:
+        with open(self._abs(path), "rb") as f:
+            new = _tag(os.fstat(f.fileno()))
+            if new == tag:
+                return None, tag
+            return f.read(), new
 
     def list(self, folder: str) -> list[FileInfo]:
         try:
@@ -367,3 +376,8 @@ def _rename_noreplace(src: str, dst: str) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
         return False  # this filesystem cannot: fall back to link
     raise OSError(err, os.strerror(err), dst)
+
+
+def _tag(st: os.stat_result) -> str:
+    """A file version's tag: a replaced file is a new inode (or, reused, a new mtime)."""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"

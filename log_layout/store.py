@@ -51,6 +51,15 @@ The primitives and their atomicity:
     is written (``segment_commit``).
 ``put_replace(path, data)``
     Replace ``path`` atomically (local: temp file + ``os.replace``; S3: one PUT).
+    Returns the new file's *tag* when the store knows it without asking again (S3:
+    the PUT's ETag; local: inode, modification time and size), else None.
+``read_if_changed(path, tag)``
+    A conditional read, for documents followed by polling: ``(None, tag)`` when the
+    file is still the version ``tag`` names, else ``(bytes, its tag)``. S3: one GET
+    with ``If-None-Match`` (a 304 carries no body); HDFS: ``GETFILESTATUS`` (file id,
+    modification time, length), then ``OPEN`` only when they differ; local:
+    ``fstat`` of the opened file. The tag is taken before the bytes are read, so a
+    change racing the read is seen at the next call, never missed.
 ``read(path)``, ``list(folder)``, ``delete(paths)``, ``delete_tree(folder)``.
 ``read_buffer(path)``
     A segment's bytes as a ``pyarrow.Buffer``. Local: memory-mapped, so the
@@ -66,6 +75,7 @@ no reader opens and the retention job removes after ``file.delete.delay.ms``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -137,6 +147,14 @@ class Store:
     def exists(self, path: str) -> bool:
         raise NotImplementedError
 
+    def read_if_changed(self, path: str, tag: str | None) -> tuple[bytes | None, str | None]:
+        """``(None, tag)`` if ``path`` is still the version ``tag`` names, else its bytes
+        and their tag (see the module docstring). This default reads the whole file and
+        tags it by a hash of its bytes. FileNotFoundError if absent."""
+        data = self.read(path)
+        new = "sha1:" + hashlib.sha1(data).hexdigest()
+        return (None, tag) if new == tag else (data, new)
+
     def put_exclusive(self, path: str, data: bytes) -> bool:
         raise NotImplementedError
 
@@ -170,7 +188,8 @@ class Store:
         ``keep_bytes`` bytes under its other name."""
         raise NotImplementedError
 
-    def put_replace(self, path: str, data: bytes) -> None:
+    def put_replace(self, path: str, data: bytes) -> str | None:
+        """Replace ``path`` atomically; the new file's tag if known (``read_if_changed``)."""
         raise NotImplementedError
 
     def list(self, folder: str) -> list[FileInfo]:

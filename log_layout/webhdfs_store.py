@@ -278,13 +278,22 @@ class WebHdfsStore(Store):
     def put_new(self, path: str, data: bytes) -> None:
         self._create(path, data)
 
-    def put_replace(self, path: str, data: bytes) -> None:
+    def put_replace(self, path: str, data: bytes) -> str | None:
         temp = self._write_temp(path, data)
         try:
             self._rename(temp, path, "OVERWRITE")
         except BaseException:
             self.delete([temp])
             raise
+        return None  # its file id is the NameNode's to tell: one more request
+
+    def read_if_changed(self, path: str, tag: str | None) -> tuple[bytes | None, str | None]:
+        st = self._status(path)
+        # a replace is a rename of a new file: a new fileId, whatever the clock says
+        new = f"{st.get('fileId', '')}:{st['modificationTime']}:{st['length']}"
+        if new == tag:
+            return None, tag
+        return self.read(path), new
 
     def _list(self, folder: str) -> list[dict]:
         try:

@@ -58,6 +58,13 @@ log = logging.getLogger("sparklog.gateway")
 
 # -- operations -----------------------------------------------------------------------------
 async def healthz(request: Request) -> Response:
+    # the broker application's driver probes every slot here, and names the newest
+    # assignment it wrote: the gateway reads it at once instead of polling the store
+    # for it (cluster_member.ClusterMember.hint)
+    name = request.query_params.get("assignment")
+    cluster = request.app.state.cluster
+    if name and cluster is not None:
+        cluster.hint(name)
     return JSONResponse({"status": "ok", "gateway_id": batcher_of(request).id})
 
 
@@ -242,7 +249,12 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         observer = console.Observer(app.state).start()  # throughput and lag history
-        aborter = v3_transactions.TimeoutAborter(batcher, log_, now_ms).start()
+        if member is None:
+            aborter = v3_transactions.TimeoutAborter(batcher, log_, now_ms).start()
+        else:  # one slot at a time, less often: each round lists the store
+            aborter = v3_transactions.TimeoutAborter(
+                batcher, log_, now_ms, interval_s=v3_transactions.CLUSTER_ABORT_CHECK_S,
+                should_run=member.owns_transaction_timeouts).start()
         log.info("gateway %s serving %s", batcher.id, log_.url)
         try:
             yield
