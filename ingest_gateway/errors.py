@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conf.errors import SparklogError
+from conf.errors import ConfigError, SparklogError
 
 
 class BadRequest(SparklogError, ValueError):
@@ -34,6 +34,17 @@ class ProtocolError(SparklogError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(f"bad Kafka request: {reason}")
+
+
+class InvalidPartitions(ConfigError):
+    """A partition count that is not a positive integer, or fewer than the topic has
+    (partitions only grow). A ConfigError of ``partitions``; Kafka's INVALID_PARTITIONS."""
+
+    def __init__(self, topic: str, count: object, had: int | None = None):
+        self.topic, self.count, self.had = topic, count, had
+        reason = f"topic {topic!r} has {had} partitions; they only grow" if had is not None \
+            else f"topic {topic!r} needs a positive number of partitions"
+        super().__init__("partitions", count, reason)
 
 
 class InvalidKey(BadRequest):

@@ -51,6 +51,7 @@ from ingest_gateway.http.topics import batcher_of, cluster_id
 from ingest_gateway.server import codec_json
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, Instrumented
+from ingest_gateway.server.topic_admin import TopicAdmin
 from log_layout import Log
 
 log = logging.getLogger("sparklog.gateway")
@@ -237,6 +238,7 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
                           gateway_id=gateway_id or slot_gateway_id, flush_threads=flush_threads)
         metrics_.watch_buffer(lambda: batcher.buffered)
         app.state.batcher = batcher
+        app.state.topic_admin = TopicAdmin(log_, batcher, settings.topic)
         member = _cluster_member(settings, log_, batcher, app.state)
         if member is not None:
             batcher.cluster = app.state.cluster = member

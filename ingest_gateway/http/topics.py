@@ -43,7 +43,8 @@ from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
 from ingest_gateway.server import codec
 from ingest_gateway.server.batcher import Batcher
-from log_layout import Log, TopicExists, UnknownPartition
+from ingest_gateway.server.topic_admin import TopicAdmin
+from log_layout import Log, UnknownPartition
 
 
 def batcher_of(request: Request) -> Batcher:
@@ -53,6 +54,11 @@ def batcher_of(request: Request) -> Batcher:
 
 def log_of(request: Request) -> Log:
     return request.app.state.log
+
+
+def topic_admin_of(request: Request) -> TopicAdmin:
+    """Topic and config admin, the one implementation the Kafka listener calls too."""
+    return request.app.state.topic_admin
 
 
 def _topic_param(request: Request) -> str:
@@ -271,23 +277,16 @@ async def create_topic(request: Request) -> Response:
     configs = configs_list(doc.get("configs"), "configs")
     if any(not isinstance(v, str) for v in configs.values()):
         raise BadRequest("every config needs a string value")
-    count = _count(doc)
-    if count is not None:
-        configs["partitions"] = count
-    settings: conf.Settings = request.app.state.settings
-    config = conf.TopicConfig.from_kafka(configs, base=settings.topic)
-    lg = log_of(request)
-    batcher = batcher_of(request)
-    if doc.get("validate_only") is True:
-        if name in await batcher.run_blocking(lg.topics):
-            raise TopicExists(name)
+    validate_only = doc.get("validate_only") is True
+    config = await topic_admin_of(request).create(name, configs, partitions=_count(doc),
+                                                  validate_only=validate_only)
+    if validate_only:
         body = {"kind": "KafkaTopic", "cluster_id": cid, "topic_name": name,
                 "partitions_count": config.partitions, "replication_factor": 1,
                 "is_internal": False}
         return JSONResponse(body, status_code=200)
-    await batcher.run_blocking(lg.create_topic, name, config)
-    batcher.forget_topic(name)
-    body = await batcher.run_blocking(_topic_doc, request, lg, cid, name)
+    body = await batcher_of(request).run_blocking(_topic_doc, request, log_of(request), cid,
+                                                  name)
     return JSONResponse(body, status_code=201)
 
 
@@ -308,18 +307,14 @@ async def patch_topic(request: Request) -> Response:
     count = _count(doc) if isinstance(doc, dict) else None
     if count is None:
         raise BadRequest('the body must be {"partitions_count": <integer>}')
-    lg, batcher = log_of(request), batcher_of(request)
-    await batcher.run_blocking(lg.alter_topic, topic, {"partitions": count})
-    batcher.forget_topic(topic)
-    return JSONResponse(await batcher.run_blocking(_topic_doc, request, lg, cid, topic))
+    await topic_admin_of(request).add_partitions(topic, count)
+    return JSONResponse(await batcher_of(request).run_blocking(_topic_doc, request,
+                                                               log_of(request), cid, topic))
 
 
 async def delete_topic(request: Request) -> Response:
     await check_cluster(request)
-    topic = _topic_param(request)
-    batcher = batcher_of(request)
-    await batcher.run_blocking(log_of(request).delete_topic, topic)
-    batcher.forget_topic(topic)
+    await topic_admin_of(request).delete(_topic_param(request))
     return Response(status_code=204)
 
 

@@ -15,7 +15,9 @@ REST Proxy's; a name the topic does not have answers 404 ``unknown_config``
 (40405) on GET and 400 ``invalid_config`` (40004) on a change; a bad value 400
 ``invalid_config``. "Default" is the gateway's ``[topic]`` settings, the
 broker-level defaults of Kafka. A change is one exclusive config version
-(``Log.alter_topic``): all of a batch applies, or none.
+(``server.topic_admin``, which Kafka's config APIs call too): all of a batch applies,
+or none. ``partitions`` is read-only here, as there: ``PATCH`` the topic's
+``partitions_count`` to grow it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownTopicConfig
 from ingest_gateway.http.access import allowed
 from ingest_gateway.http.body import read_json
-from ingest_gateway.http.topics import batcher_of, check_cluster, log_of, topic_url
+from ingest_gateway.http.topics import (batcher_of, check_cluster, log_of, topic_admin_of,
+                                        topic_url)
 from ingest_gateway.http.v3_links import crn, list_doc, self_meta
 from log_layout import Log
 
@@ -41,8 +44,7 @@ MAX_NAME = 255
 
 
 def _defaults(request: Request) -> dict[str, str]:
-    settings: conf.Settings = request.app.state.settings
-    return settings.topic.to_kafka()
+    return topic_admin_of(request).default_configs()
 
 
 def _docs(request: Request, lg: Log, cid: str, topic: str) -> list[dict[str, Any]]:
@@ -105,14 +107,9 @@ async def get_config(request: Request) -> Response:
 
 async def _alter(request: Request, topic: str, changes: dict[str, Any], *,
                  validate_only: bool = False) -> None:
-    """Apply ``changes`` (Kafka names -> values) at once; raises ConfigError."""
-    lg, batcher = log_of(request), batcher_of(request)
-    if validate_only:  # built over the current configs exactly as alter_topic would
-        info = await batcher.run_blocking(lambda: lg.topic(topic, refresh=True))
-        conf.TopicConfig.from_kafka(changes, base=info.config)
-        return
-    await batcher.run_blocking(lg.alter_topic, topic, changes)
-    batcher.forget_topic(topic)
+    """Apply ``changes`` (Kafka names -> values, None: the default) at once; raises
+    ConfigError."""
+    await topic_admin_of(request).alter_configs(topic, changes, validate_only=validate_only)
 
 
 def _value(name: str, raw: Any) -> str:
@@ -133,18 +130,11 @@ async def put_config(request: Request) -> Response:
     return Response(status_code=204)
 
 
-def _reset(request: Request, name: str) -> str:
-    defaults = _defaults(request)
-    if name not in defaults:
-        raise ConfigError(name, None, "unknown topic config")
-    return defaults[name]
-
-
 async def delete_config(request: Request) -> Response:
     """Back to the default; raises ConfigError for a name topics do not have."""
     await check_cluster(request)
     topic = validate_topic_name(request.path_params["topic"])
-    await _alter(request, topic, {(name := _name(request)): _reset(request, name)})
+    await _alter(request, topic, {_name(request): None})
     return Response(status_code=204)
 
 
@@ -168,8 +158,7 @@ async def alter_configs(request: Request) -> Response:
             raise BadRequest(f"every config change needs a name of 1 to {MAX_NAME} characters")
         if not isinstance(op, str) or op.upper() not in ("SET", "DELETE"):
             raise BadRequest(f"config {name!r}: operation must be SET or DELETE, not {op!r:.100}")
-        changes[name] = _reset(request, name) if op.upper() == "DELETE" \
-            else _value(name, c.get("value"))
+        changes[name] = None if op.upper() == "DELETE" else _value(name, c.get("value"))
     await _alter(request, topic, changes, validate_only=validate_only)
     return Response(status_code=204)
 

@@ -2,10 +2,9 @@
 IncrementalAlterConfigs.
 
 Config names and values are Kafka's (``conf.topic``), the same as the v3 configs
-routes (``http/v3_configs.py``) and ``sparklog topics alter``: a change is one
-``Log.alter_topic`` call (one exclusive config version: all of a resource's changes
-apply, or none), and ``validate_only`` builds the new config over the current one
-exactly as ``alter_topic`` would, without writing it.
+routes (``http/v3_configs.py``) and ``sparklog topics alter``: both call
+``server.topic_admin.TopicAdmin`` (one exclusive config version a change: all of a
+resource's changes apply, or none; ``validate_only`` writes nothing).
 
 **Sources.** A topic config equal to the gateway's ``[topic]`` setting (Kafka's
 broker-level default) is ``DEFAULT_CONFIG`` (5), any other ``DYNAMIC_TOPIC_CONFIG``
@@ -32,13 +31,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import conf
 from conf.errors import ConfigError
-from conf.topic import validate_topic_name
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.server.topic_admin import READ_ONLY
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -53,8 +51,6 @@ OFFERED: dict[int, tuple[int, int]] = {
 TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType
-#: configs that are not changed through the config APIs
-READ_ONLY = ("partitions",)
 
 
 class BadResource(ValueError):
@@ -71,10 +67,6 @@ def _authorize(broker: Broker, operation: str, kind: int, name: str) -> None:
     else:  # a broker or broker logger: the cluster, as Kafka
         rtype, name = "Cluster", sec.CLUSTER_NAME
     sec.check(broker, operation, rtype, name)
-
-
-def _defaults(broker: Broker) -> dict[str, str]:
-    return broker.settings.topic.to_kafka()
 
 
 async def describe_configs(broker: Broker, head: Header, req: Any) -> Any:
@@ -108,14 +100,12 @@ async def _described(broker: Broker, kind: int, name: str) -> tuple[dict[str, st
                                                                      dict[str, str]]:
     """(values, defaults) of a resource; raises BadResource, UnknownTopic,
     InvalidTopicName."""
-    defaults = _defaults(broker)
+    defaults = broker.topics.default_configs()
     if kind == BROKER:
         return defaults, defaults
     if kind != TOPIC:
         raise BadResource(f"resource type {kind} is not served (topics: 2, brokers: 4)")
-    validate_topic_name(name)
-    info = await broker.batcher.run_blocking(lambda: broker.log.topic(name, refresh=True))
-    return info.config.to_kafka(), defaults
+    return await broker.topics.configs(name), defaults
 
 
 async def alter_configs(broker: Broker, head: Header, req: Any) -> Any:
@@ -128,10 +118,13 @@ async def alter_configs(broker: Broker, head: Header, req: Any) -> Any:
         try:
             _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
             _check_alterable(r.resource_type)
-            given = {c.name: c.value for c in r.configs}
-            changes = {k: v for k, v in _defaults(broker).items() if k not in READ_ONLY}
+            given = _given({c.name: c.value for c in r.configs})
+            # every config not named goes back to its default
+            changes: dict[str, str | None] = {k: None for k in broker.topics.default_configs()
+                                              if k not in READ_ONLY}
             changes.update(given)
-            await _alter(broker, r.resource_name, changes, given, req.validate_only)
+            await broker.topics.alter_configs(r.resource_name, changes,
+                                              validate_only=req.validate_only)
         except Exception as e:  # noqa: BLE001 - per-resource error codes
             code, message = _code(e), str(e)
         out.append(make(mod.AlterConfigsResourceResponse, error_code=error(code),
@@ -150,10 +143,11 @@ async def incremental_alter_configs(broker: Broker, head: Header, req: Any) -> A
         try:
             _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
             _check_alterable(r.resource_type)
-            current, defaults = await _described(broker, TOPIC, r.resource_name)
-            changes = {c.name: _apply_op(c.name, c.config_operation, c.value, current, defaults)
+            current = (await _described(broker, TOPIC, r.resource_name))[0]
+            changes = {c.name: _apply_op(c.name, c.config_operation, c.value, current)
                        for c in r.configs}
-            await _alter(broker, r.resource_name, changes, changes, req.validate_only)
+            await broker.topics.alter_configs(r.resource_name, changes,
+                                              validate_only=req.validate_only)
         except Exception as e:  # noqa: BLE001 - per-resource error codes
             code, message = _code(e), str(e)
         out.append(make(mod.AlterConfigsResourceResponse, error_code=error(code),
@@ -170,17 +164,17 @@ def _check_alterable(kind: int) -> None:
         raise BadResource(f"resource type {kind} is not served (topics: 2)")
 
 
-def _apply_op(name: str, op: int, value: str | None, current: dict[str, str],
-              defaults: dict[str, str]) -> str | None:
-    """The new value of ``name`` after one IncrementalAlterConfigs operation; raises
-    ConfigError (unknown name) or BadResource (unknown operation)."""
+def _apply_op(name: str, op: int, value: str | None, current: dict[str, str]) -> str | None:
+    """The new value of ``name`` after one IncrementalAlterConfigs operation (None: back
+    to its default); raises ConfigError (unknown name, no value to SET) or BadResource
+    (unknown operation)."""
     if name not in current:
         raise ConfigError(name, value, "unknown topic config; known: "
                           + ", ".join(sorted(current)))
     if op == SET:
-        return value
+        return _given({name: value})[name]
     if op == DELETE:
-        return defaults.get(name)
+        return None
     if op in (APPEND, SUBTRACT):
         items = [i for i in current[name].split(",") if i]
         given = [i.strip() for i in (value or "").split(",") if i.strip()]
@@ -193,25 +187,13 @@ def _apply_op(name: str, op: int, value: str | None, current: dict[str, str],
                       f"APPEND (2) or SUBTRACT (3)")
 
 
-async def _alter(broker: Broker, topic: str, changes: dict[str, Any], named: dict[str, Any],
-                 validate_only: bool) -> None:
-    """Apply ``changes`` to ``topic`` at once (``named``: what the client asked to change,
-    checked against READ_ONLY); raises ConfigError, UnknownTopic, InvalidTopicName."""
-    for name in named:
-        if name in READ_ONLY:
-            raise ConfigError(name, named[name], "read-only over the config APIs (partitions "
-                              "grow with CreatePartitions)")
-    none = [k for k, v in changes.items() if v is None]
-    if none:
-        raise ConfigError(none[0], None, "a value is required")
-    validate_topic_name(topic)
-    b, lg = broker.batcher, broker.log
-    if validate_only:  # built over the current configs exactly as alter_topic would
-        info = await b.run_blocking(lambda: lg.topic(topic, refresh=True))
-        conf.TopicConfig.from_kafka(changes, base=info.config)
-        return
-    await b.run_blocking(lg.alter_topic, topic, changes)
-    b.forget_topic(topic)
+def _given(values: dict[str, str | None]) -> dict[str, str]:
+    """Values a client set; raises ConfigError for one without a value (Kafka refuses a
+    null value for a topic config)."""
+    for name, value in values.items():
+        if value is None:
+            raise ConfigError(name, None, "a value is required")
+    return values  # type: ignore[return-value]
 
 
 def _code(e: Exception) -> int:

@@ -28,11 +28,10 @@ import secrets
 import uuid
 from typing import Any
 
-import conf
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
-from log_layout import TopicExists
+from ingest_gateway.server.topic_admin import TopicAdmin
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -50,6 +49,8 @@ class Broker:
         self.log = state.log
         self.settings = state.settings
         self.cluster = getattr(state, "cluster", None)
+        #: topic and config admin, the one implementation the HTTP routes call too
+        self.topics: TopicAdmin = state.topic_admin
         slot = self.settings.gateway.broker_id
         self.node_id = int(slot) if slot.isdigit() else 0
         self.host, self.port = host, port
@@ -148,32 +149,22 @@ async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
 
 async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
     """Each topic with its partition count (-1: the default) and configs (Kafka's names);
-    ``validate_only`` checks without creating. Replica counts are ignored: the store
-    replicates (DESIGN.md). ACLs (Kafka's): Create on the cluster, else on each topic
-    (TOPIC_AUTHORIZATION_FAILED for a topic without it)."""
+    ``validate_only`` checks without creating (``TopicAdmin.create``). Replica counts are
+    ignored: the store replicates (DESIGN.md). ACLs (Kafka's): Create on the cluster,
+    else on each topic (TOPIC_AUTHORIZATION_FAILED for a topic without it)."""
     mod = response_module(19, head.api_version)
-    b, results = broker.batcher, []
+    results = []
     on_cluster = sec.allowed(broker, "Create", "Cluster", sec.CLUSTER_NAME)
     for t in req.topics:
-        configs: dict[str, Any] = {c.name: c.value for c in t.configs if c.value is not None}
-        if t.num_partitions not in (-1, 0):
-            configs["partitions"] = t.num_partitions
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
         code, message, partitions = codes.NONE, None, -1
         try:
             if not on_cluster:
                 sec.check(broker, "Create", "Topic", t.name)
-            if t.num_partitions == 0 or t.num_partitions < -1:
-                raise _InvalidPartitions(t.num_partitions)
-            config = conf.TopicConfig.from_kafka(configs, base=broker.settings.topic)
+            config = await broker.topics.create(
+                t.name, configs, partitions=None if t.num_partitions == -1 else t.num_partitions,
+                validate_only=req.validate_only)
             partitions = config.partitions
-            if req.validate_only:
-                if t.name in await b.run_blocking(broker.log.topics):
-                    raise TopicExists(t.name)
-            else:
-                await b.run_blocking(broker.log.create_topic, t.name, config)
-                b.forget_topic(t.name)
-        except _InvalidPartitions as e:
-            code, message = codes.INVALID_PARTITIONS, str(e)
         except Exception as e:  # noqa: BLE001 - per-topic error codes
             code, message = codes.code_of(e), str(e)
         results.append(make(mod.CreatableTopicResult, name=t.name, topic_id=NO_TOPIC_ID,
@@ -181,11 +172,6 @@ async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
                             topic_config_error_code=error(codes.NONE),
                             num_partitions=partitions, replication_factor=1, configs=()))
     return make(mod.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
-
-
-class _InvalidPartitions(ValueError):
-    def __init__(self, n: int):
-        super().__init__(f"a topic needs at least one partition, not {n}")
 
 
 async def delete_topics(broker: Broker, head: Header, req: Any) -> Any:
@@ -201,8 +187,7 @@ async def delete_topics(broker: Broker, head: Header, req: Any) -> Any:
             if name is None:  # v6 by topic id: ids are not stable yet
                 raise _UnknownId()
             sec.check(broker, "Delete", "Topic", name)
-            await broker.batcher.run_blocking(broker.log.delete_topic, name)
-            broker.batcher.forget_topic(name)
+            await broker.topics.delete(name)
         except _UnknownId:
             code, message = codes.UNKNOWN_TOPIC_ID, "topics are deleted by name"
         except Exception as e:  # noqa: BLE001 - per-topic error codes

@@ -13,8 +13,8 @@ from types import MappingProxyType
 
 from conf.errors import ConfigError
 from conf.topic import InvalidTopicName
-from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, MissingKey, NotLeader,
-                                   ShuttingDown)
+from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, InvalidPartitions,
+                                   MissingKey, NotLeader, ShuttingDown)
 from log_layout import (Fenced, InvalidProducerEpoch, InvalidRecords, OffsetOutOfRange,
                         OutOfOrderSequence, ProducerFenced, RecordTooLarge, StoreError,
                         TopicExists, UnknownPartition, UnknownTopic)
@@ -59,6 +59,7 @@ CODES = MappingProxyType({
     MissingKey: INVALID_RECORD,
     InvalidRecords: INVALID_RECORD,
     BadRequest: INVALID_REQUEST,
+    InvalidPartitions: INVALID_PARTITIONS,
     ConfigError: INVALID_CONFIG,
     FlushFailed: KAFKA_STORAGE_ERROR,
     StoreError: KAFKA_STORAGE_ERROR,

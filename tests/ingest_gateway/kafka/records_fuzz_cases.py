@@ -25,7 +25,8 @@ from ingest_gateway.kafka.records import CODECS, KafkaRecordsError, decode_batch
 from log_layout.segment_schema import HEADER_TYPE
 
 MAX_BYTES = 1 << 20
-SETTINGS = settings(max_examples=int(os.environ.get("SPARKLOG_RECORDS_FUZZ_EXAMPLES", "300")), deadline=None, derandomize=True,
+EXAMPLES = int(os.environ.get("SPARKLOG_RECORDS_FUZZ_EXAMPLES", "300"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
