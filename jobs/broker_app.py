@@ -39,7 +39,17 @@ stops when it sees the newer epoch), and on every monitor tick publishes a new
 assignment when the live slots, the topics or an address changed: a slot silent for
 ``--failover-ms`` loses its partitions and group coordinators to the live slots, whose
 gateways claim them with a higher leader epoch (fencing the silent one at its next
-commit). ``sparklog cluster status`` reads it all back from the store.
+commit). The driver names each new assignment to the live gateways at once (a
+``/healthz?assignment=<name>`` probe; every later probe names it too), so they read
+it by name instead of polling the store for it. ``sparklog cluster status`` reads it
+all back from the store.
+
+**The store.** The driver opens it from the settings as the CLI does
+(``log_layout.opening``: ``store.s3.endpoint.url``, ``store.hdfs.*``; an explicit
+``--storage-options`` overrides them), reads it once before Spark starts (a setting
+that does not reach it is a one-line ConfigError naming the key), and gives each
+gateway task its ``SPARKLOG_*`` variables, ``--set`` pairs and resolved ``store.*``
+settings, since an executor on another host has none of them.
 
 SIGTERM or SIGINT stops the application: every slot's job group is cancelled (Spark
 kills each task's Python process after ``spark.python.task.killTimeout``, so what a
@@ -58,6 +68,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -180,6 +191,24 @@ class BrokerApp:
         self.stopping = threading.Event()
         self.slots = [SlotState(s, task.base_port + s) for s in range(gateways)]
         self._threads: list[threading.Thread] = []
+        if keeper is not None:
+            keeper.on_publish = self.tell_gateways
+
+    @property
+    def assignment_name(self) -> str | None:
+        """The newest assignment this driver knows (what each probe tells the gateway)."""
+        current = self.keeper.current if self.keeper is not None else None
+        return current.name if current is not None else None
+
+    def tell_gateways(self, assignment) -> None:
+        """Name a new assignment to every slot that is up, at once and side by side (a
+        probe of its /healthz that carries the name): each reads it by that name, so a
+        failover waits on no gateway's polling. A slot missed now is told at its next
+        probe."""
+        for state in self.slots:
+            if state.up and state.url:
+                threading.Thread(target=healthy, args=(state.url, assignment.name),
+                                 name=f"sparklog-tell-{state.slot}", daemon=True).start()
 
     @staticmethod
     def group(slot: int) -> str:
@@ -237,7 +266,8 @@ class BrokerApp:
         if task is not None:
             host = task.get("host")
             executor, attempt = task.get("executorId"), task.get("attempt")
-            up = host is not None and healthy(f"http://{host}:{state.port}")
+            up = host is not None and healthy(f"http://{host}:{state.port}",
+                                              self.assignment_name)
         if (host, executor, attempt, up) == (state.host, state.executor, state.task_attempt,
                                              state.up):
             return False
@@ -291,10 +321,12 @@ class BrokerApp:
             t.join(join_s)
 
 
-def healthy(url: str) -> bool:
-    """Whether the gateway at ``url`` answers ``/healthz`` within a second."""
+def healthy(url: str, assignment: str | None = None) -> bool:
+    """Whether the gateway at ``url`` answers ``/healthz`` within a second; the probe
+    names ``assignment``, the newest one, to a broker application's gateway."""
+    query = f"?assignment={urllib.parse.quote(assignment)}" if assignment else ""
     try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
+        with urllib.request.urlopen(f"{url}/healthz{query}", timeout=1) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False

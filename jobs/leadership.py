@@ -20,11 +20,27 @@ running task and a ``/healthz`` probe, ``SlotState``) and writes the store's
   go to the live slots: their gateways claim them with a higher leader epoch,
   which fences the old one at its next commit. A slot never seen up yet has
   ``startup_grace_s`` from the driver's start.
-* **Assignment.** Recomputed each tick from the topics in the store (re-listed
-  every ``topics_every_s``), the live slots and the gateways' bytes in per
-  partition, with ``log_layout.brokers.balance`` (sticky, then even). A new
-  generation is written only when something changed: the leaders, the live set,
-  or a slot's address.
+* **Assignment.** Recomputed each tick from the topics in the store, the live
+  slots and the gateways' bytes in per partition, with
+  ``log_layout.brokers.balance`` (sticky, then even). A new generation is written
+  only when something changed: the leaders, the live set, or a slot's address;
+  ``on_publish`` is then called with it (the driver tells the gateways at once).
+
+**What it costs the store** (issue 33: an idle application made 37-42 requests a
+second, most of them LISTs). Liveness comes from Spark and ``/healthz``, never from
+the store, so the store is read only for what changes rarely, each on its own
+interval and by conditional reads (``BrokerRegistry``):
+
+* the gateways' registrations (addresses, bytes in): every ``registrations_every_s``
+  (2 s), one conditional read per slot by name, no listing;
+* the topics: the store's root listed every ``topics_every_s`` (30 s) for new or
+  deleted topics, and each known topic's metadata re-read every
+  ``topic_configs_every_s`` (5 min: only its partition count matters here, and it
+  only grows). Until then a new partition is led by ``fallback_slot``, where every
+  gateway already sends it, and the next assignment keeps it there;
+* the copy ``assignment.json`` checked every ``hint_every_s`` (10 s);
+* ``driver.json``: read back (a 304 while it is still ours) and replaced every
+  ``HEARTBEAT_S`` (5 s), and before each new assignment.
 """
 
 from __future__ import annotations
@@ -41,12 +57,21 @@ from log_layout.brokers import (OFFSETS_PARTITIONS, OFFSETS_TOPIC, Assignment, B
 FAILOVER_S = 3.0
 #: a slot not seen up yet keeps its partitions this long after the driver starts
 STARTUP_GRACE_S = 60.0
-#: how often the topics are listed again (new topics, added partitions)
-TOPICS_EVERY_S = 2.0
-#: how often driver.json is rewritten (its heartbeat)
-HEARTBEAT_S = 2.0
+#: how often the store's root is listed for new and deleted topics (a new topic's
+#: partitions are led by fallback_slot meanwhile, as every gateway computes it)
+TOPICS_EVERY_S = 30.0
+#: how often a known topic's metadata is read again (its partition count may grow)
+TOPIC_CONFIGS_EVERY_S = 300.0
+#: how often the gateways' registrations are read (addresses and load; liveness is
+#: /healthz's, never the store's)
+REGISTRATIONS_EVERY_S = 2.0
+#: how often the copy of the newest assignment is checked (an old driver's race)
+HINT_EVERY_S = 10.0
+#: how often driver.json is rewritten (its heartbeat; `cluster status` shows its age)
+HEARTBEAT_S = 5.0
 #: a gateway registration older than this is not trusted for the slot's address
-FRESH_REGISTRATION_S = 5.0
+#: (gateways write theirs every 2 s, read here every 2 s)
+FRESH_REGISTRATION_S = 10.0
 
 
 class DriverFenced(RuntimeError):
@@ -63,13 +88,21 @@ class LeadershipKeeper:
     def __init__(self, log: Log, slots: int, *, failover_s: float = FAILOVER_S,
                  startup_grace_s: float = STARTUP_GRACE_S,
                  topics_every_s: float = TOPICS_EVERY_S,
+                 topic_configs_every_s: float = TOPIC_CONFIGS_EVERY_S,
+                 registrations_every_s: float = REGISTRATIONS_EVERY_S,
+                 hint_every_s: float = HINT_EVERY_S, heartbeat_s: float = HEARTBEAT_S,
                  clock: Callable[[], float] = time.monotonic,
-                 out: Callable[[str], None] = print):
+                 out: Callable[[str], None] = print,
+                 on_publish: Callable[[Assignment], None] | None = None):
         self.log, self.slots = log, slots
         self.registry = BrokerRegistry(log.store)
         self.failover_s, self.startup_grace_s = failover_s, startup_grace_s
-        self.topics_every_s = topics_every_s
+        self.topics_every_s, self.topic_configs_every_s = topics_every_s, topic_configs_every_s
+        self.registrations_every_s, self.hint_every_s = registrations_every_s, hint_every_s
+        self.heartbeat_s = heartbeat_s
         self.clock, self.out = clock, out
+        #: called with each assignment this driver publishes (after it is in the store)
+        self.on_publish = on_publish
         self.epoch = 0
         self.current: Assignment | None = None
         self.started = clock()
@@ -77,6 +110,11 @@ class LeadershipKeeper:
         self.last_up: dict[int, float] = {}
         self._counts: dict[str, int] = {}
         self._counts_at = -1e9
+        #: topic -> when its metadata was last read
+        self._topic_read_at: dict[str, float] = {}
+        self._registrations: dict[int, Any] = {}
+        self._registrations_at = -1e9
+        self._hint_at = -1e9
         self._driver_doc: dict[str, Any] = {}
         self._driver_written = -1e9
 
@@ -113,7 +151,7 @@ class LeadershipKeeper:
         """Publish a new assignment if anything changed; the new one, else None.
         Raises DriverFenced, StoreError."""
         live = self.live(slot_states)
-        registrations = self.registry.gateways()
+        registrations = self._read_registrations()
         urls = self._urls(slot_states, registrations)
         counts = self._partition_counts()
         load = {tp: rate for g in registrations.values() for tp, rate in g.partitions.items()}
@@ -124,13 +162,23 @@ class LeadershipKeeper:
         if c is None or c.driver_epoch != self.epoch or dict(c.partitions) != partitions \
                 or tuple(c.live) != live or dict(c.slots) != urls:
             new = self._publish(live, urls, partitions)
-        else:
+        elif self.clock() - self._hint_at >= self.hint_every_s:
+            self._hint_at = self.clock()
             hint = self.registry.latest()
             if hint is None or hint.name != c.name:  # an old driver's copy won a race
                 self._check_epoch()
                 self.registry.write_latest(c)
         self._heartbeat(slot_states, extra)
+        if new is not None and self.on_publish is not None:
+            self.on_publish(new)
         return new
+
+    def _read_registrations(self) -> dict[int, Any]:
+        """The gateways' registrations, read again every ``registrations_every_s``."""
+        if self.clock() - self._registrations_at >= self.registrations_every_s:
+            self._registrations = self.registry.gateways_of(range(self.slots))
+            self._registrations_at = self.clock()
+        return self._registrations
 
     def _urls(self, slot_states: Sequence[Any], registrations: Mapping[int, Any]
               ) -> dict[int, str | None]:
@@ -142,14 +190,26 @@ class LeadershipKeeper:
         return {s.slot: fresh.get(s.slot) or s.url for s in slot_states}
 
     def _partition_counts(self) -> dict[str, int]:
-        if self.clock() - self._counts_at >= self.topics_every_s:
-            counts = {}
-            for t in self.log.topics():
-                try:
-                    counts[t] = self.log.topic(t, refresh=True).partitions
-                except UnknownTopic:
-                    continue
-            self._counts, self._counts_at = counts, self.clock()
+        """Each topic's partition count: the root listed every ``topics_every_s``, a new
+        name's metadata read at once, a known one's every ``topic_configs_every_s``."""
+        now = self.clock()
+        if now - self._counts_at < self.topics_every_s:
+            return self._counts
+        counts = {}
+        for t in self.log.topic_names():
+            known = self._counts.get(t)
+            if known is not None and now - self._topic_read_at.get(t, -1e9) < \
+                    self.topic_configs_every_s:
+                counts[t] = known
+                continue
+            try:
+                counts[t] = self.log.topic(t, refresh=True).partitions
+            except UnknownTopic:  # a folder without a topic (deleted, or not one)
+                continue
+            self._topic_read_at[t] = now
+        for gone in set(self._topic_read_at) - set(counts):
+            del self._topic_read_at[gone]
+        self._counts, self._counts_at = counts, now
         return self._counts
 
     def _publish(self, live: tuple[int, ...], urls: dict[int, str | None],
@@ -176,7 +236,7 @@ class LeadershipKeeper:
             raise DriverFenced(self.epoch, current)
 
     def _heartbeat(self, slot_states: Sequence[Any], extra: Mapping[str, Any] | None) -> None:
-        if self.clock() - self._driver_written < HEARTBEAT_S:
+        if self.clock() - self._driver_written < self.heartbeat_s:
             return
         self._check_epoch()
         self._driver_doc.update(extra or {})

@@ -38,11 +38,20 @@ raced) and stops: its assignments all sort below the new driver's anyway.
 Old assignments are pruned, the newest ``ASSIGNMENTS_KEPT`` stay.
 
 Finding the greatest name takes a listing, which object stores charge ten times a
-read for; gateways look several times a second. So after each assignment the
-driver also replaces ``_brokers/assignment.json`` with a copy
-(:meth:`BrokerRegistry.latest`, one read), and gateways list only every few
-seconds, to catch a copy an old driver overwrote in a race (they never go back to
-a smaller name, and the driver puts its own copy back at its next tick).
+read for. So after each assignment the driver also replaces
+``_brokers/assignment.json`` with a copy (:meth:`BrokerRegistry.latest`), tells the
+live gateways the new name over HTTP (they read that document by its name), and
+gateways list only about once a minute, to catch a copy an old driver overwrote in
+a race (they never go back to a smaller name, and the driver puts its own copy
+back when it next checks it).
+
+**Polling cheaply.** Whoever follows a document that is replaced in place
+(``driver.json``, ``gateways/<slot>.json``, ``assignment.json``) reads it with
+``Store.read_if_changed`` against the version it last saw (S3: a GET with
+``If-None-Match``, answered 304 without a body; HDFS: the file's status, then the
+file only if it changed), and a writer remembers the tag of what it wrote, so
+"is my document still mine?" costs no download. Nobody lists ``gateways/``: the
+slots are numbered, so each is read by its name.
 
 A partition not in the assignment (a topic created since) is led by
 :func:`fallback_slot` over the live slots, a function every process computes
@@ -59,6 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -261,54 +271,67 @@ def _even_out(owners: dict[str, list[int]], topics: list[str], slots: list[int],
 
 
 class BrokerRegistry:
-    """Reads and writes the ``_brokers/`` documents of one store (see the module doc)."""
+    """Reads and writes the ``_brokers/`` documents of one store (see the module doc).
+
+    Thread-safe. Remembers the version (tag) of each document it last read or wrote,
+    so reading it again is a conditional read (``Store.read_if_changed``)."""
 
     def __init__(self, store: Store):
         self.store = store
+        #: path -> (tag, parsed document) of the version last read or written here
+        self._seen: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        self._seen_lock = threading.Lock()
 
     # -- driver -------------------------------------------------------------------
     def driver(self) -> dict[str, Any] | None:
-        return self._read_json(DRIVER)
+        return self._follow_json(DRIVER)
 
     def claim_driver(self, doc: Mapping[str, Any]) -> int:
         """Become the application's driver: write ``doc`` with the next driver epoch,
         which is returned (an older driver stops when it sees it)."""
         current = self.driver() or {}
         epoch = int(current.get("driver_epoch", 0)) + 1
-        self.store.put_replace(DRIVER, json.dumps({**doc, "driver_epoch": epoch}).encode())
+        self._write_json(DRIVER, {**doc, "driver_epoch": epoch})
         return epoch
 
     def write_driver(self, doc: Mapping[str, Any]) -> None:
         """Replace the driver document (its heartbeat); the caller keeps its epoch in it."""
-        self.store.put_replace(DRIVER, json.dumps(dict(doc)).encode())
+        self._write_json(DRIVER, dict(doc))
 
     # -- gateways -----------------------------------------------------------------
     def gateways(self) -> dict[int, GatewayInfo]:
-        """Every slot's registration (unreadable documents are skipped)."""
-        out: dict[int, GatewayInfo] = {}
+        """Every slot's registration, found by listing (unreadable documents are
+        skipped). The driver knows its slots and uses :meth:`gateways_of` instead."""
+        slots = []
         for f in self.store.list(GATEWAYS_FOLDER):
-            if not f.name.endswith(".json"):
-                continue
-            doc = self._read_json(f"{GATEWAYS_FOLDER}/{f.name}")
-            try:
-                info = GatewayInfo.from_json(doc) if doc else None
-            except (TypeError, ValueError, KeyError):
-                continue
+            stem = f.name[:-len(".json")] if f.name.endswith(".json") else ""
+            if stem.isdigit():
+                slots.append(int(stem))
+        return self.gateways_of(slots)
+
+    def gateways_of(self, slots: Iterable[int]) -> dict[int, GatewayInfo]:
+        """The registrations of ``slots``, each by its name and a conditional read: no
+        listing, no download of a document unchanged since the last call."""
+        out: dict[int, GatewayInfo] = {}
+        for slot in slots:
+            info = self.gateway(slot)
             if info is not None:
                 out[info.slot] = info
         return out
 
     def gateway(self, slot: int) -> GatewayInfo | None:
-        doc = self._read_json(f"{GATEWAYS_FOLDER}/{slot}.json")
-        return GatewayInfo.from_json(doc) if doc else None
+        doc = self._follow_json(f"{GATEWAYS_FOLDER}/{slot}.json")
+        try:
+            return GatewayInfo.from_json(doc) if doc else None
+        except (TypeError, ValueError, KeyError):
+            return None
 
     def next_gateway_epoch(self, slot: int) -> int:
         current = self.gateway(slot)
         return current.epoch + 1 if current is not None else 1
 
     def write_gateway(self, info: GatewayInfo) -> None:
-        self.store.put_replace(f"{GATEWAYS_FOLDER}/{info.slot}.json",
-                               json.dumps(info.to_json()).encode())
+        self._write_json(f"{GATEWAYS_FOLDER}/{info.slot}.json", info.to_json())
 
     # -- assignments --------------------------------------------------------------
     def _assignment_names(self) -> list[str]:
@@ -316,37 +339,80 @@ class BrokerRegistry:
                       if f.name.endswith(".json") and not f.name.startswith("."))
 
     def assignment(self) -> Assignment | None:
-        """The current assignment: the greatest name (None before the first)."""
+        """The current assignment: the greatest name (None before the first). One
+        listing: object stores charge it as ten reads, so followers call it rarely."""
         for name in reversed(self._assignment_names()):
             doc = self._read_json(f"{ASSIGNMENTS_FOLDER}/{name}")
             if doc is not None:  # pruned between the listing and the read: take the next
                 return Assignment.from_json(doc)
         return None
 
+    def assignment_named(self, name: str) -> Assignment | None:
+        """The assignment document ``name`` (``assignment_name``), None if absent, pruned
+        or unreadable. Assignments never change once written: one plain read."""
+        doc = self._read_json(f"{ASSIGNMENTS_FOLDER}/{name}")
+        try:
+            return Assignment.from_json(doc) if doc else None
+        except (TypeError, ValueError, KeyError):
+            return None
+
     def latest(self) -> Assignment | None:
-        """The copy of the newest assignment (one read, no listing): a hint, which an old
-        driver racing a new one may have overwritten with a smaller name."""
-        doc = self._read_json(LATEST)
+        """The copy of the newest assignment (a conditional read, no listing): a hint,
+        which an old driver racing a new one may have overwritten with a smaller name."""
+        doc = self._follow_json(LATEST)
         try:
             return Assignment.from_json(doc) if doc else None
         except (TypeError, ValueError, KeyError):
             return None
 
     def write_latest(self, assignment: Assignment) -> None:
-        self.store.put_replace(LATEST, json.dumps(assignment.to_json()).encode())
+        self._write_json(LATEST, assignment.to_json())
 
     def publish(self, assignment: Assignment) -> bool:
         """Write a new assignment (and its copy, :meth:`latest`); False if that name
         exists (another driver won it)."""
-        data = json.dumps(assignment.to_json()).encode()
-        ok = self.store.put_exclusive(f"{ASSIGNMENTS_FOLDER}/{assignment.name}", data)
+        doc = assignment.to_json()
+        ok = self.store.put_exclusive(f"{ASSIGNMENTS_FOLDER}/{assignment.name}",
+                                      json.dumps(doc).encode())
         if ok:
-            self.store.put_replace(LATEST, data)
+            self._write_json(LATEST, doc)
             names = self._assignment_names()
             stale = names[:-ASSIGNMENTS_KEPT]
             if stale:
                 self.store.delete([f"{ASSIGNMENTS_FOLDER}/{n}" for n in stale])
         return ok
+
+    # -- documents ----------------------------------------------------------------
+    def _write_json(self, path: str, doc: Mapping[str, Any]) -> None:
+        tag = self.store.put_replace(path, json.dumps(doc).encode())
+        with self._seen_lock:
+            if tag:  # reading it back is a 304 until someone else replaces it
+                self._seen[path] = (tag, json.loads(json.dumps(doc)))
+            else:
+                self._seen.pop(path, None)
+
+    def _follow_json(self, path: str) -> dict[str, Any] | None:
+        """``path``'s document by a conditional read against the version last seen here
+        (a copy: callers may keep it); None if absent or not JSON."""
+        with self._seen_lock:
+            tag, doc = self._seen.get(path, (None, None))
+        try:
+            data, new_tag = self.store.read_if_changed(path, tag)
+        except FileNotFoundError:
+            with self._seen_lock:
+                self._seen.pop(path, None)
+            return None
+        if data is not None:
+            try:
+                doc = json.loads(data)
+            except ValueError:  # a torn or foreign file: treated as absent
+                doc = None
+            if not isinstance(doc, dict):
+                doc = None
+            with self._seen_lock:
+                if new_tag:
+                    self._seen[path] = (new_tag, doc)
+        return json.loads(json.dumps(doc)) if doc is not None else None
 
     def _read_json(self, path: str) -> dict[str, Any] | None:
         try:

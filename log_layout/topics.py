@@ -136,6 +136,20 @@ class Log:
         """Names of all topics, sorted."""
         return sorted(name for name in self.store.list_folders("") if self._has_meta(name))
 
+    def topic_names(self) -> list[str]:
+        """Names of the folders that may hold a topic, sorted: one listing, without
+        :meth:`topics`' read of each one's metadata (a poller reads only the new
+        names; a folder a deleted topic left behind is named too, and ``topic()``
+        raises UnknownTopic for it)."""
+        out = []
+        for name in self.store.list_folders(""):
+            try:
+                paths.topic_meta(name)  # refuses the store's own names
+            except ValueError:
+                continue
+            out.append(name)
+        return sorted(out)
+
     def _has_meta(self, name: str) -> bool:
         try:
             meta = paths.topic_meta(name)  # refuses the store's own names (InvalidTopicName)

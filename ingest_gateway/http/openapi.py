@@ -186,8 +186,11 @@ def _admin_paths() -> dict[str, Any]:
 def _operations_paths() -> dict[str, Any]:
     """Liveness, readiness, metrics."""
     return {
-        "/healthz": {"get": {"summary": "liveness", "responses": {"200": _resp("alive", {
-            "type": "object"})}}},
+        "/healthz": {"get": {"summary": "liveness", "parameters": [{
+            "name": "assignment", "in": "query", "required": False, "schema": {"type": "string"},
+            "description": "the broker application's driver names the newest assignment: a "
+                           "gateway slot that has not seen it reads it now"}],
+            "responses": {"200": _resp("alive", {"type": "object"})}}},
         "/readyz": {"get": {"summary": "readiness", "responses": {
             "200": _resp("ready", {"type": "object"}), **_errors(503)}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {

@@ -60,6 +60,10 @@ DEFAULT_TIMEOUT_MS = 60_000
 #: transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s; shorter here
 #: because a check is one listing of the transaction log)
 ABORT_CHECK_S = 1.0
+#: the same in a slot of the broker application, where one slot at a time does it (the
+#: slot coordinating ClusterMember.TIMEOUTS_OWNER): Kafka's 10 s, a LIST of the store
+#: each time (issue 33: an idle application's store requests)
+CLUSTER_ABORT_CHECK_S = 10.0
 #: at most this many partitions or offsets in one call (a body is bounded anyway)
 MAX_ITEMS = 10_000
 _INT64 = 2**63 - 1
@@ -219,14 +223,16 @@ async def list_transactions(request: Request) -> Response:
 
 
 class TimeoutAborter:
-    """Calls ``abort_expired`` every ABORT_CHECK_S on the batcher's pool, from
-    :meth:`start` to :meth:`stop` (the app's lifespan). Several gateways may run one
-    each: the coordinator's exclusive versions let one abort win."""
+    """Calls ``abort_expired`` every ``interval_s`` on the batcher's pool, from
+    :meth:`start` to :meth:`stop` (the app's lifespan), in rounds where ``should_run()``
+    says so (default: every round). Several gateways may run one each: the
+    coordinator's exclusive versions let one abort win."""
 
     def __init__(self, batcher: Any, log_: Any, now_ms: Any = None,
-                 interval_s: float = ABORT_CHECK_S):
+                 interval_s: float = ABORT_CHECK_S, should_run: Any = None):
         self.batcher, self.log, self.interval_s = batcher, log_, interval_s
         self.now_ms = now_ms or wall_clock_ms
+        self.should_run = should_run or (lambda: True)
         self._task: asyncio.Task | None = None
 
     def start(self) -> "TimeoutAborter":
@@ -236,6 +242,8 @@ class TimeoutAborter:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
+            if not self.should_run():
+                continue
             try:
                 aborted = await self.batcher.run_blocking(transactions.abort_expired, self.log,
                                                           self.now_ms())

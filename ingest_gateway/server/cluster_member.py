@@ -10,8 +10,11 @@ A gateway started with ``gateway.broker.id`` = N is slot N of the application
   driver balances on it), the leader epoch of each partition it writes, and its
   Kafka listener's address once that listens (``kafka_address``), so every slot's
   Kafka Metadata can name it.
-* **Leadership.** Every ``REFRESH_S`` it reads the current assignment (its copy;
-  the listing every ``LIST_EVERY_S``, ``log_layout.brokers``). Partitions
+* **Leadership.** The driver tells it each new assignment's name as soon as it is
+  written (``/healthz?assignment=<name>``, :meth:`ClusterMember.hint`): it reads that
+  document by its name, one read. Besides, every ``REFRESH_S`` it checks the copy of
+  the newest assignment by a conditional read (a 304 while unchanged), and lists the
+  assignments every ``LIST_EVERY_S`` (``log_layout.brokers``). Partitions
   newly given to it are claimed at once (``Batcher.lead``: a manifest commit with
   a higher leader epoch), not at their first record: a claim is what fences the
   previous leader, and a zombie (a frozen gateway that wakes up) must meet the
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -47,12 +51,18 @@ from log_layout.brokers import Assignment, BrokerRegistry, GatewayInfo, tp_key
 
 log = logging.getLogger("sparklog.gateway")
 
-#: how often the assignment is read (a move or a failover is seen within this)
-REFRESH_S = 0.25
-#: how often the gateway's own document is written and its slot checked
-HEARTBEAT_S = 1.0
-#: how often the assignments are listed (the copy is read at every refresh: one read)
-LIST_EVERY_S = 5.0
+#: how often the copy of the newest assignment is checked, should the driver's word
+#: (hint) not arrive: a conditional read, a 304 while nothing changed
+REFRESH_S = 1.0
+#: how often the gateway's own document is written and its slot checked (the driver
+#: reads it as often; it trusts one for FRESH_REGISTRATION_S, 10 s)
+HEARTBEAT_S = 2.0
+#: how often the assignments are listed (a LIST: object stores bill it as ten reads)
+LIST_EVERY_S = 60.0
+#: hinted reads in flight at most (anyone may probe /healthz with a name)
+MAX_HINTED_READS = 4
+#: an assignment document's name (log_layout.brokers.assignment_name)
+_ASSIGNMENT_NAME = re.compile(r"[0-9]{10}-[0-9]{10}\.json")
 
 
 class ClusterMember:
@@ -76,7 +86,9 @@ class ClusterMember:
         self.kafka_address: tuple[str, int] | None = None
         self._task: asyncio.Task | None = None
         self._last_heartbeat = 0.0
-        self._last_listing = 0.0
+        self._last_listing = time.monotonic()  # start() has just read the newest
+        #: the names hinted reads are fetching (a few at a time: /healthz is open to all)
+        self._hinted: set[str] = set()
         #: the counters at the last registration (the rates are their growth since)
         self._bytes_seen: dict[tuple[str, int], int] = {}
         self._records_seen: dict[tuple[str, int], int] = {}
@@ -116,6 +128,15 @@ class ClusterMember:
         a = self.assignment
         return a is not None and not self.replaced and a.coordinator_slot(group) == self.slot
 
+    #: the slot coordinating this name (as a group) aborts timed-out transactions
+    TIMEOUTS_OWNER = "__sparklog_transaction_timeouts"
+
+    def owns_transaction_timeouts(self) -> bool:
+        """Whether this slot aborts the store's timed-out transactions now: one slot at a
+        time (each round lists the store), moving with the assignment as a group
+        coordinator does."""
+        return self.is_coordinator(self.TIMEOUTS_OWNER)
+
     def check_coordinator(self, group: str) -> None:
         """Raise NotCoordinator (with the coordinator's address) unless it is this one."""
         if not self.is_coordinator(group):
@@ -133,7 +154,11 @@ class ClusterMember:
         self._last_heartbeat = time.monotonic()
         log.info("gateway %s is slot %d epoch %d at %s", self.gateway_id, self.slot, self.epoch,
                  self.url)
-        await self.refresh()
+        # the authoritative newest (a listing) once at start; the copy from then on
+        a = await self.batcher.run_blocking(self.registry.assignment)
+        self._last_listing = time.monotonic()
+        if a is not None:
+            self._adopt(a)
         self._task = asyncio.create_task(self._follow(), name="sparklog-cluster-member")
 
     async def stop(self) -> None:
@@ -169,11 +194,39 @@ class ClusterMember:
             a = await run(self.registry.assignment)  # the listing: authoritative
             self._last_listing = time.monotonic()
         else:
-            a = await run(self.registry.latest)  # the copy: one read
-        if a is None or (self.assignment is not None and a.name == self.assignment.name):
+            a = await run(self.registry.latest)  # the copy: a conditional read
+        if a is not None:
+            self._adopt(a)
+
+    def hint(self, name: str) -> None:
+        """The driver says assignment ``name`` is written: read it now, by its name, if
+        it is newer than ours (on the loop; the read runs on the batcher's pool). Names
+        that are not assignment names, or not newer, are ignored."""
+        if not isinstance(name, str) or not _ASSIGNMENT_NAME.fullmatch(name) or self.replaced:
             return
-        if self.assignment is not None and a.name < self.assignment.name:
-            return  # never go back to an older decision (a lagging listing)
+        current = self.assignment
+        if (current is not None and name <= current.name) or name in self._hinted or \
+                len(self._hinted) >= MAX_HINTED_READS:
+            return
+        self._hinted.add(name)
+        asyncio.create_task(self._read_hinted(name))
+
+    async def _read_hinted(self, name: str) -> None:
+        try:
+            a = await self.batcher.run_blocking(self.registry.assignment_named, name)
+        except Exception:  # the periodic refresh reads it anyway
+            log.warning("reading assignment %s failed", name, exc_info=True)
+            a = None
+        finally:
+            self._hinted.discard(name)
+        if a is not None and not self.replaced:
+            self._adopt(a)
+
+    def _adopt(self, a: Assignment) -> None:
+        """Apply ``a`` if it is newer than ours (no await in between: two reads racing
+        can never apply an older one after a newer one)."""
+        if self.assignment is not None and a.name <= self.assignment.name:
+            return  # never go back to an older decision (a lagging listing or copy)
         before = self.assignment
         self.assignment = a
         self._apply(before, a)

@@ -34,7 +34,8 @@ def slots(*up: bool) -> list[SlotState]:
 
 def keeper(log, clock, n=3, **kw) -> LeadershipKeeper:
     k = LeadershipKeeper(log, n, clock=clock, out=lambda line: None, startup_grace_s=10,
-                         failover_s=3, topics_every_s=0, **kw)
+                         failover_s=3, topics_every_s=0, topic_configs_every_s=0,
+                         registrations_every_s=0, hint_every_s=0, **kw)
     k.start({"application": "app-test"})
     return k
 
