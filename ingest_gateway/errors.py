@@ -2,7 +2,7 @@
 
 Each carries its facts as attributes and reads as a sentence; ``code`` is the
 machine-readable name the gateway puts beside the numeric REST-Proxy-style
-``error_code`` (the one table: ``ingest_gateway.http.errors.ERRORS``). The
+``error_code`` (the one table: ``ingest_gateway.error_table``). The
 consumer-group errors are raised by the coordinator and, read back from a
 gateway's answer, by the clients; the last section holds the clients' own. A
 client process loads this module, so it holds no server code.

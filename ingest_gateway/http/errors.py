@@ -1,6 +1,6 @@
-"""THE error table of the gateway's HTTP API: every typed error -> HTTP status and error code.
+"""The gateway's HTTP errors: status and JSON body of every typed error.
 
-Built once, here, and never changed (a read-only mapping): every route, the
+From the gateway's one error table (``ingest_gateway.error_table``): every route, the
 raw produce endpoint and the HTTP protocol's own answers (timeouts, too many
 connections) take status and body from :func:`status_of` / :func:`error_body`.
 The body is ``{"error_code": 40401, "message": "...", "error": "unknown_topic"}``
@@ -18,101 +18,24 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from conf.errors import ConfigError, SparklogError
-from conf.topic import InvalidTopicName
-from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatch, FlushFailed,
-                                   GroupFieldTooLong, SubscriptionConflict, UnknownBroker,
-                                   UnknownTopicConfig,
-                                   IllegalGeneration, InconsistentGroupProtocol,
-                                   InvalidCommitOffset, InvalidGroupId, InvalidKey,
-                                   InvalidSessionTimeout, InvalidValue, MissingKey,
-                                   NotAuthenticated, NotAuthorized,
-                                   NotCoordinator, NotLeader, PartitionNotAssigned,
-                                   RebalanceInProgress, RecordNotJson,
-                                   RequestTimeout, RequestTooLarge, ShuttingDown,
-                                   TooManyConnections, UnknownCluster, UnknownConsumerInstance,
-                                   UnknownGroup, UnknownMemberId, UnknownTransactionalId,
-                                   UnsupportedContentType)
-from log_layout import (CorruptManifest, CorruptSegment, Fenced, InvalidProducerEpoch,
-                        InvalidRecords, InvalidTxnState, MaintenanceConflict, OffsetOutOfRange,
-                        ProducerFenced,
-                        OutOfOrderSequence, RecordTooLarge, StoreError, TopicExists,
-                        UnknownPartition, UnknownTopic)
-from log_layout.errors import InvalidAcl
+from ingest_gateway.error_table import TABLE, answer_of
+from ingest_gateway.errors import (BufferFull, FlushFailed, NotAuthenticated, NotAuthorized,
+                                   NotCoordinator, NotLeader, ShuttingDown, TooManyConnections)
+from log_layout import Fenced, InvalidTxnState, OutOfOrderSequence, ProducerFenced
 
-#: error class -> (HTTP status, REST Proxy style error_code). Looked up along the MRO,
-#: so the most specific class wins. Codes follow the REST Proxy where it has one
-#: (40401 unknown topic, 40402 unknown partition, 42201/42202 bad key/value).
-ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.MappingProxyType({
-    UnknownTopic: (404, 40401),
-    UnknownPartition: (404, 40402),
-    UnknownCluster: (404, 40403),
-    OffsetOutOfRange: (416, 41601),
-    InvalidKey: (422, 42201),
-    InvalidValue: (422, 42202),
-    InvalidRecords: (422, 42203),
-    MissingKey: (422, 42204),
-    BadRequest: (400, 40001),
-    TopicExists: (400, 40002),
-    InvalidTopicName: (400, 40003),
-    ConfigError: (400, 40004),
-    # REST Proxy's code for a request Kafka refuses as invalid (its spec documents it
-    # for an ACL naming the cluster wrongly); the message names the field
-    InvalidAcl: (400, 40002),
-    OutOfOrderSequence: (409, 40901),
-    InvalidProducerEpoch: (409, 40902),
-    MaintenanceConflict: (409, 40903),
-    RequestTimeout: (408, 40801),
-    RecordTooLarge: (413, 41301),
-    RequestTooLarge: (413, 41302),
-    UnsupportedContentType: (415, 41501),
-    BufferFull: (429, 42901),
-    NotLeader: (503, 50301),
-    NotCoordinator: (503, 50305),
-    Fenced: (503, 50301),
-    FlushFailed: (503, 50302),
-    ShuttingDown: (503, 50303),
-    TooManyConnections: (503, 50304),
-    StoreError: (500, 50002),
-    CorruptManifest: (500, 50003),
-    CorruptSegment: (500, 50004),
-    # consumer groups and fetches
-    UnknownMemberId: (404, 40403),  # REST Proxy: consumer instance not found
-    UnknownConsumerInstance: (404, 40403),
-    UnknownGroup: (404, 40404),
-    IllegalGeneration: (409, 40911),
-    RebalanceInProgress: (409, 40912),
-    PartitionNotAssigned: (409, 40913),
-    InconsistentGroupProtocol: (409, 40914),
-    InvalidGroupId: (400, 40011),
-    InvalidCommitOffset: (400, 40012),
-    InvalidSessionTimeout: (400, 40013),  # Kafka: INVALID_SESSION_TIMEOUT (26)
-    GroupFieldTooLong: (400, 40014),
-    RecordNotJson: (422, 42206),  # Kafka: RecordDeserializationException
-    ConsumerFormatMismatch: (406, 40601),  # REST Proxy's code and status
-    SubscriptionConflict: (409, 40903),  # REST Proxy's code and status
-    UnknownTopicConfig: (404, 40405),
-    UnknownBroker: (404, 40406),
-    NotAuthenticated: (401, 40101),  # REST Proxy's authentication error
-    NotAuthorized: (403, 40301),  # REST Proxy's authorization error
-    # transactions (v3_transactions): a conflict with the id's state or newer producer,
-    # not a malformed request, so 409 (Kafka: PRODUCER_FENCED, INVALID_TXN_STATE)
-    ProducerFenced: (409, 40915),
-    InvalidTxnState: (409, 40916),
-    UnknownTransactionalId: (404, 40407),  # Kafka: TRANSACTIONAL_ID_NOT_FOUND
-    SparklogError: (500, 50001),
-})
+#: error class -> (HTTP status, REST Proxy style error_code): the HTTP columns of the
+#: gateway's one error table (``ingest_gateway.error_table``)
+ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.MappingProxyType(
+    {cls: (a.http_status, a.rest_code) for cls, a in TABLE.items()})
 #: errors a client may retry unchanged (idempotently)
 RETRIABLE = (BufferFull, NotLeader, NotCoordinator, Fenced, FlushFailed, ShuttingDown,
              TooManyConnections)
 
 
 def status_of(exc: BaseException) -> tuple[int, int]:
-    """(HTTP status, error code) of ``exc``: its most specific class in ERRORS."""
-    for cls in type(exc).__mro__:
-        if cls in ERRORS:
-            return ERRORS[cls]
-    return 500, 50001
+    """(HTTP status, error code) of ``exc``: its most specific class in the table."""
+    answer = answer_of(exc)
+    return answer.http_status, answer.rest_code
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:

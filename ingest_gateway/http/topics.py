@@ -34,7 +34,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-import conf
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownBroker, UnknownCluster
 from ingest_gateway.http.access import require_create, require_idempotent_producer, visible

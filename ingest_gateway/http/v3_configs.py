@@ -28,8 +28,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-import conf
-from conf.errors import ConfigError
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownTopicConfig
 from ingest_gateway.http.access import allowed

@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
@@ -44,7 +46,8 @@ OFFERED: dict[int, tuple[int, int]] = {
     API_OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
 
-FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 76
+FENCED_LEADER_EPOCH = ErrorCode.fenced_leader_epoch
+UNKNOWN_LEADER_EPOCH = ErrorCode.unknown_leader_epoch
 #: Kafka's answer for an epoch it cannot place
 UNDEFINED = (-1, -1)
 

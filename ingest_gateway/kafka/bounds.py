@@ -38,7 +38,7 @@ import functools
 import struct
 from collections.abc import Callable
 
-from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveField,
+from kio.serial._introspect import (EntityField, PrimitiveField,
                                     PrimitiveTupleField, classify_field, get_field_tag,
                                     get_schema_field_type, is_optional)
 

@@ -61,7 +61,6 @@ log = logging.getLogger("sparklog.gateway.kafka")
 #: records one fetch reads at most (the answer is bounded by max_bytes too)
 MAX_FETCH_RECORDS = 100_000
 EARLIEST, LATEST = -2, -1
-UNKNOWN_TOPIC_ID = 100
 #: per broker, topic id -> name as last found (checked again on every use)
 _NAMES: "weakref.WeakKeyDictionary[Broker, dict[uuid.UUID, str]]" = weakref.WeakKeyDictionary()
 
@@ -128,7 +127,7 @@ async def _asked(broker: Broker, head: Header, req: Any
     ids = {found.get(t.topic_id, f"?{t.topic_id}"): t.topic_id for t in req.topics}
     asked = [(found.get(t.topic_id, f"?{t.topic_id}"), p.partition, p.fetch_offset)
              for t in req.topics for p in t.partitions]
-    return asked, ids, {(t, p): UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}
+    return asked, ids, {(t, p): codes.UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}
 
 
 async def fetch(broker: Broker, head: Header, req: Any) -> Any:

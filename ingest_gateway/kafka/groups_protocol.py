@@ -20,56 +20,29 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Iterable, Sequence
-from types import MappingProxyType
+
+from kio.schema.errors import ErrorCode
 
 from conf.errors import SparklogError
-from ingest_gateway.errors import (FencedInstanceId, GroupFieldTooLong, IllegalGeneration,
-                                   InconsistentGroupProtocol, InvalidCommitOffset,
-                                   InvalidGroupId, InvalidSessionTimeout, NotCoordinator,
-                                   PartitionNotAssigned, RebalanceInProgress, UnknownGroup,
-                                   UnknownMemberId)
+from ingest_gateway.errors import GroupFieldTooLong
 from ingest_gateway.kafka import codes
 
-OFFSET_METADATA_TOO_LARGE = 12
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-GROUP_ID_NOT_FOUND = 69
-FENCED_INSTANCE_ID = 82
-
-#: sparklog's group errors -> Kafka's codes (the rest: ``codes.code_of``)
-GROUP_CODES = MappingProxyType({
-    NotCoordinator: NOT_COORDINATOR,
-    FencedInstanceId: FENCED_INSTANCE_ID,  # before UnknownMemberId, its base
-    UnknownMemberId: UNKNOWN_MEMBER_ID,
-    IllegalGeneration: ILLEGAL_GENERATION,
-    # a commit for a partition the member does not own in this generation: it missed a
-    # rebalance, and ILLEGAL_GENERATION makes every client rejoin
-    PartitionNotAssigned: ILLEGAL_GENERATION,
-    RebalanceInProgress: REBALANCE_IN_PROGRESS,
-    InconsistentGroupProtocol: INCONSISTENT_GROUP_PROTOCOL,
-    InvalidSessionTimeout: INVALID_SESSION_TIMEOUT,
-    InvalidGroupId: INVALID_GROUP_ID,
-    UnknownGroup: GROUP_ID_NOT_FOUND,
-    # negative or past the high watermark (Kafka itself takes any offset)
-    InvalidCommitOffset: codes.OFFSET_OUT_OF_RANGE,
-})
+OFFSET_METADATA_TOO_LARGE = ErrorCode.offset_metadata_too_large
+COORDINATOR_NOT_AVAILABLE = ErrorCode.coordinator_not_available
+NOT_COORDINATOR = ErrorCode.not_coordinator
+ILLEGAL_GENERATION = ErrorCode.illegal_generation
+INCONSISTENT_GROUP_PROTOCOL = ErrorCode.inconsistent_group_protocol
+INVALID_GROUP_ID = ErrorCode.invalid_group_id
+REBALANCE_IN_PROGRESS = ErrorCode.rebalance_in_progress
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
 
 def code_of(exc: BaseException) -> int:
-    """Kafka's code for a group operation's error."""
-    if isinstance(exc, GroupFieldTooLong):
-        return OFFSET_METADATA_TOO_LARGE if exc.name == "metadata" else codes.INVALID_REQUEST
-    for cls, code in GROUP_CODES.items():
-        if isinstance(exc, cls):
-            return code
+    """Kafka's code for a group operation's error (the group errors' codes are in the
+    gateway's error table, ``codes.code_of``)."""
+    if isinstance(exc, GroupFieldTooLong) and exc.name == "metadata":
+        return OFFSET_METADATA_TOO_LARGE
     if isinstance(exc, ValueError) and not isinstance(exc, SparklogError):
         return codes.INVALID_REQUEST  # the coordinator's plain ValueErrors: bad arguments
     return codes.code_of(exc)

@@ -28,16 +28,16 @@ import time
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
 
 from conf.errors import ConfigError
 from ingest_gateway.errors import NotAuthenticated
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make
 from ingest_gateway.security.authentication import LEEWAY_S, PasswordFile, _password_file
 
-# Kafka's error codes of SASL (Errors.java)
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
+UNSUPPORTED_SASL_MECHANISM = ErrorCode.unsupported_sasl_mechanism
+ILLEGAL_SASL_STATE = ErrorCode.illegal_sasl_state
+SASL_AUTHENTICATION_FAILED = ErrorCode.sasl_authentication_failed
 
 API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE = 17, 36
 #: APIs served before a SASL login (ApiVersions, the SASL ones)

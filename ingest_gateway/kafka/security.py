@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from conf.errors import ConfigError
+from ingest_gateway.kafka.codes import AUTHORIZATION_FAILED
 from ingest_gateway.kafka.sasl import API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, Login, Who
 from ingest_gateway.security import ANONYMOUS
 from ingest_gateway.security.authentication import subject_dn
@@ -45,15 +46,12 @@ from log_layout.acls import CLUSTER_NAME
 
 SCHEMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
-# Kafka's error codes of authorization (Errors.java)
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 #: Kafka's error code of a denial, by the type of the resource refused
-CODES = {"Topic": TOPIC_AUTHORIZATION_FAILED, "Group": GROUP_AUTHORIZATION_FAILED,
-         "Cluster": CLUSTER_AUTHORIZATION_FAILED,
-         "TransactionalId": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+CODES = AUTHORIZATION_FAILED
+TOPIC_AUTHORIZATION_FAILED = CODES["Topic"]
+GROUP_AUTHORIZATION_FAILED = CODES["Group"]
+CLUSTER_AUTHORIZATION_FAILED = CODES["Cluster"]
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = CODES["TransactionalId"]
 
 #: the SASL APIs' versions offered on SASL listeners (SaslHandshake v0 would be
 #: followed by raw, unframed SASL tokens: not served; every current client uses v1)

@@ -44,6 +44,8 @@ import functools
 import logging
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from conf.topic import InvalidTopicName, validate_topic_name
 from ingest_gateway.client.group_protocol import validate_group_id
 from ingest_gateway.errors import FlushFailed, InvalidGroupId
@@ -63,12 +65,12 @@ log = logging.getLogger("sparklog.gateway.kafka")
 API_FIND_COORDINATOR, API_INIT_PRODUCER_ID = 10, 22
 API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN, API_TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
-COORDINATOR_NOT_AVAILABLE = 15
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-OPERATION_NOT_ATTEMPTED = 55
+COORDINATOR_NOT_AVAILABLE = ErrorCode.coordinator_not_available
+INVALID_TXN_STATE = ErrorCode.invalid_txn_state
+INVALID_PRODUCER_ID_MAPPING = ErrorCode.invalid_producer_id_mapping
+INVALID_TRANSACTION_TIMEOUT = ErrorCode.invalid_transaction_timeout
+CONCURRENT_TRANSACTIONS = ErrorCode.concurrent_transactions
+OPERATION_NOT_ATTEMPTED = ErrorCode.operation_not_attempted
 KEY_TYPE_TRANSACTION = 1
 
 #: api key -> (min, max) version offered (AddPartitionsToTxn v4+ is broker-to-broker)

@@ -105,7 +105,7 @@ def test_offset_for_leader_epoch_answers_each_epochs_end(kafka_gateway, kafka_lo
                    (e3 + 1, -1)) == [(0, e3, 9), (0, e2, 5), (0, e1, 3), (0, base, 0),
                                      (0, -1, -1)]
     assert _epochs(kafka_gateway, topic, (e2, e2), (e2, e3 + 1), (e2, e3)) == \
-        [(74, -1, -1), (76, -1, -1), (0, e2, 5)]  # FENCED, UNKNOWN_LEADER_EPOCH, fine
+        [(74, -1, -1), (75, -1, -1), (0, e2, 5)]  # FENCED, UNKNOWN_LEADER_EPOCH, fine
     assert _epochs(kafka_gateway, "no-such-topic", (0, -1))[0][0] == 3
     assert _epochs(kafka_gateway, topic, (0, -1), partition=7)[0][0] == 3
 

@@ -37,15 +37,20 @@ st.register_type_strategy(Records, st.binary(max_size=64))
 def test_every_valid_request_passes(api_key, version):
     cls = load_request_schema(api_key, version)
 
-    @settings(max_examples=15, deadline=None, database=None,
+    def encode(request) -> bytes:
+        buf = io.BytesIO()
+        entity_writer(cls)(buf, request)
+        return buf.getvalue()
+
+    @settings(max_examples=15, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(st.from_type(cls))
     def roundtrip(request):
-        buf = io.BytesIO()
-        entity_writer(cls)(buf, request)
-        data = buf.getvalue()
+        data = encode(request)
         bounds.check_body(cls, data, 0)
-        assert entity_reader(cls)(data, 0)[0] == request
+        # what kio reads back encodes to the same bytes (times are written in whole ms,
+        # so the request itself may not compare equal)
+        assert encode(entity_reader(cls)(data, 0)[0]) == data
 
     roundtrip()
 
