@@ -47,6 +47,15 @@ class InvalidPartitions(ConfigError):
         super().__init__("partitions", count, reason)
 
 
+class InvalidRequiredAcks(BadRequest):
+    """``acks`` other than 0, 1 or -1 (all); Kafka's INVALID_REQUIRED_ACKS (over HTTP a
+    ``malformed_request``, as before it had a class of its own)."""
+
+    def __init__(self, acks: object):
+        self.acks = acks
+        super().__init__(f"acks must be 0, 1 or all (-1), not {acks!r}")
+
+
 class InvalidKey(BadRequest):
     code = "invalid_key"
 

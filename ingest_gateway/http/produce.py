@@ -23,7 +23,7 @@ from typing import Any
 
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
-from ingest_gateway.errors import BadRequest, RequestTooLarge
+from ingest_gateway.errors import BadRequest, InvalidRequiredAcks, RequestTooLarge
 from ingest_gateway.http.errors import refusal, status_of
 from ingest_gateway.http.params import int_param, partition_param, query_dict
 from ingest_gateway.server import codec, codec_arrow, codec_json
@@ -35,13 +35,13 @@ ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
 def parse_acks(raw: str | None) -> int:
     """``0``, ``1`` or ``all``/``-1`` (default) -> 0, 1, -1, exactly as written
-    (no whitespace: Kafka's ``acks`` takes none either); raises BadRequest."""
+    (no whitespace: Kafka's ``acks`` takes none either); raises InvalidRequiredAcks."""
     if raw is None:
         return -1
     try:
         return ACKS[raw]
     except KeyError:
-        raise BadRequest(f"acks must be 0, 1 or all, not {raw!r}") from None
+        raise InvalidRequiredAcks(raw) from None
 
 
 def _sequences(raw: str | None, parts: Sequence[int]) -> dict[int, int] | None:
@@ -173,17 +173,28 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
     assert parsed.positions is not None
     if not failed:
         return codec.V2_RESPONSE_TYPE, v2_offsets_json(parsed.positions, results)
-    by_part = {r.partition: r for r in results}
     offsets = []
-    for p, row in parsed.positions:
-        r = by_part[p]
-        doc: dict[str, Any] = {"partition": p, "offset": None if r.base_offset is None
-                               else r.base_offset + row, "error_code": None, "error": None}
-        if r.error is not None:
-            doc["error_code"], doc["error"] = status_of(r.error)[1], str(r.error)
+    for p, offset, error in record_offsets(parsed.positions, results):
+        doc: dict[str, Any] = {"partition": p, "offset": offset, "error_code": None,
+                               "error": None}
+        if error is not None:
+            doc["error_code"], doc["error"] = status_of(error)[1], str(error)
         offsets.append(doc)
     return codec.V2_RESPONSE_TYPE, {"key_schema_id": None, "value_schema_id": None,
                                     "offsets": offsets}
+
+
+def record_offsets(positions: Sequence[tuple[int, int]], results: Sequence[PartResult]
+                   ) -> list[tuple[int, int | None, SparklogError | None]]:
+    """Per record of a request (its ``Parsed.positions``): its partition, its offset
+    (None at acks=0 or when refused) and the error refusing it."""
+    by_part = {r.partition: r for r in results}
+    out = []
+    for p, row in positions:
+        r = by_part[p]
+        offset = None if r.base_offset is None or r.error is not None else r.base_offset + row
+        out.append((p, offset, r.error))
+    return out
 
 
 def v2_offsets_json(positions: list[tuple[int, int]], results: Sequence[PartResult]) -> bytes:

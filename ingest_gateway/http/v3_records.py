@@ -25,8 +25,9 @@ Data types: ``BINARY`` (base64), ``JSON`` (any JSON value, stored as its compact
 text), ``STRING`` (stored as UTF-8); a key or value that is absent or null is
 null (a null value is a tombstone). Schema Registry types (AVRO, PROTOBUF,
 JSONSCHEMA, schema ids) are refused with 400: sparklog has no Schema Registry.
-Records go through the same path as v2 produce (``produce.produce``, acks=all):
-validated whole before anything is written, then one batch for the request.
+Records go to the same service as v2 produce and Kafka's Produce
+(``Batcher.produce``, acks=all): validated whole before anything is written, then
+one batch for the request.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import datetime
 import json
 from typing import Any
@@ -48,10 +50,10 @@ from ingest_gateway.errors import BadRequest, ControlRequestTooLarge, RequestToo
 from ingest_gateway.http.body import PARSE_INLINE_BYTES, json_depth, read_body
 from ingest_gateway.http.errors import error_body, status_of
 from ingest_gateway.http import v3_stream
-from ingest_gateway.http.produce import produce
+from ingest_gateway.http.produce import record_offsets
 from ingest_gateway.http.topics import batcher_of, check_cluster
 from ingest_gateway.http.v3_stream import DuplexResponse
-from ingest_gateway.server import codec
+from ingest_gateway.server import codec_json
 from log_layout import UnknownPartition
 
 TYPES = ("BINARY", "JSON", "STRING")
@@ -114,18 +116,33 @@ def _timestamp(row: str, raw: Any) -> tuple[int | None, str | None]:
 
 
 def _headers(row: str, raw: Any) -> list[dict[str, Any]] | None:
+    """A record's headers ([{name, value: base64}]) as the segment stores them."""
     if raw is None:
         return None
     if not isinstance(raw, list) or not all(isinstance(h, dict) and isinstance(h.get("name"), str)
                                             for h in raw):
         raise BadRequest(f'{row}: headers must be a list of {{"name", "value"}} objects')
-    return [{"key": h["name"], "value": h.get("value")} for h in raw]
+    try:
+        return codec_json.parse_headers(0, [{"key": h["name"], "value": h.get("value")}
+                                            for h in raw], binary=True)
+    except BadRequest as e:  # named by this record's label, not a v2 row number
+        raise BadRequest(f"{row}: {e.reason.split(': ', 1)[-1]}") from None
 
 
-def _record(row: str, doc: Any, topic: str,
-            partitions: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the v2 binary record, the report's fields known before writing); raises
-    BadRequest or UnknownPartition."""
+@dataclasses.dataclass
+class _Record:
+    """One record read from a v3 body: what is written, and the report's known fields."""
+
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int | None
+    headers: list[dict[str, Any]] | None
+    known: dict[str, Any]
+
+
+def _record(row: str, doc: Any, topic: str, partitions: int) -> _Record:
+    """A v3 record; raises BadRequest or UnknownPartition."""
     if not isinstance(doc, dict):
         raise BadRequest(f"{row}: a record must be a JSON object")
     p = doc.get("partition_id")
@@ -137,11 +154,8 @@ def _record(row: str, doc: Any, topic: str,
     key, key_doc = _data(row, "key", doc.get("key"))
     value, value_doc = _data(row, "value", doc.get("value"))
     ms, stamp = _timestamp(row, doc.get("timestamp"))
-    v2: dict[str, Any] = {
-        "key": None if key is None else base64.b64encode(key).decode("ascii"),
-        "value": None if value is None else base64.b64encode(value).decode("ascii"),
-        "partition": p, "timestamp": ms, "headers": _headers(row, doc.get("headers"))}
-    return v2, {"timestamp": stamp, "key": key_doc, "value": value_doc}
+    return _Record(p, key, value, ms, _headers(row, doc.get("headers")),
+                   {"timestamp": stamp, "key": key_doc, "value": value_doc})
 
 
 def _documents(text: str, max_depth: int) -> list[Any]:
@@ -180,18 +194,24 @@ async def _parse(text: str, max_depth: int) -> list[Any]:
     return await asyncio.to_thread(_documents, text, max_depth)
 
 
-async def _produce(request: Request, topic: str, records: list[dict[str, Any]]) -> list[Any]:
-    """Produce the v2 binary ``records``; per record its offset and partition, or the
-    SparklogError refusing it. Raises what refuses all of them."""
-    body = json.dumps({"records": records}).encode()
-
-    async def read() -> bytes:
-        return body
-
-    _media, doc = await produce(request.app.state, topic, None, codec.BINARY_V2, {}, None, read)
-    if isinstance(doc, bytes):
-        doc = json.loads(doc)
-    return doc["offsets"]
+async def _produce(request: Request, topic: str, partitions: int,
+                   records: list[_Record]) -> list[dict[str, Any]]:
+    """Produce ``records`` at acks=all as one request of the batcher (the same service v2
+    and Kafka's Produce use); per record its partition and offset, or its error."""
+    batcher = batcher_of(request)
+    parsed = codec_json.route_columns(
+        [r.key for r in records], [r.value for r in records],
+        [r.timestamp_ms for r in records], [r.headers for r in records],
+        [r.partition for r in records], topic=topic, partitions=partitions,
+        path_partition=None, sticky=lambda: batcher.sticky.next(topic, partitions))
+    results = await batcher.produce(topic, parsed, acks=-1)
+    out = []
+    for p, offset, error in record_offsets(parsed.positions or [], results):
+        if error is not None:
+            out.append({"error_code": status_of(error)[1], "error": str(error)})
+        else:
+            out.append({"partition": p, "offset": offset})
+    return out
 
 
 def _report(cid: str, topic: str, known: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
@@ -226,9 +246,9 @@ async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list
         except SparklogError as e:
             out[i] = e
     if todo:
-        offsets = await _produce(request, topic, [v2 for v2, _ in todo])
-        for i, (_v2, known), got in zip(where, todo, offsets):
-            out[i] = _report(cid, topic, known, got)
+        offsets = await _produce(request, topic, info.partitions, todo)
+        for i, record, got in zip(where, todo, offsets):
+            out[i] = _report(cid, topic, record.known, got)
     return cid, topic, out
 
 

@@ -37,6 +37,8 @@ from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
+from ingest_gateway.errors import InvalidRequiredAcks
+from ingest_gateway.server.batcher import check_acks
 from ingest_gateway.server.codec import Parsed
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -50,9 +52,23 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
     """The Produce handler of requests without a transactional id; None at acks=0 (no
     answer is sent)."""
     acks = int(req.acks)
+    refused = acks_refusal(head, req)
+    if refused is not None:
+        return refused
     results = await asyncio.gather(*(_partition(broker, t.name, p.index, p.records, acks)
                                      for t in req.topic_data for p in t.partition_data))
     return answer(head, acks, results)
+
+
+def acks_refusal(head: Header, req: Any) -> Any:
+    """The answer to a Produce whose ``acks`` is not 0, 1 or -1: every partition
+    INVALID_REQUIRED_ACKS, nothing written (Kafka's); None for a valid ``acks``."""
+    try:
+        check_acks(int(req.acks))
+    except InvalidRequiredAcks as e:
+        return answer(head, int(req.acks), [(t.name, p.index, codes.code_of(e), -1, str(e))
+                                            for t in req.topic_data for p in t.partition_data])
+    return None
 
 
 def answer(head: Header, acks: int, results: list[Outcome]) -> Any:

@@ -44,6 +44,9 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
     tid = req.transactional_id
     if tid is None:
         return await plain.produce(broker, head, req)
+    refused = plain.acks_refusal(head, req)
+    if refused is not None:
+        return refused
     acks = int(req.acks)
     results = await asyncio.gather(*(
         _partition(broker, tid, t.name, p.index, p.records, acks)

@@ -63,7 +63,8 @@ import pyarrow as pa
 
 from conf.settings import GatewaySettings
 from conf.topic import TopicConfig
-from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
+from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, InvalidRequiredAcks,
+                                   NotLeader, ShuttingDown)
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
 from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
@@ -81,6 +82,11 @@ CommitListener = Callable[[str, int, int], None]
 #: a batch up to this size is written on the event loop itself when the store's commits
 #: are cheap (``Store.cheap_commits``): one-record requests at low load
 INLINE_FLUSH_BYTES = 64 * 1024
+
+def check_acks(acks: int) -> None:
+    """Raises InvalidRequiredAcks unless ``acks`` is 0, 1 or -1 (all), Kafka's values."""
+    if acks not in (0, 1, -1):
+        raise InvalidRequiredAcks(acks)
 
 
 class Batcher:
@@ -215,12 +221,14 @@ class Batcher:
         """Accept a parsed request; per partition, its base offset (None at acks=0).
 
         All checks run before anything is added, so an error leaves nothing
-        behind. Raises ShuttingDown, UnknownTopic, UnknownPartition,
-        RecordTooLarge, MissingKey, BufferFull, BadRequest (sequences),
+        behind. Raises InvalidRequiredAcks (``acks`` not 0, 1 or -1), ShuttingDown,
+        UnknownTopic, UnknownPartition, RecordTooLarge, MissingKey, BufferFull,
+        BadRequest (sequences),
         InvalidProducerEpoch, OutOfOrderSequence, NotLeader; with a
         ``transactional_id`` (``txn_produce``) ProducerFenced, InvalidTxnState. With
         acks=all, a failed flush is reported per partition in ``PartResult.error``.
         """
+        check_acks(acks)
         if self.closing:
             raise ShuttingDown()
         info = await self.topic_info(topic)

@@ -50,7 +50,9 @@ def _utf8(row: int, what: str, text: str) -> bytes:
                              f"{e.object[e.start:e.end]!r}, which UTF-8 cannot encode") from None
 
 
-def _headers(row: int, raw: Any, binary: bool) -> list[dict[str, Any]] | None:
+def parse_headers(row: int, raw: Any, binary: bool) -> list[dict[str, Any]] | None:
+    """A record's headers as the segment stores them ([{key, value bytes}]); ``binary``:
+    values in base64. Raises BadRequest naming record ``row``."""
     if raw is None:
         return None
     if isinstance(raw, dict):  # {"name": "value"} is accepted as a shorthand
@@ -190,7 +192,7 @@ def parse_json(body: bytes, media: str, *, max_depth: int = DEFAULT_MAX_NESTING_
         if len(r) > ("key" in r) + ("value" in r):  # only then look for the rarer fields
             stamps[i] = _int_field(i, "timestamp", r.get("timestamp"), minimum=0,
                                    maximum=MAX_TIMESTAMP_MS)
-            headers[i] = _headers(i, r.get("headers"), binary)
+            headers[i] = parse_headers(i, r.get("headers"), binary)
             partitions[i] = _int_field(i, "partition", r.get("partition"), minimum=0)
     # A lone surrogate can only come from a \uD800-\uDFFF escape (the body is strict
     # UTF-8), so most bodies skip the per-record check: a backslash is found by memchr
@@ -208,6 +210,17 @@ def json_to_parsed(body: bytes, media: str, *, topic: str, partitions: int,
     Raises what :func:`parse_json` raises, and UnknownPartition.
     """
     keys, values, stamps, headers, wanted = parse_json(body, media, max_depth=max_depth)
+    return route_columns(keys, values, stamps, headers, wanted, topic=topic,
+                         partitions=partitions, path_partition=path_partition, sticky=sticky)
+
+
+def route_columns(keys: list[bytes | None], values: list[bytes | None],
+                  stamps: list[int | None], headers: list[Any], wanted: list[int | None], *,
+                  topic: str, partitions: int, path_partition: int | None,
+                  sticky: Callable[[], int]) -> Parsed:
+    """Route records given as columns (a record's partition: ``wanted``, else
+    ``path_partition``, else its key's, else sticky) into a request's ``Parsed``. Raises
+    UnknownPartition, BadRequest (a record's partition is not the URL's)."""
     n = len(values)
     explicit = any(p is not None for p in wanted)
     keyed = any(k is not None for k in keys)

@@ -6,6 +6,7 @@ the same records seen over REST and by sparklog's own Consumer, and the reverse.
 from __future__ import annotations
 
 import base64
+import datetime
 import uuid
 
 import pytest
@@ -266,3 +267,28 @@ def test_compressed_produce_through_the_gateway_reads_back_exact(kafka_gateway, 
     assert [e for e, _, _ in reports] == [None] * len(recs)
     got = consume_confluent(kafka_gateway, topic, 2, len(recs))
     assert got == expected(recs, [(p, o) for _, p, o in reports])
+
+
+def test_a_produce_with_unknown_acks_is_refused_whole(kafka_gateway, kafka_log):
+    """acks other than 0, 1, -1: INVALID_REQUIRED_ACKS for every partition, nothing
+    written (the check is the batcher's, shared with HTTP's acks)."""
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, \
+        TopicProduceData
+
+    import pyarrow as pa
+
+    from ingest_gateway.kafka.records import encode_batch
+
+    topic = f"acks-{uuid.uuid4().hex[:8]}"
+    kafka_log.create_topic(topic, {"partitions": 2})
+    batch = encode_batch(pa.table({"key": pa.array([None], pa.binary()),
+                                   "value": pa.array([b"v"], pa.binary()),
+                                   "timestamp": pa.array([1], pa.int64())}),
+                         base_offset=0, codec="none")
+    req = ProduceRequest(transactional_id=None, acks=5, timeout=datetime.timedelta(seconds=5),
+                         topic_data=(TopicProduceData(name=topic, partition_data=tuple(
+                             PartitionProduceData(index=p, records=batch) for p in (0, 1))),))
+    with connect(kafka_gateway) as s:
+        parts = call(s, req, 9)[1].responses[0].partition_responses
+    assert sorted((p.index, int(p.error_code)) for p in parts) == [(0, 21), (1, 21)]
+    assert [kafka_log.partition(topic, p).high_watermark() for p in (0, 1)] == [0, 0]
