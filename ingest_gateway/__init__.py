@@ -1,6 +1,6 @@
 """The ingest gateway: the HTTP server producers and consumers talk to, and its Python clients.
 
-Three parts, each importable without the ones above it:
+Its parts, each importable without the ones above it:
 
 - ``client``: what an application embeds. ``from ingest_gateway.client import
   Producer, Consumer``. Loads no server code (no Starlette, no uvicorn): only
@@ -11,14 +11,18 @@ Three parts, each importable without the ones above it:
   batches, flushes, acks, idempotence), the request codec, the consumer hub
   (long-poll fetches), the group coordinator, metrics, and ``runner.serve()``.
 - ``http``: the Starlette app and every route (produce, topics and admin,
-  fetch, groups, REST consumer instances), the ONE error table
-  (``http.errors``), the OpenAPI document. ``http.app.create_app(settings,
+  fetch, groups, REST consumer instances), the HTTP answers of the one error
+  table (``error_table``; ``http.errors``), the OpenAPI document. ``http.app.create_app(settings,
   log)`` mounts every route.
+- ``kafka``: Kafka's wire protocol over the same server (``kafka.listener``).
+- ``protocol``: what the server and the clients share (group protocol types, the HTTP
+  session and its security).
 - ``security``: TLS settings, authentication, Kafka's ACL authorizer and quotas
   (``http.guard`` applies them to every request).
 
-Arrows point down only: ``http`` -> ``server`` -> ``client`` protocol types
-(``client.group_protocol``, ``client.records``) and ``errors``; the client never
-imports ``server`` or ``http``, except the coordinator's store functions that a
-direct-mode consumer loads when it is built (``client.direct``).
+Arrows point down only: ``http`` and ``kafka`` (the two protocol adapters) ->
+``server`` -> ``protocol`` (what server and client share: the group protocol's types,
+the HTTP session) and ``errors``; ``client`` -> ``protocol``. ``tests/test_architecture.py``
+holds the rules and the arrows still owed (the HTTP app starts the Kafka listener; a
+direct-mode consumer runs the server's group coordinator in its own process).
 """

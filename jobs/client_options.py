@@ -95,7 +95,7 @@ class Gateways(NamedTuple):
     def session(self, url: str, *, timeout_s: float) -> Any:
         """A Session to ``url`` with these TLS files and credentials and ``timeout_s``
         to connect and to read (an admin command says "no gateway" within seconds)."""
-        from ingest_gateway.client.session import Session
+        from ingest_gateway.protocol.session import Session
 
         return Session(url, connect_timeout_s=timeout_s, read_timeout_s=timeout_s,
                        **self.security)

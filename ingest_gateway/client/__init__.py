@@ -19,7 +19,7 @@ loads the group coordinator's store functions when it is built.
 from ingest_gateway.client.batch import BatchHandle, BatchMetadata, RecordMetadata, SendHandle
 from ingest_gateway.client.consumer import Consumer
 from ingest_gateway.client.consumer_group import GroupMetadata
-from ingest_gateway.client.group_protocol import MemberState
+from ingest_gateway.protocol.groups import MemberState
 from ingest_gateway.client.producer import Producer
 from ingest_gateway.client.records import Batch, Record, TopicPartition
 from ingest_gateway.errors import (GatewayError, IllegalState, NoOffsetForPartition,

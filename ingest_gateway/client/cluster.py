@@ -41,8 +41,8 @@ from urllib.parse import quote
 
 import urllib3
 
-from ingest_gateway.client.connection_security import AUTH_ERRORS, ConnectionSecurity
-from ingest_gateway.client.session import Session, base_url
+from ingest_gateway.protocol.connection_security import AUTH_ERRORS, ConnectionSecurity
+from ingest_gateway.protocol.session import Session, base_url
 from ingest_gateway.errors import GatewayError
 from log_layout.errors import UnknownTopic
 

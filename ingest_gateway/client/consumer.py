@@ -99,11 +99,11 @@ from typing import TYPE_CHECKING, Any
 
 from conf.errors import SparklogError
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
-from ingest_gateway.client.connection_security import ConnectionSecurity
+from ingest_gateway.protocol.connection_security import ConnectionSecurity
 from ingest_gateway.client.consumer_group import GroupMember
 from ingest_gateway.client.consumer_polling import Polling
 from ingest_gateway.client.gateway_transport import GatewaySource, HttpMembership
-from ingest_gateway.client.group_protocol import MemberState, TopicPartition, validate_group_id
+from ingest_gateway.protocol.groups import MemberState, TopicPartition, validate_group_id
 from ingest_gateway.client.records import Fetched, as_tp
 from ingest_gateway.errors import IllegalState, NoOffsetForPartition
 from log_layout import Log, OffsetOutOfRange, UnknownPartition, open_log

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from conf.errors import SparklogError
-from ingest_gateway.client.group_protocol import COOPERATIVE, MemberState, TopicPartition
+from ingest_gateway.protocol.groups import COOPERATIVE, MemberState, TopicPartition
 from ingest_gateway.client.records import as_tp
 from ingest_gateway.errors import IllegalGeneration, IllegalState, UnknownMemberId
 

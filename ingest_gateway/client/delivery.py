@@ -26,8 +26,8 @@ import urllib3
 
 from ingest_gateway.client.batch import MAX_OUT_PER_PARTITION, BatchMetadata, SendBatch
 from ingest_gateway.client.cluster import NOT_LEADER_ERRORS
-from ingest_gateway.client.connection_security import AUTH_ERRORS, auth_error
-from ingest_gateway.client.session import RETRIABLE_STATUS
+from ingest_gateway.protocol.connection_security import AUTH_ERRORS, auth_error
+from ingest_gateway.protocol.session import RETRIABLE_STATUS
 from ingest_gateway.errors import ProduceError
 from log_layout.errors import ProducerFenced
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ingest_gateway.client.group_protocol import MemberState, TopicPartition, validate_group_id
+from ingest_gateway.protocol.groups import MemberState, TopicPartition, validate_group_id
 from ingest_gateway.errors import IllegalState
 from ingest_gateway.server.groups.store import commit_to_store, committed_from_store
 from log_layout import Log

@@ -27,9 +27,9 @@ import pyarrow as pa
 
 from conf.topic import validate_topic_name
 from ingest_gateway.client.cluster import NOT_LEADER_ERRORS, ClusterRouter
-from ingest_gateway.client.connection_security import AUTH_ERRORS
-from ingest_gateway.client.group_protocol import MemberState, validate_group_id
-from ingest_gateway.client.session import RetryPolicy, Session
+from ingest_gateway.protocol.connection_security import AUTH_ERRORS
+from ingest_gateway.protocol.groups import MemberState, validate_group_id
+from ingest_gateway.protocol.session import RetryPolicy, Session
 from ingest_gateway.errors import (GatewayError, IllegalGeneration, InconsistentGroupProtocol,
                                    NotCoordinator, RebalanceInProgress, UnknownMemberId)
 from log_layout.errors import OffsetOutOfRange, UnknownPartition, UnknownTopic

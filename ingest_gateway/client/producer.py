@@ -53,10 +53,10 @@ import urllib3
 from ingest_gateway.client.batch import (NO_LIMIT, BatchHandle, SendBatch, SendHandle,
                                          header_dicts, headers_size, to_bytes)
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
-from ingest_gateway.client.connection_security import (AUTH_ERRORS, ConnectionSecurity,
+from ingest_gateway.protocol.connection_security import (AUTH_ERRORS, ConnectionSecurity,
                                                         auth_error)
 from ingest_gateway.client.delivery import Delivery
-from ingest_gateway.client.session import RetryPolicy, Session
+from ingest_gateway.protocol.session import RetryPolicy, Session
 from ingest_gateway.client.txn_producer import TransactionalProducer
 from ingest_gateway.errors import ProduceError
 from log_layout.partitioner import partition_for_key

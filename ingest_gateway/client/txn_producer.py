@@ -34,8 +34,8 @@ from urllib.parse import quote
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway.client.batch import to_bytes
-from ingest_gateway.client.connection_security import AUTH_ERRORS
-from ingest_gateway.client.session import RETRIABLE_STATUS
+from ingest_gateway.protocol.connection_security import AUTH_ERRORS
+from ingest_gateway.protocol.session import RETRIABLE_STATUS
 from ingest_gateway.errors import GatewayError, IllegalState, ProduceError
 from log_layout.errors import InvalidTxnState, ProducerFenced
 from log_layout.partitioner import partition_for_key

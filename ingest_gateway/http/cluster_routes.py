@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from conf.topic import validate_topic_name
-from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.access import allowed
 from ingest_gateway.http.params import query_param

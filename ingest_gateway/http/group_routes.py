@@ -32,7 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from conf.errors import SparklogError
-from ingest_gateway.client.group_protocol import MemberState
+from ingest_gateway.protocol.groups import MemberState
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.access import require_topics, visible, visible_offsets
 from ingest_gateway.http.body import read_json

@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import BadRequest, UnsupportedContentType
 from ingest_gateway.http.params import int_param, parse_int, query_param
 from ingest_gateway.server.consumer_hub import ConsumerHub

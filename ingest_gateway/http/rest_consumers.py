@@ -72,7 +72,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import (BadRequest, ConsumerFormatMismatch, NotCoordinator,
                                    RebalanceInProgress, SubscriptionConflict,
                                    UnknownConsumerInstance, UnknownMemberId,

@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from conf.topic import validate_topic_name
-from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import BadRequest, UnknownTransactionalId
 from ingest_gateway.http import access
 from ingest_gateway.http.body import read_json

@@ -54,7 +54,7 @@ import weakref
 from typing import Any
 
 from conf.topic import InvalidTopicName
-from ingest_gateway.client.group_protocol import STRATEGIES, MemberState, validate_group_id
+from ingest_gateway.protocol.groups import STRATEGIES, MemberState, validate_group_id
 from ingest_gateway.kafka import codes, groups_offsets
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,

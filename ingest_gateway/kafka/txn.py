@@ -47,7 +47,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from conf.topic import InvalidTopicName, validate_topic_name
-from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import FlushFailed, InvalidGroupId
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import codes, groups

@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ingest_gateway.client.group_protocol import MemberState
+from ingest_gateway.protocol.groups import MemberState
 from ingest_gateway.errors import (GroupError, NotCoordinator, PartitionNotAssigned,
                                    UnknownMemberId)
 from ingest_gateway.server.groups.link import CoordinatorLink

@@ -105,7 +105,7 @@ def _json(session, path: str):
     something else listens there."""
     import urllib3
 
-    from ingest_gateway.client.connection_security import auth_error
+    from ingest_gateway.protocol.connection_security import auth_error
 
     try:
         r = session.send("GET", path, timeout_s=2.0)
@@ -124,7 +124,7 @@ def _json(session, path: str):
 def _live_groups(urls: Gateways) -> set[str] | None:
     """The groups every reachable gateway holds (each knows those it coordinates);
     None if no gateway answered. Raises NotAuthenticated / NotAuthorized."""
-    from ingest_gateway.client.connection_security import AUTH_ERRORS
+    from ingest_gateway.protocol.connection_security import AUTH_ERRORS
 
     with _router(urls) as router:
         try:
@@ -159,7 +159,7 @@ def _commit_via_coordinator(url: Gateways, group: str, offsets: dict) -> bool:
     for that refusal, GatewayError for any other."""
     import urllib3
 
-    from ingest_gateway.client.connection_security import auth_error
+    from ingest_gateway.protocol.connection_security import auth_error
     from ingest_gateway.errors import GatewayError
     from jobs.group_admin import GroupNotEmpty
 
@@ -205,7 +205,7 @@ def _description(url: Gateways, lg, group: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ingest_gateway.client.group_protocol import validate_group_id
+    from ingest_gateway.protocol.groups import validate_group_id
     from jobs.cli import settings_from
     from jobs.cli_output import console
     from jobs.client_options import gateways
@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_describe(args, url: Gateways, lg, out) -> int:
     from conf.errors import ConfigError
-    from ingest_gateway.client.group_protocol import validate_group_id
+    from ingest_gateway.protocol.groups import validate_group_id
 
     if args.all_groups == (args.group is not None):
         raise ConfigError("--all-groups", args.group, "give either a GROUP or --all-groups")

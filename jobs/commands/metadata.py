@@ -31,7 +31,7 @@ def _gateway_metadata(url: Gateways, topics: list[str]) -> tuple[dict | None, st
     """(the metadata of ``topics`` from any gateway of ``url``, that gateway's URL);
     (None, None) if none answered."""
     from conf.errors import SparklogError
-    from ingest_gateway.client.connection_security import AUTH_ERRORS
+    from ingest_gateway.protocol.connection_security import AUTH_ERRORS
     from jobs.commands.groups import _router
 
     with _router(url) as router:

@@ -75,7 +75,7 @@ def _leaders(args: argparse.Namespace, settings, topic: str) -> dict[int, str]:
     given with --bootstrap-server ({} without it, or if none answers). Raises
     NotAuthenticated / NotAuthorized if a gateway refuses the credentials."""
     from ingest_gateway.client.cluster import ClusterRouter
-    from ingest_gateway.client.connection_security import AUTH_ERRORS
+    from ingest_gateway.protocol.connection_security import AUTH_ERRORS
     from jobs.client_options import gateways
 
     if not getattr(args, "bootstrap_server", None):

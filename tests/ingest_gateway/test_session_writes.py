@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest_gateway.client.session import COALESCE_MAX_BYTES, OneWriteConnection, Session
+from ingest_gateway.protocol.session import COALESCE_MAX_BYTES, OneWriteConnection, Session
 
 
 class Recorder:

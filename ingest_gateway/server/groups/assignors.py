@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ingest_gateway.client.group_protocol import COOPERATIVE, TopicPartition
+from ingest_gateway.protocol.groups import COOPERATIVE, TopicPartition
 
 
 def assign_range(members: Mapping[str, frozenset[str]],

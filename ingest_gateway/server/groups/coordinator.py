@@ -58,7 +58,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ingest_gateway.client.group_protocol import (COOPERATIVE, STRATEGIES, MemberState,
+from ingest_gateway.protocol.groups import (COOPERATIVE, STRATEGIES, MemberState,
                                                   TopicPartition, validate_group_id)
 from ingest_gateway.errors import (
     GroupFieldTooLong, IllegalGeneration, InconsistentGroupProtocol, InvalidSessionTimeout,

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ingest_gateway.client.group_protocol import MemberState, TopicPartition
-from ingest_gateway.client.session import Session
+from ingest_gateway.protocol.groups import MemberState, TopicPartition
+from ingest_gateway.protocol.session import Session
 from ingest_gateway.errors import (IllegalGeneration, InconsistentGroupProtocol, NotCoordinator,
                                    RebalanceInProgress, UnknownMemberId)
 from ingest_gateway.server.groups.coordinator import GroupCoordinator

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ingest_gateway.client.group_protocol import TopicPartition
+from ingest_gateway.protocol.groups import TopicPartition
 from ingest_gateway.errors import GroupFieldTooLong
 
 DEFAULT_SESSION_TIMEOUT_MS = 10_000  # gateway.session.timeout.ms

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ingest_gateway.client.group_protocol import TopicPartition, validate_group_id
+from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
 from ingest_gateway.errors import InvalidCommitOffset, UnknownGroup
 from ingest_gateway.server.groups.state import Group, GroupDescription, PartitionLag
 from log_layout import Log, UnknownTopic, wall_clock_ms

@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ingest_gateway.client.group_protocol import validate_group_id
+from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import NotCoordinator, UnknownMemberId
 from ingest_gateway.server.groups.state import Group
 from log_layout import Log

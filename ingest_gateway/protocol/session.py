@@ -14,7 +14,7 @@ repeated by the consumer's own loop, and a refused commit must be seen at once);
 :meth:`Session.call` raises the gateway's error as a typed error instead.
 
 ``https://`` gateways and credentials: a :class:`ConnectionSecurity`
-(``connection_security``: CA file, client certificate, Basic or bearer credentials,
+(``protocol.connection_security``: CA file, client certificate, Basic or bearer credentials,
 sent on every request). A 401 or 403 is raised as NotAuthenticated / NotAuthorized.
 """
 
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
-from ingest_gateway.client.connection_security import ConnectionSecurity, auth_error
+from ingest_gateway.protocol.connection_security import ConnectionSecurity, auth_error
 from ingest_gateway.errors import GatewayError
 
 #: answers worth trying again unchanged: back-pressure and the gateway's own failures
@@ -136,7 +136,7 @@ class Session:
 
     ``max_connections`` bounds the pool; with ``block=True`` a caller waits for a
     free connection instead of opening more (the producer's ``max_in_flight``).
-    ``security``: TLS files and credentials (``connection_security``), or the same
+    ``security``: TLS files and credentials (``protocol.connection_security``), or the same
     as kafka-python's keyword arguments (``ssl_cafile=``, ``sasl_plain_username=``,
     ...); ValueError for a bad combination or a missing file.
     """
