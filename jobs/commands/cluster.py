@@ -5,14 +5,14 @@ each slot's gateway, the current assignment) and the group documents, so it
 works with no gateway running, and after the application stopped. It prints the
 application (Spark app id, master, driver, driver epoch, heartbeat age, state,
 Spark UI, the maintenance the driver schedules), the gateways (a heartbeat older
-than 5 s is marked stale: gateways write theirs every second, the driver every
-two), the driver's view of its slots, the assignment, and each group's
+than 12.5 s is marked stale: gateways write theirs every 2 s, the driver every 5 s,
+issue 33), the driver's view of its slots, the assignment, and each group's
 coordinator. A store no broker application has used says so (exit status 0).
 
 ``--json`` prints one document; its keys are stable (ages in ms at ``now_ms``;
 a fact the store does not hold is null)::
 
-    {"store": "file:///data/log", "now_ms": 1763800000000, "stale_after_ms": 5000,
+    {"store": "file:///data/log", "now_ms": 1763800000000, "stale_after_ms": 12500,
      "ran": true,                                   # false: nothing under _brokers/
      "application": {"id": "app-2026...", "master": "spark://h:7077",
                      "ui": "http://h:4040", "host": "h", "pid": 4242,
@@ -48,8 +48,9 @@ from typing import Any
 
 from jobs.cli_output import plural
 
-#: a heartbeat older than this marks its writer stale (2.5 of the driver's beats)
-STALE_AFTER_MS = 5_000
+#: a heartbeat older than this marks its writer stale (2.5 of the driver's 5 s beats,
+#: jobs.leadership.HEARTBEAT_S; the gateways beat every 2 s)
+STALE_AFTER_MS = 12_500
 DRIVER_SLOT_KEYS = ("slot", "port", "host", "url", "executor", "task_attempt", "up",
                     "since_ms", "runs")
 

@@ -70,7 +70,7 @@ def run_status(capsys, *argv: str) -> str:
 def test_json_has_the_facts(cluster_store, capsys):
     path, assignment = cluster_store
     doc = json.loads(run_status(capsys, "--store", path, "--json"))
-    assert doc["ran"] is True and doc["now_ms"] == NOW and doc["stale_after_ms"] == 5000
+    assert doc["ran"] is True and doc["now_ms"] == NOW and doc["stale_after_ms"] == 12_500
     app = doc["application"]
     assert (app["id"], app["master"], app["ui"], app["host"], app["pid"]) == (
         "app-20261122-0001", "spark://m:7077", "http://m:4040", "m", 4242)
