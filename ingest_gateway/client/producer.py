@@ -54,7 +54,7 @@ from ingest_gateway.client.batch import (NO_LIMIT, BatchHandle, SendBatch, SendH
                                          header_dicts, headers_size, to_bytes)
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
 from ingest_gateway.protocol.connection_security import (AUTH_ERRORS, ConnectionSecurity,
-                                                        auth_error)
+                                                         auth_error)
 from ingest_gateway.client.delivery import Delivery
 from ingest_gateway.protocol.session import RetryPolicy, Session
 from ingest_gateway.client.txn_producer import TransactionalProducer

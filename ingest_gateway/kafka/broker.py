@@ -20,6 +20,7 @@ here (``init_producer_id`` below still refuses one, called alone).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import datetime
@@ -30,6 +31,8 @@ from typing import Any
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.join_waiters import JoinWaiters
+from ingest_gateway.kafka.tail_cache import TailCache
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
 from ingest_gateway.server.topic_admin import TopicAdmin
 
@@ -56,6 +59,14 @@ class Broker:
         self.host, self.port = host, port
         #: api key -> (min, max) version served (the listener sets the whole table)
         self.offered: dict[int, tuple[int, int]] = dict(OFFERED)
+        size = self.settings.gateway.kafka_tail_cache_bytes
+        metrics = getattr(state, "metrics", None)
+        #: recent committed batches as produced, for Fetch (None: gateway.kafka.tail.cache.bytes 0)
+        self.tail_cache: TailCache | None = \
+            TailCache(size, getattr(metrics, "registry", None)) if size > 0 else None
+        #: topic id -> name as last found by a Fetch by id (checked again on every use)
+        self.topic_names: dict[uuid.UUID, str] = {}
+        self._join_waiters: JoinWaiters | None = None
 
     def hub(self) -> Any:
         """The app's consumer hub (long-poll fetches), shared with the HTTP routes;
@@ -68,6 +79,13 @@ class Broker:
                 self.log, self.batcher, self.settings.gateway, now_ms=self.state.now_ms,
                 cluster=self.cluster)
         return hub
+
+    def join_waiters(self) -> JoinWaiters:
+        """The JoinGroups waiting on their groups' rebalances (made on first use, on the
+        event loop, over the hub's coordinator)."""
+        if self._join_waiters is None:
+            self._join_waiters = JoinWaiters(self.hub().coordinator, asyncio.get_running_loop())
+        return self._join_waiters
 
     def leader(self, topic: str, partition: int) -> tuple[int, int]:
         """(leader node id or -1, leader epoch or -1) of a partition."""

@@ -44,12 +44,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-import weakref
 from typing import Any
 
 import pyarrow as pa
 
-from ingest_gateway.kafka import codes, records, tail_cache
+from ingest_gateway.kafka import codes, records
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
 from ingest_gateway.kafka.wire import Header, error, make, response_module
@@ -62,7 +61,6 @@ log = logging.getLogger("sparklog.gateway.kafka")
 MAX_FETCH_RECORDS = 100_000
 EARLIEST, LATEST = -2, -1
 #: per broker, topic id -> name as last found (checked again on every use)
-_NAMES: "weakref.WeakKeyDictionary[Broker, dict[uuid.UUID, str]]" = weakref.WeakKeyDictionary()
 
 
 def _isolation(level: int) -> str | None:
@@ -94,7 +92,7 @@ def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int]
 def _names(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
     """The names of the topics with these ids (the ids no topic has are left out). Off
     the loop: a miss lists the store's topics."""
-    known = _NAMES.setdefault(broker, {})
+    known = broker.topic_names
     found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
     if len(found) < len(ids):
         known.clear()
@@ -185,7 +183,7 @@ async def _from_cache(broker: Broker, positions: dict, req: Any, level: str | No
                       ) -> tuple[dict, dict]:
     """The partitions the tail cache answers wholly from their fetch offset (see
     ``tail_cache``): their batches and their watermarks. Misses: the segments'."""
-    cache = tail_cache.of(broker)
+    cache = broker.tail_cache
     if cache is None or not positions:
         return {}, {}
     try:

@@ -33,7 +33,8 @@ v3+ may name a member by its instance id alone.
 
 **Blocking JoinGroup.** Kafka answers a JoinGroup only once the rebalance completes
 (every member rejoined, or the rebalance timeout removed those that did not). The
-handler waits for that, woken by the coordinator's ``on_change``, and counts the
+handler waits for that (``join_waiters``: woken by the coordinator's change
+listeners), and counts the
 wait as the member's heartbeats (Kafka pauses the session timer of a member inside
 JoinGroup). Heartbeat answers REBALANCE_IN_PROGRESS while the group prepares a
 rebalance and ILLEGAL_GENERATION to a member behind the group's generation, which
@@ -50,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import weakref
 from typing import Any
 
 from conf.topic import InvalidTopicName
@@ -64,7 +64,6 @@ from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   parse_subscription)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups import static
-from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from log_layout import UnknownTopic
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -79,50 +78,6 @@ PROTOCOL_TYPE = "consumer"
 #: how often a waiting JoinGroup looks at its group even without a change (the
 #: rebalance timeout is acted on when someone looks)
 RECHECK_S = 1.0
-
-
-class _Waiters:
-    """Futures of JoinGroups waiting on a group, woken by the coordinator's
-    ``on_change`` (called on store threads, so it hands over to the loop)."""
-
-    def __init__(self, coordinator: GroupCoordinator, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.waiting: dict[str, set[asyncio.Future]] = {}
-        previous = coordinator.on_change
-
-        def changed(group: str) -> None:
-            if previous is not None:
-                previous(group)
-            loop.call_soon_threadsafe(self._wake, group)
-
-        coordinator.on_change = changed
-
-    def _wake(self, group: str) -> None:
-        for fut in self.waiting.pop(group, ()):
-            if not fut.done():
-                fut.set_result(None)
-
-    def register(self, group: str) -> asyncio.Future:
-        fut = self.loop.create_future()
-        self.waiting.setdefault(group, set()).add(fut)
-        return fut
-
-    def forget(self, group: str, fut: asyncio.Future) -> None:
-        s = self.waiting.get(group)
-        if s is not None:
-            s.discard(fut)
-            if not s:
-                del self.waiting[group]
-
-
-_WAITERS: "weakref.WeakKeyDictionary[GroupCoordinator, _Waiters]" = weakref.WeakKeyDictionary()
-
-
-def _waiters(coordinator: GroupCoordinator) -> _Waiters:
-    w = _WAITERS.get(coordinator)
-    if w is None:
-        w = _WAITERS[coordinator] = _Waiters(coordinator, asyncio.get_running_loop())
-    return w
 
 
 def _ms(value: Any) -> int:
@@ -213,7 +168,7 @@ async def join_group(broker: Broker, head: Header, req: Any) -> Any:
             strategies=strategies, session_timeout_ms=_ms(req.session_timeout),
             rebalance_timeout_ms=rebalance_ms,
             instance_id=getattr(req, "group_instance_id", None) or None))
-        st = await _until_assigned(hub, group, st, rebalance_ms)
+        st = await _until_assigned(broker, group, st, rebalance_ms)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         return answer(failed_code(e, f"JoinGroup of group {group}"))
     return answer(codes.NONE if st.assigned else REBALANCE_IN_PROGRESS, st)
@@ -230,11 +185,12 @@ def _existing(log_: Any, topics: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-async def _until_assigned(hub: Any, group: str, st: MemberState, rebalance_ms: int
+async def _until_assigned(broker: Broker, group: str, st: MemberState, rebalance_ms: int
                           ) -> MemberState:
     """The member's state once its generation is complete (or the rebalance timeout
     passed). Each look is a heartbeat: the member is waiting on its connection."""
-    waiters = _waiters(hub.coordinator)
+    hub = broker.hub()
+    waiters = broker.join_waiters()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + rebalance_ms / 1000 + RECHECK_S
     while not st.assigned and loop.time() < deadline:

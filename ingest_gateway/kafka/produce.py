@@ -101,7 +101,7 @@ async def _partition(broker: Broker, topic: str, partition: int, data: bytes | N
         raw = bytes(data or b"")
         batches = records.decode_batches(
             raw, max_bytes=broker.settings.gateway.max_uncompressed_request_size)
-        cache = tail_cache.of(broker) if acks == -1 else None  # kept once committed
+        cache = broker.tail_cache if acks == -1 else None  # kept once committed
         frames = tail_cache.frames(raw) if cache is not None else ()
         for i, b in enumerate(batches):
             if b.is_transactional or b.is_control:

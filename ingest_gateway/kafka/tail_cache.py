@@ -32,7 +32,6 @@ are counted in ``sparklog_gateway_kafka_tail_cache_{hits,misses}_total``.
 from __future__ import annotations
 
 import collections
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +40,6 @@ from ingest_gateway.kafka.records_columns import LOG_OVERHEAD
 from log_layout.leader_epochs import epoch_at
 
 #: one cache per gateway (keyed by its batcher, shared by its Kafka listeners)
-_CACHES: "weakref.WeakKeyDictionary[Any, TailCache]" = weakref.WeakKeyDictionary()
 
 
 @dataclass(slots=True)
@@ -153,19 +151,6 @@ class TailCache:
             offset = entry.end
             entry = part.batches.get(offset)
         return out or None
-
-
-def of(broker: Any) -> TailCache | None:
-    """The gateway's tail cache, None when ``gateway.kafka.tail.cache.bytes`` is 0."""
-    size = broker.settings.gateway.kafka_tail_cache_bytes
-    if size <= 0:
-        return None
-    cache = _CACHES.get(broker.batcher)
-    if cache is None:
-        metrics = getattr(broker.state, "metrics", None)
-        cache = _CACHES[broker.batcher] = TailCache(
-            size, getattr(metrics, "registry", None))
-    return cache
 
 
 def frames(data: bytes | memoryview) -> list[memoryview]:

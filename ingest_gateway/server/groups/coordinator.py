@@ -59,7 +59,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ingest_gateway.protocol.groups import (COOPERATIVE, STRATEGIES, MemberState,
-                                                  TopicPartition, validate_group_id)
+                                            TopicPartition, validate_group_id)
 from ingest_gateway.errors import (
     GroupFieldTooLong, IllegalGeneration, InconsistentGroupProtocol, InvalidSessionTimeout,
     NotCoordinator, PartitionNotAssigned, RebalanceInProgress, UnknownGroup, UnknownMemberId)
@@ -101,16 +101,15 @@ class GroupCoordinator:
                  default_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
                  max_session_timeout_ms: int = MAX_TIMEOUT_MS,
-                 on_change: Callable[[str], None] | None = None,
                  cluster: Cluster | None = None, load_members: bool = False):
         self.log = log
         self.now_ms = now_ms
         self.default_session_timeout_ms = default_session_timeout_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        #: called with the group name after membership or assignment changed
-        #: (the gateway wakes long-polling members with it)
-        self.on_change = on_change
+        #: called with a group's name after its membership or assignment changed (on the
+        #: thread that changed it): the gateway appends what wakes its long-polls
+        self.change_listeners: list[Callable[[str], None]] = []
         #: called with the group name when a generation completes (the gateway's metrics)
         self.on_rebalance: Callable[[str], None] | None = None
         self.table = GroupTable(log, now_ms, cluster=cluster, load_members=load_members)
@@ -376,8 +375,8 @@ class GroupCoordinator:
                            () if waiting else m.assignment, not waiting, g.strategy, hb)
 
     def _notify(self, g: Group) -> None:
-        if self.on_change is not None:
-            self.on_change(g.name)
+        for listener in self.change_listeners:
+            listener(g.name)
 
     # -- offsets ---------------------------------------------------------------------
     def commit(self, group: str, offsets: Mapping[TopicPartition, int], *,
