@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="address the gateway binds on its executor (default: the "
                         "executor's SPARK_LOCAL_IP, else 0.0.0.0)")
     p.add_argument("--storage-options", metavar="JSON",
-                   help="fsspec storage options as JSON, passed to every gateway")
+                   help="fsspec storage options as JSON, passed to every gateway; they "
+                        "override what the store.* settings imply (store.s3.endpoint.url, "
+                        "store.hdfs.*), which every process reads anyway")
     p.add_argument("--addresses-file", metavar="PATH",
                    help="keep each slot's address and state in this JSON file (on the driver)")
     p.add_argument("--log-level", default="warning",
