@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 def allowed(request: Request, operation: str, resource_type: str, name: str) -> bool:
     """Whether the request's principal may do ``operation`` on the resource."""
-    authorizer = getattr(request.app.state, "authorizer", None)
+    authorizer = request.app.state.gateway.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize(principal_of(request.scope), host_of(request.scope),
@@ -47,7 +47,7 @@ def visible(request: Request, resource_type: str, items: Iterable[T],
             name: Callable[[T], str] = str) -> list[T]:
     """The items whose resource the principal may Describe, in order."""
     items = list(items)
-    if getattr(request.app.state, "authorizer", None) is None:
+    if request.app.state.gateway.authorizer is None:
         return items
     return [item for item in items if allowed(request, "Describe", resource_type, name(item))]
 
@@ -65,7 +65,7 @@ def readable_topics(request: Request, list_topics: Callable[[], Iterable[str]]
     """``list_topics`` narrowed to the topics the request's principal may Read, for a
     pattern subscription listed again later (the principal and host are kept, the
     request is not)."""
-    authorizer = getattr(request.app.state, "authorizer", None)
+    authorizer = request.app.state.gateway.authorizer
     if authorizer is None:
         return lambda: list(list_topics())
     principal, host = principal_of(request.scope), host_of(request.scope)
@@ -82,7 +82,7 @@ def require_create(request: Request, topic: str) -> None:
 def require_idempotent_producer(request: Request) -> None:
     """InitProducerId without a transactional id: IdempotentWrite on the cluster, or
     (Kafka 2.8+) Write on any topic."""
-    authorizer = getattr(request.app.state, "authorizer", None)
+    authorizer = request.app.state.gateway.authorizer
     if authorizer is None or allowed(request, "IdempotentWrite", "Cluster", CLUSTER):
         return
     any_write = getattr(authorizer, "authorize_by_resource_type", None)

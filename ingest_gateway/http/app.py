@@ -51,6 +51,7 @@ from ingest_gateway.http.topics import batcher_of, cluster_id
 from ingest_gateway.server import codec_json
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, Instrumented
+from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.topic_admin import TopicAdmin
 from log_layout import Log
 
@@ -238,16 +239,20 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
                           gateway_id=gateway_id or slot_gateway_id, flush_threads=flush_threads)
         metrics_.watch_buffer(lambda: batcher.buffered)
         app.state.batcher = batcher
-        app.state.topic_admin = TopicAdmin(log_, batcher, settings.topic)
         member = _cluster_member(settings, log_, batcher, app.state)
         if member is not None:
             batcher.cluster = app.state.cluster = member
+        app.state.gateway = Gateway(settings, log_, batcher, metrics_,
+                                    TopicAdmin(log_, batcher, settings.topic), cluster=member,
+                                    authorizer=app.state.authorizer, quotas=app.state.quotas,
+                                    now_ms=now_ms)
+        if member is not None:
             await member.start()
         kafka = None
         if settings.gateway.kafka_listeners.strip():  # Kafka's protocol beside HTTP
             from ingest_gateway.kafka.listener import KafkaListener
 
-            kafka = await KafkaListener.start(app.state)
+            kafka = await KafkaListener.start(app.state.gateway)
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         observer = console.Observer(app.state).start()  # throughput and lag history

@@ -67,7 +67,7 @@ async def metadata(request: Request) -> Response:
     groups = _names(request, "groups", validate_group_id)
     batcher = batcher_of(request)
     counts = await batcher.run_blocking(_partition_counts, log_of(request), topics)
-    member = getattr(request.app.state, "cluster", None)
+    member = request.app.state.gateway.cluster
     a = member.assignment if member is not None else None
     doc: dict[str, Any] = {"cluster_id": await cluster_id(request)}
     if member is None:

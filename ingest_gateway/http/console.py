@@ -306,7 +306,7 @@ class Observer:
     def _tick(self) -> None:
         self.state.metrics.history.sample()
         now = time.monotonic()
-        hub = getattr(self.state, "consumer_hub", None)
+        hub = self.state.gateway.started_hub
         if hub is not None and now - self._lag_at >= LAG_SAMPLE_S and \
                 (self._lagging is None or self._lagging.done()):
             self._lag_at = now

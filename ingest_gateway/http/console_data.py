@@ -100,7 +100,7 @@ def describe_group(state: Any, group: str) -> GroupDescription:
     """Members, assignment and lag of ``group``: from this gateway's coordinator if it
     has one (members and heartbeats), else from the store alone. Records the group's
     total lag in the console's history. Raises InvalidGroupId or UnknownGroup."""
-    hub = getattr(state, "consumer_hub", None)
+    hub = state.gateway.started_hub
     d = hub.coordinator.describe(group) if hub is not None \
         else describe_from_store(state.log, group)
     state.metrics.history.record_lag(group, total_lag(d))
@@ -110,7 +110,7 @@ def describe_group(state: Any, group: str) -> GroupDescription:
 def describe_groups(state: Any) -> list[GroupDescription]:
     """Every group (live here or with offsets in the store), described; a group that
     vanished or cannot be described right now is left out."""
-    hub = getattr(state, "consumer_hub", None)
+    hub = state.gateway.started_hub
     names = hub.coordinator.groups() if hub is not None else state.log.groups()
     out = []
     for g in names:
@@ -124,7 +124,7 @@ def describe_groups(state: Any) -> list[GroupDescription]:
 def sample_live_lags(state: Any) -> None:
     """Record the total lag of every group this gateway coordinates with members (the
     console's periodic sampler; groups elsewhere are sampled when looked at)."""
-    hub = getattr(state, "consumer_hub", None)
+    hub = state.gateway.started_hub
     if hub is None:
         return
     for g in hub.coordinator.live_groups():

@@ -28,14 +28,8 @@ MAX_COUNT = 1_000_000
 
 
 def hub_of(request: Request) -> ConsumerHub:
-    """The app's consumer hub, created at the first consumer request (on the loop)."""
-    state = request.app.state
-    hub = getattr(state, "consumer_hub", None)
-    if hub is None:
-        hub = state.consumer_hub = ConsumerHub(state.log, state.batcher, state.settings.gateway,
-                                               now_ms=state.now_ms,
-                                               cluster=getattr(state, "cluster", None))
-    return hub
+    """The gateway's consumer hub, created at the first consumer request (on the loop)."""
+    return request.app.state.gateway.hub()
 
 
 def instance_of(request: Request) -> tuple[ConsumerHub, Instance]:

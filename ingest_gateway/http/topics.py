@@ -42,6 +42,7 @@ from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
 from ingest_gateway.server import codec
 from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.topic_admin import TopicAdmin
 from log_layout import Log, UnknownPartition
 
@@ -55,9 +56,14 @@ def log_of(request: Request) -> Log:
     return request.app.state.log
 
 
+def gateway_of(request: Request) -> Gateway:
+    """The gateway's services (built when the app starts)."""
+    return request.app.state.gateway
+
+
 def topic_admin_of(request: Request) -> TopicAdmin:
     """Topic and config admin, the one implementation the Kafka listener calls too."""
-    return request.app.state.topic_admin
+    return gateway_of(request).topics
 
 
 def _topic_param(request: Request) -> str:
@@ -80,7 +86,7 @@ def _partition_docs(lg: Log, topic: str) -> list[dict[str, Any]]:
 def broker_ids(request: Request) -> list[int]:
     """The v2 broker ids: a standalone gateway is broker 0; in the broker application
     the gateway slots the last assignment names."""
-    member = getattr(request.app.state, "cluster", None)
+    member = gateway_of(request).cluster
     if member is None:
         return [0]
     a = member.assignment
@@ -91,7 +97,7 @@ def leader_id(request: Request, topic: str, partition: int) -> int:
     """The int broker id leading ``topic``-``partition`` (REST Proxy's ``leader``): 0 for
     a standalone gateway, else the leading slot, -1 when none is known yet (Kafka's
     "no leader")."""
-    member = getattr(request.app.state, "cluster", None)
+    member = gateway_of(request).cluster
     if member is None:
         return 0
     where = member.leader(topic, partition)
@@ -153,10 +159,7 @@ async def list_brokers(request: Request) -> Response:
 
 
 async def cluster_id(request: Request) -> str:
-    state = request.app.state
-    if getattr(state, "cluster_id", None) is None:
-        state.cluster_id = await batcher_of(request).run_blocking(log_of(request).cluster_id)
-    return state.cluster_id
+    return await gateway_of(request).cluster_id()
 
 
 async def check_cluster(request: Request) -> str:
@@ -195,7 +198,7 @@ async def get_cluster(request: Request) -> Response:
 
 def _broker_doc(request: Request, cid: str, broker: int) -> dict[str, Any]:
     url = f"{cluster_url(request, cid)}/brokers/{broker}"
-    member = getattr(request.app.state, "cluster", None)
+    member = gateway_of(request).cluster
     where = None
     if member is not None and member.assignment is not None:
         where = member.assignment.slots.get(broker)

@@ -181,7 +181,7 @@ async def _run(request: Request, fn: Any, *args: Any) -> Any:
 
 async def _enforce_now(request: Request) -> None:
     """This gateway's authorizer reads the ACLs just written (one LIST, one read)."""
-    authorizer = getattr(request.app.state, "authorizer", None)
+    authorizer = request.app.state.gateway.authorizer
     if authorizer is not None:
         await _run(request, authorizer.refresh)
 

@@ -41,7 +41,7 @@ STATES = {"Stable": "STABLE", "PreparingRebalance": "PREPARING_REBALANCE", "Empt
 
 
 def _coordinator(request: Request, group: str) -> int:
-    member = getattr(request.app.state, "cluster", None)
+    member = request.app.state.gateway.cluster
     if member is None:
         return 0
     where = member.coordinator(group)

@@ -70,8 +70,7 @@ _INT64 = 2**63 - 1
 
 
 def _now(request: Request) -> int:
-    clock = getattr(request.app.state, "now_ms", None)
-    return clock() if clock is not None else wall_clock_ms()
+    return request.app.state.gateway.clock_ms()
 
 
 async def _run(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:

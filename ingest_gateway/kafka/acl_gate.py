@@ -142,7 +142,7 @@ def check(broker: Any, who: Any, head: Header, req: Any) -> Any:
     asks; else the refusal to answer (module doc). Raises ProtocolError (the connection
     is closed) for a refusal the API's answer cannot carry."""
     api_key = head.api_key
-    authorizer = getattr(broker.state, "authorizer", None)
+    authorizer = broker.gateway.authorizer
     if authorizer is None or api_key in OWN_CHECKS:
         return None
 

@@ -83,9 +83,9 @@ class _Directory:
 
 async def _registrations(broker: Broker) -> dict[int, GatewayInfo]:
     """Every slot's registration, read at most every DIRECTORY_TTL_S."""
-    d = getattr(broker.state, "kafka_directory", None)
+    d = broker.registrations
     if d is None:
-        d = broker.state.kafka_directory = _Directory()
+        d = broker.registrations = _Directory()
     if time.monotonic() - d.read_at >= DIRECTORY_TTL_S:
         d.gateways = await broker.batcher.run_blocking(BrokerRegistry(broker.log.store).gateways)
         d.read_at = time.monotonic()

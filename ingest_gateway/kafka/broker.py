@@ -34,6 +34,7 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.join_waiters import JoinWaiters
 from ingest_gateway.kafka.tail_cache import TailCache
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
+from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.topic_admin import TopicAdmin
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -43,42 +44,38 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 class Broker:
-    """One gateway's Kafka side: its app state (batcher, log, settings, cluster), its
-    node id and the address clients are told to use."""
+    """One gateway's Kafka side: the gateway's services (``server.gateway.Gateway``,
+    shared with the HTTP routes), its node id, the address clients are told to use, and
+    what only the Kafka listener keeps (the tail cache, topic-id names, JoinGroup
+    waiters, the slots' registrations)."""
 
-    def __init__(self, state: Any, host: str, port: int):
-        self.state = state
-        self.batcher = state.batcher
-        self.log = state.log
-        self.settings = state.settings
-        self.cluster = getattr(state, "cluster", None)
+    def __init__(self, gateway: Gateway, host: str, port: int):
+        self.gateway = gateway
+        self.batcher = gateway.batcher
+        self.log = gateway.log
+        self.settings = gateway.settings
+        self.cluster = gateway.cluster
         #: topic and config admin, the one implementation the HTTP routes call too
-        self.topics: TopicAdmin = state.topic_admin
+        self.topics: TopicAdmin = gateway.topics
         slot = self.settings.gateway.broker_id
         self.node_id = int(slot) if slot.isdigit() else 0
         self.host, self.port = host, port
         #: api key -> (min, max) version served (the listener sets the whole table)
         self.offered: dict[int, tuple[int, int]] = dict(OFFERED)
         size = self.settings.gateway.kafka_tail_cache_bytes
-        metrics = getattr(state, "metrics", None)
-        #: recent committed batches as produced, for Fetch (None: gateway.kafka.tail.cache.bytes 0)
+        #: recent committed batches as produced, for Fetch (None: kafka.tail.cache.bytes 0)
         self.tail_cache: TailCache | None = \
-            TailCache(size, getattr(metrics, "registry", None)) if size > 0 else None
+            TailCache(size, gateway.metrics.registry) if size > 0 else None
         #: topic id -> name as last found by a Fetch by id (checked again on every use)
         self.topic_names: dict[uuid.UUID, str] = {}
+        #: the slots' registrations as admin_brokers last read them (None: not yet)
+        self.registrations: Any = None
         self._join_waiters: JoinWaiters | None = None
 
     def hub(self) -> Any:
-        """The app's consumer hub (long-poll fetches), shared with the HTTP routes;
-        created on first use, as ``http.requests.hub_of`` does."""
-        hub = getattr(self.state, "consumer_hub", None)
-        if hub is None:
-            from ingest_gateway.server.consumer_hub import ConsumerHub
-
-            hub = self.state.consumer_hub = ConsumerHub(
-                self.log, self.batcher, self.settings.gateway, now_ms=self.state.now_ms,
-                cluster=self.cluster)
-        return hub
+        """The gateway's consumer hub (long-poll fetches, groups), shared with the HTTP
+        routes."""
+        return self.gateway.hub()
 
     def join_waiters(self) -> JoinWaiters:
         """The JoinGroups waiting on their groups' rebalances (made on first use, on the
@@ -96,9 +93,7 @@ class Broker:
         return (where["slot"] if where is not None else -1), epoch
 
     async def cluster_id(self) -> str:
-        if getattr(self.state, "cluster_id", None) is None:
-            self.state.cluster_id = await self.batcher.run_blocking(self.log.cluster_id)
-        return self.state.cluster_id
+        return await self.gateway.cluster_id()
 
 
 async def api_versions(broker: Broker, head: Header, req: Any) -> Any:

@@ -50,6 +50,7 @@ from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, c
 from ingest_gateway.kafka import acl_gate, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
+from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.kafka.sasl import Session
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
                                        API_INIT_PRODUCER_ID, API_LIST_OFFSETS,
@@ -103,23 +104,23 @@ class KafkaListener:
                         **(sec.SASL_OFFERED if security.login is not None else {})}
         broker.offered = self.offered
         #: the HTTP side's byte-rate quotas (None: off), shared by both protocols
-        self.quotas = getattr(broker.state, "quotas", None)
+        self.quotas = broker.gateway.quotas
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[asyncio.Task] = set()
 
     @classmethod
-    async def start(cls, state: Any) -> "KafkaListener | None":
-        """Listen on ``gateway.kafka.listeners`` with the app ``state``'s batcher.
+    async def start(cls, gateway: Gateway) -> "KafkaListener | None":
+        """Listen on ``gateway.kafka.listeners``, serving ``gateway``'s services.
         Raises ConfigError (a bad listener or advertised listener, or one that would
         bypass the login: ``kafka.security``), OSError (address in use)."""
-        settings = state.settings
+        settings = gateway.settings
         text = settings.gateway.kafka_listeners.strip()
         if not text:
             return None
         scheme, host, port = sec.parse_listener(text)
         told = admin_brokers.advertised(settings.gateway, scheme, host, port)
-        security = sec.ListenerSecurity(scheme, settings, getattr(state, "authorizer", None))
-        self = cls(Broker(state, *told), settings.gateway, security)
+        security = sec.ListenerSecurity(scheme, settings, gateway.authorizer)
+        self = cls(Broker(gateway, *told), settings.gateway, security)
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
                                                  ssl=security.ssl_context)
         bound = self.server.sockets[0].getsockname()[1]

@@ -137,7 +137,7 @@ def allowed(broker: Any, operation: str, resource_type: str, name: str) -> bool:
     """Whether the request being handled (:data:`CURRENT`) may do ``operation`` on the
     ``resource_type`` named ``name`` (names as ``log_layout.acls``: ``Write``,
     ``Topic``); True when the gateway has no authorizer."""
-    authorizer = getattr(broker.state, "authorizer", None)
+    authorizer = broker.gateway.authorizer
     if authorizer is None:
         return True
     who = CURRENT.get()

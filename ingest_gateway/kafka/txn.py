@@ -106,8 +106,7 @@ def code_of(e: BaseException, head: Header) -> int:
 
 
 def _now(broker: Broker) -> int:
-    clock = getattr(broker.state, "now_ms", None)
-    return clock() if clock is not None else wall_clock_ms()
+    return broker.gateway.clock_ms()
 
 
 async def _run(broker: Broker, fn: Any, *args: Any, **kwargs: Any) -> Any:

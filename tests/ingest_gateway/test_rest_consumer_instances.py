@@ -58,7 +58,7 @@ class InProcessGateway(GatewayProcess):
 
     @property
     def hub(self) -> ConsumerHub:
-        return self.app.state.consumer_hub
+        return self.app.state.gateway.hub()
 
 
 @pytest.fixture

@@ -61,7 +61,8 @@ async def _listener(monkeypatch) -> tuple[KafkaListener, Quotas, Clock, dict]:
     settings = conf.load({"gateway.kafka.listeners": "PLAINTEXT://127.0.0.1:0"}, environ={})
     quotas, clock, handled = Quotas(), Clock(), {API_PRODUCE: 0, API_VERSIONS: 0}
     state = types.SimpleNamespace(settings=settings, batcher=None, log=None, quotas=quotas,
-                                  authorizer=None, topic_admin=None)
+                                  authorizer=None, topics=None, cluster=None,
+                                  metrics=types.SimpleNamespace(registry=None))
     listener = KafkaListener(Broker(state, "127.0.0.1", 0), settings.gateway,
                              sec.ListenerSecurity("PLAINTEXT", settings, None))
     real = throttle.Mute

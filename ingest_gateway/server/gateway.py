@@ -1,0 +1,69 @@
+"""One gateway's services, built once at start and handed to both protocol adapters.
+
+The HTTP app's lifespan builds a :class:`Gateway` when the batcher starts and puts it
+where both adapters find it (``app.state.gateway``; the Kafka listener's ``Broker``
+holds it). Each service exists once per gateway: the batcher (produce, acks, flushes),
+topic and config admin, the consumer hub (long-poll fetches, the group coordinator,
+REST consumer instances), the cluster membership under the broker application, the
+authorizer and quotas, the metrics. Nothing protocol-shaped lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import conf
+from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server.consumer_hub import ConsumerHub
+from ingest_gateway.server.metrics import GatewayMetrics
+from ingest_gateway.server.topic_admin import TopicAdmin
+from log_layout import Log, wall_clock_ms
+
+
+@dataclasses.dataclass(eq=False)
+class Gateway:
+    """The services of one gateway process (see the module docstring).
+
+    ``cluster`` is the broker application's membership (None: a gateway on its own,
+    leading every partition); ``authorizer`` and ``quotas`` are None when off;
+    ``now_ms`` is the clock of group sessions and transaction timeouts (None: the wall
+    clock).
+    """
+
+    settings: conf.Settings
+    log: Log
+    batcher: Batcher
+    metrics: GatewayMetrics
+    topics: TopicAdmin
+    cluster: Any = None
+    authorizer: Any = None
+    quotas: Any = None
+    now_ms: Callable[[], int] | None = None
+    _hub: ConsumerHub | None = dataclasses.field(default=None, init=False)
+    _cluster_id: str | None = dataclasses.field(default=None, init=False)
+
+    def hub(self) -> ConsumerHub:
+        """The consumer hub, made at its first use (on the event loop: it starts the
+        group coordinator's timers)."""
+        if self._hub is None:
+            self._hub = ConsumerHub(self.log, self.batcher, self.settings.gateway,
+                                    now_ms=self.now_ms, cluster=self.cluster)
+        return self._hub
+
+    @property
+    def started_hub(self) -> ConsumerHub | None:
+        """The consumer hub if a consumer has made it, else None (for readers such as the
+        console that must not start one)."""
+        return self._hub
+
+    def clock_ms(self) -> int:
+        """``now_ms()``, or the wall clock."""
+        return self.now_ms() if self.now_ms is not None else wall_clock_ms()
+
+    async def cluster_id(self) -> str:
+        """The store's cluster id (read once, off the event loop)."""
+        if self._cluster_id is None:
+            self._cluster_id = await self.batcher.run_blocking(self.log.cluster_id)
+        return self._cluster_id
