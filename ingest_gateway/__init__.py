@@ -9,7 +9,8 @@ Its parts, each importable without the ones above it:
   reads the store through ``log_layout.direct_reader``.
 - ``server``: the gateway's engine, no HTTP: the batcher (per-partition
   batches, flushes, acks, idempotence), the request codec, the consumer hub
-  (long-poll fetches), the group coordinator, metrics, and ``runner.serve()``.
+  (long-poll fetches), the group coordinator, metrics, the typed ``Gateway``
+  holding them.
 - ``http``: the Starlette app and every route (produce, topics and admin,
   fetch, groups, REST consumer instances), the HTTP answers of the one error
   table (``error_table``; ``http.errors``), the OpenAPI document. ``http.app.create_app(settings,
@@ -23,6 +24,7 @@ Its parts, each importable without the ones above it:
 Arrows point down only: ``http`` and ``kafka`` (the two protocol adapters) ->
 ``server`` -> ``protocol`` (what server and client share: the group protocol's types,
 the HTTP session) and ``errors``; ``client`` -> ``protocol``. ``tests/test_architecture.py``
-holds the rules and the arrows still owed (the HTTP app starts the Kafka listener; a
-direct-mode consumer runs the server's group coordinator in its own process).
+holds the rules and the arrows still owed (a direct-mode consumer runs the server's
+group coordinator in its own process). ``runner`` is the composition root: the one
+module that knows both adapters.
 """

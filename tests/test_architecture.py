@@ -77,12 +77,6 @@ GATEWAY_PARTS_APART: dict[str, set[str]] = {
 # Arrows between the parts not removed yet (issue 29): each is a debt with its reason,
 # and the test fails when one is paid (remove it here) or a new one appears.
 GATEWAY_ARROWS_OWED = {
-    # the HTTP app's lifespan starts the Kafka listener: the composition root (a typed
-    # Gateway built above server/, http/ and kafka/) is not built yet
-    ("ingest_gateway.http.app", "ingest_gateway.kafka.listener"),
-    # runner.serve() builds the HTTP app and its server: the same composition root
-    ("ingest_gateway.server.runner", "ingest_gateway.http.app"),
-    ("ingest_gateway.server.runner", "ingest_gateway.http.http_protocol"),
     # a direct-mode consumer (no gateway) runs a group coordinator in its own process and
     # reads committed offsets with the coordinator's store format
     ("ingest_gateway.client.direct", "ingest_gateway.server.groups.store"),

@@ -28,7 +28,8 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -220,12 +221,16 @@ def _guarded(app: GatewayApp, settings: conf.Settings, log_: Log) -> Any:
 
 def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = None,
                flush_threads: int | None = None,
-               now_ms: Callable[[], int] | None = None) -> GatewayApp | Instrumented:
+               now_ms: Callable[[], int] | None = None,
+               beside: Sequence[Callable[[Gateway], AbstractAsyncContextManager]] = ()
+               ) -> GatewayApp | Instrumented:
     """The gateway app over ``log_``, every route mounted; the batcher starts and stops
     with the app's lifespan.
 
     ``now_ms`` is the consumer hub's clock (group sessions, idle REST instances;
-    default the wall clock). Handlers reach ``request.app.state.batcher``, ``.log``,
+    default the wall clock). ``beside``: other protocols on the same services, each
+    entered with the gateway once it is built and exited before the batcher closes
+    (the runner passes the Kafka listener's ``serving``). Handlers reach ``request.app.state.batcher``, ``.log``,
     ``.settings``, ``.metrics``. Every request is counted and timed (and logged if
     ``gateway.access.log``) by ``metrics.Instrumented``.
     """
@@ -248,11 +253,9 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
                                     now_ms=now_ms)
         if member is not None:
             await member.start()
-        kafka = None
-        if settings.gateway.kafka_listeners.strip():  # Kafka's protocol beside HTTP
-            from ingest_gateway.kafka.listener import KafkaListener
-
-            kafka = await KafkaListener.start(app.state.gateway)
+        others = contextlib.AsyncExitStack()  # the protocols beside HTTP (Kafka's)
+        for serve_beside in beside:
+            await others.enter_async_context(serve_beside(app.state.gateway))
         # off the loop and off the start-up path: readiness does not wait for it
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         observer = console.Observer(app.state).start()  # throughput and lag history
@@ -267,8 +270,7 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
             yield
         finally:
             observer.stop()
-            if kafka is not None:
-                await kafka.close()
+            await others.aclose()
             await aborter.stop()
             for part in (app.state.authorizer, app.state.quotas):  # their refresh threads
                 if part is not None and hasattr(part, "close"):
@@ -284,7 +286,6 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     app.state.settings = settings
     app.state.log = log_
     app.state.metrics = metrics_
-    app.state.cluster_id = None
     app.state.cluster = None
     app.state.authorizer = app.state.quotas = None  # set by _guarded
     #: the server sets this to a callable that makes it stop serving (runner.serve)

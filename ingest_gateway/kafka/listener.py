@@ -1,9 +1,10 @@
 """The Kafka protocol listener: an asyncio TCP server beside the gateway's HTTP one.
 
-Started by the app's lifespan when ``gateway.kafka.listeners`` names an address
+Started beside the HTTP app (``runner.serve`` hands :func:`serving` to the app's
+lifespan) when ``gateway.kafka.listeners`` names an address
 (``PLAINTEXT://127.0.0.1:9092``, Kafka's syntax; conf/defaults.toml), on the same
-event loop as the HTTP routes, so both share the batcher, the consumer hub and the
-cluster membership. Its scheme (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the
+event loop and the same ``server.gateway.Gateway`` as the HTTP routes: one batcher,
+consumer hub, topic admin and cluster membership for both. Its scheme (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the
 SASL login and the ACL checks are ``kafka.security`` and ``kafka.sasl``'s: a Kafka
 client never bypasses the login or the ACLs the HTTP routes enforce.
 
@@ -39,9 +40,10 @@ that time, an answer to a client too old to throttle itself held back as long.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ingest_gateway.kafka import broker as admin
@@ -305,6 +307,18 @@ class KafkaListener:
             if data is not None:
                 writer.write(data)
                 await writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def serving(gateway: Gateway) -> AsyncIterator["KafkaListener | None"]:
+    """The Kafka listener on ``gateway``'s services while in the block (nothing when
+    ``gateway.kafka.listeners`` is empty); raises what :meth:`KafkaListener.start` raises."""
+    listener = await KafkaListener.start(gateway)
+    try:
+        yield listener
+    finally:
+        if listener is not None:
+            await listener.close()
 
 
 class ByteBudget:

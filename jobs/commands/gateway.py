@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conf.errors import ConfigError
-    from ingest_gateway.server.runner import serve
+    from ingest_gateway.runner import serve
     from jobs.cli import settings_from
 
     # only the flags given: a None would replace a --set of the same key

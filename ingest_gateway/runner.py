@@ -1,4 +1,10 @@
-"""Run the gateway on uvicorn (httptools + uvloop), and set up its logs.
+"""The gateway's composition root: its services, both protocols on them, uvicorn, its logs.
+
+:func:`serve` opens the store, builds the HTTP app (whose lifespan builds the
+``server.gateway.Gateway``) with the Kafka listener beside it on the same services
+(``kafka.listener.serving``), and runs them on uvicorn (httptools + uvloop). The one
+place that knows both adapters: ``server/`` imports neither, and neither imports the
+other (``tests/test_architecture.py``).
 
 Connection limits (``http_protocol``): ``request.read.timeout.ms`` for a request
 to arrive whole, ``connections.max.idle.ms`` between requests, ``max.connections``.
@@ -81,13 +87,14 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
 
     from ingest_gateway.http.app import create_app
     from ingest_gateway.http.http_protocol import protocol_class
+    from ingest_gateway.kafka.listener import serving
     from ingest_gateway.security import tls
 
     setup_logging(log_level, settings.gateway.log_format)
     where = tls.check(settings)
     ssl_kwargs = tls.uvicorn_ssl(settings)
     log_ = open_log_from_settings(settings, storage_options=storage_options)
-    app = create_app(settings, log_)
+    app = create_app(settings, log_, beside=(serving,))
     # Start-up objects (modules, settings) never die: keep them out of every collection,
     # and collect young objects less often (a produce request allocates many short-lived
     # ones; the default threshold of 700 runs gen-0 collections every few requests).
