@@ -47,8 +47,7 @@ from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import BadRequest, UnknownTransactionalId
 from ingest_gateway.http import access
 from ingest_gateway.http.body import read_json
-from ingest_gateway.http.requests import hub_of
-from ingest_gateway.server.groups.txn_offsets import offsets_writer
+from ingest_gateway.server.transaction_service import end_transaction
 from log_layout import UnknownPartition, transactions
 from log_layout.commit import wall_clock_ms
 
@@ -165,20 +164,7 @@ async def add_offsets(request: Request) -> Response:
 async def _end(request: Request, commit: bool) -> Response:
     tid = _tid(request)
     pid, epoch = _producer(_object(await read_json(request)))
-    store = request.app.state.log
-    before = await _run(request, transactions.describe, store, tid) or {}
-    hub = hub_of(request)
-
-    def direct(group: str, offsets: Any) -> None:
-        transactions.merge_group_offsets(store, group, offsets, wall_clock_ms())
-
-    # through the group coordinator: its copy of the group must learn the offsets
-    await _run(request, transactions.end_transaction, store, tid, pid, epoch, commit,
-               _now(request), commit_offsets=offsets_writer(hub.coordinator, direct))
-    # The markers moved the last stable offsets: wake this gateway's read_committed
-    # long-polls on those partitions now (the batcher's commits do not include them).
-    for topic, partition in before.get("partitions", ()):
-        hub.committed(topic, partition, -1)
+    await end_transaction(request.app.state.gateway, tid, pid, epoch, commit)
     return Response(status_code=204)
 
 

@@ -55,9 +55,8 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.groups_protocol import INVALID_GROUP_ID
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from ingest_gateway.server.groups.txn_offsets import offsets_writer
+from ingest_gateway.server.transaction_service import end_transaction
 from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, transactions
-from log_layout.commit import wall_clock_ms
 from log_layout.errors import InvalidTxnState, ProducerFenced
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -277,29 +276,11 @@ async def end_txn(broker: Broker, head: Header, req: Any) -> Any:
     code = codes.NONE
     try:
         validate_topic_name(req.transactional_id)
-        await end_transaction(broker, req.transactional_id, req.producer_id,
+        await end_transaction(broker.gateway, req.transactional_id, req.producer_id,
                               req.producer_epoch, bool(req.committed))
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = code_of(e, head)
     return make(mod.EndTxnResponse, throttle_time=ZERO, error_code=error(code))
-
-
-async def end_transaction(broker: Broker, tid: str, pid: int, epoch: int,
-                          commit: bool) -> None:
-    """``transactions.end_transaction`` with the offsets through this gateway's group
-    coordinator, then wake read_committed long-polls of the transaction's partitions
-    (the markers moved their last stable offsets; the batcher's commits do not tell).
-    Raises ProducerFenced, InvalidTxnState, StoreError."""
-    store, hub = broker.log, broker.hub()
-
-    def direct(group: str, offsets: Any) -> None:
-        transactions.merge_group_offsets(store, group, offsets, wall_clock_ms())
-
-    before = await _run(broker, transactions.describe, store, tid) or {}
-    await _run(broker, transactions.end_transaction, store, tid, pid, epoch, commit,
-               _now(broker), commit_offsets=offsets_writer(hub.coordinator, direct))
-    for topic, partition in before.get("partitions", ()):
-        hub.committed(topic, partition, -1)
 
 
 #: the handlers the listener serves (FindCoordinator and InitProducerId replace the

@@ -71,7 +71,7 @@ def _die() -> None:
 
 def install(point: str) -> None:
     """Wrap the coordinator's steps so this process dies at ``point`` (module doc)."""
-    from ingest_gateway.http import v3_transactions
+    from ingest_gateway.server import transaction_service
     from log_layout import transactions
 
     # markers written since the current end_transaction began (None: no end under way;
@@ -81,7 +81,7 @@ def install(point: str) -> None:
     ending: dict[str, int | None] = {"markers": None}
     lock = threading.Lock()
     real_end, real_marker = transactions.end_transaction, transactions._marker
-    real_writer = v3_transactions.offsets_writer
+    real_writer = transaction_service.offsets_writer
 
     def end_transaction(*args: Any, **kwargs: Any) -> Any:
         if point == "decide":
@@ -121,7 +121,7 @@ def install(point: str) -> None:
     transactions.end_transaction = end_transaction
     transactions._marker = marker
     transactions.abort_expired = abort_expired
-    v3_transactions.offsets_writer = offsets_writer
+    transaction_service.offsets_writer = offsets_writer
 
 
 if __name__ == "__main__":
