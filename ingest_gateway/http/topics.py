@@ -97,12 +97,7 @@ def leader_id(request: Request, topic: str, partition: int) -> int:
     """The int broker id leading ``topic``-``partition`` (REST Proxy's ``leader``): 0 for
     a standalone gateway, else the leading slot, -1 when none is known yet (Kafka's
     "no leader")."""
-    member = gateway_of(request).cluster
-    if member is None:
-        return 0
-    where = member.leader(topic, partition)
-    slot = where.get("slot") if where else None
-    return slot if isinstance(slot, int) else -1
+    return gateway_of(request).leader(topic, partition)
 
 
 def _v2_partition(request: Request, topic: str, d: dict[str, Any]) -> dict[str, Any]:

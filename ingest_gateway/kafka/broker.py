@@ -57,8 +57,7 @@ class Broker:
         self.cluster = gateway.cluster
         #: topic and config admin, the one implementation the HTTP routes call too
         self.topics: TopicAdmin = gateway.topics
-        slot = self.settings.gateway.broker_id
-        self.node_id = int(slot) if slot.isdigit() else 0
+        self.node_id = gateway.node_id
         self.host, self.port = host, port
         #: api key -> (min, max) version served (the listener sets the whole table)
         self.offered: dict[int, tuple[int, int]] = dict(OFFERED)
@@ -86,11 +85,8 @@ class Broker:
 
     def leader(self, topic: str, partition: int) -> tuple[int, int]:
         """(leader node id or -1, leader epoch or -1) of a partition."""
-        epoch = self.batcher.leading().get((topic, partition), -1)
-        if self.cluster is None:
-            return self.node_id, epoch
-        where = self.cluster.leader(topic, partition)
-        return (where["slot"] if where is not None else -1), epoch
+        return self.gateway.leader(topic, partition), \
+            self.batcher.leading().get((topic, partition), -1)
 
     async def cluster_id(self) -> str:
         return await self.gateway.cluster_id()

@@ -58,6 +58,21 @@ class Gateway:
         console that must not start one)."""
         return self._hub
 
+    @property
+    def node_id(self) -> int:
+        """This gateway's broker id: its slot under the broker application, else 0."""
+        slot = self.settings.gateway.broker_id
+        return int(slot) if slot.isdigit() else 0
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The broker id leading ``topic``-``partition``: this gateway on its own, else
+        the slot the assignment names; -1 while none is known (Kafka's "no leader")."""
+        if self.cluster is None:
+            return self.node_id
+        where = self.cluster.leader(topic, partition)
+        slot = where.get("slot") if where else None
+        return slot if isinstance(slot, int) else -1
+
     def clock_ms(self) -> int:
         """``now_ms()``, or the wall clock."""
         return self.now_ms() if self.now_ms is not None else wall_clock_ms()
