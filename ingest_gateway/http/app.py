@@ -52,6 +52,7 @@ from ingest_gateway.http.topics import batcher_of, cluster_id
 from ingest_gateway.server import codec_json
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, Instrumented
+from ingest_gateway.server import transaction_service
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.topic_admin import TopicAdmin
 from log_layout import Log
@@ -260,10 +261,10 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
         threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
         observer = console.Observer(app.state).start()  # throughput and lag history
         if member is None:
-            aborter = v3_transactions.TimeoutAborter(batcher, log_, now_ms).start()
+            aborter = transaction_service.TimeoutAborter(batcher, log_, now_ms).start()
         else:  # one slot at a time, less often: each round lists the store
-            aborter = v3_transactions.TimeoutAborter(
-                batcher, log_, now_ms, interval_s=v3_transactions.CLUSTER_ABORT_CHECK_S,
+            aborter = transaction_service.TimeoutAborter(
+                batcher, log_, now_ms, interval_s=transaction_service.CLUSTER_ABORT_CHECK_S,
                 should_run=member.owns_transaction_timeouts).start()
         log.info("gateway %s serving %s", batcher.id, log_.url)
         try:

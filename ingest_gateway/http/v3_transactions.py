@@ -26,16 +26,14 @@ producer, not a malformed request, so 409 and not 400); a call the state does no
 allow 409 ``invalid_txn_state`` (40916); an unknown id on GET 404
 ``unknown_transactional_id``.
 
-Every store call runs on the batcher's pool, off the event loop. :class:`TimeoutAborter`
-aborts transactions older than their ``transaction_timeout_ms`` (Kafka's
-transaction.timeout.ms), checked every ABORT_CHECK_S while the app runs.
+Every store call runs on the batcher's pool, off the event loop. Commit and abort are
+``server.transaction_service``'s (Kafka's EndTxn calls it too), as is the aborter of
+transactions older than their ``transaction_timeout_ms`` (Kafka's transaction.timeout.ms).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import logging
 from typing import Any
 
 from starlette.requests import Request
@@ -49,20 +47,10 @@ from ingest_gateway.http import access
 from ingest_gateway.http.body import read_json
 from ingest_gateway.server.transaction_service import end_transaction
 from log_layout import UnknownPartition, transactions
-from log_layout.commit import wall_clock_ms
 
-log = logging.getLogger("sparklog.gateway")
 
 #: Kafka's transaction.timeout.ms default
 DEFAULT_TIMEOUT_MS = 60_000
-#: how often the gateway aborts timed-out transactions (Kafka's
-#: transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s; shorter here
-#: because a check is one listing of the transaction log)
-ABORT_CHECK_S = 1.0
-#: the same in a slot of the broker application, where one slot at a time does it (the
-#: slot coordinating ClusterMember.TIMEOUTS_OWNER): Kafka's 10 s, a LIST of the store
-#: each time (issue 33: an idle application's store requests)
-CLUSTER_ABORT_CHECK_S = 10.0
 #: at most this many partitions or offsets in one call (a body is bounded anyway)
 MAX_ITEMS = 10_000
 _INT64 = 2**63 - 1
@@ -205,46 +193,6 @@ async def list_transactions(request: Request) -> Response:
     docs = access.visible(request, "TransactionalId", await _run(request, work),
                           lambda d: d["transactional_id"])
     return JSONResponse({"kind": "KafkaTransactionList", "data": [_view(d) for d in docs]})
-
-
-class TimeoutAborter:
-    """Calls ``abort_expired`` every ``interval_s`` on the batcher's pool, from
-    :meth:`start` to :meth:`stop` (the app's lifespan), in rounds where ``should_run()``
-    says so (default: every round). Several gateways may run one each: the
-    coordinator's exclusive versions let one abort win."""
-
-    def __init__(self, batcher: Any, log_: Any, now_ms: Any = None,
-                 interval_s: float = ABORT_CHECK_S, should_run: Any = None):
-        self.batcher, self.log, self.interval_s = batcher, log_, interval_s
-        self.now_ms = now_ms or wall_clock_ms
-        self.should_run = should_run or (lambda: True)
-        self._task: asyncio.Task | None = None
-
-    def start(self) -> "TimeoutAborter":
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            if not self.should_run():
-                continue
-            try:
-                aborted = await self.batcher.run_blocking(transactions.abort_expired, self.log,
-                                                          self.now_ms())
-                for tid in aborted:
-                    log.info("transaction of %r aborted: older than its timeout", tid)
-            except Exception:  # the store failing now: the next round tries again
-                log.exception("aborting timed-out transactions failed")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
 
 def routes() -> list[BaseRoute]:

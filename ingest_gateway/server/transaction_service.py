@@ -1,22 +1,38 @@
-"""Ending a transaction: the one implementation REST v3 ``:commit``/``:abort`` and Kafka's
-EndTxn call.
+"""Ending transactions: the one implementation REST v3 ``:commit``/``:abort`` and Kafka's
+EndTxn call, and the aborter of transactions older than their timeout.
 
 ``log_layout.transactions.end_transaction`` writes the markers and the transaction's
 consumer-group offsets; here the offsets go through this gateway's group coordinator
 (``groups.txn_offsets.offsets_writer``: its copy of a group must learn them), and
 afterwards the read_committed long-polls of the transaction's partitions are woken (the
 markers moved their last stable offsets; the batcher's commits do not tell the hub).
+
+:class:`TimeoutAborter` runs beside the gateway (started with it by the HTTP app's
+lifespan) and aborts what ``transactions.abort_expired`` finds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 from typing import Any
 
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.groups.txn_offsets import offsets_writer
 from log_layout import transactions
 from log_layout.commit import wall_clock_ms
+
+log = logging.getLogger("sparklog.gateway")
+
+#: how often the gateway aborts timed-out transactions (Kafka's
+#: transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s; shorter here
+#: because a check is one listing of the transaction log)
+ABORT_CHECK_S = 1.0
+#: the same in a slot of the broker application, where one slot at a time does it (the
+#: slot coordinating ClusterMember.TIMEOUTS_OWNER): Kafka's 10 s, a LIST of the store
+#: each time (issue 33: an idle application's store requests)
+CLUSTER_ABORT_CHECK_S = 10.0
 
 
 async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
@@ -35,3 +51,43 @@ async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
         commit_offsets=offsets_writer(hub.coordinator, direct)))
     for topic, partition in before.get("partitions", ()):
         hub.committed(topic, partition, -1)
+
+
+class TimeoutAborter:
+    """Calls ``abort_expired`` every ``interval_s`` on the batcher's pool, from
+    :meth:`start` to :meth:`stop` (the app's lifespan), in rounds where ``should_run()``
+    says so (default: every round). Several gateways may run one each: the
+    coordinator's exclusive versions let one abort win."""
+
+    def __init__(self, batcher: Any, log_: Any, now_ms: Any = None,
+                 interval_s: float = ABORT_CHECK_S, should_run: Any = None):
+        self.batcher, self.log, self.interval_s = batcher, log_, interval_s
+        self.now_ms = now_ms or wall_clock_ms
+        self.should_run = should_run or (lambda: True)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> "TimeoutAborter":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            if not self.should_run():
+                continue
+            try:
+                aborted = await self.batcher.run_blocking(transactions.abort_expired, self.log,
+                                                          self.now_ms())
+                for tid in aborted:
+                    log.info("transaction of %r aborted: older than its timeout", tid)
+            except Exception:  # the store failing now: the next round tries again
+                log.exception("aborting timed-out transactions failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
