@@ -46,11 +46,20 @@ kcat:  ## Debian's kcat, unpacked into .cache/kcat, for tests/ingest_gateway/kaf
 console-screenshots: $(STAMP) chromium  ## the README's console pictures, into docs/console/
 	SPARKLOG_CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/ingest_gateway/test_console.py
 
-test: $(STAMP) chromium kcat  ## run the whole test suite (Spark, Delta, S3 server, crash tests)
-	$(BIN)/python -m pytest -q
+# The suite runs on TEST_WORKERS pytest-xdist workers (README "Tests": most tests wait on a
+# JVM, a server or a gateway subprocess, so more workers than cores pay). A group of tests
+# sharing a module fixture runs on one worker (tests/conftest.py sets the groups and puts
+# the slowest modules first: --no-loadscope-reorder keeps that order).
+TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+#: the inner loop: no Spark, S3, HDFS, Chromium, kcat or Kafka broker, nothing slow
+FAST  := not slow and not spark and not s3 and not hdfs and not browser and not kcat and not kafka_broker
 
-test-fast: $(STAMP) chromium kcat  ## skip the slow tests
-	$(BIN)/python -m pytest -q -m 'not slow'
+test: $(STAMP) chromium kcat  ## run the whole test suite (Spark, Delta, S3 server, crash tests)
+	$(BIN)/python -m pytest -q $(XDIST) --durations=20
+
+test-fast: $(STAMP)  ## the inner loop: local stores only, nothing slow, nothing to install
+	$(BIN)/python -m pytest -q $(XDIST) -m '$(FAST)' --durations=10
 
 bench-quick: $(STAMP)  ## every benchmark, small
 	for b in bench/*.py; do grep -q '__main__' $$b || continue; $(BIN)/python $$b --quick || exit 1; done

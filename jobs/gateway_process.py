@@ -8,12 +8,15 @@ caller's GIL. ``with GatewayProcess("file:///tmp/log") as gw: gw.url``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,9 +27,47 @@ import urllib3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def free_port() -> int:
+#: ports :func:`free_port` handed out on this machine, by any process, with when each may
+#: be handed out again (``port:unix time`` words): a test run's parallel workers, the
+#: gateways and clusters they start, and a second run beside the first each take a port
+#: the kernel calls free, but nothing listens on it until the caller's server binds it,
+#: seconds later (a Spark application: minutes); until then no other caller gets it.
+RESERVED_PORTS = os.path.join(tempfile.gettempdir(), "sparklog-free-ports")
+RESERVE_S = 600
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now and that no caller on this machine was given in
+    the last :data:`RESERVE_S` seconds (the caller binds it later: another program may
+    still take it first, as with any port the kernel calls free)."""
+    try:
+        registry = open(RESERVED_PORTS, "a+")
+    except OSError:  # no writable temp folder: the kernel's word alone
+        return _kernel_port(host)
+    with registry:
+        fcntl.flock(registry, fcntl.LOCK_EX)  # released when the file closes
+        registry.seek(0)
+        now = time.time()
+        reserved: dict[int, float] = {}
+        for word in registry.read().split():
+            port, _, until = word.partition(":")
+            with contextlib.suppress(ValueError):
+                if float(until) > now:
+                    reserved[int(port)] = float(until)
+        for _ in range(1000):
+            port = _kernel_port(host)
+            if port not in reserved:
+                break
+        reserved[port] = now + RESERVE_S
+        registry.seek(0)
+        registry.truncate()
+        registry.write(" ".join(f"{p}:{until:.0f}" for p, until in reserved.items()))
+        return port
+
+
+def _kernel_port(host: str) -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -38,17 +37,12 @@ from dataclasses import dataclass
 
 import pyspark
 
+from jobs.gateway_process import free_port
+
 #: the pyspark wheel's folder: SPARK_HOME for spark-class
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (the usual race: another process may take it)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -5,6 +5,11 @@ filesystem, a real S3 server (SeaweedFS on 127.0.0.1) and a real HDFS
 (a MiniDFSCluster on 127.0.0.1, reached over WebHDFS), each server started once
 per session. ``spark`` is one local SparkSession for the whole run (a cold start
 costs seconds).
+
+Under pytest-xdist (``make test`` runs ``-n``) each worker starts these servers once
+(ports: ``jobs.gateway_process.free_port`` never hands one out twice, across processes);
+tests that share a module- or class-scoped fixture run on one worker (:func:`_group`),
+and the slowest modules start first.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+import zlib
 
 import pytest
 
@@ -28,8 +34,19 @@ SERVER_BACKENDS = ("s3", "hdfs")
 def s3_server():
     from tests.s3server import SeaweedS3
 
-    with SeaweedS3() as server:
+    # Its ports are the kernel's choice (its gRPC ports are port+10000, not free_port's):
+    # another worker's server may take one before the bind; a new choice then fixes it.
+    for attempt in range(3):
+        try:
+            server = SeaweedS3().start()
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +70,21 @@ def make_log_url(backend: str, request, tmp_path) -> tuple[str, dict | None]:
     return f"s3://{server.bucket}/{uuid.uuid4().hex}", server.storage_options()
 
 
-def pytest_collection_modifyitems(items):
+#: markers set at collection from the fixtures a test uses (``-m "not browser"`` ...)
+FIXTURE_MARKERS = {"spark": "spark", "driver": "browser"}
+#: modules whose tests all need a tool ``make test`` installs (``make kcat``)
+MODULE_MARKERS = {"test_kcat.py": "kcat"}
+#: a module importing one of these starts a Spark application (the broker app)
+SPARK_APPS = ("BrokerAppProcess", "StandaloneCluster")
+
+
+# tryfirst: xdist's own hook turns the xdist_group marks into node ids; it must see them
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
     """Mark ``s3`` (``hdfs``) every test that runs on the S3 (HDFS) backend, so
-    ``-m "not s3"`` deselects it.
+    ``-m "not s3"`` deselects it; mark ``spark``, ``browser`` and ``kcat`` the tests that
+    use a SparkSession (or start a Spark application), Chromium or kcat (``make test-fast``
+deselects them all).
 
     The mark must be set at collection: ``request.applymarker`` inside a fixture
     runs at setup, after ``-m`` has chosen the tests. Marks on a fixture's
@@ -63,6 +92,11 @@ def pytest_collection_modifyitems(items):
     fixture's params. So the rule reads the collected parameters: in this suite a
     parameter value ``"s3"`` (``"hdfs"``) always names that backend (``backend``,
     ``gateway_store``, ``spark_store``, a test's own ``backend`` list).
+
+    Then, for xdist: each test sharing a module- or class-scoped fixture joins its
+    module's group for its backend (``--dist loadgroup`` runs a group on one worker, so
+    the fixture starts once), and modules with slow tests go first, so no long test
+    starts last while the other workers sit idle.
     """
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -73,6 +107,83 @@ def pytest_collection_modifyitems(items):
             if any(isinstance(value, str) and value == name for value in params) \
                     or f"{name}_server" in fixtures:
                 item.add_marker(getattr(pytest.mark, name))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in fixtures:
+                item.add_marker(getattr(pytest.mark, marker))
+        marker = MODULE_MARKERS.get(item.path.name)
+        if marker:
+            item.add_marker(getattr(pytest.mark, marker))
+        if any(hasattr(getattr(item, "module", None), name) for name in SPARK_APPS):
+            item.add_marker(pytest.mark.spark)
+        if item.get_closest_marker("xdist_group") is None:
+            group = _group(item, params)
+            if group:
+                item.add_marker(pytest.mark.xdist_group(group))
+    if not hasattr(config, "workerinput"):  # not an xdist worker: keep the file order
+        return
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), _heaviness(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: order in a module kept
+
+
+#: xdist groups the SparkSession tests are spread over: each worker that runs one starts a
+#: local Spark (a JVM, ~1 GB, 10-30 s of two cores), so they share a few workers, not all
+SPARK_GROUPS = 2
+
+
+def _group(item, params) -> str | None:
+    """The xdist group of a test that shares a fixture wider than a function with other
+    tests: the session's Spark (one of :data:`SPARK_GROUPS`, by module), else its module
+    (plus its backend: each backend has its own module fixtures)."""
+    module = item.nodeid.split("::")[0]
+    if "spark" in getattr(item, "fixturenames", ()):
+        return f"spark-{zlib.crc32(module.encode()) % SPARK_GROUPS}"
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if not any(d.scope in ("module", "class", "package") for fds in defs.values() for d in fds):
+        return None
+    backend = next((v for v in params if isinstance(v, str) and v in BACKENDS), "")
+    return f"{module}:{backend}"
+
+
+def _heaviness(item) -> int:
+    """0: a slow or Spark test (its module starts first), 1: a server's, 2: the rest."""
+    if item.get_closest_marker("slow") or item.get_closest_marker("spark"):
+        return 0
+    if any(item.get_closest_marker(name) for name in SERVER_BACKENDS):
+        return 1
+    return 2
+
+
+def pytest_sessionstart(session):
+    """On the xdist controller, before its workers start: fill the download caches the
+    selected tests need, one download at a time (tests/warm_caches.py)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from _pytest.mark.expression import Expression
+
+    expr = config.option.markexpr
+    compiled = Expression.compile(expr) if expr else None
+
+    def wanted(marker: str) -> bool:
+        return compiled is None or compiled.evaluate(lambda name, **_: name == marker)
+
+    from tests.warm_caches import warm
+
+    try:
+        warm(wanted, log=lambda msg: print(msg, flush=True))
+    except Exception as e:  # the workers fetch for themselves and fail with the reason
+        print(f"warming the download caches failed ({e}); the tests fetch on first use",
+              flush=True)
+
+
+#: a test of policy (which segments, which configs, which names) whose outcome the store
+#: cannot change: it runs on the local store only (``log`` on ``file``); the storage
+#: contract, commit races, crash tests, readers and maintenance's commits run on every
+#: store (README "Tests")
+on_local_store = pytest.mark.parametrize("backend", ["file"], indirect=True)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -27,9 +27,23 @@ def _is_script(path: str) -> bool:
 BENCHES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))
                  if _is_script(p))
 
+#: what a benchmark's source imports -> the marker of the server it starts
+SERVERS = {"spark": ("pipeline.spark", "pyspark", "spark_side"),
+           "kafka_broker": ("kafka_side.broker", "fetch_kafka"),
+           "hdfs": ("hdfs_side", "MiniHdfs"), "s3": ("s3server", "SeaweedS3")}
+
+
+def _param(name: str):
+    """``name`` marked with the servers its script starts (``-m "not spark"`` ...)."""
+    with open(os.path.join(ROOT, "bench", f"{name}.py")) as f:
+        source = f.read()
+    marks = [getattr(pytest.mark, marker) for marker, needles in SERVERS.items()
+             if any(needle in source for needle in needles)]
+    return pytest.param(name, marks=marks)
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", BENCHES)
+@pytest.mark.parametrize("name", [_param(name) for name in BENCHES])
 def test_quick_benchmark_writes_its_figures(name):
     out = os.path.join(ROOT, "bench", "results", f"{name}.quick.json")
     if os.path.exists(out):
