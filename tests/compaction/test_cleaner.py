@@ -6,6 +6,7 @@ import pytest
 
 from compaction.cleaner import compact_partition, plan_clean, split_by_bytes
 from tests.compaction.helpers import T0, keyed, rows
+from tests.conftest import on_local_store
 
 
 def make(log, topic="c", **configs):
@@ -14,6 +15,7 @@ def make(log, topic="c", **configs):
     return log.partition(topic, 0), log.topic(topic).config
 
 
+@on_local_store
 def test_latest_value_per_key_survives_with_its_offset(log):
     plog, config = make(log)
     w = plog.claim("t")
@@ -28,6 +30,7 @@ def test_latest_value_per_key_survives_with_its_offset(log):
     assert plog.read_table(0, 3).column("offset").to_pylist() == [2]  # gaps are reads' business
 
 
+@on_local_store
 def test_active_segment_is_never_cleaned(log):
     plog, config = make(log)
     plog.claim("t").append(keyed([("a", "1"), ("a", "2"), ("a", "3")], T0), now_ms=T0)
@@ -36,6 +39,7 @@ def test_active_segment_is_never_cleaned(log):
     assert len(rows(plog)) == 3
 
 
+@on_local_store
 def test_min_compaction_lag_stops_at_first_young_segment(log):
     plog, config = make(log, **{"min.compaction.lag.ms": 1000})
     w = plog.claim("t")
@@ -51,6 +55,7 @@ def test_min_compaction_lag_stops_at_first_young_segment(log):
     assert rows(plog) == [(2, b"a", b"3"), (3, b"x", b"1")]
 
 
+@on_local_store
 def test_dirty_ratio_threshold_counts_clean_head_bytes(log):
     plog, config = make(log, **{"min.cleanable.dirty.ratio": 0.5})
     w = plog.claim("t")
@@ -72,6 +77,7 @@ def test_dirty_ratio_threshold_counts_clean_head_bytes(log):
     assert at.dirty_ratio == 0.5 and at.due
 
 
+@on_local_store
 def test_tombstone_kept_by_first_pass_then_expires(log):
     plog, config = make(log, **{"delete.retention.ms": 1000, "min.cleanable.dirty.ratio": 0.0})
     w = plog.claim("t")
@@ -91,6 +97,7 @@ def test_tombstone_kept_by_first_pass_then_expires(log):
     assert rows(plog) == [(1, b"b", b"1"), (3, b"c", b"1"), (4, b"d", b"1"), (5, b"e", b"1")]
 
 
+@on_local_store
 def test_not_a_compacted_topic_is_left_alone(log):
     log.create_topic("d", {"cleanup.policy": "delete"})
     plog = log.partition("d", 0)
@@ -101,6 +108,7 @@ def test_not_a_compacted_topic_is_left_alone(log):
     assert not r.changed and r.note == "not a compacted topic"
 
 
+@on_local_store
 def test_output_is_cut_at_segment_bytes_and_dry_run_writes_nothing(log):
     plog, config = make(log, **{"segment.bytes": 4000})
     w = plog.claim("t")

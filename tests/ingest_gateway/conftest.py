@@ -14,6 +14,11 @@ from tests.clock import Clock
 # The memory backend lives inside one process, so a gateway subprocess cannot share it.
 GATEWAY_BACKENDS = ["file", "s3", "hdfs"]
 
+#: a test of HTTP shapes, policy or client logic, whose outcome the store cannot change:
+#: it runs on the local store only (commits, races, crashes and readers run on every
+#: store; README "Tests" says which suites run where)
+on_local_store = pytest.mark.parametrize("gateway_store", ["file"], indirect=True)
+
 
 @pytest.fixture(scope="module", params=GATEWAY_BACKENDS)
 def gateway_store(request, tmp_path_factory):

@@ -20,6 +20,7 @@ from ingest_gateway.client.gateway_transport import HttpMembership
 from ingest_gateway.errors import UnknownMemberId
 from tests.ingest_gateway.consumers import drive
 from jobs.gateway_process import GatewayProcess, wait_for
+from tests.ingest_gateway.conftest import on_local_store
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -60,6 +61,7 @@ def topic6(gateway_log):
     return name
 
 
+@on_local_store
 def test_long_poll_is_woken_by_the_commit_that_brings_data(gateway, topic):
     produce(gateway, topic, 0, [b"old"])
     out = {}
@@ -84,6 +86,7 @@ def test_long_poll_is_woken_by_the_commit_that_brings_data(gateway, topic):
     assert out["elapsed"] < 30
 
 
+@on_local_store
 def test_messages_in_every_format_and_typed_errors(gateway, topic):
     produce(gateway, topic, 1, [{"n": 1}, "two", None], fmt=JSON_V2)
     base = f"/topics/{topic}/partitions/1/messages"
@@ -123,6 +126,7 @@ NOT_JSON = {"nan": b"NaN", "minus-infinity": b"-Infinity", "past-a-double": b"1e
 
 
 @pytest.mark.parametrize("bad", list(NOT_JSON), ids=list(NOT_JSON))
+@on_local_store
 def test_a_record_that_is_not_json_answers_422_not_500_and_its_neighbours_are_served(
         gateway, topic, bad):
     # stored through the binary format, which takes any bytes
@@ -141,6 +145,7 @@ def test_a_record_that_is_not_json_answers_422_not_500_and_its_neighbours_are_se
     assert status == 200 and base64.b64decode(body[0]["value"]) == NOT_JSON[bad]
 
 
+@on_local_store
 def test_a_key_that_is_not_json_answers_422(gateway, topic):
     status, body, _ = gateway.request(
         "POST", f"/topics/{topic}/partitions/2",
@@ -152,6 +157,7 @@ def test_a_key_that_is_not_json_answers_422(gateway, topic):
     assert status == 422 and "key" in body["message"] and body["offset"] == 0
 
 
+@on_local_store
 def test_rest_proxy_consumer_instance(gateway, topic):
     for p in range(3):
         produce(gateway, topic, p, [b"p%d-%d" % (p, i) for i in range(4)])
@@ -200,6 +206,7 @@ def balanced(cs, n):
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@on_local_store
 def test_group_of_three_over_six_partitions_gets_two_each(gateway, topic6, strategy):
     group = f"g-{uuid.uuid4().hex[:8]}"
     cs = [member(gateway, f"c{i}", partition_assignment_strategy=strategy) for i in range(3)]
@@ -214,6 +221,7 @@ def test_group_of_three_over_six_partitions_gets_two_each(gateway, topic6, strat
     assert body["state"] == "Empty" and body["members"] == []
 
 
+@on_local_store
 def test_killed_member_loses_partitions_others_resume_at_least_once(gateway, topic6):
     group = f"g-{uuid.uuid4().hex[:8]}"
     for p in range(6):
@@ -252,6 +260,7 @@ def test_killed_member_loses_partitions_others_resume_at_least_once(gateway, top
     assert {(o["partition"], o["offset"]) for o in body["offsets"]} == {(p, 20) for p in range(6)}
 
 
+@on_local_store
 def test_two_groups_publish_subscribe_and_queue(gateway, topic6):
     q = f"q-{uuid.uuid4().hex[:8]}"
     other = f"o-{uuid.uuid4().hex[:8]}"
@@ -278,6 +287,7 @@ def test_two_groups_publish_subscribe_and_queue(gateway, topic6):
         c.close()
 
 
+@on_local_store
 def test_consumer_iterator_and_batches_through_gateway(gateway, topic):
     produce(gateway, topic, 2, [b"a", b"b", b"c"])
     with Consumer(gateway=gateway.url, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
@@ -308,6 +318,7 @@ def test_direct_reads_with_gateway_membership(gateway, gateway_store, topic6):
     assert {(o["partition"], o["offset"]) for o in body["offsets"]} >= {(3, 1)}
 
 
+@on_local_store
 def test_group_routes_refuse_bad_input(gateway, topic):
     assert gateway.request("POST", "/groups/g1/members", body={"topics": ["nope-y"]})[0] == 404
     status, body, _ = gateway.request("POST", "/groups/g1/members", body={"topics": "x"})
@@ -355,6 +366,7 @@ def test_restarted_gateway_knows_committed_offsets(gateway, topic6):
     c2.close()
 
 
+@on_local_store
 def test_min_bytes_waits_for_enough_and_max_bytes_cuts(gateway, topic):
     produce(gateway, topic, 0, [b"x" * 100])
     out = {}
@@ -386,6 +398,7 @@ def test_min_bytes_waits_for_enough_and_max_bytes_cuts(gateway, topic):
     assert 1 < pa.ipc.open_stream(data).read_all().num_rows < 201
 
 
+@on_local_store
 def test_idle_rest_instance_expires_and_leaves_its_group(gateway, topic):
     group = f"idle-{uuid.uuid4().hex[:8]}"
     status, body, _ = gateway.request("POST", f"/consumers/{group}",

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from log_layout.partitioner import partition_for_key
+from tests.ingest_gateway.conftest import on_local_store
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -40,6 +41,7 @@ def hw(log, topic):
 
 
 # -- produce: content types ------------------------------------------------------------
+@on_local_store
 def test_json_v2_produce_routes_by_key_and_commits_before_answering(gateway, gateway_log, topic):
     records = [{"key": f"user-{i}", "value": {"n": i}} for i in range(20)]
     status, body, headers = gateway.request("POST", f"/topics/{topic}", body={"records": records},
@@ -65,6 +67,7 @@ def test_json_v2_produce_routes_by_key_and_commits_before_answering(gateway, gat
         assert offs == list(range(len(offs)))  # consecutive, in request order
 
 
+@on_local_store
 def test_binary_v2_with_headers_timestamps_and_tombstones(gateway, gateway_log, topic):
     records = [{"key": b64(b"k1"), "value": b64(b"\x00\x01binary"), "timestamp": 1_700_000_000_123,
                 "headers": [{"key": "trace", "value": b64(b"abc")}, {"key": "empty", "value": None}]},
@@ -80,6 +83,7 @@ def test_binary_v2_with_headers_timestamps_and_tombstones(gateway, gateway_log, 
     assert rows[1]["value"] is None  # a tombstone
 
 
+@on_local_store
 def test_plain_json_is_json_v2_and_keyless_records_stick_to_one_partition(gateway, gateway_log,
                                                                              topic):
     status, body, _ = gateway.request("POST", f"/topics/{topic}",
@@ -91,6 +95,7 @@ def test_plain_json_is_json_v2_and_keyless_records_stick_to_one_partition(gatewa
     assert [r["value"] for r in read_all(gateway_log, topic, p)] == [str(i).encode() for i in range(10)]
 
 
+@on_local_store
 def test_arrow_stream_splits_by_partition_column(gateway, gateway_log, topic):
     n = 3000
     table = pa.table({"value": pa.array([b"v%d" % i for i in range(n)]),
@@ -107,6 +112,7 @@ def test_arrow_stream_splits_by_partition_column(gateway, gateway_log, topic):
     assert [r["value"] for r in rows[:3]] == [b"v2", b"v5", b"v8"]
 
 
+@on_local_store
 def test_arrow_stream_to_one_partition_with_string_columns(gateway, gateway_log, topic):
     table = pa.table({"value": ["a", "b", "c"], "key": ["x", None, "z"]})
     status, body, _ = gateway.request("POST", f"/topics/{topic}/partitions/0",
@@ -118,6 +124,7 @@ def test_arrow_stream_to_one_partition_with_string_columns(gateway, gateway_log,
 
 
 # -- acks -------------------------------------------------------------------------------------
+@on_local_store
 def test_acks_zero_one_and_all(gateway, gateway_log, topic):
     body = {"records": [{"value": 1}, {"value": 2}]}
     status, out, _ = gateway.request("POST", f"/topics/{topic}/partitions/0?acks=0", body=body)
@@ -149,6 +156,7 @@ def test_acks_zero_one_and_all(gateway, gateway_log, topic):
     ("/topics/{topic}", b"hello", "text/plain", 415, 41501),
     ("/topics/{topic}?producer_id=1", {"records": [{"value": 1}]}, JSON_V2, 400, 40001),
 ])
+@on_local_store
 def test_bad_requests_get_a_typed_error_and_write_nothing(gateway, gateway_log, topic, path, body,
                                                            ctype, status, code):
     before = hw(gateway_log, topic)
@@ -158,6 +166,7 @@ def test_bad_requests_get_a_typed_error_and_write_nothing(gateway, gateway_log, 
     assert hw(gateway_log, topic) == before
 
 
+@on_local_store
 def test_record_over_max_message_bytes_is_413(gateway, gateway_log):
     name = f"small-{uuid.uuid4().hex[:8]}"
     gateway_log.create_topic(name, {"max.message.bytes": 100})
@@ -169,6 +178,7 @@ def test_record_over_max_message_bytes_is_413(gateway, gateway_log):
     assert gateway_log.partition(name, 0).high_watermark() == 1
 
 
+@on_local_store
 def test_keyless_record_on_compacted_topic_is_refused(gateway, gateway_log):
     name = f"compact-{uuid.uuid4().hex[:8]}"
     gateway_log.create_topic(name, {"cleanup.policy": "compact"})
@@ -182,6 +192,7 @@ def test_keyless_record_on_compacted_topic_is_refused(gateway, gateway_log):
     assert gateway_log.partition(name, 0).high_watermark() == 0
 
 
+@on_local_store
 def test_body_over_max_request_size_is_413(gateway, topic):
     """Refused from the Content-Length header alone, before the body is read."""
     import socket
@@ -201,6 +212,7 @@ def test_body_over_max_request_size_is_413(gateway, topic):
 
 
 # -- idempotence -------------------------------------------------------------------------------------
+@on_local_store
 def test_retried_batch_is_acknowledged_with_its_offsets_and_written_once(gateway, gateway_log, topic):
     body = {"records": [{"value": i} for i in range(5)]}
     path = f"/topics/{topic}/partitions/2?producer_id=77&producer_epoch=0&sequence=0"
@@ -222,6 +234,7 @@ def test_retried_batch_is_acknowledged_with_its_offsets_and_written_once(gateway
     assert gateway_log.partition(topic, 2).high_watermark() == 15
 
 
+@on_local_store
 def test_retry_before_the_flush_is_not_written_twice(gateway, gateway_log, topic):
     """acks=1 returns before the flush; the retry finds the pending batch."""
     table = pa.table({"value": [b"a", b"b", b"c"]})
@@ -234,6 +247,7 @@ def test_retry_before_the_flush_is_not_written_twice(gateway, gateway_log, topic
     assert gateway_log.partition(topic, 1).high_watermark() == 3
 
 
+@on_local_store
 def test_multi_partition_idempotent_request_needs_a_sequence_per_partition(gateway, topic):
     body = {"records": [{"value": 1, "partition": 0}, {"value": 2, "partition": 1}]}
     status, out, _ = gateway.request("POST", f"/topics/{topic}?producer_id=5&sequence=0", body=body)
@@ -244,6 +258,7 @@ def test_multi_partition_idempotent_request_needs_a_sequence_per_partition(gatew
 
 
 # -- admin ----------------------------------------------------------------------------------------------
+@on_local_store
 def test_v3_topic_admin_round_trip(gateway, gateway_log):
     status, clusters, _ = gateway.request("GET", "/v3/clusters")
     assert status == 200 and len(clusters["data"]) == 1
@@ -286,6 +301,7 @@ def test_v3_topic_admin_round_trip(gateway, gateway_log):
     assert name not in gateway_log.topics()
 
 
+@on_local_store
 def test_v2_topic_reads(gateway, topic):
     status, names, _ = gateway.request("GET", "/topics")
     assert status == 200 and topic in names
@@ -304,6 +320,7 @@ def test_v2_topic_reads(gateway, topic):
     assert gateway.request("GET", "/topics/nothing-here")[1]["error_code"] == 40401
 
 
+@on_local_store
 def test_health_readiness_metrics_openapi_and_producer_ids(gateway, topic):
     assert gateway.request("GET", "/healthz")[0] == 200
     assert gateway.request("GET", "/readyz")[0] == 200

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.gateway_process import ROOT, GatewayProcess, wait_for
 from log_layout import open_log
+from tests.ingest_gateway.conftest import on_local_store
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -75,6 +76,7 @@ def produce(client: Client, n: int, partition: int = 0, topic: str = "m") -> int
     return got["offsets"][-1]["offset"] + 1
 
 
+@on_local_store
 def test_requests_are_counted_and_timed_per_request_type_and_status(client):
     before = client.metrics()
     for _ in range(3):
@@ -102,6 +104,7 @@ def test_requests_are_counted_and_timed_per_request_type_and_status(client):
                  le="30.0") >= 4
 
 
+@on_local_store
 def test_records_and_bytes_out_count_what_fetches_answer(client):
     end = produce(client, 5, partition=1)
     before = client.metrics()
@@ -134,6 +137,7 @@ def test_partition_log_start_end_size_and_segments(client):
     assert value(m, "sparklog_log_segments", topic="m", partition=0) == segments + 1
 
 
+@on_local_store
 def test_consumer_lag_per_group_and_partition_and_rebalances(client):
     ends = [produce(client, 3, partition=p) for p in (0, 1)]
     a = client.ok("POST", "/groups/lagging/members", {"topics": ["m"],
@@ -169,6 +173,7 @@ def test_consumer_lag_per_group_and_partition_and_rebalances(client):
                               ).status == 204
 
 
+@on_local_store
 def test_open_connections_gauge_follows_connections(client, gw):
     def connections() -> float:
         return value(client.metrics(), "sparklog_gateway_connections")
@@ -187,6 +192,7 @@ def test_open_connections_gauge_follows_connections(client, gw):
     wait_for(lambda: connections() == base, timeout=20, what="closed connections to be gone")
 
 
+@on_local_store
 def test_readme_keyed_produce_counts_no_out_of_order_sequence(client, gw):
     """The README's ``seq 1 100000 | sed 's/^/user-1:/' | sparklog produce clicks
     --key-separator :`` once added 28-40 out_of_order_sequence to errors_total: the
@@ -304,6 +310,7 @@ def test_bad_log_format_fails_at_start_up(tmp_path):
     assert "gateway.log.format" in r.stderr and "xml" in r.stderr
 
 
+@on_local_store
 def test_the_console_and_ops_routes_have_their_own_request_types(client):
     before = client.metrics()
     assert client.request("GET", "/ui").status == 200

@@ -21,6 +21,7 @@ from ingest_gateway.client import (Consumer, IllegalState, ProduceError, Produce
                                    ProducerFenced)
 from jobs.gateway_process import GatewayProcess, wait_for
 from log_layout import group_offsets, open_log, transactions
+from tests.ingest_gateway.conftest import on_local_store
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 RC, RU = "read_committed", "read_uncommitted"
@@ -70,6 +71,7 @@ class Txn:
                                f"{'commit' if commit else 'abort'}", body=self.ids)
 
 
+@on_local_store
 def test_commit_is_seen_by_read_committed_and_abort_never(gateway, gateway_log, topic):
     t = Txn(gateway, tid())
     assert t.add(topic, 0, 1)[0] == 204
@@ -98,6 +100,7 @@ def test_commit_is_seen_by_read_committed_and_abort_never(gateway, gateway_log, 
         "CompleteAbort"
 
 
+@on_local_store
 def test_a_partition_not_in_the_transaction_is_refused_and_nothing_written(
         gateway, gateway_log, topic):
     t = Txn(gateway, tid())
@@ -122,6 +125,7 @@ def test_a_partition_not_in_the_transaction_is_refused_and_nothing_written(
     assert status == 400 and body["error"] == "malformed_request"
 
 
+@on_local_store
 def test_a_zombie_with_the_older_epoch_is_fenced(gateway, gateway_log, topic):
     name = tid()
     zombie = Txn(gateway, name)
@@ -140,6 +144,7 @@ def test_a_zombie_with_the_older_epoch_is_fenced(gateway, gateway_log, topic):
     assert values(gateway_log, topic, 0, RU) == [1, 3]
 
 
+@on_local_store
 def test_offsets_commit_with_the_transaction_and_never_with_an_abort(
         gateway, gateway_log, topic):
     group = f"g-{uuid.uuid4().hex[:8]}"
@@ -159,6 +164,7 @@ def test_offsets_commit_with_the_transaction_and_never_with_an_abort(
     assert values(gateway_log, topic, 1, RC) == ["out"]
 
 
+@on_local_store
 def test_the_gateway_aborts_a_transaction_older_than_its_timeout(gateway, gateway_log, topic):
     t = Txn(gateway, tid(), timeout_ms=300)
     assert t.add(topic, 0)[0] == 204
@@ -173,6 +179,7 @@ def test_the_gateway_aborts_a_transaction_older_than_its_timeout(gateway, gatewa
     assert status == 409 and body["error"] == "producer_fenced"
 
 
+@on_local_store
 def test_refusals_name_what_is_wrong(gateway, topic):
     t = Txn(gateway, tid())
     cases = [
@@ -207,6 +214,7 @@ _fields = st.sampled_from(["producer_id", "producer_epoch", "partitions", "offse
 @given(suffix=st.sampled_from([":init", ":commit", ":abort", "/partitions", "/offsets"]),
        body=st.dictionaries(_fields, _json, max_size=5) | _json,
        items=st.lists(st.dictionaries(_fields, _json, max_size=4), max_size=3))
+@on_local_store
 def test_hostile_bodies_are_refused_never_a_500(gateway, suffix, body, items):
     if isinstance(body, dict) and items:
         body = {**body, "partitions": items, "offsets": items}
@@ -217,6 +225,7 @@ def test_hostile_bodies_are_refused_never_a_500(gateway, suffix, body, items):
 
 
 @pytest.mark.parametrize("level", [RC, RU])
+@on_local_store
 def test_transactional_produce_segments_are_one_producers(gateway, gateway_log, topic, level):
     a, b = Txn(gateway, tid()), Txn(gateway, tid())
     for t in (a, b):
@@ -247,6 +256,7 @@ def consume_all(gateway_url, topic, level, *, store=None):
         return sorted(out)
 
 
+@on_local_store
 def test_producer_commit_and_abort_seen_by_consumers_of_each_level(gateway, gateway_log, topic):
     with Producer(gateway.url, transactional_id=tid(), linger_ms=1) as p:
         p.init_transactions()
@@ -268,6 +278,7 @@ def test_producer_commit_and_abort_seen_by_consumers_of_each_level(gateway, gate
         Consumer(gateway=gateway.url, isolation_level="committed")
 
 
+@on_local_store
 def test_producer_misuse_is_an_illegal_state(gateway, topic):
     with Producer(gateway.url, transactional_id=tid()) as p:
         with pytest.raises(IllegalState):
@@ -285,6 +296,7 @@ def test_producer_misuse_is_an_illegal_state(gateway, topic):
         Producer(gateway.url, transactional_id=tid(), enable_idempotence=False)
 
 
+@on_local_store
 def test_a_zombie_producer_is_fenced_with_a_clear_error(gateway, gateway_log, topic):
     name = tid()
     zombie = Producer(gateway.url, transactional_id=name, linger_ms=0)
@@ -310,6 +322,7 @@ def test_a_zombie_producer_is_fenced_with_a_clear_error(gateway, gateway_log, to
     assert values_raw(gateway_log, topic, 0, RU) == [b"zombie-1", b"ok"]
 
 
+@on_local_store
 def test_a_fenced_record_makes_commit_raise_producer_fenced(gateway, topic):
     name = tid()
     with Producer(gateway.url, transactional_id=name, linger_ms=0) as zombie, \

@@ -11,6 +11,7 @@ import pytest
 from conf import ConfigError, TopicConfig
 from log_layout import (InvalidTopicName, SparklogError, TopicExists, UnknownPartition,
                         UnknownTopic, open_log)
+from tests.conftest import on_local_store
 
 BAD_NAMES = ["", ".", "..", "a/b", "/", "../etc", "x" * 250, "white space", "ümlaut", "a\\b",
              "tab\t", "nul\x00", "newline\n", "\nnewline", "digit\u0661"]
@@ -35,6 +36,7 @@ def test_create_list_describe(log):
     log.create_topic("x" * 249)  # the longest legal name
 
 
+@on_local_store
 def test_create_twice_and_unknown(log):
     log.create_topic("t")
     with pytest.raises(TopicExists, match="'t' already exists"):
@@ -54,6 +56,7 @@ def test_create_twice_and_unknown(log):
 
 
 @pytest.mark.parametrize("name", BAD_NAMES, ids=lambda n: repr(n[:12]))
+@on_local_store
 def test_invalid_topic_names(log, name):
     for call in (lambda: log.create_topic(name), lambda: log.topic(name),
                  lambda: log.partition(name, 0), lambda: log.delete_topic(name),
@@ -72,6 +75,7 @@ def test_invalid_topic_name_messages():
             open_log("memory://names").create_topic(name)
 
 
+@on_local_store
 def test_bad_configs_name_key_and_value(log):
     with pytest.raises(ConfigError) as e:
         log.create_topic("t", {"retention.ms": "soon"})
@@ -109,6 +113,7 @@ def test_partition_cache_sees_growth_from_another_log(log):
     assert other.partition("t", 1).high_watermark() == 0
 
 
+@on_local_store
 def test_a_partition_is_handed_each_config_its_log_reads(log):
     """A partition never asks its log: the log hands it every newer config it reads,
     from its own alters at once and from another process's on its next read."""
@@ -251,6 +256,7 @@ def test_a_long_lived_log_follows_a_recreated_topic(log):
     assert old.partition("t", 0).read_table(0).num_rows == 2
 
 
+@on_local_store
 def test_underscore_topics_are_listed_and_reserved_names_refused(log):
     log.create_topic("__consumer_offsets")
     log.create_topic("_internal")
@@ -264,6 +270,7 @@ def test_underscore_topics_are_listed_and_reserved_names_refused(log):
 
 @pytest.mark.parametrize("name", ["_cluster.json", "_groups", "_maintenance", ".tmp-x",
                                   ".tmp-0123456789abcdef", "_security", "_tables", "_brokers"])
+@on_local_store
 def test_the_stores_own_names_are_no_topic_names(log, name):
     log.cluster_id()
     for call in (lambda: log.create_topic(name), lambda: log.topic(name),

@@ -11,6 +11,7 @@ from log_layout import OffsetOutOfRange
 from retention.policy import plan_retention, retain_partition
 from retention.vacuum import vacuum_partition
 from tests.compaction.helpers import T0, keyed, rows
+from tests.conftest import on_local_store
 
 HOUR = 3_600_000
 
@@ -25,6 +26,7 @@ def fill(log, topic, configs, *, segments=5, per=10, step_ms=HOUR, pad=0):
     return plog, log.topic(topic).config
 
 
+@on_local_store
 def test_time_retention_drops_whole_old_segments_and_moves_log_start(log):
     plog, config = fill(log, "t1", {"retention.ms": 2 * HOUR})
     now = T0 + 4 * HOUR  # segments at 0..4 h; > 2 h old: 0 h and 1 h
@@ -42,6 +44,7 @@ def test_time_retention_drops_whole_old_segments_and_moves_log_start(log):
     assert e.value.offset == 5 and e.value.log_start == 20
 
 
+@on_local_store
 def test_active_segment_survives_any_retention(log):
     plog, config = fill(log, "t1", {"retention.ms": 0, "retention.bytes": 0}, segments=3)
     retain_partition(plog, config, T0 + 100 * HOUR)
@@ -49,6 +52,7 @@ def test_active_segment_survives_any_retention(log):
     assert len(m.segments) == 1 and m.log_start_offset == 20 and m.next_offset == 30
 
 
+@on_local_store
 def test_size_retention_keeps_at_least_retention_bytes(log):
     plog, config = fill(log, "s1", {"retention.bytes": 1, "retention.ms": -1}, pad=100)
     size = plog.snapshot().segments[0].bytes
@@ -62,6 +66,7 @@ def test_size_retention_keeps_at_least_retention_bytes(log):
     assert m.log_start_offset == 20
 
 
+@on_local_store
 def test_topics_with_different_configs_in_one_run(log):
     fill(log, "keep-forever", {"retention.ms": -1})
     fill(log, "short", {"retention.ms": HOUR})
@@ -91,6 +96,7 @@ def test_vacuum_deletes_dropped_files_after_the_grace_period(log):
     assert [r[0] for r in rows(plog)] == list(range(40, 50))
 
 
+@on_local_store
 def test_maintain_partition_rejects_unknown_steps(log):
     plog, config = fill(log, "x", {}, segments=1)
     from jobs.maintain import InvalidMaintenanceRequest
