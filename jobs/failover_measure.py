@@ -186,13 +186,18 @@ class GroupReader:
         return self
 
     def _run(self) -> None:
+        # Records a poll delivered are kept until a commit covers them: a commit refused
+        # during the failover is retried with the next poll's, so the count neither drops
+        # what was delivered (the consumer's position is past it) nor counts it early.
+        delivered: list = []
         while not self.stopping.is_set():
             try:
-                records = self.consumer.poll(0.5)
-                if records:
+                delivered += self.consumer.poll(0.5) or []
+                if delivered:
                     self.consumer.commit()
-                    for r in records:
+                    for r in delivered:
                         self.read[r.value] += 1
+                    delivered.clear()
             except Exception as e:  # noqa: BLE001 - a failover error: poll again
                 if len(self.errors) < 5:
                     self.errors.append(f"{type(e).__name__}: {e}")
