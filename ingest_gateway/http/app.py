@@ -231,9 +231,10 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     ``now_ms`` is the consumer hub's clock (group sessions, idle REST instances;
     default the wall clock). ``beside``: other protocols on the same services, each
     entered with the gateway once it is built and exited before the batcher closes
-    (the runner passes the Kafka listener's ``serving``). Handlers reach ``request.app.state.batcher``, ``.log``,
-    ``.settings``, ``.metrics``. Every request is counted and timed (and logged if
-    ``gateway.access.log``) by ``metrics.Instrumented``.
+    (the runner passes the Kafka listener's ``serving``). Handlers reach the services
+    through ``request.app.state.gateway`` (``server.gateway.Gateway``; ``.batcher``,
+    ``.log``, ``.settings`` and ``.metrics`` are on the state too). Every request is
+    counted and timed (and logged if ``gateway.access.log``) by ``metrics.Instrumented``.
     """
     metrics_ = GatewayMetrics()
     slot = settings.gateway.broker_id

@@ -4,9 +4,10 @@ Started beside the HTTP app (``runner.serve`` hands :func:`serving` to the app's
 lifespan) when ``gateway.kafka.listeners`` names an address
 (``PLAINTEXT://127.0.0.1:9092``, Kafka's syntax; conf/defaults.toml), on the same
 event loop and the same ``server.gateway.Gateway`` as the HTTP routes: one batcher,
-consumer hub, topic admin and cluster membership for both. Its scheme (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the
-SASL login and the ACL checks are ``kafka.security`` and ``kafka.sasl``'s: a Kafka
-client never bypasses the login or the ACLs the HTTP routes enforce.
+consumer hub, topic admin and cluster membership for both. Its scheme (PLAINTEXT,
+SSL, SASL_PLAINTEXT, SASL_SSL), the SASL login and the ACL checks are
+``kafka.security`` and ``kafka.sasl``'s: a Kafka client never bypasses the login or
+the ACLs the HTTP routes enforce.
 
 Per connection, a reader task reads frames (4-byte size; a size over
 ``gateway.socket.request.max.bytes`` (Kafka's default 100 MiB) or below a header's
@@ -52,13 +53,13 @@ from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, c
 from ingest_gateway.kafka import acl_gate, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
-from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.kafka.sasl import Session
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
                                        API_INIT_PRODUCER_ID, API_LIST_OFFSETS,
                                        API_PRODUCE, API_VERSIONS, OFFERED, Header, ProtocolError,
                                        encode_response, error, make, parse_request, peek_header,
                                        response_module)
+from ingest_gateway.server.gateway import Gateway
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
