@@ -11,22 +11,17 @@ can tell "retry" from "give up".
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ingest_gateway.error_table import TABLE, answer_of
+from ingest_gateway.error_table import answer_of
 from ingest_gateway.errors import (BufferFull, FlushFailed, NotAuthenticated, NotAuthorized,
                                    NotCoordinator, NotLeader, ShuttingDown, TooManyConnections)
 from log_layout import Fenced, InvalidTxnState, OutOfOrderSequence, ProducerFenced
 
-#: error class -> (HTTP status, REST Proxy style error_code): the HTTP columns of the
-#: gateway's one error table (``ingest_gateway.error_table``)
-ERRORS: types.MappingProxyType[type[BaseException], tuple[int, int]] = types.MappingProxyType(
-    {cls: (a.http_status, a.rest_code) for cls, a in TABLE.items()})
 #: errors a client may retry unchanged (idempotently)
 RETRIABLE = (BufferFull, NotLeader, NotCoordinator, Fenced, FlushFailed, ShuttingDown,
              TooManyConnections)

@@ -18,7 +18,7 @@ Records go into the transaction by the produce route with ``transactional_id``
 (``produce``), to partitions added here first. ``:init`` bumps the epoch and so
 fences an older producer of the id; every other call names producer id and epoch.
 Answers: 200 with a JSON document; 204 for partitions, offsets, commit and abort.
-Refusals (``errors.ERRORS``): a body field missing, of the wrong type or out of
+Refusals (``ingest_gateway.error_table``): a body field missing, of the wrong type or out of
 range 400 ``bad_request``; a bad transactional id 400 ``invalid_topic_name``; a
 bad group id 400 ``invalid_group_id``; an unknown topic or partition 404; an
 older epoch 409 ``producer_fenced`` (40915: a conflict with the id's newer
