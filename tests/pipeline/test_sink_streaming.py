@@ -148,15 +148,16 @@ def test_query_killed_mid_batch_and_restarted_writes_each_row_once(spark, flog, 
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        # mid-batch: partition 0's task appended its rows in the open transaction
-        # while partition 1's task hangs on "block"
-        _wait_for(lambda: any(p.snapshot().last_stable_offset < p.high_watermark()
-                              for p in flog.partitions("out")), proc, "rows appended")
+        # mid-batch: partition 0's task appended all its rows (in more than one append)
+        # in the open transaction while partition 1's task hangs on "block"
+        _wait_for(lambda: sum(p.high_watermark() for p in flog.partitions("out")) >= 40,
+                  proc, "rows appended")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert committed(spark, flog).count() == 0  # nothing of the open batch is visible
-    assert sum(p.high_watermark() for p in flog.partitions("out")) >= 40
+    assert any(p.snapshot().last_stable_offset < p.high_watermark()
+               for p in flog.partitions("out"))  # the rows are there, held by the transaction
     run(spark, flog, ck)  # the restart aborts the killed run's transaction, replays
     wanted = rows(spark, range(40)).union(
         spark.createDataFrame([(b"blocker", b"block")], "key binary, value binary"))

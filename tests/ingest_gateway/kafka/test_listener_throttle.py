@@ -22,6 +22,7 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.listener import KafkaListener
 from ingest_gateway.kafka.wire import API_PRODUCE, API_VERSIONS
+from ingest_gateway.server.gateway import Gateway
 from tests.ingest_gateway.kafka.kafka_gateway import frame
 
 pytest.importorskip("kio")
@@ -60,10 +61,10 @@ class Clock:
 async def _listener(monkeypatch) -> tuple[KafkaListener, Quotas, Clock, dict]:
     settings = conf.load({"gateway.kafka.listeners": "PLAINTEXT://127.0.0.1:0"}, environ={})
     quotas, clock, handled = Quotas(), Clock(), {API_PRODUCE: 0, API_VERSIONS: 0}
-    state = types.SimpleNamespace(settings=settings, batcher=None, log=None, quotas=quotas,
-                                  authorizer=None, topics=None, cluster=None,
-                                  metrics=types.SimpleNamespace(registry=None))
-    listener = KafkaListener(Broker(state, "127.0.0.1", 0), settings.gateway,
+    # no store: the handlers below answer without one
+    gateway = Gateway(settings=settings, log=None, batcher=None, topics=None, quotas=quotas,
+                      metrics=types.SimpleNamespace(registry=None))
+    listener = KafkaListener(Broker(gateway, "127.0.0.1", 0), settings.gateway,
                              sec.ListenerSecurity("PLAINTEXT", settings, None))
     real = throttle.Mute
     monkeypatch.setattr(throttle, "Mute", lambda: real(clock.clock, clock.sleep))
