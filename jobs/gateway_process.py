@@ -88,13 +88,15 @@ class GatewayProcess:
 
     ``scheme="https"`` listens on ``https://127.0.0.1:<port>`` (give ``ssl.certfile``
     and friends in ``settings``); ``ca_file`` is the CA its own requests trust, and
-    ``cert_file``/``key_file`` the client certificate they present.
+    ``cert_file``/``key_file`` the client certificate they present. ``root`` is the
+    source tree the child runs (default this one; a benchmark gives another commit's).
     """
 
     def __init__(self, store_url: str, storage_options: Mapping[str, Any] | None = None, *,
                  settings: Mapping[str, Any] | None = None, port: int | None = None,
                  log_path: str | None = None, scheme: str = "http", ca_file: str | None = None,
-                 cert_file: str | None = None, key_file: str | None = None):
+                 cert_file: str | None = None, key_file: str | None = None, root: str = ROOT):
+        self.root = root
         self.store_url, self.storage_options = store_url, storage_options
         self.settings = {"store.fsync": "false", **(settings or {})}
         self.port = port or free_port()
@@ -114,9 +116,9 @@ class GatewayProcess:
             ["gateway", "--listeners", self.url]
         if self.storage_options:
             cmd += ["--storage-options", json.dumps(self.storage_options)]
-        env = {**os.environ, "PYTHONPATH": ROOT}
+        env = {**os.environ, "PYTHONPATH": self.root}
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=out, stderr=subprocess.STDOUT)
         wait_for(self._healthy, timeout=30, what=f"gateway on port {self.port}")
         return self
 
