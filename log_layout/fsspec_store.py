@@ -82,6 +82,12 @@ class FsspecStore(Store):
 
         return sync(self.fs.loop, get)
 
+    def read_range(self, path: str, start: int, length: int) -> Any:
+        """One ranged GET (S3: ``Range: bytes=start-end``)."""
+        if length <= 0:
+            return b""
+        return self.fs.cat_file(self._abs(path), start=start, end=start + length)
+
     def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
         """One ranged GET of the last ``n`` bytes (a manifest version carried by a
         segment is read from its end, not downloaded whole), then the size only if the

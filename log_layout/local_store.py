@@ -65,6 +65,21 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    def read_range(self, path: str, start: int, length: int) -> Any:
+        """``pread`` of ``length`` bytes at ``start`` (short reads continued)."""
+        fd = os.open(self._abs(path), os.O_RDONLY)
+        try:
+            chunks, have = [], 0
+            while have < length:
+                more = os.pread(fd, length - have, start + have)
+                if not more:
+                    break
+                chunks.append(more)
+                have += len(more)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            os.close(fd)
+
     def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
         fd = os.open(self._abs(path), os.O_RDONLY)
         try:

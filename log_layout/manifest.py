@@ -82,6 +82,27 @@ of its producer; both isolation levels drop marker segments. A marker also sets
 the producer's epoch in ``producers`` to the marker's (a bumped epoch forgets the
 old epoch's batches): a zombie appending with an older epoch is refused.
 
+**The hot tier** (``hot_journal``; Kafka's KIP-1150 diskless topics, WarpStream).
+A gateway writing in hot mode commits no version here on append: each flush is one
+shared object for every partition it writes and one entry of its journal naming, for
+each partition, the delta of its next version (the same JSON as a delta here). A
+claim points the partition at its writer's journal, and from then on the partition is
+this folder's newest version **plus** the journal's entries for it at its leader
+epoch (``hot_state.merge``). A manifest that has held hot segments, or points at a
+journal, is in ``"format": 5`` (whole) or ``6`` (a delta of a journal entry), so a
+reader that predates the hot tier refuses it rather than read a stale log; it always
+has the transactional columns and adds::
+
+     "segments": {..., "position": [0, 0, 18432, ...]},   # byte offset in a shared object
+     "hot": {"journal": "gw-0-1a2b3c", "from": 17},       # or null: follow no journal
+     "transactional": false                               # the log has held transactions
+
+A hot segment's ``file`` is the shared object's path from the store's root
+(``_hot/<journal>/<seq>-<uniq>.wal``) and its bytes are ``[position, position +
+bytes)`` of it. ``from`` is the first journal entry not yet merged into this
+version: a commit here built on the merged state (a claim, maintenance: the roll-up
+too) takes every entry before it along.
+
 What maintenance (compaction, retention, roll-up: other packages) keeps, and
 where: a rewritten segment holds one kind of records -- non-transactional, one
 producer's one transaction, or one marker -- and takes its flags from the
@@ -115,6 +136,8 @@ FORMAT = 1  # a whole version
 DELTA_FORMAT = 2  # a delta of the version before
 TXN_FORMAT = 3  # a whole version of a log that has held transactions
 TXN_DELTA_FORMAT = 4  # a delta of such a log
+HOT_FORMAT = 5  # a whole version of a log that has held hot segments or follows a journal
+HOT_DELTA_FORMAT = 6  # a delta of such a log (a journal entry's)
 #: every version that is a multiple of this is whole; an append between them is a delta
 CHECKPOINT_INTERVAL = 16
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
@@ -122,6 +145,7 @@ _SEGMENT_FIELDS = ("file", "base_offset", "last_offset", "count", "bytes", "min_
                    "crc32")
 _COLUMN_OPEN = tuple(("," if i else "") + f'"{f}":[' for i, f in enumerate(_SEGMENT_FIELDS))
 _TXN_FIELDS = ("producer_id", "control")
+_HOT_FIELDS = (*_TXN_FIELDS, "position")
 NO_PRODUCER = -1  # the producer_id of a segment that is not transactional
 
 
@@ -141,6 +165,8 @@ class SegmentInfo:
     producer_id: int = NO_PRODUCER
     #: a control marker's segment (one offset, never returned to a reader)
     control: bool = False
+    #: where the segment starts in its file (non-zero only in a shared hot object)
+    position: int = 0
 
     @property
     def end_offset(self) -> int:
@@ -199,6 +225,12 @@ class Manifest:
     transactional: bool = False
     #: (leader epoch, its first offset), oldest first: see leader_epochs
     epochs: tuple[tuple[int, int], ...] = ()
+    #: the log has held hot segments or follows a journal: stored in the HOT formats
+    hot: bool = False
+    #: the journal whose entries at this leader epoch follow this version (None: none)
+    hot_journal: str | None = None
+    #: the first entry of ``hot_journal`` not merged into this version
+    hot_from: int = 0
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled into Spark tasks: the fields only, not the encoding caches.
@@ -340,18 +372,27 @@ class Manifest:
         else:
             added = self.segments
             columns = self._segment_columns()
-        if self.transactional:
+        extra: tuple[str, ...] = ()
+        if self.hot:
+            doc["format"] += 4  # 1 -> 5, 2 -> 6
+            doc["hot"] = None if self.hot_journal is None else \
+                {"journal": self.hot_journal, "from": self.hot_from}
+            doc["transactional"] = self.transactional
+            extra = _HOT_FIELDS
+        elif self.transactional:
             doc["format"] += 2  # 1 -> 3, 2 -> 4
+            extra = _TXN_FIELDS
+        if extra:
             doc["open_txns"] = {str(pid): off for pid, off in self.open_txns.items()}
             doc["aborted"] = [list(a) for a in self.aborted]
             columns = (*columns, *(",".join(str(int(getattr(s, f))) for s in added)
-                                   for f in _TXN_FIELDS))
+                                   for f in extra))
         rest = json.dumps(doc, separators=(",", ":"))
         # One join: the segment columns are most of the text (they grow with the log).
         parts = ['{"segments":{']
         for i, text in enumerate(columns):
             parts += (_COLUMN_OPEN[i] if i < len(_COLUMN_OPEN) else
-                      f',"{_TXN_FIELDS[i - len(_COLUMN_OPEN)]}":[', text, "]")
+                      f',"{extra[i - len(_COLUMN_OPEN)]}":[', text, "]")
         parts += ("},", rest[1:])
         return "".join(parts).encode()
 
@@ -383,12 +424,15 @@ class Manifest:
         try:
             doc = json.loads(data)
             fmt = doc.get("format")
-            if fmt not in (FORMAT, DELTA_FORMAT, TXN_FORMAT, TXN_DELTA_FORMAT):
+            if fmt not in (FORMAT, DELTA_FORMAT, TXN_FORMAT, TXN_DELTA_FORMAT, HOT_FORMAT,
+                           HOT_DELTA_FORMAT):
                 raise CorruptManifest(path, f"unknown format {fmt!r}")
-            txn = fmt in (TXN_FORMAT, TXN_DELTA_FORMAT)
+            hot = fmt in (HOT_FORMAT, HOT_DELTA_FORMAT)
+            txn = hot or fmt in (TXN_FORMAT, TXN_DELTA_FORMAT)
             cols = doc["segments"]
             n = len(cols["file"])
-            if any(len(cols[f]) != n for f in _SEGMENT_FIELDS + (_TXN_FIELDS if txn else ())):
+            if any(len(cols[f]) != n for f in _SEGMENT_FIELDS + (
+                    _HOT_FIELDS if hot else _TXN_FIELDS if txn else ())):
                 raise CorruptManifest(path, "segment columns differ in length")
             files = cols["file"]
             bad = [f for f in (*files, *doc["removed"]["file"]) if not paths.is_segment_file(f)]
@@ -405,6 +449,16 @@ class Manifest:
                                              _ints(cols["control"]))
                 open_txns = {int(pid): _int(off) for pid, off in doc["open_txns"].items()}
                 aborted = tuple(_aborted_entry(a) for a in doc["aborted"])
+            hot_journal, hot_from = None, 0
+            if hot:
+                segments = _with_positions(segments, _ints(cols["position"]))
+                pointer = doc["hot"]
+                if pointer is not None:
+                    hot_journal, hot_from = pointer["journal"], _int(pointer["from"])
+                    paths.journal_folder(hot_journal)  # a name, not a path: ValueError
+                    if hot_from < 0:
+                        raise ValueError(f"hot.from must be >= 0, not {hot_from}")
+                txn = doc["transactional"] is True
             removed = tuple(zip(doc["removed"]["file"], map(_int, doc["removed"]["at_ms"])))
             producers = {int(pid): ProducerEntry(int(e["epoch"]),
                                                  tuple(tuple(map(_int, b)) for b in e["batches"]))
@@ -417,8 +471,9 @@ class Manifest:
                     committed_ms=int(doc.get("committed_ms", 0)),
                     cleaned_offset=int(doc.get("cleaned_offset", 0)),
                     open_txns=open_txns, aborted=aborted, transactional=txn,
-                    epochs=leader_epochs.parse(doc["epochs"]) if "epochs" in doc else ())
-            is_delta = fmt in (DELTA_FORMAT, TXN_DELTA_FORMAT)
+                    epochs=leader_epochs.parse(doc["epochs"]) if "epochs" in doc else (),
+                    hot=hot, hot_journal=hot_journal, hot_from=hot_from)
+            is_delta = fmt in (DELTA_FORMAT, TXN_DELTA_FORMAT, HOT_DELTA_FORMAT)
             delta_of = doc.get("delta_of") if is_delta else None
             if is_delta and (type(delta_of) is not int or delta_of != m.version - 1):
                 raise CorruptManifest(path, f"version {m.version} cannot be a delta of "
@@ -463,6 +518,18 @@ def _with_txn_columns(segments: tuple[SegmentInfo, ...], producer_ids: list[int]
             if ctl not in (0, 1):
                 raise ValueError(f"control must be 0 or 1, found {ctl!r}")
             info.__dict__.update(producer_id=pid, control=bool(ctl))
+    return segments
+
+
+def _with_positions(segments: tuple[SegmentInfo, ...],
+                    positions: list[int]) -> tuple[SegmentInfo, ...]:
+    """``segments`` with their byte positions set (format 5 and 6); only a hot object's
+    segments may start past 0."""
+    for info, pos in zip(segments, positions):
+        if pos:
+            if pos < 0 or not paths.is_hot_file(info.file):
+                raise ValueError(f"segment {info.file!r} cannot start at byte {pos}")
+            info.__dict__["position"] = pos
     return segments
 
 

@@ -24,6 +24,8 @@ import pyarrow as pa
 from conf.topic import TopicConfig
 from log_layout import reader, vacuum as garbage, writer as writes
 from log_layout.commit import wall_clock_ms
+from log_layout.hot_journal import Journals
+from log_layout.hot_writer import JournalWriter
 from log_layout.manifest import Manifest, SegmentInfo
 from log_layout.store import Store
 from log_layout.vacuum import UnreferencedFile, VacuumReport
@@ -46,13 +48,14 @@ class PartitionLog:
 
     def __init__(self, store: Store, topic: str, partition: int, topic_id: str = "", *,
                  config: TopicConfig, current_topic_id: Callable[[], str],
-                 manifest_versions_retained: int = 100):
+                 manifest_versions_retained: int = 100, journals: Journals | None = None):
         self.store = store
         self.topic, self.partition = topic, partition
         self.manifest_versions_retained = manifest_versions_retained
         self._config = config
         #: the partition's manifest versions (paths, reads, the newest, the next)
-        self.versions = Versions(store, topic, partition, topic_id, current_topic_id)
+        self.versions = Versions(store, topic, partition, topic_id, current_topic_id,
+                                 journals)
         self.folder = self.versions.folder
         self.manifest_folder = self.versions.manifest_folder
 
@@ -119,9 +122,10 @@ class PartitionLog:
         return reader.offset_for_timestamp(self.versions, timestamp_ms, manifest=manifest)
 
     # -- writes (writer.py) ----------------------------------------------------
-    def claim(self, leader: str) -> PartitionWriter:
-        """Become the partition's writer: bump the leader epoch, fencing the last one."""
-        return writes.claim(self, leader)
+    def claim(self, leader: str, journal: JournalWriter | None = None) -> PartitionWriter:
+        """Become the partition's writer: bump the leader epoch, fencing the last one;
+        with ``journal``, a writer through that hot journal (``writer.claim``)."""
+        return writes.claim(self, leader, journal)
 
     def writer(self) -> PartitionWriter:
         """A writer at the current leader epoch, without claiming (fenced by any claim)."""

@@ -17,6 +17,8 @@
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
       _security/acls/, _security/quotas/     ACLs and quotas (acls.py, quotas.py)
       _transactions/<tid>/<version:020d>.json  one transactional id's state (transactions.py)
+      _hot/<journal>/<seq:020d>.json         the hot tier: one gateway's flush commits, and
+      _hot/<journal>/<seq:020d>-<uniq>.wal   the shared objects they name (hot_journal.py)
       _tables/                               the default warehouse of materialised tables
       .tmp-<uniq>                            a root file being written (see store.py)
 
@@ -24,7 +26,7 @@ Reserved names: topics share the root with the log's own files, and every
 legal Kafka topic name (``[a-zA-Z0-9._-]{1,249}``, not ``.`` or ``..``) is a
 legal file name, so the root names above are reserved: ``_cluster.json``,
 ``_groups``, ``_maintenance``, ``_brokers``, ``_security``, ``_tables``,
-``_transactions`` and any name
+``_transactions``, ``_hot`` and any name
 starting ``.tmp-``
 (:data:`RESERVED_NAMES`, :data:`RESERVED_PREFIXES`). Creating, reading or
 producing to a topic of such a name raises InvalidTopicName saying why (the
@@ -74,8 +76,10 @@ SECURITY_FOLDER = "_security"
 TABLES_FOLDER = "_tables"
 #: the transaction log: one versioned document per transactional id (transactions.py)
 TRANSACTIONS_FOLDER = "_transactions"
+#: the hot tier: each gateway's journal of shared flush objects (hot_journal.py)
+HOT_FOLDER = "_hot"
 RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER,
-                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER})
+                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER, HOT_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
 #: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)
@@ -186,14 +190,64 @@ def carried_segment_file(manifest_file_name: str) -> str:
 
 
 def is_segment_file(name: object) -> bool:
-    """True for what a manifest may name as a segment's file: a segment file name, or
-    a carried segment's version file (``carried_segment_file``); no path tricks."""
+    """True for what a manifest may name as a segment's file: a segment file name, a
+    carried segment's version file (``carried_segment_file``) or a shared hot object
+    (``hot_object_path``); no path tricks."""
     if not isinstance(name, str):
         return False
     folder, slash, rest = name.partition("/")
     if slash:
+        if folder == HOT_FOLDER:
+            return is_hot_object(name)
         return folder == MANIFEST_FOLDER and _MANIFEST_NAME.fullmatch(rest) is not None
     return _SEGMENT_NAME.fullmatch(name) is not None
+
+
+# -- the hot tier (hot_journal.py) ----------------------------------------------------
+_JOURNAL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_HOT_ENTRY = re.compile(r"([0-9]{20})\.json")
+_HOT_OBJECT = re.compile(r"_hot/[A-Za-z0-9_-]{1,64}/[0-9]{20}-[0-9a-f]{16}\.wal")
+
+
+def is_hot_file(name: str) -> bool:
+    """Whether a manifest's segment file lives in the hot tier (its path is then from
+    the store's root, not from the partition's folder)."""
+    return name.startswith(HOT_FOLDER + "/")
+
+
+def is_hot_object(name: object) -> bool:
+    """True for a shared hot object's path as a manifest names it."""
+    return isinstance(name, str) and _HOT_OBJECT.fullmatch(name) is not None
+
+
+def journal_folder(journal: str) -> str:
+    """A journal's folder; raises ValueError for a name that is not ``[A-Za-z0-9_-]``."""
+    if not _JOURNAL_NAME.fullmatch(journal):
+        raise ValueError(f"a journal name is 1 to 64 of [A-Za-z0-9_-], not {journal!r}")
+    return f"{HOT_FOLDER}/{journal}"
+
+
+def hot_entry_path(journal: str, seq: int) -> str:
+    return f"{journal_folder(journal)}/{seq:020d}.json"
+
+
+def hot_entry_seq(name: str) -> int | None:
+    """The sequence number of a journal entry's file name, else None."""
+    m = _HOT_ENTRY.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def hot_object_path(journal: str, seq: int) -> str:
+    """A new shared object's path, unique (``seq`` is the journal position it was
+    planned for; the entry that commits it may take a later one)."""
+    return f"{journal_folder(journal)}/{seq:020d}-{unique_id()}.wal"
+
+
+def new_journal_name(owner: str) -> str:
+    """A journal name for a new writer process: ``owner`` (made safe) and a unique id,
+    so two processes (or one restarted) never write the same journal."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", owner)[:40] or "gateway"
+    return f"{safe}-{unique_id()}"
 
 
 def group_offsets(group: str) -> str:

@@ -66,9 +66,13 @@ def read_segment(v: Versions, info: SegmentInfo, start: int | None = None,
     Raises MissingSegment if the file is gone and CorruptSegment if its
     bytes do not match the manifest's checksum.
     """
-    path = f"{v.folder}/{info.file}"
+    hot = paths.is_hot_file(info.file)
+    path = info.file if hot else f"{v.folder}/{info.file}"
     try:
-        data = v.store.read_buffer(path, info.bytes)  # not a trailer after it
+        # a shared hot object: one ranged read of this partition's bytes; else the file
+        # up to the segment's end (not a trailer after it)
+        data = v.store.read_range(path, info.position, info.bytes) if hot \
+            else v.store.read_buffer(path, info.bytes)
     except FileNotFoundError:
         raise MissingSegment(path, version) from None
     if info.file.startswith(paths.MANIFEST_FOLDER) and bytes(data[:1]) == b"{":

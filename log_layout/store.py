@@ -138,6 +138,12 @@ class Store:
         data = self.read(path)
         return data if size is None else data[:size]
 
+    def read_range(self, path: str, start: int, length: int) -> Any:
+        """``length`` bytes of a file from byte ``start`` (a segment in a shared hot
+        object: one ranged read); fewer if the file ends first. FileNotFoundError if
+        absent."""
+        return self.read(path)[start:start + length]
+
     def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
         """The last ``n`` bytes of a file (all of a smaller one) and its size; never
         memory-mapped. FileNotFoundError if absent."""

@@ -33,6 +33,7 @@ from conf.topic import TopicConfig
 from log_layout import commit, group_offsets, maintenance_history, paths, versions
 from log_layout.errors import (CorruptManifest, SparklogError, TopicExists, UnknownPartition,
                                UnknownTopic)
+from log_layout.hot_journal import Journals
 from log_layout.partition import PartitionLog, wall_clock_ms
 from log_layout.store import Store
 
@@ -68,6 +69,8 @@ class Log:
         #: topic -> partition number -> its PartitionLog (by topic: a read hands them configs)
         self._partitions: dict[str, dict[int, PartitionLog]] = {}
         self._lock = threading.Lock()
+        #: the hot journals' entries read or written here, shared by every partition
+        self.journals = Journals(store)
 
     @property
     def url(self) -> str:
@@ -260,7 +263,8 @@ class Log:
         config = newest.config if newest.topic_id == info.topic_id else info.config
         return PartitionLog(self.store, topic, partition, info.topic_id, config=config,
                             current_topic_id=lambda: self.topic(topic, refresh=True).topic_id,
-                            manifest_versions_retained=self.manifest_versions_retained)
+                            manifest_versions_retained=self.manifest_versions_retained,
+                            journals=self.journals)
 
     def partitions(self, topic: str) -> list[PartitionLog]:
         return [self.partition(topic, p) for p in range(self.topic(topic).partitions)]

@@ -7,7 +7,8 @@ from the file's end, as far as a trailer says -- applies deltas to a whole
 version, finds the newest (following a re-created topic for readers), keeps the
 newest it has seen (the snapshot cache) and creates the next one exclusively
 (:meth:`Versions.try_commit`). The protocol those commits follow is in
-``commit.py``.
+``commit.py``. A version that names a hot journal is followed by that journal's
+entries for the partition: :meth:`Versions.snapshot` merges them (``hot_state``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from log_layout import paths, segment
+from log_layout import hot_state, paths, segment
 from log_layout.errors import CorruptManifest
+from log_layout.hot_journal import Journals
 from log_layout.manifest import CHECKPOINT_INTERVAL, Manifest
 
 #: bytes first read from the end of a manifest version file: all of a JSON manifest of a
@@ -61,8 +63,12 @@ class Versions:
     """
 
     def __init__(self, store, topic: str, partition: int, topic_id: str,
-                 current_topic_id: Callable[[], str]):
+                 current_topic_id: Callable[[], str], journals: Journals | None = None):
         self.store, self.topic, self.partition, self.topic_id = store, topic, partition, topic_id
+        #: the hot journals' entries this process has read (shared by its partitions)
+        self.journals = journals if journals is not None else Journals(store)
+        #: the last merge of a hot partition: (the _log version merged, the result)
+        self._merged: tuple[Manifest, Manifest] | None = None
         self.folder = paths.partition_folder(topic, partition)
         self.manifest_folder = paths.manifest_folder(topic, partition)
         self._current_topic_id = current_topic_id
@@ -158,7 +164,25 @@ class Versions:
                 self.topic_id, self._latest = current, None
 
     def snapshot(self, *, refresh: bool = True) -> Manifest:
-        """The newest committed manifest. ``refresh=False`` may return a cached one."""
+        """The newest committed manifest: the newest ``_log`` version and, if it names a
+        hot journal, the journal's entries for this partition after it (``hot_state``).
+        ``refresh=False`` may return a cached one (and reads no journal entry that is
+        not cached)."""
+        cold = self.cold_snapshot(refresh=refresh)
+        if cold.hot_journal is None:
+            return cold
+        with self._lock:
+            done = self._merged
+        start = done[1] if done is not None and done[0] is cold else None
+        merged = hot_state.merge(cold, self.journals, self.topic_id, refresh=refresh,
+                                 start=start)
+        with self._lock:
+            if self._latest is cold:
+                self._merged = (cold, merged)
+        return merged
+
+    def cold_snapshot(self, *, refresh: bool = True) -> Manifest:
+        """The newest ``_log`` version, without the hot journal entries after it."""
         with self._lock:
             cached = self._latest
         if cached is not None and not refresh:

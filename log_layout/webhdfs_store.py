@@ -249,6 +249,13 @@ class WebHdfsStore(Store):
             return self.read(path)
         return self._call("GET", self._url(path, "OPEN", length=size), redirect=True).data
 
+    def read_range(self, path: str, start: int, length: int) -> Any:
+        """One OPEN with ``offset`` and ``length`` (a DataNode reads only those bytes)."""
+        if length <= 0:
+            return b""
+        return self._call("GET", self._url(path, "OPEN", offset=start, length=length),
+                          redirect=True).data
+
     def read_tail(self, path: str, n: int) -> tuple[bytes, int]:
         size = self._status(path)["length"]
         start = max(0, size - n)

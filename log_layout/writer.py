@@ -5,10 +5,17 @@ Each is one ``commit.run``: a builder that plans the next version on a snapshot
 append through the segment seam (``segment_commit``), for a swap after putting
 the new segments (``SegmentPuts``), for a claim as a plain version. The
 protocol, and why it is safe against crashes and vacuum, is in commit.py.
+
+A writer claimed with a hot journal (``hot_writer.JournalWriter``) commits its
+appends and markers through the journal instead: the same plans, on the state its
+last commit left, gathered with every other partition's into one object per flush.
+Every claim seals the journal the partition's newest version names first
+(``hot_journal.seal``), whether the claimant writes hot or not.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from log_layout import commit, leader_epochs, segment, txn_maintenance, txn_writes
+from log_layout import commit, hot_journal, leader_epochs, segment, txn_maintenance, txn_writes
 from log_layout.commit import run as run_commit
 from log_layout.commit import wall_clock_ms
+from log_layout.hot_writer import Pending, without_segments
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
                                TopicRecreated)
 from log_layout.manifest import (NO_PRODUCER, Manifest, ProducerBatch, SegmentInfo,
@@ -28,6 +36,7 @@ from log_layout.versions import Versions
 
 if TYPE_CHECKING:
     from conf.topic import TopicConfig
+    from log_layout.hot_writer import JournalWriter
 
 
 class Partition(Protocol):
@@ -59,27 +68,58 @@ class AppendResult:
         return self.last_offset - self.base_offset + 1
 
 
-def claim(partition: Partition, leader: str) -> "PartitionWriter":
-    """Become the partition's writer: bump the leader epoch, fencing the last one."""
+def claim(partition: Partition, leader: str,
+          journal: "JournalWriter | None" = None) -> "PartitionWriter":
+    """Become the partition's writer: bump the leader epoch, fencing the last one. With
+    ``journal``, its appends go through that hot journal (see the module docstring).
+    Raises JournalBroken if ``journal`` is."""
     v = partition.versions
-    new = commit.run(v.snapshot, lambda m: m.next(
-        leader_epoch=m.leader_epoch + 1, leader=leader, committer="claim",
-        committed_ms=wall_clock_ms(),
-        epochs=leader_epochs.assign(m.epochs, m.leader_epoch + 1, m.next_offset,
-                                    m.log_start_offset)), v.attempt)
-    return PartitionWriter(partition, new)
+    sealed: set[tuple[str, int]] = set()
+
+    def snapshot() -> Manifest:
+        m = v.snapshot()
+        if m.hot_journal is not None and (m.hot_journal, m.leader_epoch) not in sealed:
+            # fence the hot writer first, then take every entry it committed before that
+            hot_journal.seal(v.journals, m.hot_journal, v.topic, v.topic_id, v.partition,
+                             m.leader_epoch + 1, m.hot_from, wall_clock_ms())
+            sealed.add((m.hot_journal, m.leader_epoch))
+            m = v.snapshot()
+        return m
+
+    def build(m: Manifest) -> Manifest:
+        if journal is not None and journal.broken is not None:
+            raise journal.broken
+        return m.next(leader_epoch=m.leader_epoch + 1, leader=leader, committer="claim",
+                      committed_ms=wall_clock_ms(),
+                      epochs=leader_epochs.assign(m.epochs, m.leader_epoch + 1, m.next_offset,
+                                                  m.log_start_offset),
+                      hot=m.hot or journal is not None,
+                      hot_journal=journal.name if journal is not None else None,
+                      hot_from=journal.next_seq if journal is not None else 0)
+
+    new = commit.run(snapshot, build, v.attempt)
+    writer = PartitionWriter(partition, new, journal)
+    if journal is not None:
+        journal.register(writer)
+    return writer
 
 
 class PartitionWriter:
     """Appends to one partition at one leader epoch until fenced."""
 
-    def __init__(self, partition: Partition, manifest: Manifest):
+    def __init__(self, partition: Partition, manifest: Manifest,
+                 journal: "JournalWriter | None" = None):
         self.partition = partition
         self.epoch = manifest.leader_epoch
         #: the topic incarnation this writer was made for: it commits under no other
         self.topic_id = partition.topic_id
         self.fenced: Fenced | None = None
         self._segment_commit = append_commit(partition.store)
+        #: the hot journal this writer commits through (None: to ``_log``)
+        self.journal = journal
+        #: in hot mode, the partition's state after this writer's last commit (without
+        #: its segments: plans need the rest)
+        self.head = without_segments(manifest) if journal is not None else manifest
 
     def __repr__(self) -> str:
         p = self.partition
@@ -117,6 +157,8 @@ class PartitionWriter:
             raise InvalidRecords("nothing to append: no records")
         txn_pid = txn_writes.check_transactional(producer_batches, table.num_rows) \
             if transactional else None
+        if self.journal is not None:
+            return self._hot_append(table, producer_batches, ts, txn_pid).result()
         v = p.versions
         with self._segment_commit(v, table, config, self.topic_id) as seg:
             new = commit.run(v.snapshot,
@@ -126,6 +168,46 @@ class PartitionWriter:
         return AppendResult(base, new.next_offset - 1, new.version,
                             tuple((base + r, base + r + b.count - 1)
                                   for b, r in producer_batches))
+
+    def append_async(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
+                     producer_batches: Sequence[tuple[ProducerBatch, int]] = (),
+                     transactional: bool = False) -> "concurrent.futures.Future[AppendResult]":
+        """``append`` through the hot journal, without waiting for its flush: the future
+        gives the AppendResult or raises what ``append`` would. Raises ValueError on a
+        writer without a journal."""
+        if self.journal is None:
+            raise ValueError(f"{self} has no hot journal: use append()")
+        ts = wall_clock_ms() if now_ms is None else now_ms
+        table = segment.normalize(records, default_ts_ms=ts, log_append_time=(
+            self.partition.config().message_timestamp_type == "LogAppendTime"))
+        if table.num_rows == 0:
+            raise InvalidRecords("nothing to append: no records")
+        txn_pid = txn_writes.check_transactional(producer_batches, table.num_rows) \
+            if transactional else None
+        return self._hot_append(table, producer_batches, ts, txn_pid)
+
+    def _hot_append(self, table: segment.Records,
+                    producer_batches: Sequence[tuple[ProducerBatch, int]], ts: int,
+                    txn_pid: int | None) -> "concurrent.futures.Future[AppendResult]":
+        assert self.journal is not None
+        rows = table.num_rows
+        pending = Pending(self, lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
+                          table, self.partition.config().compression)
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def resolved(fut: concurrent.futures.Future) -> None:
+            exc = fut.exception()
+            if exc is not None:
+                done.set_exception(exc)
+                return
+            new = fut.result()
+            base = new.next_offset - rows
+            done.set_result(AppendResult(base, new.next_offset - 1, new.version,
+                                         tuple((base + r, base + r + b.count - 1)
+                                               for b, r in producer_batches)))
+
+        self.journal.submit(pending).add_done_callback(resolved)
+        return done
 
     def _plan(self, m: Manifest, table: segment.Records,
               producer_batches: Sequence[tuple[ProducerBatch, int]],
@@ -161,6 +243,9 @@ class PartitionWriter:
         def build(m: Manifest) -> tuple[dict, dict] | dict | None:
             self._check_epoch(m)
             return txn_writes.plan_marker(m, producer_id, epoch, commit, ts)
+
+        if self.journal is not None:
+            return self.journal.submit(Pending(self, build, table, config.compression)).result()
 
         def attempt(m: Manifest, plan: tuple[dict, dict] | dict) -> Manifest | None:
             if isinstance(plan, dict):  # the epoch only: a version without a segment

@@ -1,0 +1,369 @@
+"""The writing side of a hot journal: every partition's appends, one object per flush.
+
+(The format and the fencing rules are ``hot_journal``'s docstring.)
+
+A :class:`JournalWriter` is one process's journal. Partition writers claimed with it
+(``PartitionLog.claim(leader, journal=...)``) hand it their appends; it gathers the
+appends of every partition into flushes and commits each flush with one object and
+one entry, whatever the number of partitions:
+
+* a flush starts when the one before started ``interval_ms`` ago (0: at once) or when
+  ``max_bytes`` of records wait, and fewer than ``uploads_in_flight`` flushes are being
+  uploaded (on a local store: 0 and 1, Kafka's group commit; on S3 and HDFS, ~100 ms
+  and several uploads at once, so throughput is not one flush per round trip);
+* a flush is planned on each partition's state after its last commit (its offsets,
+  producer sequences, transactions: the same rules as an append to ``_log``), so a
+  partition is in at most one flush not yet committed, and an append arriving while
+  its partition is in one waits for the next;
+* objects are uploaded at once, entries are committed strictly in order: the entry of
+  a flush takes the journal's next sequence number after its upload and after the
+  entry before it. An entry that loses its number to a seal fails the sealed
+  partitions' appends with :class:`Fenced` and takes the next number for the rest.
+
+An upload that fails fails its flush's appends (nothing was committed, so nothing is
+lost that was acknowledged). An entry whose creation failed with an unknown outcome is
+looked for again; if the store keeps failing, the journal is **broken**: every append
+of its writers fails (``JournalBroken``, a ``Fenced``) and the gateway claims again,
+with a new journal.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from log_layout import hot_journal, paths, segment
+from log_layout.commit import wall_clock_ms
+from log_layout.errors import Fenced
+from log_layout.hot_journal import Journals
+from log_layout.manifest import _MANIFEST_FIELDS, Manifest, SegmentInfo
+
+#: tries of a store call before a flush (an upload) or the journal (an entry) gives up
+STORE_TRIES = 4
+Key = tuple[str, int]
+
+
+class JournalBroken(Fenced):
+    """The journal's store kept failing while an entry's outcome was unknown: nothing
+    more can be committed to it (the writer claims again, with a new journal)."""
+
+    code = "journal_broken"
+
+    def __init__(self, journal: str, cause: BaseException):
+        self.journal, self.cause = journal, cause
+        Exception.__init__(self, f"hot journal {journal} is broken: {type(cause).__name__}: "
+                                 f"{cause}")
+
+
+class Pending:
+    """One append (or marker) waiting for a flush: ``build(head)`` plans it on the
+    partition's state (None: nothing to write; a dict: a version without records;
+    ``(stats, changes)``: a segment of ``records``)."""
+
+    __slots__ = ("writer", "build", "records", "compression", "nbytes", "future")
+
+    def __init__(self, writer: Any, build: Callable[[Manifest], Any],
+                 records: "segment.Records | None", compression: str | None):
+        self.writer, self.build, self.records = writer, build, records
+        self.compression = compression
+        self.nbytes = 64 if records is None else 64 + sum(
+            c.nbytes for c in records.columns if c is not None)
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+
+    @property
+    def key(self) -> Key:
+        p = self.writer.partition
+        return (p.topic, p.partition)
+
+
+class _Flush:
+    def __init__(self, keys: set[Key], obj: str | None, chunks: list[Any],
+                 items: list[tuple[Pending, Manifest, bytes]]):
+        #: the partitions taken into this flush (busy until it is committed or failed)
+        self.keys, self.obj, self.chunks, self.items = keys, obj, chunks, items
+        self.uploaded: concurrent.futures.Future | None = None
+
+
+class JournalWriter:
+    """One process's hot journal (see the module docstring). Thread-safe."""
+
+    def __init__(self, journals: Journals, owner: str, *, interval_ms: int = 0,
+                 max_bytes: int = 4 << 20, uploads_in_flight: int = 1,
+                 clock: Callable[[], float] = time.monotonic):
+        self.journals, self.store = journals, journals.store
+        self.name = paths.new_journal_name(owner)
+        self.interval_s, self.max_bytes = interval_ms / 1000, max_bytes
+        self.uploads_in_flight = max(1, uploads_in_flight)
+        self._clock = clock
+        #: the next sequence number to commit (this journal is new: nothing before it)
+        self.next_seq = 0
+        self.broken: JournalBroken | None = None
+        self._writers: dict[Key, Any] = {}
+        self._pending: collections.deque[Pending] = collections.deque()
+        self._pending_bytes = 0
+        self._busy: set[Key] = set()  # partitions in a flush not yet committed
+        self._uploading = 0
+        self._last_start = float("-inf")
+        self._cond = threading.Condition()
+        self._closing = False
+        self._to_commit: collections.deque[_Flush] = collections.deque()
+        self._uploads = concurrent.futures.ThreadPoolExecutor(
+            self.uploads_in_flight, thread_name_prefix=f"hot-upload-{self.name}")
+        #: what has been committed (flushes, entries lost to seals), for metrics and tests
+        self.stats = collections.Counter()
+        self._threads = [threading.Thread(target=self._flush_loop, daemon=True,
+                                          name=f"hot-flush-{self.name}"),
+                         threading.Thread(target=self._commit_loop, daemon=True,
+                                          name=f"hot-commit-{self.name}")]
+        for t in self._threads:
+            t.start()
+
+    def __repr__(self) -> str:
+        return f"JournalWriter({self.name} @ {self.store.url})"
+
+    # -- what writers call -----------------------------------------------------------
+    def register(self, writer: Any) -> None:
+        """``writer`` writes its partition through this journal from now on."""
+        p = writer.partition
+        with self._cond:
+            self._writers[(p.topic, p.partition)] = writer
+
+    def submit(self, pending: Pending) -> concurrent.futures.Future:
+        """Queue ``pending`` for the next flush; its future gives the partition's new
+        state (a Manifest), None, or raises what planning or committing raised."""
+        with self._cond:
+            failed = self.broken or pending.writer.fenced
+            if failed is None and self._closing:
+                failed = RuntimeError(f"{self} is closed")
+            if failed is None:
+                self._pending.append(pending)
+                self._pending_bytes += pending.nbytes
+                self._cond.notify_all()
+        if failed is not None:
+            pending.future.set_exception(failed)
+        return pending.future
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the threads."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join()
+        self._uploads.shutdown(wait=True)
+
+    # -- the flush thread: plan, encode, upload ------------------------------------------
+    def _flush_loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    ready = [p for p in self._pending if p.key not in self._busy]
+                    if not ready and self._closing and not self._pending \
+                            and not self._busy:
+                        self._to_commit.append(None)  # type: ignore[arg-type]
+                        self._cond.notify_all()
+                        return
+                    wait = self._wait_s()
+                    if ready and wait <= 0:
+                        break
+                    self._cond.wait(wait if ready and wait < 3600 else None)
+                taken, kept = [], collections.deque()
+                for p in self._pending:
+                    if p.key in self._busy or any(q.key == p.key for q in taken):
+                        kept.append(p)
+                    else:
+                        taken.append(p)
+                self._pending = kept
+                self._pending_bytes = sum(p.nbytes for p in kept)
+                self._busy.update(p.key for p in taken)
+                self._uploading += 1
+                self._last_start = self._clock()
+            flush = self._plan(taken)
+            if flush.chunks:
+                flush.uploaded = self._uploads.submit(self._upload, flush)
+            with self._cond:
+                self._to_commit.append(flush)
+                self._cond.notify_all()
+
+    def _wait_s(self) -> float:
+        """Seconds until a flush may start (called holding the lock)."""
+        if self._uploading >= self.uploads_in_flight:
+            return float("inf")
+        if self._closing or self._pending_bytes >= self.max_bytes:
+            return 0.0
+        return self._last_start + self.interval_s - self._clock()
+
+    def _plan(self, taken: list[Pending]) -> _Flush:
+        """Plan each append on its partition's state and encode its segment."""
+        obj = paths.hot_object_path(self.name, self.next_seq)
+        chunks: list[Any] = []
+        items: list[tuple[Pending, Manifest, bytes]] = []
+        position = 0
+        for p in taken:
+            w = p.writer
+            if w.fenced is not None:
+                p.future.set_exception(w.fenced)
+                continue
+            head = w.head
+            try:
+                plan = p.build(head)
+                if plan is None:
+                    p.future.set_result(None)
+                    continue
+                if isinstance(plan, dict):
+                    new = head.next(hot=True, **plan)
+                else:
+                    stats, changes = plan
+                    assert p.records is not None
+                    encoded = segment.encode_append(p.records, stats["base_offset"],
+                                                    compression=p.compression)
+                    info = SegmentInfo(file=obj, position=position, bytes=encoded.size,
+                                       crc32=encoded.checksum(), **stats)
+                    chunks += encoded.chunks
+                    position += encoded.size
+                    new = head.next(segments=head.segments + (info,), hot=True, **changes)
+                items.append((p, new, new.to_json(delta_of=head)))
+            except BaseException as exc:  # noqa: BLE001 -- the append's own failure
+                p.future.set_exception(exc)
+        return _Flush({p.key for p in taken}, obj if chunks else None, chunks, items)
+
+    def _upload(self, flush: _Flush) -> None:
+        data = b"".join(flush.chunks)  # one PUT: the store needs the whole body
+        for attempt in range(STORE_TRIES):
+            try:
+                self.store.put_new(flush.obj, data)
+                return
+            except FileExistsError:
+                return  # an earlier try that failed with an unknown outcome made it
+            except Exception:
+                if attempt == STORE_TRIES - 1:
+                    raise
+                time.sleep(0.05 * 2 ** attempt)
+
+    # -- the commit thread: entries in order -----------------------------------------------
+    def _commit_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._to_commit:
+                    self._cond.wait()
+                flush = self._to_commit.popleft()
+            if flush is None:
+                return
+            try:
+                self._commit(flush)
+            finally:
+                with self._cond:
+                    self._uploading -= 1
+                    self._busy.difference_update(flush.keys)
+                    self._cond.notify_all()
+
+    def _commit(self, flush: _Flush) -> None:
+        items = flush.items
+        if flush.uploaded is not None:
+            try:
+                flush.uploaded.result()
+            except BaseException as exc:  # noqa: BLE001 -- nothing committed: fail them
+                for p, _, _ in items:
+                    p.future.set_exception(exc)
+                return
+        if self.broken is not None:
+            for p, _, _ in items:
+                p.future.set_exception(self.broken)
+            return
+        entry_id = paths.unique_id()
+        seq = self.next_seq
+        while items:
+            data = hot_journal.encode_entry(
+                entry_id, flush.obj, wall_clock_ms(),
+                [(p.key[0], p.writer.topic_id, p.key[1], p.writer.epoch, line)
+                 for p, _, line in items])
+            try:
+                won = self._create(seq, data, entry_id)
+            except Exception as exc:  # the store keeps failing: outcome unknown
+                self._break(JournalBroken(self.name, exc))
+                for p, _, _ in items:
+                    p.future.set_exception(self.broken)
+                return
+            if won:
+                break
+            items = self._lost_to(seq, items)
+            seq += 1
+        else:  # every partition of the flush was sealed away
+            self.next_seq = seq
+            return
+        self.next_seq = seq + 1
+        self.stats["entries"] += 1
+        for p, new, _ in items:
+            p.writer.head = without_segments(new)
+            p.future.set_result(new)
+
+    def _create(self, seq: int, data: bytes, entry_id: str) -> bool:
+        """Create entry ``seq``; True if it is ours (also after a try whose outcome was
+        unknown). Raises the store's error after STORE_TRIES tries."""
+        for attempt in range(STORE_TRIES):
+            try:
+                if self.journals.commit(self.name, seq, data):
+                    return True
+                found = self.journals.entry(self.name, seq)
+                return found is not None and found.id == entry_id
+            except hot_journal.CorruptHotEntry:
+                raise
+            except Exception:
+                if attempt == STORE_TRIES - 1:
+                    raise
+                time.sleep(0.05 * 2 ** attempt)
+                found = _quietly(lambda: self.journals.entry(self.name, seq))
+                if found is not None:
+                    return found.id == entry_id
+        return False
+
+    def _lost_to(self, seq: int, items: list) -> list:
+        """Entry ``seq`` was taken by someone else (a seal): fence what it seals."""
+        other = self.journals.entry(self.name, seq)
+        self.stats["lost_to_seal"] += 1
+        if other is None:
+            return items
+        kept = []
+        with self._cond:
+            for key, (topic_id, epoch) in other.seals.items():
+                w = self._writers.get(key)
+                if w is not None and w.topic_id == topic_id and epoch > w.epoch \
+                        and w.fenced is None:
+                    w.fenced = Fenced(key[0], key[1], w.epoch, epoch)
+        for item in items:
+            w = item[0].writer
+            if w.fenced is not None:
+                item[0].future.set_exception(w.fenced)
+            else:
+                kept.append(item)
+        return kept
+
+    def _break(self, exc: JournalBroken) -> None:
+        with self._cond:
+            self.broken = exc
+            for w in self._writers.values():
+                if w.fenced is None:
+                    w.fenced = exc
+            pending, self._pending = list(self._pending), collections.deque()
+            self._pending_bytes = 0
+        for p in pending:
+            p.future.set_exception(exc)
+
+
+def without_segments(m: Manifest) -> Manifest:
+    """``m`` without its segments: a writer plans on the rest, and its next delta adds
+    only the segments after it."""
+    new = object.__new__(Manifest)
+    new.__dict__.update({f: m.__dict__[f] for f in _MANIFEST_FIELDS}, segments=())
+    return new
+
+
+def _quietly(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:
+        return None
