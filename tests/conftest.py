@@ -186,6 +186,24 @@ def pytest_sessionstart(session):
 on_local_store = pytest.mark.parametrize("backend", ["file"], indirect=True)
 
 
+def empty_memory_filesystem() -> None:
+    """Forget every ``memory://`` file of this process. fsspec's memory filesystem is one
+    dict per process and its ``ls`` scans the whole dict: left to grow, a worker's later
+    memory tests listed hundreds of thousands of keys (``test_invariants[memory]`` took
+    330 s)."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    MemoryFileSystem.store.clear()
+    MemoryFileSystem.pseudo_dirs[:] = [""]
+
+
+@pytest.fixture(autouse=True)
+def _memory_filesystem_emptied():
+    """Each test starts with an empty ``memory://`` (none shares one wider than a test)."""
+    yield
+    empty_memory_filesystem()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param
