@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from compaction.cleaner import read_range
 from conf.topic import TopicConfig
-from log_layout import Manifest, PartitionLog, SegmentInfo
+from log_layout import Manifest, PartitionLog, SegmentInfo, paths
 from log_layout.manifest import NO_PRODUCER
 from log_layout.maintenance import (CONFLICTS, MaintenanceStep, NothingToDo, StepResult,
                                     conflict_note)
@@ -46,7 +46,9 @@ def plan_rollup(m: Manifest, config: TopicConfig) -> list[tuple[SegmentInfo, ...
     size = 0
 
     def close() -> None:
-        if len(run) >= 2:
+        # a lone segment in a shared hot object is rewritten too: that is what lets
+        # the sweeper delete the object (log_layout.hot_sweep)
+        if len(run) >= 2 or (run and paths.is_hot_file(run[0].file)):
             groups.append(tuple(run))
 
     for info in m.segments:

@@ -77,6 +77,10 @@ class GatewaySettings:
     kafka_queued_max_request_bytes: int
     kafka_connection_queued_max_request_bytes: int
     kafka_tail_cache_bytes: int
+    hot_enable: bool
+    hot_flush_interval_ms: int
+    hot_flush_bytes: int
+    hot_uploads_in_flight: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +230,12 @@ def load(overrides: Mapping[str, Any] | None = None, *,
     gateway = settings.gateway
     if gateway.port > 65535:
         raise ConfigError("gateway.port", gateway.port, "must be at most 65535")
+    if gateway.hot_uploads_in_flight < 1:
+        raise ConfigError("gateway.hot.uploads.in.flight", gateway.hot_uploads_in_flight,
+                          "must be at least 1")
+    if gateway.hot_flush_bytes < 1:
+        raise ConfigError("gateway.hot.flush.bytes", gateway.hot_flush_bytes,
+                          "must be at least 1")
     for key in ("kafka.queued.max.request.bytes", "kafka.connection.queued.max.request.bytes"):
         value = getattr(gateway, key.replace(".", "_"))
         if value < gateway.socket_request_max_bytes:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import logging
 import os
 import sys
 import threading
@@ -35,10 +36,12 @@ from compaction.cleaner import compact_partition, plan_clean
 from compaction.rollup import plan_rollup, rollup_partition
 from conf.errors import SparklogError
 from conf.topic import TopicConfig
-from log_layout import Log, PartitionLog, shared_log
+from log_layout import Log, PartitionLog, hot_sweep, shared_log
 from log_layout.maintenance import StepResult
 from retention.policy import plan_retention, retain_partition
 from retention.vacuum import vacuum_partition
+
+log_msg = logging.getLogger("sparklog.maintain")
 
 #: steps in the order they run on a partition: retention first (nothing is
 #: compacted that is about to be dropped), vacuum last (it deletes what the
@@ -291,6 +294,13 @@ def run(log: Log, *, command: str = "maintain", steps: Sequence[str] | None = No
     tasks = plan_tasks(log, chosen, now_ms=now_ms, steps=steps, dry_run=dry_run, force=force,
                        storage_options=storage_options)
     results = execute(tasks, spark=spark, progress=progress)
+    if "vacuum" in steps and topics is None:
+        # shared hot objects span topics: swept over the whole log, with the longest delay
+        delay = max((log.file_delete_delay_ms(t) for t in chosen), default=0)
+        swept = hot_sweep.sweep(log, now_ms=now_ms, delay_ms=delay, dry_run=dry_run)
+        if swept.deleted_objects or swept.deleted_entries:
+            log_msg.info("hot tier: %d objects and %d journal entries deleted (%d bytes)",
+                         swept.deleted_objects, swept.deleted_entries, swept.deleted_bytes)
     summary = RunSummary(f"{now_ms}-{uuid.uuid4().hex[:6]}", command, now_ms, dry_run, chosen,
                          results, errors=[f"{r.topic}-{r.partition}: {r.note}" for r in results
                                           if r.action == "error"])

@@ -44,6 +44,9 @@ from log_layout.manifest import _MANIFEST_FIELDS, Manifest, SegmentInfo
 
 #: tries of a store call before a flush (an upload) or the journal (an entry) gives up
 STORE_TRIES = 4
+#: an object uploaded longer ago than this is not committed (its flush fails): the
+#: sweeper may judge it unnamed by its age (hot_sweep.MIN_DELAY_MS is twice this)
+STALE_UPLOAD_S = 15.0
 Key = tuple[str, int]
 
 
@@ -86,6 +89,7 @@ class _Flush:
         #: the partitions taken into this flush (busy until it is committed or failed)
         self.keys, self.obj, self.chunks, self.items = keys, obj, chunks, items
         self.uploaded: concurrent.futures.Future | None = None
+        self.upload_started = time.monotonic()
 
 
 class JournalWriter:
@@ -266,6 +270,9 @@ class JournalWriter:
         if flush.uploaded is not None:
             try:
                 flush.uploaded.result()
+                if time.monotonic() - flush.upload_started > STALE_UPLOAD_S:
+                    raise TimeoutError(f"{flush.obj} was uploaded more than "
+                                       f"{STALE_UPLOAD_S:.0f} s before its commit")
             except BaseException as exc:  # noqa: BLE001 -- nothing committed: fail them
                 for p, _, _ in items:
                     p.future.set_exception(exc)

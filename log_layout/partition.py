@@ -58,6 +58,8 @@ class PartitionLog:
                                  journals)
         self.folder = self.versions.folder
         self.manifest_folder = self.versions.manifest_folder
+        #: this process's writer through a hot journal, while it has one
+        self.hot_writer: PartitionWriter | None = None
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition} @ {self.store.url})"
@@ -125,10 +127,19 @@ class PartitionLog:
     def claim(self, leader: str, journal: JournalWriter | None = None) -> PartitionWriter:
         """Become the partition's writer: bump the leader epoch, fencing the last one;
         with ``journal``, a writer through that hot journal (``writer.claim``)."""
-        return writes.claim(self, leader, journal)
+        writer = writes.claim(self, leader, journal)
+        if journal is not None:
+            self.hot_writer = writer
+        return writer
 
     def writer(self) -> PartitionWriter:
-        """A writer at the current leader epoch, without claiming (fenced by any claim)."""
+        """A writer at the current leader epoch, without claiming (fenced by any claim):
+        this process's hot writer of the partition while it leads it, else one that
+        commits to ``_log`` (taking the partition over from a hot writer elsewhere:
+        ``writer.sealing_snapshot``)."""
+        hot = self.hot_writer
+        if hot is not None and hot.fenced is None:
+            return hot
         return PartitionWriter(self, self.snapshot())
 
     def replace_segments(self, remove: Sequence[SegmentInfo], add: Sequence[pa.Table], *,

@@ -35,8 +35,10 @@ def version_json(new: Manifest, parent: Manifest | None, *, adds_only: bool = Fa
     and its version is not a checkpoint, see manifest.py), else whole. ``adds_only``:
     the caller built ``new`` from ``parent`` by adding segments (an append), so the
     check, O(segments), is skipped."""
+    # a parent that follows a hot journal is a merge of its stored version and the
+    # journal's entries (hot_state): a delta of it would drop what the journal added
     delta = parent is not None and new.version % CHECKPOINT_INTERVAL != 0 \
-        and (adds_only or new.is_delta_of(parent))
+        and parent.hot_journal is None and (adds_only or new.is_delta_of(parent))
     return new.to_json(delta_of=parent if delta else None)
 
 

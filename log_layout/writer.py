@@ -74,17 +74,7 @@ def claim(partition: Partition, leader: str,
     ``journal``, its appends go through that hot journal (see the module docstring).
     Raises JournalBroken if ``journal`` is."""
     v = partition.versions
-    sealed: set[tuple[str, int]] = set()
-
-    def snapshot() -> Manifest:
-        m = v.snapshot()
-        if m.hot_journal is not None and (m.hot_journal, m.leader_epoch) not in sealed:
-            # fence the hot writer first, then take every entry it committed before that
-            hot_journal.seal(v.journals, m.hot_journal, v.topic, v.topic_id, v.partition,
-                             m.leader_epoch + 1, m.hot_from, wall_clock_ms())
-            sealed.add((m.hot_journal, m.leader_epoch))
-            m = v.snapshot()
-        return m
+    snapshot = sealing_snapshot(v)
 
     def build(m: Manifest) -> Manifest:
         if journal is not None and journal.broken is not None:
@@ -102,6 +92,25 @@ def claim(partition: Partition, leader: str,
     if journal is not None:
         journal.register(writer)
     return writer
+
+
+def sealing_snapshot(v: Versions) -> Callable[[], Manifest]:
+    """A ``commit.run`` snapshot for a commit that takes a partition from its hot
+    writer (a claim, or an append to ``_log`` at the same epoch): the newest snapshot,
+    after sealing the journal it names (once per journal and epoch), so it holds every
+    entry committed before the seal and the hot writer commits nothing after it."""
+    sealed: set[tuple[str, int]] = set()
+
+    def snapshot() -> Manifest:
+        m = v.snapshot()
+        if m.hot_journal is not None and (m.hot_journal, m.leader_epoch) not in sealed:
+            hot_journal.seal(v.journals, m.hot_journal, v.topic, v.topic_id, v.partition,
+                             m.leader_epoch + 1, m.hot_from, wall_clock_ms())
+            sealed.add((m.hot_journal, m.leader_epoch))
+            m = v.snapshot()
+        return m
+
+    return snapshot
 
 
 class PartitionWriter:
@@ -160,10 +169,14 @@ class PartitionWriter:
         if self.journal is not None:
             return self._hot_append(table, producer_batches, ts, txn_pid).result()
         v = p.versions
+        first = v.snapshot(refresh=False)
+        snapshot = v.snapshot
+        if first.hot_journal is not None:  # written hot until now: take it over (sealed)
+            snapshot, first = sealing_snapshot(v), None
         with self._segment_commit(v, table, config, self.topic_id) as seg:
-            new = commit.run(v.snapshot,
+            new = commit.run(snapshot,
                              lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
-                             seg.attempt, first=v.snapshot(refresh=False))
+                             seg.attempt, first=first)
         base = new.next_offset - table.num_rows
         return AppendResult(base, new.next_offset - 1, new.version,
                             tuple((base + r, base + r + b.count - 1)
@@ -223,6 +236,8 @@ class PartitionWriter:
                  "count": table.num_rows, "min_ts": table.min_ts, "max_ts": table.max_ts}
         changes = {"next_offset": base + table.num_rows, "producers": producers,
                    "committer": "append", "committed_ms": ts}
+        if self.journal is None and m.hot_journal is not None:
+            changes["hot_journal"] = None  # an append to _log ends the hot writer's turn
         if txn_pid is not None:
             stats["producer_id"] = txn_pid
             changes.update(txn_writes.transactional_changes(m, txn_pid, base))
@@ -247,13 +262,19 @@ class PartitionWriter:
         if self.journal is not None:
             return self.journal.submit(Pending(self, build, table, config.compression)).result()
 
+        def build_cold(m: Manifest) -> tuple[dict, dict] | dict | None:
+            plan = build(m)
+            if plan is not None and m.hot_journal is not None:  # taken over from the journal
+                (plan[1] if isinstance(plan, tuple) else plan)["hot_journal"] = None
+            return plan
+
         def attempt(m: Manifest, plan: tuple[dict, dict] | dict) -> Manifest | None:
             if isinstance(plan, dict):  # the epoch only: a version without a segment
                 return v.attempt(m, m.next(**plan))
             return seg.attempt(m, plan)
 
         with self._segment_commit(v, table, config, self.topic_id) as seg:
-            return run_commit(v.snapshot, build, attempt)
+            return run_commit(sealing_snapshot(v), build_cold, attempt)
 
 
 def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],

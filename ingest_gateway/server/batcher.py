@@ -46,6 +46,13 @@ broker application (``cluster``: a ``ClusterMember``) only assigned partitions a
 written (others: ``NotLeader`` naming the leader); they are claimed at once
 (:meth:`lead`); one moved away is *released* (:meth:`release`): refused, what it
 accepted still flushed (or fenced by the new leader's claim), then forgotten.
+
+The hot tier (``gateway.hot.enable``): partitions are claimed with the gateway's
+journal (``log_layout.hot_writer.JournalWriter``) and a flush hands its batch to the
+journal without a thread (``write_batch_hot``); the journal gathers the flushes of
+every partition into one shared object and one commit. Everything above holds
+unchanged: one flush in flight per partition, group commit, acks=all answered
+when the journal entry that holds the batch is committed.
 """
 
 from __future__ import annotations
@@ -68,12 +75,13 @@ from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, InvalidR
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
 from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
-                                           Ticket, write_batch, write_now)
+                                           Ticket, write_batch, write_batch_hot, write_now)
 from ingest_gateway.server.codec import Parsed, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
 from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
                         PartitionWriter, ProducerBatch, TopicInfo)
+from log_layout.hot_writer import JournalWriter
 
 log = logging.getLogger("sparklog.gateway")
 
@@ -120,6 +128,9 @@ class Batcher:
         #: bytes and records accepted per partition since start (the cluster's load figures)
         self.bytes_in: dict[tuple[str, int], int] = {}
         self.records_in: dict[tuple[str, int], int] = {}
+        #: the hot journal partitions are claimed with (gateway.hot.enable; made at the
+        #: first claim, and again after one broke)
+        self.journal: JournalWriter | None = None
 
     # -- hooks -----------------------------------------------------------------
     def add_commit_listener(self, callback: CommitListener) -> None:
@@ -211,7 +222,23 @@ class Batcher:
 
     def _claim(self, topic: str, partition: int) -> tuple[PartitionLog, PartitionWriter]:
         plog = self.log.partition(topic, partition)
-        return plog, plog.claim(self.id)
+        return plog, plog.claim(self.id, self._hot_journal())
+
+    def _hot_journal(self) -> JournalWriter | None:
+        """The journal to claim with (None: the hot tier is off). A local store flushes
+        as soon as the flush before ends, one at a time (group commit); S3 and HDFS by
+        gateway.hot.flush.interval.ms with several uploads in flight."""
+        if not self.settings.hot_enable:
+            return None
+        journal = self.journal
+        if journal is None or journal.broken is not None:
+            local = self.log.store.supports_links
+            journal = self.journal = JournalWriter(
+                self.log.journals, self.id,
+                interval_ms=0 if local else self.settings.hot_flush_interval_ms,
+                max_bytes=self.settings.hot_flush_bytes,
+                uploads_in_flight=1 if local else self.settings.hot_uploads_in_flight)
+        return journal
 
     # -- produce ------------------------------------------------------------------
     async def produce(self, topic: str, parsed: Parsed, *, acks: int = -1,
@@ -377,6 +404,12 @@ class Batcher:
             return
         state.flushing = batch
         started = time.perf_counter()
+        if state.writer.journal is not None:
+            # the journal gathers every partition's flush; nothing here waits for it
+            loop = asyncio.get_running_loop()
+            write_batch_hot(state, batch).add_done_callback(
+                lambda f: loop.call_soon_threadsafe(self._flushed, state, batch, f, started))
+            return
         if batch.nbytes <= INLINE_FLUSH_BYTES and self.log.store.cheap_commits:
             # A small batch on a store whose commits cost microseconds: the two thread
             # hand-offs (and the GIL passes between them) would cost more than the write.
@@ -472,5 +505,7 @@ class Batcher:
         for state in self._states.values():
             state.wake_held()
         await self.flush_all()
+        if self.journal is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.journal.close)
         self.executor.shutdown(wait=True)
 

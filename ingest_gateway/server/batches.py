@@ -156,8 +156,42 @@ def write_now(state: PartitionState, batch: Batch) -> concurrent.futures.Future:
     return done
 
 
+def write_batch_hot(state: PartitionState, batch: Batch) -> concurrent.futures.Future:
+    """``write_batch`` through the partition's hot journal, on the event loop: the
+    returned future gives the AppendResult once the journal commits it (or raises what
+    ``write_batch`` would)."""
+    try:
+        table, accepted = _accepted(state, batch)
+        return state.writer.append_async(table, producer_batches=accepted,
+                                         transactional=batch.txn is not None)
+    except Exception as exc:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_exception(exc)
+        return done
+
+
 def write_batch(state: PartitionState, batch: Batch) -> AppendResult:
     """On a flush thread: drop parts whose sequence no longer fits, append the rest."""
+    table, accepted = _accepted(state, batch)
+    try:
+        return state.writer.append(table, producer_batches=accepted,
+                                   transactional=batch.txn is not None)
+    except Fenced:
+        raise
+    except Exception:
+        # The commit's outcome may be unknown (the store failed mid-call): re-read, so
+        # an idempotent retry is checked against what really got committed.
+        try:
+            state.plog.snapshot()
+        except Exception:  # the store is still failing; the next flush re-reads
+            pass
+        raise
+
+
+def _accepted(state: PartitionState, batch: Batch) -> tuple[pa.Table, list]:
+    """The batch's records to write, and its producer batches with their first rows:
+    parts whose sequence no longer fits are dropped (``batch.dropped``). Raises
+    NothingToWrite if none is left."""
     m = state.plog.snapshot(refresh=False)
     accepted: list[tuple[ProducerBatch, int]] = []
     fates = sort_out(m.producers, [pb for pb, _ in batch.producers], state.partition)
@@ -177,21 +211,7 @@ def write_batch(state: PartitionState, batch: Batch) -> AppendResult:
     batch.starts = starts
     if not tables:
         raise NothingToWrite()
-    table = to_table(tables)
-    try:
-        return state.writer.append(table, producer_batches=[(pb, starts[part])
-                                                            for pb, part in accepted],
-                                   transactional=batch.txn is not None)
-    except Fenced:
-        raise
-    except Exception:
-        # The commit's outcome may be unknown (the store failed mid-call): re-read, so
-        # an idempotent retry is checked against what really got committed.
-        try:
-            state.plog.snapshot()
-        except Exception:  # the store is still failing; the next flush re-reads
-            pass
-        raise
+    return to_table(tables), [(pb, starts[part]) for pb, part in accepted]
 
 
 class NothingToWrite(Exception):

@@ -1,0 +1,231 @@
+"""The hot tier (log_layout.hot_journal): one shared object and one journal entry per
+flush for every partition, read back by every reader, fenced by seals, rolled up and
+swept. On every store."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+from compaction.rollup import rollup_partition
+from log_layout import Fenced, open_log, paths, wall_clock_ms
+from log_layout.hot_journal import CorruptHotEntry, encode_entry
+from log_layout.hot_sweep import MIN_DELAY_MS, sweep
+from log_layout.hot_writer import JournalWriter
+
+PARTITIONS = 6
+
+
+def _values(table: pa.Table) -> list[bytes]:
+    return table.column("value").to_pylist()
+
+
+def _hot_files(log, journal: str) -> tuple[list[str], list[str]]:
+    names = [f.name for f in log.store.list(paths.journal_folder(journal))]
+    return (sorted(n for n in names if n.endswith(".json")),
+            sorted(n for n in names if n.endswith(".wal")))
+
+
+@pytest.fixture
+def hot(log):
+    """A topic of PARTITIONS partitions, each claimed through one journal."""
+    log.create_topic("t", {"partitions": PARTITIONS})
+    journal = JournalWriter(log.journals, "gw-a")
+    writers = [log.partition("t", p).claim("gw-a", journal) for p in range(PARTITIONS)]
+    yield log, journal, writers
+    journal.close()
+
+
+def _append_round(writers, tag: str) -> list:
+    futures = [w.append_async(pa.table({"key": [f"k{p}".encode()],
+                                        "value": [f"{tag}-{p}".encode()]}))
+               for p, w in enumerate(writers)]
+    return [f.result(timeout=60) for f in futures]
+
+
+def test_a_flush_is_one_object_and_one_entry_for_every_partition(hot, store):
+    log, journal, writers = hot
+    # the journal is held until every partition has an append waiting: one flush
+    gate = threading.Event()
+    real = journal._plan
+    journal._plan = lambda taken: (gate.wait(30), real(taken))[1]
+    futures = [w.append_async(pa.table({"value": [f"v{p}".encode()]}))
+               for p, w in enumerate(writers)]
+    first = futures[0]
+    gate.set()
+    results = [f.result(timeout=60) for f in futures]
+    assert all(r.base_offset == 0 and r.last_offset == 0 for r in results)
+    entries, objects = _hot_files(log, journal.name)
+    # the first append may have gone alone (its flush started before the others arrived)
+    assert len(entries) == len(objects) <= 2 and first.done()
+    fresh = open_log(*store[:1], storage_options=store[1])  # another process's view
+    for p in range(PARTITIONS):
+        assert _values(fresh.partition("t", p).read_table(0)) == [f"v{p}".encode()]
+    # no per-partition file was written on the produce path
+    for p in range(PARTITIONS):
+        plog = log.partition("t", p)
+        assert not [f for f in log.store.list(plog.folder) if f.name.endswith(".arrow")]
+
+
+def test_rounds_read_back_in_order_with_offsets_and_keys(hot, store):
+    log, journal, writers = hot
+    for r in range(5):
+        results = _append_round(writers, f"r{r}")
+        assert [x.base_offset for x in results] == [r] * PARTITIONS
+    fresh = open_log(*store[:1], storage_options=store[1])
+    for p in range(PARTITIONS):
+        t = fresh.partition("t", p).read_table(0)
+        assert _values(t) == [f"r{r}-{p}".encode() for r in range(5)]
+        assert t.column("offset").to_pylist() == list(range(5))
+        assert set(t.column("key").to_pylist()) == {f"k{p}".encode()}
+        assert fresh.partition("t", p).read_table(2, 4).column("offset").to_pylist() == [2, 3]
+
+
+def test_a_claim_seals_the_old_writer_and_starts_after_its_last_commit(hot, store):
+    log, journal, writers = hot
+    _append_round(writers, "a")
+    other = open_log(*store[:1], storage_options=store[1])
+    taken = other.partition("t", 0).claim("gw-b")  # a cold claimant seals too
+    with pytest.raises(Fenced):
+        writers[0].append(pa.table({"value": [b"late"]}))
+    assert writers[1].append(pa.table({"value": [b"still mine"]})).base_offset == 1
+    assert taken.append(pa.table({"value": [b"b"]})).base_offset == 1
+    reader = open_log(*store[:1], storage_options=store[1])
+    assert _values(reader.partition("t", 0).read_table(0)) == [b"a-0", b"b"]
+    assert _values(reader.partition("t", 1).read_table(0)) == [b"a-1", b"still mine"]
+
+
+def test_a_hot_claimant_takes_over_a_hot_partition(hot, store):
+    log, journal, writers = hot
+    _append_round(writers, "a")
+    other = open_log(*store[:1], storage_options=store[1])
+    journal_b = JournalWriter(other.journals, "gw-b")
+    try:
+        b = other.partition("t", 2).claim("gw-b", journal_b)
+        assert b.append(pa.table({"value": [b"b1"]})).base_offset == 1
+        with pytest.raises(Fenced):
+            writers[2].append(pa.table({"value": [b"late"]}))
+        # and back: gw-a claims again, sealing gw-b's journal
+        a2 = log.partition("t", 2).claim("gw-a", journal)
+        assert a2.append(pa.table({"value": [b"a2"]})).base_offset == 2
+        with pytest.raises(Fenced):
+            b.append(pa.table({"value": [b"late b"]}))
+        reader = open_log(*store[:1], storage_options=store[1])
+        assert _values(reader.partition("t", 2).read_table(0)) == [b"a-2", b"b1", b"a2"]
+    finally:
+        journal_b.close()
+
+
+def test_a_frozen_writers_late_entry_is_never_served(hot, store):
+    """A writer frozen before its commit, claimed meanwhile, wakes and commits: the
+    entry lands after the seal, and no reader ever serves it."""
+    log, journal, writers = hot
+    _append_round(writers, "a")
+    frozen = threading.Event()
+    woke = threading.Event()
+    real_commit = journal.journals.commit
+
+    def stalled_commit(name, seq, data):
+        frozen.set()
+        woke.wait(60)
+        return real_commit(name, seq, data)
+
+    journal.journals.commit = stalled_commit
+    late = writers[3].append_async(pa.table({"value": [b"late"]}))
+    assert frozen.wait(30)
+    other = open_log(*store[:1], storage_options=store[1])
+    taken = other.partition("t", 3).claim("gw-b")
+    woke.set()
+    with pytest.raises(Fenced):
+        late.result(timeout=60)
+    journal.journals.commit = real_commit
+    taken.append(pa.table({"value": [b"b"]}))
+    reader = open_log(*store[:1], storage_options=store[1])
+    assert _values(reader.partition("t", 3).read_table(0)) == [b"a-3", b"b"]
+    # a late entry forged after the seal, at the old epoch, is not read either
+    seq = reader.journals.end(journal.name, 0)
+    line = log.partition("t", 3).snapshot().to_json()  # any parseable line
+    reader.store.put_exclusive(paths.hot_entry_path(journal.name, seq), encode_entry(
+        "forged", None, 0, [("t", writers[3].topic_id, 3, writers[3].epoch, line)]))
+    again = open_log(*store[:1], storage_options=store[1])
+    assert _values(again.partition("t", 3).read_table(0)) == [b"a-3", b"b"]
+
+
+def test_rollup_rewrites_hot_segments_and_the_sweep_deletes_the_objects(hot, store):
+    log, journal, writers = hot
+    for r in range(3):
+        _append_round(writers, f"r{r}")
+    config = log.topic("t").config
+    now = wall_clock_ms()
+    for p in range(PARTITIONS):
+        rollup_partition(log.partition("t", p), config, now)
+    # the writer goes on after the roll-up; the roll-up took the journal up to here
+    _append_round(writers, "after")
+    reader = open_log(*store[:1], storage_options=store[1])
+    for p in range(PARTITIONS):
+        plog = reader.partition("t", p)
+        assert _values(plog.read_table(0)) == [f"{t}-{p}".encode()
+                                               for t in ("r0", "r1", "r2", "after")]
+        cold = plog.versions.cold_snapshot()
+        assert cold.hot_from > 0 and not any(paths.is_hot_file(s.file) for s in cold.segments)
+    entries_before, objects_before = _hot_files(log, journal.name)
+    later = wall_clock_ms() + 10 * MIN_DELAY_MS
+    # rolled-up objects are in each partition's removed list until vacuum forgets them
+    assert sweep(log, now_ms=later, delay_ms=0).deleted_objects == 0
+    for p in range(PARTITIONS):
+        log.partition("t", p).vacuum(now_ms=later, delay_ms=0)
+        assert not any(paths.is_hot_file(n) for n, _ in log.partition("t", p).snapshot().removed)
+    report = sweep(log, now_ms=later, delay_ms=0)
+    entries, objects = _hot_files(log, journal.name)
+    # what the last round's segments name is kept, every other object is gone, as are
+    # the entries before the partitions' hot_from
+    last_round = {log.partition("t", p).snapshot().segments[-1].file.rsplit("/", 1)[-1]
+                  for p in range(PARTITIONS)}
+    assert set(objects) == last_round
+    assert report.deleted_objects == len(objects_before) - len(last_round)
+    assert report.deleted_entries >= 1 and len(entries) < len(entries_before)
+    for p in range(PARTITIONS):
+        assert _values(open_log(*store[:1], storage_options=store[1])
+                       .partition("t", p).read_table(0))[-1] == f"after-{p}".encode()
+
+
+def test_an_object_never_committed_is_swept_and_a_young_one_kept(log):
+    log.create_topic("t")
+    orphan = paths.hot_object_path("gw-dead-0000000000000000", 0)
+    log.store.put_new(orphan, b"ARROW1 partial")
+    assert sweep(log, now_ms=wall_clock_ms(), delay_ms=0).kept_objects == 1
+    report = sweep(log, now_ms=wall_clock_ms() + 10 * MIN_DELAY_MS, delay_ms=0)
+    assert report.deleted_objects == 1
+    assert _hot_files(log, "gw-dead-0000000000000000") == ([], [])
+
+
+@pytest.mark.parametrize("backend", ["file", "memory"], indirect=True)
+def test_a_corrupt_entry_is_a_typed_error_never_a_record(hot):
+    log, journal, writers = hot
+    _append_round(writers, "a")
+    seq = log.journals.end(journal.name, 0)
+    log.store.put_exclusive(paths.hot_entry_path(journal.name, seq), b'{"format": 1, "id": 5}')
+    fresh = open_log(log.url)
+    with pytest.raises(CorruptHotEntry):
+        fresh.partition("t", 0).read_table(0)
+
+
+@pytest.mark.parametrize("backend", ["file"], indirect=True)
+def test_transactions_commit_and_abort_through_the_journal(hot):
+    from log_layout.manifest import ProducerBatch
+
+    log, journal, writers = hot
+    w = writers[0]
+    pid = 42
+    w.append(pa.table({"value": [b"t1", b"t2"]}),
+             producer_batches=[(ProducerBatch(pid, 0, 0, 2), 0)], transactional=True)
+    plog = log.partition("t", 0)
+    assert plog.last_stable_offset() == 0 and plog.high_watermark() == 2
+    w.write_marker(pid, 0, False)  # abort
+    w.append(pa.table({"value": [b"plain"]}))
+    fresh = open_log(log.url).partition("t", 0)
+    assert _values(fresh.read_table(0, isolation_level="read_committed")) == [b"plain"]
+    assert _values(fresh.read_table(0)) == [b"t1", b"t2", b"plain"]
+    assert fresh.last_stable_offset() == fresh.high_watermark() == 4
