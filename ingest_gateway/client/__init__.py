@@ -5,7 +5,8 @@
     from ingest_gateway.client import Consumer, Producer
 
 :class:`Producer` batches records per partition and posts them as Arrow to each
-partition's leader gateway (``producer``, ``delivery``, ``batch``); :class:`Consumer`
+partition's leader gateway (``producer`` over ``accumulator``, ``sender``, ``sequences``,
+``transactions``, ``topic_metadata``; ``batch``); :class:`Consumer`
 reads through gateways or straight from the store (``consumer``,
 ``consumer_polling``, ``consumer_group``, ``gateway_transport``, ``direct``). Both
 take Kafka's bootstrap list and find leaders and group coordinators through
