@@ -213,10 +213,28 @@ def model(rules, supers, default, principal, host, op, rtype, name) -> bool:
 REQUEST_OPS = ["Read", "Write", "Describe", "DescribeConfigs", "AlterConfigs", "Delete"]
 
 
+#: the model's cases: ACLs, the default, and what to ask (drawn in the test)
+acl_cases = given(rules=st.lists(bindings(), max_size=12), default=st.booleans(),
+                  data=st.data())
+
+
+@hsettings(max_examples=50, deadline=None,
+           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@acl_cases
+def test_the_index_decides_as_a_scan_of_every_acl(rules, default, data):
+    """50 cases, for make test-fast; the slow test below draws 300."""
+    index_decides_as_the_model(rules, default, data)
+
+
+@pytest.mark.slow
 @hsettings(max_examples=300, deadline=None,
            suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rules=st.lists(bindings(), max_size=12), default=st.booleans(), data=st.data())
-def test_the_index_decides_as_a_scan_of_every_acl(rules, default, data):
+@acl_cases
+def test_the_index_decides_as_a_scan_of_every_acl_long(rules, default, data):
+    index_decides_as_the_model(rules, default, data)
+
+
+def index_decides_as_the_model(rules, default, data):
     log = open_log("memory://authorizer-model")
     log.store.delete_tree("_security")
     a = authorizer(log, rules, allow_everyone_if_no_acl_found=default,

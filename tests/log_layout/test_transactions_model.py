@@ -162,6 +162,12 @@ class Transactions(RuleBasedStateMachine):
                 if off < lso and (key is None or self.status[key] == "committed")]
 
 
+#: 20 programs for make test-fast; the slow TestTransactionsLong runs 60
 TestTransactions = Transactions.TestCase
-TestTransactions.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
+TestTransactions.settings = settings(max_examples=20, stateful_step_count=30, deadline=None,
                                      database=None)
+
+
+@pytest.mark.slow
+class TestTransactionsLong(Transactions.TestCase):
+    settings = settings(max_examples=60, stateful_step_count=30, deadline=None, database=None)
