@@ -12,7 +12,11 @@ partitions, so no partition's vacuum deletes one (``vacuum`` only drops it from 
   ``_log`` follows its journal (a reader or a claimant reads from there); the ones
   before it, and every entry of a journal no partition follows, go once older than
   ``delay_ms`` (a reader that planned on an older ``_log`` version may still be
-  reading them; it re-reads ``_log`` when one is gone).
+  reading them; it re-reads ``_log`` when one is gone) -- but never an entry at or
+  after the newest one the journal's own writer made (not a seal): a writer frozen
+  since then tries the numbers after it, and must find the seals there, not a gap it
+  could take and believe itself committed. After :data:`LAST_ENTRY_KEEP_MS` a journal
+  no partition follows goes whole.
 
 Journal writers commit no object uploaded more than ``hot_writer.STALE_UPLOAD_S``
 ago, which the delay must exceed (:data:`MIN_DELAY_MS`): an object the sweeper
@@ -28,6 +32,8 @@ from log_layout.hot_writer import STALE_UPLOAD_S
 
 #: the least delay the sweeper waits before deleting an unnamed hot file
 MIN_DELAY_MS = int(STALE_UPLOAD_S * 2000)
+#: how long the seals of a journal no partition follows are kept (module docstring)
+LAST_ENTRY_KEEP_MS = 7 * 24 * 3600 * 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,12 +75,18 @@ def sweep(log, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> SweepRep
         except ValueError:
             continue  # not a journal's folder: not ours to judge
         first_needed = follow_from.get(journal)
-        for f in store.list(folder):
+        files = store.list(folder)
+        seqs = sorted((s for f in files if (s := paths.hot_entry_seq(f.name)) is not None),
+                      reverse=True)
+        writers_last = _writers_last(log.journals, journal, seqs)
+        for f in files:
             old = now_ms - f.mtime_ms >= delay_ms
             path = f"{folder}/{f.name}"
             seq = paths.hot_entry_seq(f.name)
             if seq is not None:
-                if old and (first_needed is None or seq < first_needed):
+                dead = first_needed is None and now_ms - f.mtime_ms >= LAST_ENTRY_KEEP_MS
+                if dead or old and writers_last is not None and seq < writers_last \
+                        and (first_needed is None or seq < first_needed):
                     doomed.append(path)
                     deleted_entries += 1
                     deleted_bytes += f.size
@@ -91,3 +103,16 @@ def sweep(log, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> SweepRep
         store.delete(doomed)
     return SweepReport(deleted_objects, deleted_entries, deleted_bytes, kept_objects,
                        kept_entries)
+
+
+def _writers_last(journals, journal: str, seqs_newest_first: list[int]) -> int | None:
+    """The newest entry of ``journal`` its own writer made (one with an object or
+    partitions, not a seal); None if there is none."""
+    for seq in seqs_newest_first:
+        try:
+            entry = journals.entry(journal, seq)
+        except Exception:  # a corrupt entry is not the writer's: keep looking
+            continue
+        if entry is not None and (entry.object is not None or entry.partitions):
+            return seq
+    return None

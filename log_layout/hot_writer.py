@@ -131,9 +131,13 @@ class JournalWriter:
 
     # -- what writers call -----------------------------------------------------------
     def register(self, writer: Any) -> None:
-        """``writer`` writes its partition through this journal from now on."""
+        """``writer`` writes its partition through this journal from now on; the writer
+        it replaces (an earlier claim of this process) is fenced."""
         p = writer.partition
         with self._cond:
+            old = self._writers.get((p.topic, p.partition))
+            if old is not None and old is not writer and old.fenced is None:
+                old.fenced = Fenced(p.topic, p.partition, old.epoch, writer.epoch)
             self._writers[(p.topic, p.partition)] = writer
 
     def submit(self, pending: Pending) -> concurrent.futures.Future:
@@ -336,11 +340,13 @@ class JournalWriter:
             return items
         kept = []
         with self._cond:
-            for key, (topic_id, epoch) in other.seals.items():
-                w = self._writers.get(key)
-                if w is not None and w.topic_id == topic_id and epoch > w.epoch \
-                        and w.fenced is None:
-                    w.fenced = Fenced(key[0], key[1], w.epoch, epoch)
+            sealed = [w for w in (*self._writers.values(), *(i[0].writer for i in items))
+                      if (s := other.seals.get((w.partition.topic, w.partition.partition)))
+                      is not None and s[0] == w.topic_id and s[1] > w.epoch]
+            for w in sealed:
+                if w.fenced is None:
+                    w.fenced = Fenced(w.partition.topic, w.partition.partition, w.epoch,
+                                      other.seals[(w.partition.topic, w.partition.partition)][1])
         for item in items:
             w = item[0].writer
             if w.fenced is not None:

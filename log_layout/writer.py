@@ -94,16 +94,18 @@ def claim(partition: Partition, leader: str,
     return writer
 
 
-def sealing_snapshot(v: Versions) -> Callable[[], Manifest]:
+def sealing_snapshot(v: Versions, epoch: int | None = None) -> Callable[[], Manifest]:
     """A ``commit.run`` snapshot for a commit that takes a partition from its hot
-    writer (a claim, or an append to ``_log`` at the same epoch): the newest snapshot,
-    after sealing the journal it names (once per journal and epoch), so it holds every
-    entry committed before the seal and the hot writer commits nothing after it."""
+    writer (a claim, or an append to ``_log`` at the same ``epoch``): the newest
+    snapshot, after sealing the journal it names (once per journal and epoch), so it
+    holds every entry committed before the seal and the hot writer commits nothing
+    after it. A writer of another epoch seals nothing (its commit is fenced)."""
     sealed: set[tuple[str, int]] = set()
 
     def snapshot() -> Manifest:
         m = v.snapshot()
-        if m.hot_journal is not None and (m.hot_journal, m.leader_epoch) not in sealed:
+        if m.hot_journal is not None and (m.hot_journal, m.leader_epoch) not in sealed \
+                and (epoch is None or epoch == m.leader_epoch):
             hot_journal.seal(v.journals, m.hot_journal, v.topic, v.topic_id, v.partition,
                              m.leader_epoch + 1, m.hot_from, wall_clock_ms())
             sealed.add((m.hot_journal, m.leader_epoch))
@@ -172,7 +174,7 @@ class PartitionWriter:
         first = v.snapshot(refresh=False)
         snapshot = v.snapshot
         if first.hot_journal is not None:  # written hot until now: take it over (sealed)
-            snapshot, first = sealing_snapshot(v), None
+            snapshot, first = sealing_snapshot(v, self.epoch), None
         with self._segment_commit(v, table, config, self.topic_id) as seg:
             new = commit.run(snapshot,
                              lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
@@ -274,7 +276,7 @@ class PartitionWriter:
             return seg.attempt(m, plan)
 
         with self._segment_commit(v, table, config, self.topic_id) as seg:
-            return run_commit(sealing_snapshot(v), build_cold, attempt)
+            return run_commit(sealing_snapshot(v, self.epoch), build_cold, attempt)
 
 
 def replace_segments(v: Versions, config: Callable[[], "TopicConfig"],

@@ -1,0 +1,81 @@
+"""A hot-journal writer process for the crash tests (tests/log_layout/test_hot_crash.py).
+
+``python -m tests.log_layout.hot_writer_proc URL TOPIC PARTITIONS [OPTIONS_JSON]``
+claims every partition of TOPIC through one journal and appends rounds of one record
+to each partition (at once, so rounds share flushes), printing one JSON line per
+acknowledged append, ``{"p": .., "offset": .., "value": ..}``, flushed at once: a
+parent that kills it knows exactly what was acknowledged.
+
+``HOT_CRASH=<where>:<n>`` kills the process with SIGKILL at the n-th ``where``:
+``upload`` (inside a shared object's upload, half of it written on a local store),
+``entry`` (after the object is stored, before its entry is created) or ``acked``
+(just after an entry is created, before anyone is told).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import pyarrow as pa  # noqa: E402
+
+from log_layout import open_log, paths  # noqa: E402
+from log_layout.hot_writer import JournalWriter  # noqa: E402
+
+
+def _crash_at(store, where: str, n: int) -> None:
+    count = {"n": 0}
+
+    def hit() -> bool:
+        count["n"] += 1
+        return count["n"] >= n
+
+    put_new, put_exclusive = store.put_new, store.put_exclusive
+
+    def crashing_put_new(path, data):
+        if where == "upload" and path.startswith(paths.HOT_FOLDER) and hit():
+            if store.supports_links:  # a local store: leave half a file behind
+                with open(store._abs(path), "wb") as f:
+                    f.write(bytes(data)[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+        return put_new(path, data)
+
+    def crashing_put_exclusive(path, data):
+        if where == "entry" and path.startswith(paths.HOT_FOLDER) and hit():
+            os.kill(os.getpid(), signal.SIGKILL)
+        won = put_exclusive(path, data)
+        if where == "acked" and path.startswith(paths.HOT_FOLDER) and hit():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return won
+
+    store.put_new, store.put_exclusive = crashing_put_new, crashing_put_exclusive
+
+
+def main(argv: list[str]) -> int:
+    url, topic, partitions = argv[0], argv[1], int(argv[2])
+    options = json.loads(argv[3]) if len(argv) > 3 else None
+    log = open_log(url, storage_options=options)
+    journal = JournalWriter(log.journals, "crash", interval_ms=5)
+    writers = [log.partition(topic, p).claim("crash", journal) for p in range(partitions)]
+    crash = os.environ.get("HOT_CRASH")
+    if crash:
+        where, n = crash.split(":")
+        _crash_at(log.store, where, int(n))
+    print("ready", flush=True)
+    out = sys.stdout
+    for r in range(100_000):
+        futures = [(p, f"r{r}-p{p}", w.append_async(pa.table({"value": [f"r{r}-p{p}".encode()]})))
+                   for p, w in enumerate(writers)]
+        for p, value, fut in futures:
+            res = fut.result()
+            out.write(json.dumps({"p": p, "offset": res.base_offset, "value": value}) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
