@@ -21,12 +21,14 @@ RECORDS = 20_000
 KILLS = 3
 
 
+@pytest.mark.parametrize("hot", [False, True], ids=["per-partition", "hot"])
 @pytest.mark.parametrize("backend", ["file", "s3", "hdfs"])
-def test_acknowledged_records_survive_sigkill_exactly_once(backend, request, tmp_path):
+def test_acknowledged_records_survive_sigkill_exactly_once(backend, hot, request, tmp_path):
     url, options = make_log_url(backend, request, tmp_path)
     lg = open_log(url, storage_options=options)
     lg.create_topic("crash", {"partitions": 3})
-    gw = GatewayProcess(url, options, settings={"store.fsync": "true", "gateway.linger.ms": 2},
+    gw = GatewayProcess(url, options, settings={"store.fsync": "true", "gateway.linger.ms": 2,
+                                                "gateway.hot.enable": str(hot).lower()},
                         log_path=str(tmp_path / "gateway.log"))
     gw.start()
     handles = []

@@ -1,0 +1,87 @@
+"""A gateway with the hot tier on (gateway.hot.enable): a flush of many partitions is one
+shared object and one journal entry, and every reader -- a consumer through the
+gateway, a direct consumer, offsets by time, read_committed, a roll-up -- reads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction.rollup import rollup_partition
+from ingest_gateway.client import Consumer, Producer
+from jobs.gateway_process import GatewayProcess, wait_for
+from log_layout import open_log, paths, wall_clock_ms
+from tests.conftest import make_log_url
+
+PARTITIONS = 32
+RECORDS = 2_000
+
+
+def _hot_files(lg) -> tuple[int, int]:
+    entries = objects = 0
+    for journal in lg.store.list_folders(paths.HOT_FOLDER):
+        for f in lg.store.list(paths.journal_folder(journal.rstrip("/").rsplit("/", 1)[-1])):
+            entries += f.name.endswith(".json")
+            objects += f.name.endswith(".wal")
+    return entries, objects
+
+
+def _read_all(consumer: Consumer, n: int) -> list:
+    got: list = []
+    wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= n, timeout=120,
+             what=f"{n} records")
+    return got
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_a_hot_gateway_writes_one_object_per_flush_and_every_reader_reads_it(
+        backend, request, tmp_path):
+    url, options = make_log_url(backend, request, tmp_path)
+    lg = open_log(url, storage_options=options)
+    lg.create_topic("hot", {"partitions": PARTITIONS})
+    gw = GatewayProcess(url, options, settings={"gateway.hot.enable": "true"},
+                        log_path=str(tmp_path / "gateway.log"))
+    gw.start()
+    try:
+        before = wall_clock_ms()
+        with Producer(gw.url, acks="all", linger_ms=20) as producer:
+            handles = [producer.send("hot", b"v%05d" % i, key=b"k%d" % i)
+                       for i in range(RECORDS)]
+            producer.flush(timeout=120)
+        metas = [h.result(timeout=1) for h in handles]
+        by_partition: dict[int, list[int]] = {}
+        for m in metas:
+            by_partition.setdefault(m.partition, []).append(m.offset)
+        assert len(by_partition) == PARTITIONS  # keys spread over every partition
+        for offsets in by_partition.values():
+            assert sorted(offsets) == list(range(len(offsets)))
+        # one object and one entry per flush, however many partitions each held; and no
+        # partition folder got a segment file on the produce path
+        entries, objects = _hot_files(lg)
+        assert 0 < objects <= entries
+        flushed_partitions = sum(len(lg.partition("hot", p).snapshot().segments)
+                                 for p in range(PARTITIONS))
+        assert objects < flushed_partitions
+        assert not any(f.name.endswith(".arrow") for p in range(PARTITIONS)
+                       for f in lg.store.list(paths.partition_folder("hot", p)))
+        wanted = {(m.partition, m.offset): b"v%05d" % i for i, m in enumerate(metas)}
+        for where in ({"gateway": gw.url}, {"store": url, "storage_options": options}):
+            with Consumer(auto_offset_reset="earliest", **where) as c:
+                c.assign([("hot", p) for p in range(PARTITIONS)])
+                got = _read_all(c, RECORDS)
+            assert {(r.partition, r.offset): r.value for r in got} == wanted
+        fresh = open_log(url, storage_options=options)
+        assert fresh.partition("hot", 0).offset_for_timestamp(before) == 0
+        assert fresh.partition("hot", 0).read_table(
+            0, isolation_level="read_committed").num_rows == len(by_partition[0])
+        # roll-up moves them into per-partition segments while the gateway goes on
+        config = fresh.topic("hot").config
+        for p in range(PARTITIONS):
+            rollup_partition(fresh.partition("hot", p), config, wall_clock_ms())
+        with Producer(gw.url, acks="all") as producer:
+            after = producer.send("hot", b"after", partition=0).result(timeout=60)
+        assert after.offset == len(by_partition[0])
+        again = open_log(url, storage_options=options).partition("hot", 0)
+        values = again.read_table(0).column("value").to_pylist()
+        assert values[-1] == b"after" and len(values) == len(by_partition[0]) + 1
+    finally:
+        gw.stop()
