@@ -218,10 +218,15 @@ def _json(r):
 
 
 def topic_files(store_folder: str, topic: str) -> list[str]:
-    """Every file under the topic's folder of a local store (segments and manifests).
+    """Every file under the topic's folder of a local store (segments and manifests),
+    and, with the hot tier on, every file of ``_hot/`` written since the topic was made
+    (the workloads run one at a time, so those hold this topic's records).
 
     A benchmark's look at the disk, not a reader of the format: nothing is parsed."""
     out = []
     for folder, _, files in os.walk(os.path.join(store_folder, topic)):
         out += [os.path.join(folder, f) for f in files]
+    made = os.stat(os.path.join(store_folder, topic, "_topic.json")).st_mtime
+    for folder, _, files in os.walk(os.path.join(store_folder, "_hot")):
+        out += [p for f in files if os.stat(p := os.path.join(folder, f)).st_mtime >= made]
     return out
