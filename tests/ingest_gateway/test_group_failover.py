@@ -21,6 +21,10 @@ from log_layout.brokers import (
 )
 from tests.ingest_gateway.slots import SlotApplication
 
+#: slow (not in ``make test-fast``, issue 28): two or three gateways a test,
+#: coordinators killed; 300 s in all, measured beside three other workers
+pytestmark = pytest.mark.slow
+
 TOPIC = "clicks"
 PARTITIONS = 4
 RECORDS = 5  # per partition, written before the gateways start

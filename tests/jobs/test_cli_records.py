@@ -13,6 +13,10 @@ from ingest_gateway.client import Producer
 from log_layout import open_log
 from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
 
+#: slow (not in ``make test-fast``, issue 28): dozens of CLI processes (each ~1 s of
+#: imports) beside a gateway; 340 s in all, measured beside three other workers
+pytestmark = pytest.mark.slow
+
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 
 
