@@ -81,7 +81,7 @@ from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
 from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
                         PartitionWriter, ProducerBatch, TopicInfo)
-from log_layout.hot_writer import JournalWriter
+from log_layout.hot_writer import JournalBroken, JournalWriter
 
 log = logging.getLogger("sparklog.gateway")
 
@@ -201,9 +201,11 @@ class Batcher:
         key = (info.name, partition)
         state = self._states.get(key)
         if state is not None and state.incarnation == (info.created_ms, info.topic_id):
-            if state.stopped is not None:
+            if state.stopped is None:
+                return state
+            if not (isinstance(state.writer.fenced, JournalBroken) and state.idle):
                 raise state.stopped
-            return state
+            del self._states[key]  # not fenced by a leader: claim again, with a new journal
         claim = self._claims.get(key)
         if claim is None:
             claim = self._claims[key] = asyncio.ensure_future(self._claim_state(info, partition))

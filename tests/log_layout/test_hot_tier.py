@@ -229,3 +229,31 @@ def test_transactions_commit_and_abort_through_the_journal(hot):
     assert _values(fresh.read_table(0, isolation_level="read_committed")) == [b"plain"]
     assert _values(fresh.read_table(0)) == [b"t1", b"t2", b"plain"]
     assert fresh.last_stable_offset() == fresh.high_watermark() == 4
+
+
+@pytest.mark.parametrize("backend", ["file"], indirect=True)
+def test_a_journal_whose_store_keeps_failing_breaks_and_a_new_one_takes_over(hot, monkeypatch):
+    from log_layout import hot_writer
+    from log_layout.hot_writer import JournalBroken
+
+    log, journal, writers = hot
+    _append_round(writers, "a")
+    monkeypatch.setattr(hot_writer, "STORE_TRIES", 2)
+
+    def failing(*_a, **_k):
+        raise OSError("the store is down")
+
+    monkeypatch.setattr(journal.journals, "commit", failing)
+    with pytest.raises(JournalBroken):
+        writers[0].append(pa.table({"value": [b"lost"]}))
+    assert journal.broken is not None
+    with pytest.raises(JournalBroken):  # every writer of the journal stops
+        writers[1].append(pa.table({"value": [b"lost too"]}))
+    monkeypatch.undo()
+    fresh = JournalWriter(log.journals, "gw-a")
+    try:
+        w = log.partition("t", 0).claim("gw-a", fresh)
+        assert w.append(pa.table({"value": [b"b"]})).base_offset == 1
+        assert _values(open_log(log.url).partition("t", 0).read_table(0)) == [b"a-0", b"b"]
+    finally:
+        fresh.close()
