@@ -412,3 +412,121 @@ def test_graph_reads_every_kind_of_import_and_finds_the_cycle(tmp_path):
     [cycle] = import_cycles(imports)
     assert "e.g. high.a -> high.b -> high.c -> high.a;" in cycle
     assert "high.b -> high.c (high/b.py:2)" in cycle
+
+
+# -- each class owns its state (STYLE.md habit 14) ----------------------------------------------
+#
+# A class may read ``self.x`` only if it or a base in the product defines ``x``: assigns it
+# (anywhere in its methods), or declares it in its body (a method, a class attribute). A bare
+# annotation (``x: int``) counts only in a dataclass or in an abstract class (one with a method
+# that raises NotImplementedError), whose subclasses must assign it; a mixin annotating what
+# its host defines is the case this rule is for. Classes with a base outside the product
+# (Exception, NamedTuple, threading.Thread...) are not checked: their bases' attributes are
+# not in the source read here.
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    names = []
+    for base in node.bases:
+        base = base.value if isinstance(base, ast.Subscript) else base
+        names.append(base.id if isinstance(base, ast.Name)
+                     else base.attr if isinstance(base, ast.Attribute) else "?")
+    return names
+
+
+def _decorated_dataclass(node: ast.ClassDef) -> bool:
+    for decorator in node.decorator_list:
+        f = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)) == "dataclass":
+            return True
+    return False
+
+
+def _abstract(node: ast.ClassDef) -> bool:
+    return any(isinstance(n, ast.Raise) and n.exc is not None and "NotImplementedError"
+               in ast.unparse(n.exc) for n in ast.walk(node))
+
+
+def _own_attributes(node: ast.ClassDef) -> set[str]:
+    """What ``node`` itself defines (see above)."""
+    names = set()
+    annotations_count = _decorated_dataclass(node) or _abstract(node)
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(item.name)
+        elif isinstance(item, ast.Assign):
+            names |= {n.id for t in item.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
+                and (item.value is not None or annotations_count):
+            names.add(item.target.id)
+    names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id == "self"
+              and isinstance(n.ctx, (ast.Store, ast.Del))}
+    return names
+
+
+def borrowed_attributes(root: Path = ROOT, packages: Iterable[str] | None = None) -> list[str]:
+    """One line per class reading ``self.x`` that neither it nor a product base defines."""
+    classes: dict[str, list[tuple[Path, ast.ClassDef]]] = {}
+    for path in modules_of(root, product_packages(root) if packages is None else packages).values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, []).append((path, node))
+
+    def defined(node: ast.ClassDef, seen: tuple[str, ...] = ()) -> set[str] | None:
+        names = _own_attributes(node)
+        for base in _base_names(node):
+            if base in ("object", "Generic", "Protocol"):
+                continue
+            found = classes.get(base, [])
+            if len(found) != 1 or base in seen:
+                return None  # outside the product, or ambiguous: not checked
+            inherited = defined(found[0][1], (*seen, base))
+            if inherited is None:
+                return None
+            names |= inherited
+        return names
+
+    wrong = []
+    for name, found in sorted(classes.items()):
+        for path, node in found:
+            names = defined(node)
+            if names is None:
+                continue
+            used = sorted({n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                           and isinstance(n.value, ast.Name) and n.value.id == "self"
+                           and isinstance(n.ctx, ast.Load) and n.attr not in names
+                           and not (n.attr.startswith("__") and n.attr.endswith("__"))})
+            if used:
+                wrong.append(f"{path.relative_to(root)}:{node.lineno} {name} uses "
+                             f"{', '.join(used)}")
+    return wrong
+
+
+def test_no_class_uses_attributes_it_does_not_own():
+    wrong = borrowed_attributes()
+    assert not wrong, ("classes reading attributes that neither they nor a base define (a part "
+                       "reading its host's state: STYLE.md habit 14):\n" + "\n".join(wrong))
+
+
+_CLASSES = {
+    "pkg/__init__.py": "",
+    "pkg/parts.py": (
+        "from dataclasses import dataclass\n"
+        "class Host:\n    def __init__(self):\n        self.state = 1\n"
+        "class Mixin:\n    state: int\n    def use(self):\n        return self.state + self.other\n"
+        "class Both(Host, Mixin):\n    def more(self):\n        return self.state + self.other\n"
+        "@dataclass\nclass Options:\n    size: int\n    def double(self):\n        return 2 * self.size\n"
+        "class Base:\n    url: str\n    def read(self):\n        raise NotImplementedError\n"
+        "    def where(self):\n        return self.url\n"
+        "class Failure(Exception):\n    def text(self):\n        return self.args\n"),
+}
+
+
+def test_borrowed_attributes_finds_the_mixin(tmp_path):
+    for name, text in _CLASSES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert borrowed_attributes(tmp_path, ["pkg"]) == [
+        "pkg/parts.py:9 Both uses other",       # defined by neither it nor a base
+        "pkg/parts.py:5 Mixin uses other, state",  # an annotation is not a definition
+    ]

@@ -7,8 +7,8 @@
 :class:`Producer` batches records per partition and posts them as Arrow to each
 partition's leader gateway (``producer`` over ``accumulator``, ``sender``, ``sequences``,
 ``transactions``, ``topic_metadata``; ``batch``); :class:`Consumer`
-reads through gateways or straight from the store (``consumer``,
-``consumer_polling``, ``consumer_group``, ``gateway_transport``, ``direct``). Both
+reads through gateways or straight from the store (``consumer`` over ``subscription``,
+``fetcher``, ``consumer_coordinator``; ``gateway_transport``, ``direct``). Both
 take Kafka's bootstrap list and find leaders and group coordinators through
 ``cluster`` (``GET /metadata``), and talk HTTP through one ``session`` per gateway
 with one retry policy. Importing this package loads no server
@@ -19,7 +19,7 @@ loads the group coordinator's store functions when it is built.
 
 from ingest_gateway.client.batch import BatchHandle, BatchMetadata, RecordMetadata, SendHandle
 from ingest_gateway.client.consumer import Consumer
-from ingest_gateway.client.consumer_group import GroupMetadata
+from ingest_gateway.client.consumer_coordinator import GroupMetadata
 from ingest_gateway.protocol.groups import MemberState
 from ingest_gateway.client.producer import Producer
 from ingest_gateway.client.records import Batch, Record, TopicPartition

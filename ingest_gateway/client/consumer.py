@@ -82,38 +82,42 @@ Heartbeats run on a background thread every ``heartbeat_interval_ms``; rejoining
 happens inside ``poll``, so a consumer that stops polling for longer than
 ``max_poll_interval_ms`` is removed from the group.
 
-The class is written in three modules by job, sharing one state (as Kafka's
-``KafkaConsumer`` keeps it in one object): this one (configuration, subscribe /
-assign, positions, pause, close), ``consumer_polling`` (the buffer, poll and the
-iterators) and ``consumer_group`` (rebalances, heartbeats, commits).
+The class is a facade over parts that each own their state, as Kafka's
+``KafkaConsumer`` is: :class:`~ingest_gateway.client.subscription.SubscriptionState`
+(subscription, assignment, pauses), :class:`~ingest_gateway.client.fetcher.Fetcher`
+(positions, the buffer, poll's and the iterators' hand-outs) and
+:class:`~ingest_gateway.client.consumer_coordinator.ConsumerCoordinator` (rebalances,
+heartbeats, commits).
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from conf.errors import SparklogError
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
-from ingest_gateway.protocol.connection_security import ConnectionSecurity
-from ingest_gateway.client.consumer_group import GroupMember
-from ingest_gateway.client.consumer_polling import Polling
+from ingest_gateway.client.consumer_coordinator import (ConsumerCoordinator, GroupMetadata,
+                                                        GroupOptions)
+from ingest_gateway.client.fetcher import Fetcher
 from ingest_gateway.client.gateway_transport import GatewaySource, HttpMembership
-from ingest_gateway.protocol.groups import MemberState, TopicPartition, validate_group_id
-from ingest_gateway.client.records import Fetched, as_tp
-from ingest_gateway.errors import IllegalState, NoOffsetForPartition
-from log_layout import Log, OffsetOutOfRange, UnknownPartition, open_log
+from ingest_gateway.client.records import Batch, Record, as_tp, records_of
+from ingest_gateway.client.subscription import SubscriptionState
+from ingest_gateway.errors import IllegalState
+from ingest_gateway.protocol.connection_security import ConnectionSecurity
+from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
+from log_layout import Log, UnknownPartition, open_log
 from log_layout.direct_reader import DirectReader
 
 if TYPE_CHECKING:
     from ingest_gateway.server.groups.coordinator import GroupCoordinator
 
+Listener = Callable[[list[TopicPartition]], Any]
 
-class Consumer(Polling, GroupMember):
+
+class Consumer:
     """A Kafka-style consumer (see the module docstring). Not thread-safe, like Kafka's:
     use one per thread; only its heartbeats run on a thread of their own."""
 
@@ -148,7 +152,7 @@ class Consumer(Polling, GroupMember):
         if isinstance(partition_assignment_strategy, str):
             partition_assignment_strategy = (partition_assignment_strategy,)
         log, gateway = _where(store, storage_options, log, gateway, bootstrap_servers)
-        self.group_id = None if group_id is None else validate_group_id(group_id)
+        group_id = None if group_id is None else validate_group_id(group_id)
         self.client_id, self.auto_offset_reset = client_id, auto_offset_reset
         self.isolation_level = isolation_level
         self.enable_auto_commit = enable_auto_commit
@@ -169,33 +173,24 @@ class Consumer(Polling, GroupMember):
         self._router = None if gateway is None else ClusterRouter(
             gateway, retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms,
             request_timeout_s=self.request_timeout_s, security=security)
-        self._source: Any = _source(log, self._router, fetch_backoff_max_ms, fetch_format,
-                                    fetch_min_bytes, fetch_max_bytes, isolation_level)
-        self._membership: Any = None
-        self._subscription: tuple[str, ...] = ()
-        self._assignment: list[TopicPartition] = []
-        self._manual = False
-        self._positions: dict[TopicPartition, int] = {}
-        self._consumed: dict[TopicPartition, int] = {}
-        self._paused: set[TopicPartition] = set()
-        # Fetched, not yet handed out, in fetch order. _positions is where the next
-        # fetch of a partition starts (past its buffered records); _consumed is the
-        # offset after the last record handed out, what commit() stores.
-        self._buffer: collections.deque[Fetched] = collections.deque()
-        self._on_assign: Callable[[list[TopicPartition]], Any] | None = None
-        self._on_revoke: Callable[[list[TopicPartition]], Any] | None = None
-        self._on_lost: Callable[[list[TopicPartition]], Any] | None = None
-        # group state, shared with the heartbeat thread under _lock
-        self._lock = threading.Lock()
-        self._member_id: str | None = None
-        self._generation = -1
-        self._state: MemberState | None = None
-        self._lost = False
-        self._hb_thread: threading.Thread | None = None
-        self._hb_stop = threading.Event()
-        self._last_commit = time.monotonic()
-        self._committer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._fetcher = Fetcher(_source(log, self._router, fetch_backoff_max_ms, fetch_format,
+                                        fetch_min_bytes, fetch_max_bytes, isolation_level),
+                                auto_offset_reset=auto_offset_reset)
+        self._subscriptions = SubscriptionState(on_change=self._fetcher.keep_only)
+        #: set on close: ends the heartbeats and a wait for nothing to fetch
+        self._stop = threading.Event()
+        self._group = ConsumerCoordinator(
+            group_id, GroupOptions(client_id, self.strategies, session_timeout_ms,
+                                   heartbeat_interval_ms, max_poll_interval_ms,
+                                   enable_auto_commit, auto_commit_interval_ms),
+            membership_for=self._membership_for, subscriptions=self._subscriptions,
+            fetcher=self._fetcher, stop=self._stop)
         self._closed = False
+
+    @property
+    def group_id(self) -> str | None:
+        """The consumer group (``group_id=``, or ``subscribe``'s ``group=``)."""
+        return self._group.group_id
 
     # -- context manager ---------------------------------------------------------
     def __enter__(self) -> "Consumer":
@@ -218,16 +213,15 @@ class Consumer(Polling, GroupMember):
 
     # -- subscribe / assign -----------------------------------------------------------
     def subscribe(self, topics: Iterable[str] | str, *, group: str | None = None,
-                  on_assign: Callable[[list[TopicPartition]], Any] | None = None,
-                  on_revoke: Callable[[list[TopicPartition]], Any] | None = None,
-                  on_lost: Callable[[list[TopicPartition]], Any] | None = None) -> None:
+                  on_assign: Listener | None = None, on_revoke: Listener | None = None,
+                  on_lost: Listener | None = None) -> None:
         """Join ``group`` (or ``group_id``) for ``topics``; partitions come at the next poll.
 
         Raises IllegalState after assign() or without a coordinator, ValueError
         without a group.
         """
         self._check_open()
-        if self._manual:
+        if self._subscriptions.manual:
             raise IllegalState("subscribe() after assign(): use one or the other")
         topics = (topics,) if isinstance(topics, str) else tuple(topics)
         if not topics or not all(isinstance(t, str) for t in topics):
@@ -235,24 +229,14 @@ class Consumer(Polling, GroupMember):
         group = group or self.group_id
         if group is None:
             raise ValueError("subscribe() needs a consumer group: pass group= or group_id=")
-        if self._membership is not None and group != self.group_id:
+        if self._group.has_group and group != self.group_id:
             raise IllegalState(f"already in group {self.group_id!r}")
         validate_group_id(group)
-        if self._membership is None:
-            membership = self._membership_for(group)
-            if not membership.coordinated:
-                raise IllegalState("subscribe() needs a coordinator: give the Consumer a "
-                                   "gateway= URL (or coordinator=); a direct consumer without "
-                                   "one can only assign()")
-            self._membership = membership
-        self.group_id = group
-        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
-        self._subscription = topics
+        self._group.use_group(group, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+        self._subscriptions.subscribe(topics)
         for t in topics:  # fail fast on a bad topic, as at the first poll
-            self._source.partitions(t)
-        st = self._join()
-        self._adopt(st)
-        self._start_heartbeats()
+            self._fetcher.partitions(t)
+        self._group.join_group()
 
     def assign(self, partitions: Iterable[Any]) -> None:
         """Read exactly these (topic, partition) pairs, no group membership.
@@ -261,160 +245,195 @@ class Consumer(Polling, GroupMember):
         UnknownTopic/UnknownPartition for ones that do not exist.
         """
         self._check_open()
-        if self._subscription:
+        if self._subscriptions.topics:
             raise IllegalState("assign() after subscribe(): use one or the other")
         tps = [as_tp(tp) for tp in partitions]
         for topic, partition in tps:
-            if not 0 <= partition < self._source.partitions(topic):
-                raise UnknownPartition(topic, partition, self._source.partitions(topic))
-        self._manual = True
-        if self.group_id is not None and self._membership is None:
-            self._membership = self._membership_for(self.group_id)
-        self._set_assignment(tps)
+            if not 0 <= partition < self._fetcher.partitions(topic):
+                raise UnknownPartition(topic, partition, self._fetcher.partitions(topic))
+        self._group.use_offsets()
+        self._subscriptions.assign(tps)
 
     def partitions_for(self, topic: str) -> list[TopicPartition]:
         """Every (topic, partition) of ``topic``; raises UnknownTopic."""
-        return [(topic, p) for p in range(self._source.partitions(topic))]
+        return [(topic, p) for p in range(self._fetcher.partitions(topic))]
 
     def assignment(self) -> list[TopicPartition]:
-        return list(self._assignment)
+        return list(self._subscriptions.assigned)
 
     def subscription(self) -> tuple[str, ...]:
-        return self._subscription
+        return self._subscriptions.topics
 
-    def _set_assignment(self, tps: list[TopicPartition]) -> None:
-        keep = set(tps)
-        self._drop_buffered({tp for tp in self._assignment if tp not in keep})
-        self._assignment = list(tps)
-        for d in (self._positions, self._consumed):
-            for tp in list(d):
-                if tp not in keep:
-                    del d[tp]
-        self._paused &= keep
+    def group_metadata(self) -> GroupMetadata:
+        """The group, generation and member id this consumer commits under now."""
+        return self._group.group_metadata()
 
     # -- positions -----------------------------------------------------------------
-    def _check_assigned(self, tp: Any) -> TopicPartition:
-        tp = as_tp(tp)
-        if tp not in self._assignment:
-            raise IllegalState(f"{tp[0]}-{tp[1]} is not assigned to this consumer "
-                               f"(assigned: {self._assignment})")
-        return tp
-
     def seek(self, tp: Any, offset: int) -> None:
         """Fetch ``tp`` from ``offset`` at the next poll (out of range: auto_offset_reset)."""
-        tp = self._check_assigned(tp)
+        tp = self._subscriptions.check_assigned(tp)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"seek offset must be a non-negative integer, not {offset!r}")
-        self._drop_buffered({tp})
-        self._positions[tp] = self._consumed[tp] = offset
-
-    def _drop_buffered(self, tps: set[TopicPartition]) -> None:
-        """Forget fetched records of ``tps`` not handed out yet, and fetch them again
-        from the offset after the last one handed out (so none is skipped)."""
-        if not tps or not self._buffer:
-            return
-        self._buffer = collections.deque(f for f in self._buffer if f.tp not in tps)
-        for tp in tps:
-            if tp in self._positions:
-                self._positions[tp] = self._consumed[tp]
+        self._fetcher.seek(tp, offset)
 
     def seek_to_beginning(self, *tps: Any) -> None:
-        for tp in (tps or self._assignment):
-            tp = self._check_assigned(tp)
-            self.seek(tp, self._source.watermarks(tp)[0])
+        for tp in (tps or self._subscriptions.assigned):
+            tp = self._subscriptions.check_assigned(tp)
+            self.seek(tp, self._fetcher.watermarks(tp)[0])
 
     def seek_to_end(self, *tps: Any) -> None:
-        for tp in (tps or self._assignment):
-            tp = self._check_assigned(tp)
-            self.seek(tp, self._source.watermarks(tp)[1])
+        for tp in (tps or self._subscriptions.assigned):
+            tp = self._subscriptions.check_assigned(tp)
+            self.seek(tp, self._fetcher.watermarks(tp)[1])
 
     def position(self, tp: Any) -> int:
         """The offset of the next record handed out for ``tp``."""
-        tp = self._check_assigned(tp)
+        tp = self._subscriptions.check_assigned(tp)
         self._init_positions([tp])
-        return self._consumed[tp]
+        return self._fetcher.position(tp)
 
     def committed(self, tp: Any) -> int | None:
         tp = as_tp(tp)
-        if self._membership is None:
-            return None
-        return self._membership.committed([tp]).get(tp)
+        return self._group.committed([tp]).get(tp)
 
     def watermarks(self, tp: Any) -> tuple[int, int]:
         """(log start offset, high watermark) of a partition."""
-        return self._source.watermarks(as_tp(tp))
+        return self._fetcher.watermarks(as_tp(tp))
 
     def _init_positions(self, tps: Iterable[TopicPartition]) -> None:
-        missing = [tp for tp in tps if tp not in self._positions]
-        if not missing:
-            return
-        committed = self._membership.committed(missing) if self._membership is not None else {}
-        for tp in missing:
-            if tp in committed:
-                pos = committed[tp]
-            else:
-                pos = self._reset_position(tp)
-            self._positions[tp] = self._consumed[tp] = pos
-
-    def _reset_position(self, tp: TopicPartition, error: OffsetOutOfRange | None = None) -> int:
-        if self.auto_offset_reset == "none":
-            if error is not None:
-                raise error
-            raise NoOffsetForPartition(tp[0], tp[1], self.group_id)
-        start, end = self._source.watermarks(tp)
-        return start if self.auto_offset_reset == "earliest" else end
+        self._fetcher.init_positions(tps, self._group.committed, self.group_id)
 
     # -- pause -----------------------------------------------------------------------
     def pause(self, *tps: Any) -> None:
         """Stop fetching from these partitions until resume() (positions kept)."""
         for tp in tps:
-            tp = self._check_assigned(tp)
-            self._paused.add(tp)
-            self._drop_buffered({tp})  # a paused partition hands out nothing, buffered or not
+            tp = self._subscriptions.check_assigned(tp)
+            self._subscriptions.pause(tp)
+            self._fetcher.drop({tp})  # a paused partition hands out nothing, buffered or not
 
     def resume(self, *tps: Any) -> None:
         for tp in tps:
-            self._paused.discard(self._check_assigned(tp))
+            self._subscriptions.resume(self._subscriptions.check_assigned(tp))
 
     def paused(self) -> list[TopicPartition]:
-        return sorted(self._paused)
+        return self._subscriptions.paused()
 
+    # -- polling ---------------------------------------------------------------------
+    def poll_batches(self, timeout: float = 1.0, max_records: int | None = None) -> list[Batch]:
+        """Arrow batches of up to ``max_records`` records, waiting up to ``timeout`` s
+        for the first; [] if none came. Records handed out count as consumed.
+
+        Raises IllegalState (closed, or neither subscribed nor assigned), ValueError
+        (``max_records`` not a positive integer) and the group's and source's errors.
+        """
+        max_records = max_records or self.max_poll_records
+        if not self._fill(timeout, max_records):
+            return []
+        return self._fetcher.take(max_records)
+
+    def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[Record]:
+        """Records (in offset order per partition) as :class:`Record` tuples; see poll_batches."""
+        out: list[Record] = []
+        for b in self.poll_batches(timeout, max_records):
+            out.extend(records_of(b.topic, b.partition, b.records))
+        return out
+
+    def __iter__(self) -> Iterator[Record]:
+        """Every record, blocking for new ones: a never-ending iterator (until close()).
+
+        It hands out the same stream as poll() (they may be mixed); a record
+        counts as consumed once yielded.
+        """
+        return self._fetcher.iterate(self._fill_or_stop, self._is_closed)
+
+    def batches(self) -> Iterator[Batch]:
+        """Every record as Arrow batches, blocking for new ones (never ends until close())."""
+        while not self._closed:
+            if self._fill_or_stop():
+                yield from self._fetcher.take(self.max_poll_records, max_batches=1)
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    def _fill_or_stop(self) -> bool:
+        """_fill for the iterators; False once close() was called meanwhile."""
+        try:
+            return self._fill(self.fetch_max_wait_ms / 1000 or 0.5, self.max_poll_records)
+        except IllegalState:
+            if self._closed:
+                return False
+            raise
+
+    def _fill(self, timeout: float, max_records: int) -> bool:
+        """Housekeeping (auto-commit, group), then, unless records are buffered, fetch
+        up to ``max_records`` into the buffer, waiting up to ``timeout`` s.
+
+        True if the buffer has records to hand out. Raises IllegalState or ValueError
+        (see poll_batches).
+        """
+        self._check_open()
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records <= 0:
+            raise ValueError(f"max_records must be a positive integer, not {max_records!r}")
+        subscribed = self._subscriptions.topics
+        if not subscribed and not self._subscriptions.manual:
+            raise IllegalState("nothing to poll: subscribe() or assign() first")
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            self._group.maybe_auto_commit()
+            if subscribed:
+                self._group.handle_group()  # a rebalance drops what it revokes from the buffer
+            if self._fetcher.has_buffered():
+                return True
+            self._fetch(deadline, max_records)
+            if self._fetcher.has_buffered():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    def _fetch(self, deadline: float, max_records: int) -> None:
+        """One fetch at the positions of the fetchable partitions (buffer empty)."""
+        fetchable = self._subscriptions.fetchable()
+        self._init_positions(fetchable)
+        remaining = deadline - time.monotonic()
+        wait = int(max(0.0, min(remaining, self.fetch_max_wait_ms / 1000)) * 1000)
+        if self._subscriptions.topics and self._group.rejoining():
+            wait = min(wait, 50)  # rejoining: check the group again soon
+        if not fetchable:
+            if wait:
+                self._stop.wait(wait / 1000)
+            return
+        self._fetcher.fetch(fetchable, max_records, wait)
+
+    # -- commits -----------------------------------------------------------------------
+    def commit(self, offsets: Mapping[Any, int] | None = None, *, asynchronous: bool = False,
+               ) -> concurrent.futures.Future | None:
+        """Commit consumed positions (or ``offsets``: next offsets to read).
+
+        Sync by default (raises the coordinator's typed error, e.g.
+        IllegalGeneration for a zombie); ``asynchronous=True`` returns a Future
+        resolved on a background thread (commits are sent in order).
+        """
+        self._check_open()
+        return self._group.commit(offsets, asynchronous=asynchronous)
 
     # -- close ---------------------------------------------------------------------------
     def close(self, *, commit: bool | None = None) -> None:
         """Commit (auto-commit on), leave the group, stop background threads. Idempotent."""
         if self._closed:
             return
-        if (self.enable_auto_commit if commit is None else commit) and self._membership is not None \
-                and self._assignment and not self._lost:
-            self._commit_quietly()
+        self._group.commit_on_close(commit)
         self._closed = True
-        self._hb_stop.set()
-        if self._hb_thread is not None:
-            self._hb_thread.join()
-        if self._committer is not None:
-            self._committer.shutdown(wait=True)
-        if self._subscription and self._member_id is not None:
-            owned = list(self._assignment)
-            if owned and self._on_revoke is not None:
-                self._on_revoke(owned)
-            try:
-                self._membership.leave(self._member_id)
-            except (SparklogError, OSError):
-                pass  # already gone: the group rebalances without us either way
-        if self._membership is not None:
-            self._membership.close()
-        self._buffer.clear()
-        self._source.close()
+        self._stop.set()
+        self._group.close()
+        self._fetcher.close()
         if self._router is not None:
             self._router.close()
 
     def _abandon(self) -> None:
         """Stop heartbeating without leaving or committing: a crashed process, for tests."""
         self._closed = True
-        self._hb_stop.set()
-        if self._hb_thread is not None:
-            self._hb_thread.join()
+        self._stop.set()
+        self._group.abandon()
 
 
 def _where(store: str | None, storage_options: Mapping[str, Any] | None, log: Log | None,
