@@ -83,6 +83,11 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.02, what: str
         time.sleep(interval)
 
 
+#: how long a start may take before it counts as hung: a gateway answers in 1-3 s, but
+#: beside a full parallel test run on two cores (load 13-15) starts took over 30 s
+START_TIMEOUT_S = 120
+
+
 class GatewayProcess:
     """``with GatewayProcess(url, options) as gw: gw.url ...``; ``restart()``, ``kill()``.
 
@@ -119,7 +124,11 @@ class GatewayProcess:
         env = {**os.environ, "PYTHONPATH": self.root}
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=out, stderr=subprocess.STDOUT)
-        wait_for(self._healthy, timeout=30, what=f"gateway on port {self.port}")
+        try:
+            wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
+        except BaseException:
+            self.kill()  # a start that failed leaves no gateway running (and its CPU spent)
+            raise
         return self
 
     def _healthy(self) -> bool:
