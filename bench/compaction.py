@@ -131,14 +131,15 @@ def run_baseline(spark, parquet: str, out: str, records: int) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small run (CI): 400k records")
+    parser.add_argument("--quick", action="store_true", help="small run (CI): 80k records, 4k keys")
     parser.add_argument("--records", type=int)
     parser.add_argument("--keys", type=int)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--out", help="results file (default bench/results/compaction[.quick].json)")
     args = parser.parse_args(argv)
-    records = args.records or (400_000 if args.quick else 10_000_000)
-    keys = args.keys or (20_000 if args.quick else 100_000)
+    # quick: a closed segment and the active one in each partition
+    records = args.records or (80_000 if args.quick else 10_000_000)
+    keys = args.keys or (4_000 if args.quick else 100_000)
 
     from rich.console import Console
     from rich.table import Table

@@ -120,11 +120,11 @@ def wait_quiet(proxy: CountingProxy, window_s: float = 5.0, max_s: float = 300.0
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2 gateways, 12 partitions, 10 s")
+    ap.add_argument("--quick", action="store_true", help="2 gateways, 12 partitions, 5 s")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="counting window per case (default 30, --quick 10)")
+                    help="counting window per case (default 30, --quick 5)")
     ap.add_argument("--settle", type=float, default=None,
-                    help="seconds after start before counting (default 15, --quick 5)")
+                    help="seconds after start before counting (default 15, --quick 2)")
     ap.add_argument("--cases", default=None,
                     help="GATEWAYSxPARTITIONS,... (default 2x12,4x12,2x1200,4x1200)")
     ap.add_argument("--via", choices=("setting", "flag"), default="setting",
@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                          "--storage-options")
     ap.add_argument("--out", default=None, help="results file (default bench/results/...)")
     args = ap.parse_args(argv)
-    seconds = args.seconds or (10.0 if args.quick else 30.0)
-    settle = args.settle if args.settle is not None else (5.0 if args.quick else 15.0)
+    seconds = args.seconds or (5.0 if args.quick else 30.0)
+    settle = args.settle if args.settle is not None else (2.0 if args.quick else 15.0)
     if args.cases:
         cases = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
     else:

@@ -95,12 +95,12 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small run (seconds), for CI")
+    parser.add_argument("--quick", action="store_true", help="20,000 records, one run (CI)")
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--master", default=f"local[{os.cpu_count() or 2}]")
     args = parser.parse_args()
-    records = args.records or (200_000 if args.quick else 10_000_000)
+    records = args.records or (20_000 if args.quick else 10_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
 
     from pyspark.sql import functions as F

@@ -145,7 +145,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.quick:
-        args.records, args.rows, args.repeat = 20_000, 20_000, 1
+        # one transaction of 10,000 records, ten of 100, one Spark batch of 5,000 rows
+        args.records, args.rows, args.repeat = 10_000, 5_000, 1
     load_before = machine()
     with tempfile.TemporaryDirectory(prefix="sparklog-bench-txn-") as root:
         figures = producer_figures(root, args.records, args.repeat)
