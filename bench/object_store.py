@@ -48,11 +48,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
@@ -153,10 +155,12 @@ class S3Case:
         self.options = {**direct, "client_kwargs": {**direct["client_kwargs"],
                                                     "endpoint_url": self.proxy.url}}
 
-    def reset(self) -> None:
+    span = None  # the counts cover exactly the caller's window
+
+    def reset(self, exact: bool = False) -> None:
         self.proxy.reset()
 
-    def snapshot(self) -> tuple[Counter, list[tuple[int, str]]]:
+    def snapshot(self, exact: bool = False) -> tuple[Counter, list[tuple[int, str]]]:
         counts, top = self.proxy.snapshot()
         return counts, [(n, what) for what, n in top]
 
@@ -165,36 +169,94 @@ class S3Case:
 
 
 class HdfsCase:
-    """A prefix of one MiniDFSCluster; counts NameNode operations (JMX NameNodeActivity)."""
+    """A prefix of one MiniDFSCluster; counts NameNode operations (JMX NameNodeActivity).
+
+    Hadoop's JMX answers from a cache refreshed at most every metrics period (10 s), on
+    the first read after it expires. A poller reads the bean every 0.2 s and keeps each
+    refreshed value (the time it was read is the time it holds), then asks the NameNode
+    one GETFILESTATUS of its own, so every refresh changes the value even when nothing
+    else runs (those probes are subtracted). A window during the load is measured between
+    the first and the last refresh inside it and scaled to the whole window; ``exact``
+    waits for a refresh at both ends instead (the idle and read phases: nothing else runs).
+    """
 
     kinds = ("all",)
+    PROBE_KEY = "FileInfoOps"
 
     def __init__(self, hdfs, name: str) -> None:
+        import threading
+
         self.hdfs, self.url, self.options = hdfs, hdfs.url(name), hdfs.storage_options()
-        self.base: Counter = Counter()
+        self.refreshes: list[tuple[float, Counter]] = []
+        self.cond = threading.Condition()
+        self.stop = threading.Event()
+        self.t0 = 0.0
+        self.base: tuple[float, Counter] | None = None
+        self.span = 0.0  # seconds the last snapshot's counts cover
+        self.thread = threading.Thread(target=self._poll, daemon=True, name="jmx-poller")
+        self.thread.start()
+
+    def _get(self, path: str) -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.hdfs.http_port}{path}",
+                                    timeout=10) as r:
+            return r.read()
 
     def _ops(self) -> Counter:
-        url = (f"http://127.0.0.1:{self.hdfs.http_port}/jmx?"
-               "qry=Hadoop:service=NameNode,name=NameNodeActivity")
-        with urllib.request.urlopen(url, timeout=10) as r:
-            bean = json.load(r)["beans"][0]
-        # the *Ops counters are NameNode operations (CreateFileOps, FileInfoOps...);
-        # *NumOps are sample counts of rate metrics (Syncs, Transactions), not operations
+        bean = json.loads(self._get("/jmx?qry=Hadoop:service=NameNode,name=NameNodeActivity")
+                          )["beans"][0]
+        # the *Ops counters are NameNode operations (CreateFileOps, FileInfoOps...), but
+        # *NumOps are sample counts of rate metrics (Syncs, Transactions), TotalFileOps
+        # their sum and FilesInGetListingOps the entries listings returned
         return Counter({k: v for k, v in bean.items() if k.endswith("Ops")
-                        and not k.endswith("NumOps") and isinstance(v, int)})
+                        and not k.endswith("NumOps") and isinstance(v, int)
+                        and k not in ("TotalFileOps", "FilesInGetListingOps")})
 
-    def reset(self) -> None:
-        self.base = self._ops()
+    def _poll(self) -> None:
+        last = None
+        probes = 0
+        while not self.stop.wait(0.2):
+            ops = self._ops()
+            if ops != last:
+                last = ops
+                mine = Counter(ops)
+                mine[self.PROBE_KEY] -= probes  # our probes are not the gateway's operations
+                with self.cond:
+                    self.refreshes.append((time.perf_counter(), mine))
+                    self.cond.notify_all()
+            self._get("/webhdfs/v1/?op=GETFILESTATUS&user.name=sparklog")
+            probes += 1
 
-    def snapshot(self) -> tuple[Counter, list[tuple[int, str]]]:
-        diff = self._ops()
-        diff.subtract(self.base)
+    def _next_refresh(self) -> tuple[float, Counter]:
+        now = time.perf_counter()
+        with self.cond:
+            self.cond.wait_for(lambda: self.refreshes and self.refreshes[-1][0] > now, 30)
+            return self.refreshes[-1]
+
+    def reset(self, exact: bool = False) -> None:
+        self.base = self._next_refresh() if exact else None
+        self.t0 = time.perf_counter()
+
+    def snapshot(self, exact: bool = False) -> tuple[Counter, list[tuple[int, str]]]:
+        t1 = time.perf_counter()
+        if exact and self.base is not None:
+            (tb, first), (te, last) = self.base, self._next_refresh()
+            scale, self.span = 1.0, te - tb
+        else:
+            with self.cond:
+                inside = [r for r in self.refreshes if self.t0 <= r[0] <= t1]
+            if len(inside) < 2:  # the window is shorter than two refreshes: no figure
+                self.span = t1 - self.t0
+                return Counter({"all": float("nan")}), []
+            (tf, first), (tl, last) = inside[0], inside[-1]
+            scale, self.span = (t1 - self.t0) / (tl - tf), t1 - self.t0
+        diff = Counter({k: (last[k] - first[k]) * scale for k in last})
         diff = Counter({k: v for k, v in diff.items() if v > 0})
-        total = Counter({"all": sum(diff.values())})
-        return total, [(n, what) for what, n in diff.most_common(8)]
+        return Counter({"all": sum(diff.values())}), [(round(n), what)
+                                                      for what, n in diff.most_common(8)]
 
     def close(self) -> None:
-        pass
+        self.stop.set()
+        self.thread.join(5)
 
 
 # -- the load -----------------------------------------------------------------------------------
@@ -252,6 +314,7 @@ def paced_load(send: Callable, tick: Callable, partitions: int, rate: float, war
                 len(acks.seen) == partitions or now >= t0 + max_warmup):
             counter.reset()
             start = time.perf_counter()
+            first = n
         if start is not None and now >= start + seconds:
             counts, top = counter.snapshot()
             end = time.perf_counter()
@@ -268,7 +331,11 @@ def paced_load(send: Callable, tick: Callable, partitions: int, rate: float, war
                 send(keys[i], values[i], parts[i], cb)
                 n += 1
         tick()
+    # the records sent in the window, by when they were due (a producer behind its
+    # schedule sends records due before the window)
+    due_from, due_to = t0 + first / rate, t0 + n / rate
     return {"acks": acks, "sent": n, "start": start, "end": end, "counts": counts, "top": top,
+            "due_from": due_from, "due_to": due_to, "behind_s": end - due_to,
             "warmup_s": start - t0, "warm_partitions": len(acks.seen)}
 
 
@@ -330,7 +397,7 @@ def read_back(case, partitions: int, expected: int, timeout: float) -> dict:
     """A direct-mode Consumer reads the topic from the store (through the counter)."""
     from ingest_gateway.client import Consumer
 
-    case.reset()
+    case.reset(exact=True)
     t0 = time.perf_counter()
     n = 0
     with Consumer(store=case.url, storage_options=case.options, auto_offset_reset="earliest",
@@ -340,7 +407,7 @@ def read_back(case, partitions: int, expected: int, timeout: float) -> dict:
             for b in consumer.poll_batches(1.0, max_records=100_000):
                 n += b.records.num_rows
     elapsed = time.perf_counter() - t0
-    counts, top = case.snapshot()
+    counts, top = case.snapshot(exact=True)
     return {"records": n, "seconds": elapsed, "counts": counts, "top": top}
 
 
@@ -354,9 +421,10 @@ def run_case(side: Side, case, partitions: int, args, log_path: str) -> dict:
     with gw:
         create_topic(gw, partitions)
         time.sleep(args.idle)  # start-up and the topic's creation are not idle traffic
-        case.reset()
+        case.reset(exact=True)
         time.sleep(args.idle)
-        idle_counts, idle_top = case.snapshot()
+        idle_counts, idle_top = case.snapshot(exact=True)
+        idle_s = case.span or args.idle
         if args.client == "kafka":
             send, tick, finish = kafka_client(f"127.0.0.1:{kafka_port}")
         else:
@@ -370,7 +438,7 @@ def run_case(side: Side, case, partitions: int, args, log_path: str) -> dict:
     start, end = load["start"], load["end"]
     window = end - start
     dues, dones = acks[:, 0], acks[:, 1]
-    lat = (dones - dues)[(dues >= start) & (dues < end)] * 1000
+    lat = (dones - dues)[(dues >= load["due_from"]) & (dues < load["due_to"])] * 1000
     acked_gb = int(((dones >= start) & (dones < end)).sum()) * RECORD_BYTES / 1e9
     counts = load["counts"]
     out = {"partitions": partitions, "window_s": window, "load": round(os.getloadavg()[0], 2),
@@ -378,8 +446,9 @@ def run_case(side: Side, case, partitions: int, args, log_path: str) -> dict:
            "per_gb": {k: counts.get(k, 0) / acked_gb for k in case.kinds},
            "ack_p50_ms": float(np.percentile(lat, 50)), "ack_p99_ms": float(np.percentile(lat, 99)),
            "mb_per_s": acked_gb * 1000 / window, "records": len(acks),
-           "idle_per_s": {k: idle_counts.get(k, 0) / args.idle for k in case.kinds},
-           "top": load["top"], "idle_top": idle_top, "warmup_s": load["warmup_s"],
+           "idle_per_s": {k: idle_counts.get(k, 0) / idle_s for k in case.kinds},
+           "behind_s": load["behind_s"],
+           "top": load["top"], "idle_top": idle_top, "idle_s": idle_s, "warmup_s": load["warmup_s"],
            "warm_partitions": load["warm_partitions"]}
     read = read_back(case, partitions, len(acks), args.read_timeout)
     read_gb = read["records"] * RECORD_BYTES / 1e9
@@ -408,7 +477,9 @@ def new_case(hdfs, n: int):
 
 # -- report -------------------------------------------------------------------------------------
 def figures_of(side: str, rows: list[dict], store: str) -> list[dict]:
-    figs = []
+    figs: list[dict] = []
+    if not rows:
+        return figs
     put = "PUT" if store == "s3" else "all"
     unit_ops = "PUT/s" if store == "s3" else "NameNode ops/s"
     for r in rows:
@@ -424,6 +495,8 @@ def figures_of(side: str, rows: list[dict], store: str) -> list[dict]:
                          "ours": round(r[f"ack_{q}_ms"], 1), **base})
         figs.append({"name": f"{side}_{p}p_acked_mb_per_s", "unit": "MB/s",
                      "ours": round(r["mb_per_s"], 2), **base})
+        figs.append({"name": f"{side}_{p}p_producer_behind_s", "unit": "s behind schedule at "
+                     "the window's end", "ours": round(r["behind_s"], 2), **base})
         for k, v in r["idle_per_s"].items():
             figs.append({"name": f"{side}_{p}p_idle_{k.lower()}_per_s",
                          "unit": f"{k}/s before the load", "ours": round(v, 2), **base})
@@ -433,7 +506,7 @@ def figures_of(side: str, rows: list[dict], store: str) -> list[dict]:
     by_p = {r["partitions"]: r for r in rows}
     low, high = min(by_p), max(by_p)
     if low == high:
-        return figs
+        return [f for f in figs if math.isfinite(f["ours"])]
     lo, hi = by_p[low], by_p[high]
     figs.append({"name": f"{side}_put_per_s_{high}p_vs_{low}p", "unit": unit_ops,
                  "ours": round(hi["per_s"][put], 2), "baseline": round(lo["per_s"][put], 2),
@@ -456,17 +529,19 @@ def figures_of(side: str, rows: list[dict], store: str) -> list[dict]:
                  "target": 0.5, "side": side,
                  "explained": f"p99 at {low} / p99 at {high} partitions; >= 0.5 means at "
                               f"{high} at most 2x that at {low}"})
-    return figs
+    # a window of HDFS shorter than two JMX refreshes has no figure (NaN): left out
+    return [f for f in figs if all(math.isfinite(f.get(k) or 0) for k in ("ours", "baseline",
+                                                                          "ratio"))]
 
 
 def print_table(results: dict[str, list[dict]], store: str) -> None:
     if store == "s3":
         head = (f"{'side':<22}{'P':>5}{'PUT/s':>8}{'PUT/GB':>9}{'GET/GB':>8}{'LIST/GB':>8}"
-                f"{'HEAD/GB':>8}{'p50 ms':>9}{'p99 ms':>9}{'MB/s':>6}{'idle/s':>7}"
+                f"{'HEAD/GB':>8}{'p50 ms':>9}{'p99 ms':>9}{'MB/s':>6}{'behind':>7}{'idle/s':>7}"
                 f"{'rd GET/GB':>10}{'rd LIST/GB':>11}{'load':>6}")
     else:
         head = (f"{'side':<22}{'P':>5}{'NN ops/s':>9}{'ops/GB':>9}{'p50 ms':>9}{'p99 ms':>9}"
-                f"{'MB/s':>6}{'idle/s':>7}{'rd ops/GB':>10}{'load':>6}")
+                f"{'MB/s':>6}{'behind':>7}{'idle/s':>7}{'rd ops/GB':>10}{'load':>6}")
     print(head)
     print("-" * len(head))
     for side, rows in results.items():
@@ -477,11 +552,12 @@ def print_table(results: dict[str, list[dict]], store: str) -> None:
                 print(f"{side:<22}{r['partitions']:>5}{r['per_s']['PUT']:>8.1f}{g['PUT']:>9,.0f}"
                       f"{g['GET']:>8,.0f}{g['LIST']:>8,.0f}{g['HEAD']:>8,.0f}"
                       f"{r['ack_p50_ms']:>9,.0f}{r['ack_p99_ms']:>9,.0f}{r['mb_per_s']:>6.2f}"
-                      f"{idle:>7.1f}{rg['GET']:>10,.0f}{rg['LIST']:>11,.0f}{r['load']:>6.1f}")
+                      f"{r['behind_s']:>7.1f}{idle:>7.1f}{rg['GET']:>10,.0f}{rg['LIST']:>11,.0f}{r['load']:>6.1f}")
             else:
                 print(f"{side:<22}{r['partitions']:>5}{r['per_s']['all']:>9.1f}"
                       f"{r['per_gb']['all']:>9,.0f}{r['ack_p50_ms']:>9,.0f}"
-                      f"{r['ack_p99_ms']:>9,.0f}{r['mb_per_s']:>6.2f}{idle:>7.1f}"
+                      f"{r['ack_p99_ms']:>9,.0f}{r['mb_per_s']:>6.2f}{r['behind_s']:>7.1f}"
+                      f"{idle:>7.1f}"
                       f"{r['read']['per_gb']['all']:>10,.0f}{r['load']:>6.1f}")
 
 
@@ -558,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as e:  # noqa: BLE001 - one failed case: the others still tell
                     with contextlib.suppress(OSError), open(log_path) as f:
                         print(f.read()[-3000:], file=sys.stderr)
+                    traceback.print_exc()
                     print(f"{side.label} {p} partitions FAILED: {e!r}", flush=True)
                     failures.append(f"{side.label} {p} partitions: {e!r}")
                     continue
@@ -570,17 +647,20 @@ def main(argv: list[str] | None = None) -> int:
                       + f"; ack p50 {row['ack_p50_ms']:.0f} ms p99 {row['ack_p99_ms']:.0f} ms; "
                       f"{row['mb_per_s']:.2f} MB/s; read {row['read']['records']:,} records "
                       f"in {row['read']['seconds']:.1f} s; warm-up {row['warmup_s']:.0f} s "
-                      f"({row['warm_partitions']} partitions acked)", flush=True)
+                      f"({row['warm_partitions']} partitions acked); the producer ended "
+                      f"{row['behind_s']:.1f} s behind its schedule", flush=True)
                 for n, what in row["top"][:5]:
                     print(f"      {n / row['window_s']:8.1f}/s {what}")
                 if row["idle_top"]:
-                    print("    idle: " + ", ".join(f"{what} {n / args.idle:.1f}/s"
+                    print("    idle: " + ", ".join(f"{what} {n / row['idle_s']:.1f}/s"
                                                    for n, what in row["idle_top"][:4]))
 
     print(f"\n{args.store}: one gateway, {args.client} acks=all idempotent, {args.mb_per_s:g} "
           f"MB/s of {RECORD_BYTES}-byte records, {args.seconds:g} s counted per case. {note}.")
-    print("per GB: of records acknowledged in the window; rd: the consumer reading it all back;"
-          " idle/s: requests per second before the load; load: 1-minute load average\n")
+    print("per GB: of records acknowledged in the window; p50/p99: records sent in the window, "
+          "from when each was due; behind: s the producer was behind its schedule at the "
+          "window's end;\nrd: the consumer reading back (at most --read-timeout s); idle/s: "
+          "requests per second before the load; load: 1-minute load average\n")
     print_table(results, args.store)
     figures = [f for side, rows in results.items() for f in figures_of(side, rows, args.store)]
     print("\ntargets (ratio >= target):")
