@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ from compaction.rollup import rollup_partition
 from log_layout import open_log
 from log_layout.txn_discard import discard_segments
 from tests.compaction.helpers import T0
+from tests.conftest import empty_memory_filesystem
 from tests.compaction.txn_history import RC, RU, Txn, latest, plain, view
 
 pairs = st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=1, max_size=4)
@@ -67,10 +69,27 @@ def _pairs(spec, n: int) -> list[tuple[str, str | None]]:
     return [(f"k{k}", None if dead else f"v{n}-{i}") for i, (k, dead) in enumerate(spec)]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=st.lists(step, min_size=3, max_size=24),
-       retention=st.sampled_from([0, 700]), segment_bytes=st.sampled_from([90, 1 << 20]))
+histories = given(steps=st.lists(step, min_size=3, max_size=24),
+                  retention=st.sampled_from([0, 700]),
+                  segment_bytes=st.sampled_from([90, 1 << 20]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@histories
 def test_random_transactional_histories(steps, retention, segment_bytes):
+    """40 histories for make test-fast; the slow test below runs 150."""
+    check_history(steps, retention, segment_bytes)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@histories
+def test_random_transactional_histories_long(steps, retention, segment_bytes):
+    check_history(steps, retention, segment_bytes)
+
+
+def check_history(steps, retention, segment_bytes):
+    empty_memory_filesystem()  # the last history's files would slow every listing
     log = open_log(f"memory://sparklog-{uuid.uuid4().hex}")
     log.create_topic("m", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0,
                            "delete.retention.ms": retention, "segment.bytes": segment_bytes})

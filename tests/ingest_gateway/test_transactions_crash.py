@@ -87,14 +87,17 @@ def state(lg) -> str:
     return transactions.describe(lg, TID)["state"]
 
 
-def on_backends(cases, ids, hdfs: set[str]) -> list:
+def on_backends(cases, ids, hdfs: set[str], fast: set[str]) -> list:
     """Parameters (store backend, *case) of ``cases``: each on the local store and the S3
     server (slow: its commits are HTTP round trips), the cases whose id is in ``hdfs`` on
     HDFS too (a MiniDFSCluster; each case 5-12 s there, the whole set ~100 s, so a subset
-    with each kind of crash: before the decision, between two markers, worker and gateway)."""
+    with each kind of crash: before the decision, between two markers, worker and gateway).
+    On the local store only the cases in ``fast`` run in ``make test-fast`` (each case
+    SIGKILLs and restarts processes: 6-13 s, up to 60 s beside three other workers)."""
     out = []
     for case, name in zip(cases, ids):
-        out.append(pytest.param("file", *case, id=f"file-{name}"))
+        out.append(pytest.param("file", *case, id=f"file-{name}",
+                                marks=() if name in fast else pytest.mark.slow))
         out.append(pytest.param("s3", *case, id=f"s3-{name}", marks=pytest.mark.slow))
         if name in hdfs:
             out.append(pytest.param("hdfs", *case, id=f"hdfs-{name}"))
@@ -126,7 +129,8 @@ CASES = [
 @pytest.mark.parametrize(
     "store,end,crash_at,outcome",
     on_backends(CASES, [f"{e}-{c}" for e, c, _ in CASES],
-                hdfs={"commit-decide", "commit-marker:1", "abort-marker:1"}),
+                hdfs={"commit-decide", "commit-marker:1", "abort-marker:1"},
+                fast={"commit-marker:1"}),
     indirect=["store"])
 def test_gateway_killed_while_ending_a_transaction_ends_it_whole(store, tmp_path, end,
                                                                 crash_at, outcome):
@@ -232,7 +236,7 @@ def ended(worker: subprocess.Popen) -> tuple[int, str, str]:
 @pytest.mark.parametrize(
     "store,victim,step",
     on_backends(CTP_CASES, [f"{v}-{s}" for v, s in CTP_CASES],
-                hdfs={"worker-send", "gateway-marker:1"}),
+                hdfs={"worker-send", "gateway-marker:1"}, fast={"worker-send", "gateway-decide"}),
     indirect=["store"])
 def test_consume_transform_produce_killed_at_every_step_outputs_exactly_once(
         store, tmp_path, victim, step):
