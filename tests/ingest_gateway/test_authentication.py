@@ -441,6 +441,7 @@ def test_sparklog_produce_and_consume_with_basic_over_https(secure_gateway, pki)
     assert "Zz7-not-it" not in line
 
 
+@pytest.mark.slow  # nine CLI processes over TLS (56 s beside three workers)
 def test_admin_commands_with_basic_over_https(secure_gateway, pki):
     srv = secure_gateway
     topic = fresh_topic(srv)
@@ -478,6 +479,7 @@ def test_a_checked_token_is_remembered_until_its_exp(keys, monkeypatch):
     assert len(calls) == 4  # a failure is never remembered
 
 
+@pytest.mark.slow  # two https gateways of its own (21 s beside three workers)
 def test_clients_with_a_certificate_a_token_and_no_acl(pki, keys, tmp_path):
     """mtls and bearer through the Producer and the Consumer; with the authorizer on and
     no ACL, a 403 is raised as NotAuthorized at once, not retried."""

@@ -121,6 +121,7 @@ def test_a_producer_over_its_byte_rate_is_held_back(quota_gw):
     assert [_produce(quota_gw, "free", 10_000)[1] for _ in range(30)] == [0] * 30
 
 
+@pytest.mark.slow  # reads until the quota holds it back (40 s beside three workers)
 def test_a_consumer_over_its_byte_rate_is_held_back(quota_gw):
     for _ in range(10):
         _produce(quota_gw, "free", 10_000)
@@ -138,6 +139,7 @@ def test_a_consumer_over_its_byte_rate_is_held_back(quota_gw):
     assert sum(throttles) > 0, throttles
 
 
+@pytest.mark.slow  # a secured gateway of its own (35 s beside three workers)
 def test_auto_creation_needs_create_as_in_kafka(store):
     root, log = store
     pw = str(root / "passwords-auto")
@@ -165,6 +167,7 @@ def test_auto_creation_needs_create_as_in_kafka(store):
         assert produce("writer", "auto-a").status == 200  # it exists now: Write is enough
 
 
+@pytest.mark.slow  # a secured gateway of its own (32 s beside three workers)
 def test_a_transactional_produce_needs_write_on_its_transactional_id(store):
     root, log = store
     pw = str(root / "passwords-txn")
