@@ -149,39 +149,62 @@ class Layout:
         """The file's record batches, in order, as a table of the segment schema."""
         out, row = [], 0
         for batch in batches:
-            out.append(self.canonical(batch, row))
+            out.append(self.columns(batch, row))
             row += batch.num_rows
-        return pa.Table.from_batches(out, schema=SCHEMA)
+        if len(out) == 1:  # the usual segment: one batch, no RecordBatch in between
+            return pa.Table.from_arrays(out[0], schema=SCHEMA)
+        return pa.Table.from_batches([pa.RecordBatch.from_arrays(c, schema=SCHEMA) for c in out],
+                                     schema=SCHEMA)
 
     def canonical(self, batch: pa.RecordBatch, row: int) -> pa.RecordBatch:
         """The batch in the segment schema; ``row`` is its first row's number in the file."""
+        return pa.RecordBatch.from_arrays(self.columns(batch, row), schema=SCHEMA)
+
+    def columns(self, batch: pa.RecordBatch, row: int) -> list[pa.Array]:
+        """The segment schema's columns of a batch; ``row`` is its first row's number in
+        the file."""
         n, i = batch.num_rows, 0
         if self.offset_type is None:
             start = self.base_offset + row
-            offsets = int64_array(np.arange(start, start + n, dtype=np.int64), pa.int64())
+            offsets = int64_array(np.arange(start, start + n, dtype=np.int64), _INT64)
         else:
             offsets, i = batch.column(0), 1
-            if self.offset_type != pa.int64():
-                offsets = _widen(offsets, self.base_offset, 1, pa.int64())
+            if self.offset_type.id != _INT64_ID:
+                offsets = _widen(offsets, self.base_offset, 1, _INT64)
         if self.ts_type is None:
             stamps = int64_array(np.full(n, self.base_ts, dtype=np.int64), TS_TYPE)
         else:
             stamps, i = batch.column(i), i + 1
-            if self.ts_type != TS_TYPE:
+            if self.ts_type.id != _TIMESTAMP_ID:
                 stamps = _widen(stamps, self.base_ts, self.unit, TS_TYPE)
-        columns, zeros = [offsets, stamps], None
+        columns = [offsets, stamps]
         for j, null in enumerate(self.nulls):
-            if not null:
-                columns.append(batch.column(i + j))
-                continue
-            # the batch's null columns share one zeroed buffer: their validity (all
-            # null) and their offsets (all empty); no values, no child rows
-            zeros = zeros or pa.py_buffer(np.zeros(n + 1, dtype=np.int32))
-            columns.append(pa.Array.from_buffers(HEADER_TYPE, n, [zeros, zeros], null_count=n,
-                                                 children=[_NO_HEADERS]) if j == 2 else
-                           pa.Array.from_buffers(pa.binary(), n, [zeros, zeros, _EMPTY],
-                                                 null_count=n))
-        return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+            columns.append(_null_column(n, j == 2) if null else batch.column(i + j))
+        return columns
+
+
+_INT64 = pa.int64()
+_INT64_ID, _TIMESTAMP_ID = _INT64.id, TS_TYPE.id
+#: all-null key/value and headers columns by row count, shared between reads (Arrow
+#: arrays are immutable): building them is ~4 us of a 10,000-record segment's rebuild
+_NULL_COLUMNS: dict[int, tuple[pa.Array, pa.Array]] = {}
+
+
+def _null_column(n: int, headers: bool) -> pa.Array:
+    """An all-null binary (or headers) column of ``n`` rows: validity (all null) and
+    offsets (all empty) share one zeroed buffer; no values, no child rows."""
+    pair = _NULL_COLUMNS.get(n)
+    if pair is None:
+        zeros = np.zeros(n + 1, dtype=np.int32)
+        zeros.flags.writeable = False  # an immutable Arrow buffer: the arrays are shared
+        zeros = pa.py_buffer(zeros)
+        pair = (pa.Array.from_buffers(pa.binary(), n, [zeros, zeros, _EMPTY], null_count=n),
+                pa.Array.from_buffers(HEADER_TYPE, n, [zeros, zeros], null_count=n,
+                                      children=[_NO_HEADERS]))
+        if len(_NULL_COLUMNS) >= 64:  # bounded: sizes seen once go together
+            _NULL_COLUMNS.clear()
+        _NULL_COLUMNS[n] = pair
+    return pair[headers]
 
 
 #: the types each stored column may have (the first two columns may be left out)
@@ -204,21 +227,42 @@ def layout(schema: pa.Schema, path: str) -> Layout | None:
     if marker != b"%d" % FORMAT:
         raise CorruptSegment(path, f"it is in segment format {marker.decode(errors='replace')}; "
                                    f"this reader knows formats 1 and {FORMAT}")
-    names, types = schema.names, schema.types
-    if names not in _STORED_NAMES \
-            or any(t not in _STORED_TYPES[c] for c, t in zip(names, types)):
-        raise CorruptSegment(path, f"schema is {schema}, not the segment schema's stored form")
-    kinds = dict(zip(names, types))
+    # The columns' part is checked once per schema: keyed by the schema's exact Arrow
+    # serialization without its metadata (names, types, nullability, children), ~2 us
+    # where comparing the types is ~5 us; only schemas that passed are kept.
+    key = schema.remove_metadata().serialize().to_pybytes()
+    kinds = _KINDS.get(key)
+    if kinds is None:
+        kinds = _kinds(schema, path)
+        if len(_KINDS) >= 64:  # bounded: a stored form has at most 5 * 5 * 8 schemas
+            _KINDS.clear()
+        _KINDS[key] = kinds
     try:
-        layout = Layout(kinds.get("offset"), kinds.get("timestamp"),
-                         tuple(t == pa.null() for t in types[-3:]), int(meta[BASE_OFFSET_KEY]),
-                         int(meta[BASE_TIMESTAMP_KEY]), int(meta[TIMESTAMP_UNIT_KEY]))
+        layout = Layout(*kinds, int(meta[BASE_OFFSET_KEY]), int(meta[BASE_TIMESTAMP_KEY]),
+                        int(meta[TIMESTAMP_UNIT_KEY]))
     except (KeyError, ValueError):
         layout = None
     if layout is None or layout.unit not in (1, 1000):
         raise CorruptSegment(path, f"its schema metadata {meta} lacks a base offset, base "
                                    f"timestamp or timestamp unit (1 or 1000)")
     return layout
+
+
+Kinds = tuple[pa.DataType | None, pa.DataType | None, tuple[bool, ...]]
+#: the checked columns of stored-form schemas (see ``layout``)
+_KINDS: dict[bytes, Kinds] = {}
+
+
+def _kinds(schema: pa.Schema, path: str) -> Kinds:
+    """The offset type, timestamp type and null columns of a stored-form schema (its
+    metadata aside); raises CorruptSegment for another."""
+    names, types = schema.names, schema.types
+    if names not in _STORED_NAMES \
+            or any(t not in _STORED_TYPES[c] for c, t in zip(names, types)):
+        raise CorruptSegment(path, f"schema is {schema}, not the segment schema's stored form")
+    kinds = dict(zip(names, types))
+    return (kinds.get("offset"), kinds.get("timestamp"),
+            tuple(t == pa.null() for t in types[-3:]))
 
 
 def _widen(deltas: pa.Array, base: int, unit: int, type_: pa.DataType) -> pa.Array:
