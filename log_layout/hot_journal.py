@@ -165,17 +165,26 @@ class Journals:
         self._cache: collections.OrderedDict[tuple[str, int], Entry] = collections.OrderedDict()
         self._bytes, self._limit = 0, cache_bytes
         self._lock = threading.Lock()
+        #: journals this process writes: each entry it commits is remembered here, so
+        #: its readers need not ask the store for the next one (see ``entry``)
+        self.own: set[str] = set()
+        self._own_end: dict[str, int] = {}  # own journal -> one past its newest entry known
 
-    def entry(self, journal: str, seq: int, *, refresh: bool = True) -> Entry | None:
+    def entry(self, journal: str, seq: int, *, refresh: bool = True,
+              trust_own: bool = True) -> Entry | None:
         """Entry ``seq`` of ``journal`` if it is committed; None if not (yet), or if it
-        is not cached and ``refresh`` is False. Raises CorruptHotEntry."""
+        is not cached and ``refresh`` is False, or (``trust_own``) if the journal is
+        this process's own: a seal another process appends to it is read by the
+        journal's writer (``trust_own=False``), and readers of a sealed partition move
+        to its claimant's journal through ``_log``. Raises CorruptHotEntry."""
         key = (journal, seq)
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        if not refresh:
+        if not refresh or (trust_own and journal in self.own
+                           and seq >= self._own_end.get(journal, 0)):
             return None
         path = paths.hot_entry_path(journal, seq)
         try:
@@ -190,6 +199,8 @@ class Journals:
         """Cache ``entry``, committed as ``seq`` of ``journal`` (a writer's own, so
         its readers need no GET)."""
         with self._lock:
+            if journal in self.own:
+                self._own_end[journal] = max(self._own_end.get(journal, 0), seq + 1)
             if (journal, seq) in self._cache:
                 return
             self._cache[(journal, seq)] = entry
@@ -209,7 +220,7 @@ class Journals:
     def end(self, journal: str, start: int) -> int:
         """The first sequence number at or after ``start`` with no entry (reads them)."""
         seq = start
-        while self.entry(journal, seq) is not None:
+        while self.entry(journal, seq, trust_own=False) is not None:
             seq += 1
         return seq
 

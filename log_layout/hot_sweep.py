@@ -110,7 +110,7 @@ def _writers_last(journals, journal: str, seqs_newest_first: list[int]) -> int |
     partitions, not a seal); None if there is none."""
     for seq in seqs_newest_first:
         try:
-            entry = journals.entry(journal, seq)
+            entry = journals.entry(journal, seq, trust_own=False)
         except Exception:  # a corrupt entry is not the writer's: keep looking
             continue
         if entry is not None and (entry.object is not None or entry.partitions):

@@ -100,6 +100,7 @@ class JournalWriter:
                  clock: Callable[[], float] = time.monotonic):
         self.journals, self.store = journals, journals.store
         self.name = paths.new_journal_name(owner)
+        journals.own.add(self.name)
         self.interval_s, self.max_bytes = interval_ms / 1000, max_bytes
         self.uploads_in_flight = max(1, uploads_in_flight)
         self._clock = clock
@@ -336,7 +337,7 @@ class JournalWriter:
             try:
                 if self.journals.commit(self.name, seq, data):
                     return True
-                found = self.journals.entry(self.name, seq)
+                found = self.journals.entry(self.name, seq, trust_own=False)
                 return found is not None and found.id == entry_id
             except hot_journal.CorruptHotEntry:
                 raise
@@ -344,14 +345,14 @@ class JournalWriter:
                 if attempt == STORE_TRIES - 1:
                     raise
                 time.sleep(0.05 * 2 ** attempt)
-                found = _quietly(lambda: self.journals.entry(self.name, seq))
+                found = _quietly(lambda: self.journals.entry(self.name, seq, trust_own=False))
                 if found is not None:
                     return found.id == entry_id
         return False
 
     def _lost_to(self, seq: int, items: list) -> list:
         """Entry ``seq`` was taken by someone else (a seal): fence what it seals."""
-        other = self.journals.entry(self.name, seq)
+        other = self.journals.entry(self.name, seq, trust_own=False)
         self.stats["lost_to_seal"] += 1
         if other is None:
             return items

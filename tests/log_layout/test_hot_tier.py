@@ -185,7 +185,7 @@ def test_rollup_rewrites_hot_segments_and_the_sweep_deletes_the_objects(hot, sto
                   for p in range(PARTITIONS)}
     assert set(objects) == last_round
     assert report.deleted_objects == len(objects_before) - len(last_round)
-    assert report.deleted_entries >= 1 and len(entries) < len(entries_before)
+    assert len(entries) < len(entries_before)  # (the first sweep already took them)
     for p in range(PARTITIONS):
         assert _values(open_log(*store[:1], storage_options=store[1])
                        .partition("t", p).read_table(0))[-1] == f"after-{p}".encode()
