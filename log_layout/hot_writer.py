@@ -170,7 +170,7 @@ class JournalWriter:
         while True:
             with self._cond:
                 while True:
-                    ready = [p for p in self._pending if p.key not in self._busy]
+                    ready = any(p.key not in self._busy for p in self._pending)
                     if not ready and self._closing and not self._pending \
                             and not self._busy:
                         self._to_commit.append(None)  # type: ignore[arg-type]
@@ -181,11 +181,14 @@ class JournalWriter:
                         break
                     self._cond.wait(wait if ready and wait < 3600 else None)
                 taken, kept = [], collections.deque()
-                for p in self._pending:
-                    if p.key in self._busy or any(q.key == p.key for q in taken):
+                keys: set[Key] = set()
+                for p in self._pending:  # at most one append of a partition per flush
+                    key = p.key
+                    if key in self._busy or key in keys:
                         kept.append(p)
                     else:
                         taken.append(p)
+                        keys.add(key)
                 self._pending = kept
                 self._pending_bytes = sum(p.nbytes for p in kept)
                 self._busy.update(p.key for p in taken)
