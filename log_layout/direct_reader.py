@@ -47,7 +47,7 @@ from log_layout.topics import Log
 
 TopicPartition = tuple[str, int]
 #: the batch of a read that only skipped segments (markers, aborted records)
-_EMPTY = pa.RecordBatch.from_pylist([], schema=SCHEMA)
+_EMPTY = pa.RecordBatch.from_arrays([pa.nulls(0, t) for t in SCHEMA.types], schema=SCHEMA)
 #: what a read answers: (partition, batch, the position after it) in read order
 Fetched = list[tuple[TopicPartition, pa.RecordBatch, int]]
 #: the shortest wait between two probes of the manifests
@@ -75,9 +75,11 @@ class DirectReader:
         #: when a probe last found records (the clock's time); the probe interval
         #: grows with the time since
         self._records_at = clock()
-        # tp -> (segment file, table, offsets as numpy): a poll usually continues
-        # inside the segment the last one read, so it is decoded once, not per poll
-        self._segments: dict[TopicPartition, tuple[str, pa.Table, np.ndarray]] = {}
+        # tp -> ((segment file, position), table, offsets as numpy once needed): a poll
+        # usually continues inside the segment the last one read, so it is decoded
+        # once, not per poll
+        self._segments: dict[TopicPartition,
+                             tuple[tuple[str, int], pa.Table, np.ndarray | None]] = {}
         self._rotate = 0
 
     def partitions(self, topic: str) -> int:
@@ -176,7 +178,8 @@ class DirectReader:
                 pos = info.end_offset  # a marker, or aborted: skipped, position moves on
                 continue
             cached = self._segments.get(tp)
-            if cached is None or cached[0] != info.file:
+            key = (info.file, info.position)  # a hot object holds many partitions' segments
+            if cached is None or cached[0] != key:
                 try:
                     table = plog.read_segment(info, version=m.version)
                 except MissingSegment:
@@ -188,17 +191,25 @@ class DirectReader:
                     if retry:
                         return self._read(tp, pos, budget, committed, retry=False)
                     raise
-                cached = (info.file, table, table.column(0).to_numpy())
-                self._segments[tp] = cached
+                cached = self._segments[tp] = (key, table, None)
             _, table, offs = cached
-            i = int(np.searchsorted(offs, pos, "left"))
-            j = min(len(offs), i + budget)
-            # past the segment's last record, a compaction gap may remain up to its end
-            nxt = int(offs[j - 1]) + 1 if j < len(offs) else info.end_offset
-            for b in table.slice(i, j - i).to_batches():
+            n = table.num_rows
+            if pos <= info.base_offset and budget >= n:
+                # the whole segment (a consumer keeping up): no search, no slice
+                part, nxt = table, info.end_offset
+            else:
+                if offs is None:  # the offsets as NumPy, once per segment read
+                    offs = table.column(0).to_numpy()
+                    self._segments[tp] = (key, table, offs)
+                i = int(np.searchsorted(offs, pos, "left"))
+                j = min(n, i + budget)
+                # past the segment's last record, a compaction gap may remain up to its end
+                nxt = int(offs[j - 1]) + 1 if j < n else info.end_offset
+                part = table.slice(i, j - i)
+            for b in part.to_batches():
                 if b.num_rows:
                     got.append((b, int(b.column(0)[-1].as_py()) + 1))
-            budget -= j - i
+            budget -= part.num_rows
             pos = nxt
         if got and got[-1][1] < pos:  # the position skips a trailing compaction gap
             got[-1] = (got[-1][0], pos)
