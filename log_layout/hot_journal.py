@@ -20,6 +20,10 @@ the next only after the last). An entry is lines of JSON::
      "seals": [["clicks", "<topic_id>", 5, 9], ...]}
     <the delta of partitions[0]'s next manifest version, manifest.py format 6>
     <the delta of partitions[1]'s ...>
+    <the CRC-32 of every byte before this line's newline, 8 lowercase hex digits>
+
+The checksum makes a damaged entry a CorruptHotEntry rather than other offsets; the
+segments' bytes have theirs in the lines (as in ``_log``).
 
 A partition's line is the delta of its version after the writer's last one: the
 segments it adds (in ``object``, by ``position`` and ``bytes``) and every other field
@@ -48,6 +52,7 @@ from __future__ import annotations
 import collections
 import json
 import threading
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -120,14 +125,19 @@ def encode_entry(entry_id: str, obj: str | None, committed_ms: int,
     header = {"format": FORMAT, "id": entry_id, "object": obj, "committed_ms": committed_ms,
               "partitions": [[t, tid, p, e] for t, tid, p, e, _ in parts],
               "seals": [list(s) for s in seals]}
-    return b"\n".join([json.dumps(header, separators=(",", ":")).encode(),
+    body = b"\n".join([json.dumps(header, separators=(",", ":")).encode(),
                        *(line for *_, line in parts)])
+    return body + b"\n%08x" % zlib.crc32(body)
 
 
 def decode_entry(data: bytes, path: str) -> Entry:
     """Parse an entry's header (lines are parsed when read); raises CorruptHotEntry
     naming what is wrong."""
-    lines = bytes(data).split(b"\n")
+    data = bytes(data)
+    body, _, crc = data.rpartition(b"\n")
+    if len(crc) != 8 or crc != b"%08x" % zlib.crc32(body):
+        raise CorruptHotEntry(path, "its checksum does not match its bytes")
+    lines = body.split(b"\n")
     try:
         header = json.loads(lines[0])
         if type(header) is not dict or header.get("format") != FORMAT:

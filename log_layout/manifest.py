@@ -521,11 +521,17 @@ def _with_txn_columns(segments: tuple[SegmentInfo, ...], producer_ids: list[int]
     return segments
 
 
+_MAX_BYTES = 1 << 48
+
+
 def _with_positions(segments: tuple[SegmentInfo, ...],
                     positions: list[int]) -> tuple[SegmentInfo, ...]:
     """``segments`` with their byte positions set (format 5 and 6); only a hot object's
-    segments may start past 0."""
+    segments may start past 0, and no range may reach past 2**48 bytes (a read would
+    ask for it)."""
     for info, pos in zip(segments, positions):
+        if not 0 <= info.bytes < _MAX_BYTES or not -_MAX_BYTES < pos < _MAX_BYTES:
+            raise ValueError(f"segment {info.file!r} spans bytes {pos}+{info.bytes}")
         if pos:
             if pos < 0 or not paths.is_hot_file(info.file):
                 raise ValueError(f"segment {info.file!r} cannot start at byte {pos}")
