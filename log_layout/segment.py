@@ -368,9 +368,9 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
             raise CorruptSegment(path, f"it has {len(data)} bytes, the manifest recorded {size}")
         data = data.slice(0, size) if isinstance(data, pa.Buffer) else memoryview(data)[:size]
     if crc32 is not None:
-        # Before parsing, on this thread. (Taken on a helper thread while this one
-        # parsed, 1 MB segments read at 0.59 of plain files where they read at 0.86
-        # here, beside other work on 2 cores: each hand-off waited for a CPU.)
+        # Before parsing (bytes not verified are never parsed), on this thread: taken
+        # on a helper thread while this one parsed, 1 MB segments read no faster
+        # beside other work on 2 cores (the helper waits for a CPU; 2026-11-28).
         actual = checksum(data)
         if actual != crc32:
             raise CorruptSegment(path, f"CRC-32 is {actual:#010x}, the manifest recorded "
