@@ -72,8 +72,12 @@ def run(args: argparse.Namespace) -> int:
     w(f"Dumping {topic}-{partition}: manifest version {m.version}, leader epoch "
       f"{m.leader_epoch}, log start {m.log_start_offset}, high watermark {m.next_offset}, "
       f"{plural(len(m.segments), 'segment')}\n")
+    if m.hot_journal is not None:
+        w(f"hot journal: {m.hot_journal}, next entry {m.hot_from} (segments named "
+          f"_hot/...@position are in its shared objects)\n")
     for s in segments:
-        w(f"segment: {s.file} baseOffset: {s.base_offset} lastOffset: {s.last_offset} "
+        at = f"@{s.position}" if s.position else ""
+        w(f"segment: {s.file}{at} baseOffset: {s.base_offset} lastOffset: {s.last_offset} "
           f"count: {s.count} size: {size(s.bytes, args.bytes)} minTimestamp: "
           f"{iso_ms(s.min_ts)} maxTimestamp: {iso_ms(s.max_ts)} crc32: {s.crc32:#010x}\n")
         if not args.print_data_log:

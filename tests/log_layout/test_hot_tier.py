@@ -257,3 +257,20 @@ def test_a_journal_whose_store_keeps_failing_breaks_and_a_new_one_takes_over(hot
         assert _values(open_log(log.url).partition("t", 0).read_table(0)) == [b"a-0", b"b"]
     finally:
         fresh.close()
+
+
+@pytest.mark.parametrize("backend", ["file"], indirect=True)
+def test_dump_log_shows_the_journal_and_the_records_of_a_hot_partition(hot):
+    from tests.jobs.cli_proc import sparklog, text
+
+    log, journal, writers = hot
+    _append_round(writers, "a")
+    _append_round(writers, "b")
+    run = sparklog("dump-log", "t/2", "--print-data-log", "--store", log.url)
+    out = text(run)[0].splitlines()
+    assert run.returncode == 0, text(run)
+    assert out[1].startswith(f"hot journal: {journal.name}, next entry ")
+    segments = [line for line in out if line.startswith("segment: _hot/")]
+    assert [line.split()[3] for line in segments] == ["0", "1"]  # their base offsets
+    assert [line.rsplit("payload: ", 1)[1] for line in out if "payload: " in line] \
+        == ["a-2", "b-2"]
