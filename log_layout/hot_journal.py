@@ -141,7 +141,8 @@ def decode_entry(data: bytes, path: str) -> Entry:
     try:
         header = json.loads(lines[0])
         if type(header) is not dict or header.get("format") != FORMAT:
-            raise ValueError(f"unknown format {header.get('format') if type(header) is dict else header!r}")
+            found = header.get("format") if type(header) is dict else header
+            raise ValueError(f"unknown format {found!r}")
         if type(header.get("id")) is not str or type(header.get("committed_ms")) is not int:
             raise ValueError("id must be a string and committed_ms an integer")
         obj = header.get("object")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from log_layout.errors import CorruptManifest
 from log_layout.hot_journal import Journals
-from log_layout.manifest import Manifest, _MANIFEST_FIELDS
+from log_layout.manifest import Manifest
 
 
 def merge(cold: Manifest, journals: Journals, topic_id: str, *, refresh: bool = True,
@@ -52,7 +52,7 @@ def merge(cold: Manifest, journals: Journals, topic_id: str, *, refresh: bool = 
         seq += 1
     if seq == m.hot_from:
         return m
-    return _with(m, hot_from=seq)
+    return m.with_fields(hot_from=seq)
 
 
 def _apply(m: Manifest, delta: Manifest, path: str) -> Manifest:
@@ -62,17 +62,8 @@ def _apply(m: Manifest, delta: Manifest, path: str) -> Manifest:
                                     f"{added[0].base_offset}, not at the partition's next "
                                     f"offset {m.next_offset}")
     start = max(m.log_start_offset, delta.log_start_offset)
-    fields = {f: delta.__dict__[f] for f in _MANIFEST_FIELDS}
-    fields.update(segments=m.segments + added, removed=m.removed, version=m.version,
-                  cleaned_offset=m.cleaned_offset, log_start_offset=start, hot=True,
-                  hot_journal=m.hot_journal, hot_from=m.hot_from,
-                  aborted=tuple(a for a in delta.aborted if a[2] >= start))
-    new = object.__new__(Manifest)
-    new.__dict__.update(fields)
-    return new
-
-
-def _with(m: Manifest, **changes) -> Manifest:
-    new = object.__new__(Manifest)
-    new.__dict__.update({f: m.__dict__[f] for f in _MANIFEST_FIELDS}, **changes)
-    return new
+    return delta.with_fields(segments=m.segments + added, removed=m.removed,
+                             version=m.version, cleaned_offset=m.cleaned_offset,
+                             log_start_offset=start, hot=True, hot_journal=m.hot_journal,
+                             hot_from=m.hot_from,
+                             aborted=tuple(a for a in delta.aborted if a[2] >= start))

@@ -63,9 +63,9 @@ def sweep(log, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> SweepRep
             m = plog.snapshot()
             named.update(s.file for s in m.segments if paths.is_hot_file(s.file))
             named.update(name for name, _ in m.removed if paths.is_hot_file(name))
-            if cold.hot_journal is not None:
-                follow_from[cold.hot_journal] = min(follow_from.get(cold.hot_journal, cold.hot_from),
-                                                    cold.hot_from)
+            j = cold.hot_journal
+            if j is not None:
+                follow_from[j] = min(follow_from.get(j, cold.hot_from), cold.hot_from)
     doomed: list[str] = []
     deleted_objects = deleted_entries = deleted_bytes = kept_objects = kept_entries = 0
     for journal in journals:

@@ -40,7 +40,7 @@ from log_layout import hot_journal, paths, segment
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import Fenced
 from log_layout.hot_journal import Journals
-from log_layout.manifest import _MANIFEST_FIELDS, Manifest, SegmentInfo
+from log_layout.manifest import Manifest, SegmentInfo
 
 #: tries of a store call before a flush (an upload) or the journal (an entry) gives up
 STORE_TRIES = 4
@@ -126,6 +126,16 @@ class JournalWriter:
                                           name=f"hot-commit-{self.name}")]
         for t in self._threads:
             t.start()
+
+    @classmethod
+    def for_store(cls, journals: Journals, owner: str, *, interval_ms: int, max_bytes: int,
+                  uploads_in_flight: int) -> "JournalWriter":
+        """A journal as the store asks: on a local store one flush at a time, each as
+        soon as the one before ends (group commit); elsewhere (S3, HDFS) every
+        ``interval_ms`` with ``uploads_in_flight`` uploads at once."""
+        local = journals.store.supports_links
+        return cls(journals, owner, interval_ms=0 if local else interval_ms,
+                   max_bytes=max_bytes, uploads_in_flight=1 if local else uploads_in_flight)
 
     def __repr__(self) -> str:
         return f"JournalWriter({self.name} @ {self.store.url})"
@@ -391,9 +401,7 @@ class JournalWriter:
 def without_segments(m: Manifest) -> Manifest:
     """``m`` without its segments: a writer plans on the rest, and its next delta adds
     only the segments after it."""
-    new = object.__new__(Manifest)
-    new.__dict__.update({f: m.__dict__[f] for f in _MANIFEST_FIELDS}, segments=())
-    return new
+    return m.with_fields(segments=())
 
 
 def _quietly(fn: Callable[[], Any]) -> Any:

@@ -82,26 +82,23 @@ of its producer; both isolation levels drop marker segments. A marker also sets
 the producer's epoch in ``producers`` to the marker's (a bumped epoch forgets the
 old epoch's batches): a zombie appending with an older epoch is refused.
 
-**The hot tier** (``hot_journal``; Kafka's KIP-1150 diskless topics, WarpStream).
-A gateway writing in hot mode commits no version here on append: each flush is one
-shared object for every partition it writes and one entry of its journal naming, for
-each partition, the delta of its next version (the same JSON as a delta here). A
-claim points the partition at its writer's journal, and from then on the partition is
-this folder's newest version **plus** the journal's entries for it at its leader
-epoch (``hot_state.merge``). A manifest that has held hot segments, or points at a
-journal, is in ``"format": 5`` (whole) or ``6`` (a delta of a journal entry), so a
-reader that predates the hot tier refuses it rather than read a stale log; it always
-has the transactional columns and adds::
+**The hot tier** (``hot_journal``, ``hot_state``). A gateway in hot mode commits no
+version here on append: each flush is one shared object and one journal entry for every
+partition it writes, holding each partition's next version as a delta. A claim points
+the partition at its writer's journal; from then on the partition is this folder's
+newest version plus the journal's entries for it at its leader epoch. A manifest that
+has held hot segments or points at a journal is in ``"format": 5`` (whole) or ``6`` (a
+delta, in a journal entry), so a reader that predates the hot tier refuses it; it
+always has the transactional columns and adds::
 
      "segments": {..., "position": [0, 0, 18432, ...]},   # byte offset in a shared object
      "hot": {"journal": "gw-0-1a2b3c", "from": 17},       # or null: follow no journal
      "transactional": false                               # the log has held transactions
 
-A hot segment's ``file`` is the shared object's path from the store's root
-(``_hot/<journal>/<seq>-<uniq>.wal``) and its bytes are ``[position, position +
-bytes)`` of it. ``from`` is the first journal entry not yet merged into this
-version: a commit here built on the merged state (a claim, maintenance: the roll-up
-too) takes every entry before it along.
+A hot segment's ``file`` is the shared object's path from the store's root and its
+bytes are ``[position, position + bytes)`` of it. ``from`` is the first journal entry
+not merged into this version, so a commit here built on the merged state (a claim,
+maintenance) takes every entry before it along.
 
 What maintenance (compaction, retention, roll-up: other packages) keeps, and
 where: a rewritten segment holds one kind of records -- non-transactional, one
@@ -125,12 +122,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
-import operator
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from log_layout import leader_epochs, paths, segment
 from log_layout.errors import CorruptManifest
+from log_layout.manifest_columns import (COLUMN_OPEN, HOT_FIELDS, NO_PRODUCER, SEGMENT_FIELDS,
+                                         TXN_FIELDS, aborted_entry, checked_int,
+                                         columns_text, ints, with_positions,
+                                         with_txn_columns)
 
 FORMAT = 1  # a whole version
 DELTA_FORMAT = 2  # a delta of the version before
@@ -141,12 +140,6 @@ HOT_DELTA_FORMAT = 6  # a delta of such a log (a journal entry's)
 #: every version that is a multiple of this is whole; an append between them is a delta
 CHECKPOINT_INTERVAL = 16
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer, too
-_SEGMENT_FIELDS = ("file", "base_offset", "last_offset", "count", "bytes", "min_ts", "max_ts",
-                   "crc32")
-_COLUMN_OPEN = tuple(("," if i else "") + f'"{f}":[' for i, f in enumerate(_SEGMENT_FIELDS))
-_TXN_FIELDS = ("producer_id", "control")
-_HOT_FIELDS = (*_TXN_FIELDS, "position")
-NO_PRODUCER = -1  # the producer_id of a segment that is not transactional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,6 +289,13 @@ class Manifest:
             object.__setattr__(new, "_parent_segments_text", encoded)
         return new
 
+    def with_fields(self, **changes: Any) -> "Manifest":
+        """This snapshot with ``changes``, at the same version (the hot tier's merge and
+        its writers' trimmed states: not a commit)."""
+        new = object.__new__(Manifest)
+        new.__dict__.update({f: self.__dict__[f] for f in _MANIFEST_FIELDS}, **changes)
+        return new
+
     def is_delta_of(self, parent: "Manifest") -> bool:
         """Whether this version only adds segments after ``parent``'s (the version
         before it), so it may be stored as a delta of it (see ``to_json``)."""
@@ -339,10 +339,10 @@ class Manifest:
                 psegs, pcols = parent
                 k = len(psegs)
                 if len(segs) >= k and segs[:k] == psegs:
-                    extra = _columns_text(segs[k:])
+                    extra = columns_text(segs[k:])
                     cols = tuple(a + "," + b if a and b else a or b for a, b in zip(pcols, extra))
             if cols is None:
-                cols = _columns_text(segs)
+                cols = columns_text(segs)
             cached = (segs, cols)
             object.__setattr__(self, "_segments_text", cached)
         return cached[1]
@@ -368,7 +368,7 @@ class Manifest:
         if delta_of is not None:
             doc["format"], doc["delta_of"] = DELTA_FORMAT, delta_of.version
             added = self.segments[len(delta_of.segments):]
-            columns = _columns_text(added)
+            columns = columns_text(added)
         else:
             added = self.segments
             columns = self._segment_columns()
@@ -378,10 +378,10 @@ class Manifest:
             doc["hot"] = None if self.hot_journal is None else \
                 {"journal": self.hot_journal, "from": self.hot_from}
             doc["transactional"] = self.transactional
-            extra = _HOT_FIELDS
+            extra = HOT_FIELDS
         elif self.transactional:
             doc["format"] += 2  # 1 -> 3, 2 -> 4
-            extra = _TXN_FIELDS
+            extra = TXN_FIELDS
         if extra:
             doc["open_txns"] = {str(pid): off for pid, off in self.open_txns.items()}
             doc["aborted"] = [list(a) for a in self.aborted]
@@ -391,8 +391,8 @@ class Manifest:
         # One join: the segment columns are most of the text (they grow with the log).
         parts = ['{"segments":{']
         for i, text in enumerate(columns):
-            parts += (_COLUMN_OPEN[i] if i < len(_COLUMN_OPEN) else
-                      f',"{extra[i - len(_COLUMN_OPEN)]}":[', text, "]")
+            parts += (COLUMN_OPEN[i] if i < len(COLUMN_OPEN) else
+                      f',"{extra[i - len(COLUMN_OPEN)]}":[', text, "]")
         parts += ("},", rest[1:])
         return "".join(parts).encode()
 
@@ -431,8 +431,8 @@ class Manifest:
             txn = hot or fmt in (TXN_FORMAT, TXN_DELTA_FORMAT)
             cols = doc["segments"]
             n = len(cols["file"])
-            if any(len(cols[f]) != n for f in _SEGMENT_FIELDS + (
-                    _HOT_FIELDS if hot else _TXN_FIELDS if txn else ())):
+            if any(len(cols[f]) != n for f in SEGMENT_FIELDS + (
+                    HOT_FIELDS if hot else TXN_FIELDS if txn else ())):
                 raise CorruptManifest(path, "segment columns differ in length")
             files = cols["file"]
             bad = [f for f in (*files, *doc["removed"]["file"]) if not paths.is_segment_file(f)]
@@ -440,28 +440,31 @@ class Manifest:
                 raise CorruptManifest(path, f"names a file that is not a segment: {bad[0]!r}")
             # int() on every number: a manifest with a string where a count belongs is
             # refused here, not met later as a TypeError deep inside a read.
-            numbers = [_ints(cols[f]) for f in _SEGMENT_FIELDS[1:]]
+            numbers = [ints(cols[f]) for f in SEGMENT_FIELDS[1:]]
             segments = tuple(map(_segment_info, zip(files, *numbers)))
             open_txns: dict[int, int] = {}
             aborted: tuple[tuple[int, int, int], ...] = ()
             if txn:
-                segments = _with_txn_columns(segments, _ints(cols["producer_id"]),
-                                             _ints(cols["control"]))
-                open_txns = {int(pid): _int(off) for pid, off in doc["open_txns"].items()}
-                aborted = tuple(_aborted_entry(a) for a in doc["aborted"])
+                segments = with_txn_columns(segments, ints(cols["producer_id"]),
+                                             ints(cols["control"]))
+                open_txns = {int(pid): checked_int(off)
+                             for pid, off in doc["open_txns"].items()}
+                aborted = tuple(aborted_entry(a) for a in doc["aborted"])
             hot_journal, hot_from = None, 0
             if hot:
-                segments = _with_positions(segments, _ints(cols["position"]))
+                segments = with_positions(segments, ints(cols["position"]))
                 pointer = doc["hot"]
                 if pointer is not None:
-                    hot_journal, hot_from = pointer["journal"], _int(pointer["from"])
+                    hot_journal = pointer["journal"]
+                    hot_from = checked_int(pointer["from"])
                     paths.journal_folder(hot_journal)  # a name, not a path: ValueError
                     if hot_from < 0:
                         raise ValueError(f"hot.from must be >= 0, not {hot_from}")
                 txn = doc["transactional"] is True
-            removed = tuple(zip(doc["removed"]["file"], map(_int, doc["removed"]["at_ms"])))
-            producers = {int(pid): ProducerEntry(int(e["epoch"]),
-                                                 tuple(tuple(map(_int, b)) for b in e["batches"]))
+            removed = tuple(zip(doc["removed"]["file"],
+                                map(checked_int, doc["removed"]["at_ms"])))
+            producers = {int(pid): ProducerEntry(int(e["epoch"]), tuple(
+                tuple(map(checked_int, b)) for b in e["batches"]))
                          for pid, e in doc["producers"].items()}
             m = cls(topic=doc["topic"], partition=int(doc["partition"]),
                     version=int(doc["version"]), leader_epoch=int(doc["leader_epoch"]),
@@ -485,19 +488,7 @@ class Manifest:
             raise CorruptManifest(path, f"{type(e).__name__}: {e}") from None
 
 
-_segment_row = operator.attrgetter(*_SEGMENT_FIELDS)
 _MANIFEST_FIELDS = frozenset(f.name for f in dataclasses.fields(Manifest))
-
-
-def _columns_text(segments: Sequence[SegmentInfo]) -> tuple[str, ...]:
-    """Each segment column as the JSON text between its brackets (zip transposes at C speed)."""
-    if not segments:
-        return ("",) * len(_SEGMENT_FIELDS)
-    files, *numbers = zip(*map(_segment_row, segments))
-    # Segment files are [A-Za-z0-9._-/] only (paths.is_segment_file, checked on every
-    # parse): nothing to escape.
-    return ('"' + '","'.join(files) + '"',
-            *(",".join(map(str, map(int, col))) for col in numbers))
 
 
 def _segment_info(row: tuple) -> SegmentInfo:
@@ -505,63 +496,5 @@ def _segment_info(row: tuple) -> SegmentInfo:
     (4x faster; parsing a manifest of 2,000 segments is mostly this). Fields are
     validated by the caller."""
     info = object.__new__(SegmentInfo)
-    info.__dict__.update(zip(_SEGMENT_FIELDS, row))
+    info.__dict__.update(zip(SEGMENT_FIELDS, row))
     return info
-
-
-def _with_txn_columns(segments: tuple[SegmentInfo, ...], producer_ids: list[int],
-                      control: list[int]) -> tuple[SegmentInfo, ...]:
-    """``segments`` with their transactional columns set where they differ from the
-    defaults (format 3 and 4)."""
-    for info, pid, ctl in zip(segments, producer_ids, control):
-        if pid != NO_PRODUCER or ctl:
-            if ctl not in (0, 1):
-                raise ValueError(f"control must be 0 or 1, found {ctl!r}")
-            info.__dict__.update(producer_id=pid, control=bool(ctl))
-    return segments
-
-
-_MAX_BYTES = 1 << 48
-
-
-def _with_positions(segments: tuple[SegmentInfo, ...],
-                    positions: list[int]) -> tuple[SegmentInfo, ...]:
-    """``segments`` with their byte positions set (format 5 and 6); only a hot object's
-    segments may start past 0, and no range may reach past 2**48 bytes (a read would
-    ask for it)."""
-    for info, pos in zip(segments, positions):
-        if not 0 <= info.bytes < _MAX_BYTES or not -_MAX_BYTES < pos < _MAX_BYTES:
-            raise ValueError(f"segment {info.file!r} spans bytes {pos}+{info.bytes}")
-        if pos:
-            if pos < 0 or not paths.is_hot_file(info.file):
-                raise ValueError(f"segment {info.file!r} cannot start at byte {pos}")
-            info.__dict__["position"] = pos
-    return segments
-
-
-def _aborted_entry(entry: Any) -> tuple[int, int, int]:
-    if type(entry) is not list or len(entry) != 3:
-        raise ValueError(f"an aborted entry is [producer_id, first, last], not {entry!r}")
-    return tuple(map(_int, entry))  # type: ignore[return-value]
-
-
-def _ints(values: Any) -> list[int]:
-    """A JSON list of integers, checked in bulk (bool is not an int here)."""
-    if type(values) is not list or not set(map(type, values)) <= {int}:
-        raise ValueError(f"expected a list of integers, found {str(values)[:80]}")
-    return values
-
-
-def _int(value: Any) -> int:
-    """An integer from JSON; anything else (str, float, bool, None) is corrupt."""
-    if type(value) is not int:
-        raise ValueError(f"expected an integer, found {value!r}")
-    return value
-
-
-def segments_after_replace(segments: Iterable[SegmentInfo], remove: Iterable[SegmentInfo],
-                           add: Iterable[SegmentInfo]) -> tuple[SegmentInfo, ...]:
-    """``segments`` minus ``remove`` plus ``add``, in offset order."""
-    gone = {s.file for s in remove}
-    kept = [s for s in segments if s.file not in gone]
-    return tuple(sorted(kept + list(add), key=lambda s: s.base_offset))

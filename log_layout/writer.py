@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -29,8 +29,7 @@ from log_layout.commit import wall_clock_ms
 from log_layout.hot_writer import Pending, without_segments
 from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
                                TopicRecreated)
-from log_layout.manifest import (NO_PRODUCER, Manifest, ProducerBatch, SegmentInfo,
-                                 segments_after_replace)
+from log_layout.manifest import NO_PRODUCER, Manifest, ProducerBatch, SegmentInfo
 from log_layout.segment_commit import SegmentPuts, append_commit
 from log_layout.versions import Versions
 
@@ -380,3 +379,11 @@ def _maintenance_output(v: Versions, remove: Sequence[SegmentInfo],
                                  f"{lo}..{hi}")
         previous = int(offsets[-1])
     return tables
+
+
+def segments_after_replace(segments: Iterable[SegmentInfo], remove: Iterable[SegmentInfo],
+                           add: Iterable[SegmentInfo]) -> tuple[SegmentInfo, ...]:
+    """``segments`` minus ``remove`` plus ``add``, in offset order."""
+    gone = {s.file for s in remove}
+    kept = [s for s in segments if s.file not in gone]
+    return tuple(sorted(kept + list(add), key=lambda s: s.base_offset))

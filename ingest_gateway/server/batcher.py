@@ -48,11 +48,8 @@ written (others: ``NotLeader`` naming the leader); they are claimed at once
 accepted still flushed (or fenced by the new leader's claim), then forgotten.
 
 The hot tier (``gateway.hot.enable``): partitions are claimed with the gateway's
-journal (``log_layout.hot_writer.JournalWriter``) and a flush hands its batch to the
-journal without a thread (``write_batch_hot``); the journal gathers the flushes of
-every partition into one shared object and one commit. Everything above holds
-unchanged: one flush in flight per partition, group commit, acks=all answered
-when the journal entry that holds the batch is committed.
+journal (``log_layout.hot_writer``), which gathers every partition's flush into one
+shared object and one commit; the rest holds unchanged (acks=all waits for the entry).
 """
 
 from __future__ import annotations
@@ -122,14 +119,12 @@ class Batcher:
         self._listeners: list[CommitListener] = []
         self._idle = asyncio.Event()
         self._idle.set()
-        self._loop: asyncio.AbstractEventLoop | None = None
         #: the broker application's view (``ClusterMember``); None: lead every partition
         self.cluster: Any = None
         #: bytes and records accepted per partition since start (the cluster's load figures)
         self.bytes_in: dict[tuple[str, int], int] = {}
         self.records_in: dict[tuple[str, int], int] = {}
-        #: the hot journal partitions are claimed with (gateway.hot.enable; made at the
-        #: first claim, and again after one broke)
+        #: the hot journal partitions are claimed with (gateway.hot.enable; see _hot_journal)
         self.journal: JournalWriter | None = None
 
     # -- hooks -----------------------------------------------------------------
@@ -227,20 +222,13 @@ class Batcher:
         return plog, plog.claim(self.id, self._hot_journal())
 
     def _hot_journal(self) -> JournalWriter | None:
-        """The journal to claim with (None: the hot tier is off). A local store flushes
-        as soon as the flush before ends, one at a time (group commit); S3 and HDFS by
-        gateway.hot.flush.interval.ms with several uploads in flight."""
-        if not self.settings.hot_enable:
-            return None
-        journal = self.journal
-        if journal is None or journal.broken is not None:
-            local = self.log.store.supports_links
-            journal = self.journal = JournalWriter(
-                self.log.journals, self.id,
-                interval_ms=0 if local else self.settings.hot_flush_interval_ms,
-                max_bytes=self.settings.hot_flush_bytes,
-                uploads_in_flight=1 if local else self.settings.hot_uploads_in_flight)
-        return journal
+        """The journal to claim with (None: the hot tier is off); a new one after one broke."""
+        s = self.settings
+        if s.hot_enable and (self.journal is None or self.journal.broken is not None):
+            self.journal = JournalWriter.for_store(
+                self.log.journals, self.id, interval_ms=s.hot_flush_interval_ms,
+                max_bytes=s.hot_flush_bytes, uploads_in_flight=s.hot_uploads_in_flight)
+        return self.journal if s.hot_enable else None
 
     # -- produce ------------------------------------------------------------------
     async def produce(self, topic: str, parsed: Parsed, *, acks: int = -1,
@@ -406,11 +394,10 @@ class Batcher:
             return
         state.flushing = batch
         started = time.perf_counter()
-        if state.writer.journal is not None:
-            # the journal gathers every partition's flush; nothing here waits for it
-            loop = asyncio.get_running_loop()
+        if state.writer.journal is not None:  # the journal gathers every partition's flush
+            call = asyncio.get_running_loop().call_soon_threadsafe
             write_batch_hot(state, batch).add_done_callback(
-                lambda f: loop.call_soon_threadsafe(self._flushed, state, batch, f, started))
+                lambda f: call(self._flushed, state, batch, f, started))
             return
         if batch.nbytes <= INLINE_FLUSH_BYTES and self.log.store.cheap_commits:
             # A small batch on a store whose commits cost microseconds: the two thread
