@@ -515,7 +515,8 @@ def figures_of(side: str, rows: list[dict], store: str) -> list[dict]:
     if low == high:
         return [f for f in figs if math.isfinite(f["ours"])]
     lo, hi = by_p[low], by_p[high]
-    figs.append({"name": f"{side}_put_per_s_{high}p_vs_{low}p", "unit": unit_ops,
+    figs.append({"name": f"{side}_{'put' if store == 's3' else 'namenode_ops'}_per_s_{high}p_vs_"
+                 f"{low}p", "unit": unit_ops,
                  "ours": round(hi["per_s"][put], 2), "baseline": round(lo["per_s"][put], 2),
                  "baseline_name": f"{unit_ops} at {low} partitions",
                  "ratio": round(lo["per_s"][put] / max(hi["per_s"][put], 1e-9), 3),
