@@ -85,3 +85,41 @@ def test_a_hot_gateway_writes_one_object_per_flush_and_every_reader_reads_it(
         assert values[-1] == b"after" and len(values) == len(by_partition[0]) + 1
     finally:
         gw.stop()
+
+
+def test_kafka_clients_produce_and_read_through_a_hot_gateway(tmp_path):
+    """confluent-kafka (librdkafka) produces idempotently through the Kafka listener of a
+    hot gateway and reads every record back, transactions too."""
+    import confluent_kafka
+
+    from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
+
+    store = str(tmp_path / "store")
+    open_log(store).create_topic("k", {"partitions": 8})
+    with KafkaGatewayProcess(store, settings={"gateway.hot.enable": "true"}) as gw:
+        producer = confluent_kafka.Producer({"bootstrap.servers": gw.bootstrap,
+                                             "enable.idempotence": True, "linger.ms": 5})
+        for i in range(500):
+            producer.produce("k", key=b"k%d" % i, value=b"v%d" % i)
+        assert producer.flush(60) == 0
+        txn = confluent_kafka.Producer({"bootstrap.servers": gw.bootstrap,
+                                        "transactional.id": "hot-txn", "linger.ms": 5})
+        txn.init_transactions(30)
+        for committed in (False, True):
+            txn.begin_transaction()
+            txn.produce("k", key=b"t", value=b"committed" if committed else b"aborted",
+                        partition=0)
+            (txn.commit_transaction if committed else txn.abort_transaction)(30)
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": gw.bootstrap, "group.id": "hot-readers",
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+        consumer.subscribe(["k"])
+        got = []
+        wait_for(lambda: got.extend(m.value() for m in consumer.consume(100, 0.5)
+                                    if m.error() is None) or len(got) >= 501,
+                 timeout=120, what="501 records")
+        consumer.close()
+        del producer, txn  # librdkafka's threads go before the gateway does
+    assert sorted(got) == sorted([b"v%d" % i for i in range(500)] + [b"committed"])
+    _, objects = _hot_files(open_log(store))
+    assert objects > 0
