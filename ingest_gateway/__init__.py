@@ -14,7 +14,7 @@ Its parts, each importable without the ones above it:
 - ``http``: the Starlette app and every route (produce, topics and admin,
   fetch, groups, REST consumer instances), the HTTP answers of the one error
   table (``error_table``; ``http.errors``), the OpenAPI document. ``http.app.create_app(settings,
-  log)`` mounts every route.
+  log, gateway=...)`` mounts every route and serves the Gateway it is handed.
 - ``kafka``: Kafka's wire protocol over the same server (``kafka.listener``).
 - ``protocol``: what the server and the clients share (group protocol types, the HTTP
   session and its security).

@@ -1,17 +1,22 @@
 """The gateway's composition root: its services, both protocols on them, uvicorn, its logs.
 
-:func:`serve` opens the store, builds the HTTP app (whose lifespan builds the
-``server.gateway.Gateway``) with the Kafka listener beside it on the same services
-(``kafka.listener.serving``), and runs them on uvicorn (httptools + uvloop). The one
-place that knows both adapters: ``server/`` imports neither, and neither imports the
-other (``tests/test_architecture.py``).
+:func:`serve` opens the store and composes the gateway: the services and their
+background tasks (``server.lifecycle.running_gateway``: the ``server.gateway.Gateway``,
+the batcher, the cluster membership, the transaction aborter) with the Kafka listener
+beside HTTP on them (``kafka.listener.serving``), handed to the HTTP app, which enters
+them for its lifespan, and runs it on uvicorn (httptools + uvloop). The one place that
+knows both adapters: ``server/`` imports neither, and neither imports the other
+(``tests/test_architecture.py``).
 
 Connection limits (``http_protocol``): ``request.read.timeout.ms`` for a request
 to arrive whole, ``connections.max.idle.ms`` between requests, ``max.connections``.
 
 SIGTERM and SIGINT start a graceful shutdown: uvicorn stops accepting
-connections and lets open requests finish, then the app's lifespan closes the
-batcher, which flushes every accepted record before the process exits.
+connections and lets open requests finish, then the app's lifespan stops the gateway
+(the Kafka listener, the background tasks, then the batcher, which flushes every
+accepted record) before the process exits. The gateway runs inside the lifespan, not
+around uvicorn's serving: uvicorn raises a captured SIGTERM again as soon as it has
+served, which would end the process before a batcher closed after it had flushed.
 
 Logs go to stderr, as text or (``gateway.log.format=json``, ``--log-format json``) one
 JSON object a line with ``ts``, ``level``, ``logger``, ``message`` and a record's extra
@@ -23,6 +28,7 @@ which store it uses; the ``sparklog.access`` logger writes one line per request
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
@@ -89,12 +95,22 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     from ingest_gateway.http.http_protocol import protocol_class
     from ingest_gateway.kafka.listener import serving
     from ingest_gateway.security import tls
+    from ingest_gateway.server.lifecycle import running_gateway
 
     setup_logging(log_level, settings.gateway.log_format)
     where = tls.check(settings)
     ssl_kwargs = tls.uvicorn_ssl(settings)
     log_ = open_log_from_settings(settings, storage_options=storage_options)
-    app = create_app(settings, log_, beside=(serving,))
+    server: uvicorn.Server | None = None
+
+    def stop_serving() -> None:  # a newer gateway took this one's slot (cluster_member)
+        if server is not None:
+            server.should_exit = True
+
+    # the Gateway: built, its background tasks and the Kafka listener started, when the
+    # HTTP app starts; all stopped (the batcher flushed last) when it stops
+    app = create_app(settings, log_, gateway=functools.partial(
+        running_gateway, settings, log_, beside=(serving,), on_replaced=stop_serving))
     # Start-up objects (modules, settings) never die: keep them out of every collection,
     # and collect young objects less often (a produce request allocates many short-lived
     # ones; the default threshold of 700 runs gen-0 collections every few requests).
@@ -120,6 +136,4 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
         "client certificates %s", where.url, where.url, log_.url,
         "on" if gw.access_log else "off",
         settings.ssl.client_auth if where.scheme == "https" else "none")
-    # a gateway replaced by a newer one in its slot stops serving (cluster_member)
-    app.state.request_exit = lambda: setattr(server, "should_exit", True)
     server.run()

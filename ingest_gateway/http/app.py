@@ -25,10 +25,9 @@ engine behind the handlers (batcher, codec, consumer hub, group coordinator) is
 from __future__ import annotations
 
 import contextlib
-import logging
+import functools
 import threading
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -40,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 import conf
-from conf.errors import ConfigError, SparklogError
+from conf.errors import SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, RequestTooLarge, ShuttingDown
 from ingest_gateway.http import (cluster_routes, console, docs, fetch_routes, group_routes,
                                  rest_consumers, topics, v3_acls, v3_configs, v3_groups,
@@ -49,15 +48,10 @@ from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
 from ingest_gateway.http.topics import batcher_of, cluster_id
-from ingest_gateway.server import codec_json
-from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server import codec_json, lifecycle
 from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, Instrumented
-from ingest_gateway.server import transaction_service
 from ingest_gateway.server.gateway import Gateway
-from ingest_gateway.server.topic_admin import TopicAdmin
 from log_layout import Log
-
-log = logging.getLogger("sparklog.gateway")
 
 
 # -- operations -----------------------------------------------------------------------------
@@ -163,46 +157,18 @@ class GatewayApp:
         return False
 
 
-def _cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher, state: Any):
-    """The gateway's ClusterMember if ``gateway.broker.id`` makes it a slot of the broker
-    application, else None (a standalone gateway leads every partition).
-    Raises ConfigError for a broker.id that is not a slot number."""
-    gw = settings.gateway
-    if not gw.broker_id:
-        return None
-    from ingest_gateway.server.cluster_member import ClusterMember
-
-    if not gw.broker_id.isdigit() or len(gw.broker_id) > 6:
-        raise ConfigError("gateway.broker.id", gw.broker_id, "expected a slot number (0, 1, ...)")
-    url = gw.advertised_listeners or gw.listeners.strip() or f"http://{gw.host}:{gw.port}"
-
-    def stop_serving() -> None:
-        if state.request_exit is not None:
-            state.request_exit()
-
-    return ClusterMember(log_, batcher, int(gw.broker_id), url.rstrip("/"),
-                         on_replaced=stop_serving)
-
-
 def _guarded(app: GatewayApp, settings: conf.Settings, log_: Log) -> Any:
     """``app`` behind the guard (``guard``: body types, authentication, ACLs, quotas)
     and, if ``gateway.access.control.allow.origin`` names origins, CORS. Raises
     ConfigError for bad security settings."""
     from ingest_gateway.http.guard import Guard
 
-    authenticator = authorizer = quotas = None
+    authenticator = None
     if settings.authentication.method.strip():
         from ingest_gateway.security.authentication import Authenticator
 
         authenticator = Authenticator.from_settings(settings)
-    if settings.authorizer.enabled:
-        from ingest_gateway.security.authorizer import Authorizer
-
-        authorizer = Authorizer(log_, settings)
-    if authenticator is not None or authorizer is not None:
-        from ingest_gateway.security.quotas import QuotaManager
-
-        quotas = QuotaManager(log_, settings)
+    authorizer, quotas = lifecycle.security_services(settings, log_)
     app.state.authorizer, app.state.quotas = authorizer, quotas
     guarded: Any = Guard(app, authenticator=authenticator, authorizer=authorizer, quotas=quotas)
     gw = settings.gateway
@@ -220,67 +186,43 @@ def _guarded(app: GatewayApp, settings: conf.Settings, log_: Log) -> Any:
     return guarded
 
 
-def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = None,
-               flush_threads: int | None = None,
-               now_ms: Callable[[], int] | None = None,
-               beside: Sequence[Callable[[Gateway], AbstractAsyncContextManager]] = ()
-               ) -> GatewayApp | Instrumented:
-    """The gateway app over ``log_``, every route mounted; the batcher starts and stops
-    with the app's lifespan.
+def create_app(settings: conf.Settings, log_: Log, *,
+               gateway: Callable[..., AbstractAsyncContextManager[Gateway]] | None = None,
+               gateway_id: str | None = None, flush_threads: int | None = None,
+               now_ms: Callable[[], int] | None = None) -> GatewayApp | Instrumented:
+    """The gateway app over ``log_``, every route mounted, serving the Gateway that
+    ``gateway`` yields for the app's lifespan.
 
-    ``now_ms`` is the consumer hub's clock (group sessions, idle REST instances;
-    default the wall clock). ``beside``: other protocols on the same services, each
-    entered with the gateway once it is built and exited before the batcher closes
-    (the runner passes the Kafka listener's ``serving``). Handlers reach the services
-    through ``request.app.state.gateway`` (``server.gateway.Gateway``; ``.batcher``,
-    ``.log``, ``.settings`` and ``.metrics`` are on the state too). Every request is
-    counted and timed (and logged if ``gateway.access.log``) by ``metrics.Instrumented``.
+    ``gateway(metrics=, authorizer=, quotas=)`` is the composition root's
+    ``server.lifecycle.running_gateway`` (with the Kafka listener beside HTTP); called
+    with the app's metrics and its guard's authorizer and quotas, it builds the Gateway,
+    starts its background tasks and stops them when the app stops. Without it the app
+    runs ``running_gateway`` itself, HTTP alone (tests), with ``gateway_id``,
+    ``flush_threads`` and ``now_ms`` (the consumer hub's clock: group sessions, idle
+    REST instances; default the wall clock). Handlers reach the services through
+    ``request.app.state.gateway`` (``server.gateway.Gateway``; ``.batcher``, ``.log``,
+    ``.settings`` and ``.metrics`` are on the state too). Every request is counted and
+    timed (and logged if ``gateway.access.log``) by ``metrics.Instrumented``.
     """
     metrics_ = GatewayMetrics()
-    slot = settings.gateway.broker_id
-    slot_gateway_id = f"gw{slot}-{uuid.uuid4().hex[:8]}" if slot else None
+    running = gateway or functools.partial(
+        lifecycle.running_gateway, settings, log_, gateway_id=gateway_id,
+        flush_threads=flush_threads, now_ms=now_ms)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        batcher = Batcher(log_, settings.gateway, topic_defaults=settings.topic, metrics=metrics_,
-                          gateway_id=gateway_id or slot_gateway_id, flush_threads=flush_threads)
-        metrics_.watch_buffer(lambda: batcher.buffered)
-        app.state.batcher = batcher
-        member = _cluster_member(settings, log_, batcher, app.state)
-        if member is not None:
-            batcher.cluster = app.state.cluster = member
-        app.state.gateway = Gateway(settings, log_, batcher, metrics_,
-                                    TopicAdmin(log_, batcher, settings.topic), cluster=member,
-                                    authorizer=app.state.authorizer, quotas=app.state.quotas,
-                                    now_ms=now_ms)
-        if member is not None:
-            await member.start()
-        others = contextlib.AsyncExitStack()  # the protocols beside HTTP (Kafka's)
-        for serve_beside in beside:
-            await others.enter_async_context(serve_beside(app.state.gateway))
-        # off the loop and off the start-up path: readiness does not wait for it
-        threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up", daemon=True).start()
-        observer = console.Observer(app.state).start()  # throughput and lag history
-        if member is None:
-            aborter = transaction_service.TimeoutAborter(batcher, log_, now_ms).start()
-        else:  # one slot at a time, less often: each round lists the store
-            aborter = transaction_service.TimeoutAborter(
-                batcher, log_, now_ms, interval_s=transaction_service.CLUSTER_ABORT_CHECK_S,
-                should_run=member.owns_transaction_timeouts).start()
-        log.info("gateway %s serving %s", batcher.id, log_.url)
-        try:
-            yield
-        finally:
-            observer.stop()
-            await others.aclose()
-            await aborter.stop()
-            for part in (app.state.authorizer, app.state.quotas):  # their refresh threads
-                if part is not None and hasattr(part, "close"):
-                    part.close()
-            if member is not None:
-                await member.stop()
-            await batcher.close()
-            log.info("gateway %s flushed and stopped", batcher.id)
+        async with running(metrics=metrics_, authorizer=app.state.authorizer,
+                           quotas=app.state.quotas) as built:
+            app.state.gateway = built
+            app.state.batcher, app.state.cluster = built.batcher, built.cluster
+            # off the loop and off the start-up path: readiness does not wait for it
+            threading.Thread(target=codec_json.warm_up, name="sparklog-warm-up",
+                             daemon=True).start()
+            observer = console.Observer(app.state).start()  # throughput and lag history
+            try:
+                yield
+            finally:
+                observer.stop()
 
     app = Starlette(routes=routes(), lifespan=lifespan,
                     exception_handlers={SparklogError: sparklog_error,
@@ -290,8 +232,6 @@ def create_app(settings: conf.Settings, log_: Log, *, gateway_id: str | None = N
     app.state.metrics = metrics_
     app.state.cluster = None
     app.state.authorizer = app.state.quotas = None  # set by _guarded
-    #: the server sets this to a callable that makes it stop serving (runner.serve)
-    app.state.request_exit = None
     app.state.now_ms = now_ms
     return Instrumented(_guarded(GatewayApp(app), settings, log_), metrics_,
                         log_requests=settings.gateway.access_log)

@@ -5,5 +5,6 @@ APIs and versions offered, kio bodies), ``codes`` (the one error table to Kafka'
 codes), ``broker`` (what handlers reach; ApiVersions, Metadata, InitProducerId,
 CreateTopics, DeleteTopics), ``produce`` (Produce into the batcher), ``fetch`` (Fetch
 through the consumer hub, ListOffsets), ``records`` (Kafka record batches <-> Arrow).
-Started by the app's lifespan when ``gateway.kafka.listeners`` is set.
+Started beside HTTP by the composition root (``runner``) when ``gateway.kafka.listeners``
+is set.
 """

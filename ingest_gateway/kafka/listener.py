@@ -1,8 +1,8 @@
 """The Kafka protocol listener: an asyncio TCP server beside the gateway's HTTP one.
 
-Started beside the HTTP app (``runner.serve`` hands :func:`serving` to the app's
-lifespan) when ``gateway.kafka.listeners`` names an address
-(``PLAINTEXT://127.0.0.1:9092``, Kafka's syntax; conf/defaults.toml), on the same
+Started beside the HTTP app (``runner.serve`` has ``server.lifecycle.running_gateway``
+enter :func:`serving` once the gateway is built) when ``gateway.kafka.listeners`` names
+an address (``PLAINTEXT://127.0.0.1:9092``, Kafka's syntax; conf/defaults.toml), on the same
 event loop and the same ``server.gateway.Gateway`` as the HTTP routes: one batcher,
 consumer hub, topic admin and cluster membership for both. Its scheme (PLAINTEXT,
 SSL, SASL_PLAINTEXT, SASL_SSL), the SASL login and the ACL checks are

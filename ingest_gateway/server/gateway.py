@@ -1,8 +1,9 @@
 """One gateway's services, built once at start and handed to both protocol adapters.
 
-The HTTP app's lifespan builds a :class:`Gateway` when the batcher starts and puts it
-where both adapters find it (``app.state.gateway``; the Kafka listener's ``Broker``
-holds it). Each service exists once per gateway: the batcher (produce, acks, flushes),
+``server.lifecycle.running_gateway`` builds a :class:`Gateway` with its batcher (the
+composition root, ``runner``, has the HTTP app run it for its lifespan), and both
+adapters are handed it (``app.state.gateway``; the Kafka listener's ``Broker`` holds
+it). Each service exists once per gateway: the batcher (produce, acks, flushes),
 topic and config admin, the consumer hub (long-poll fetches, the group coordinator,
 REST consumer instances), the cluster membership under the broker application, the
 authorizer and quotas, the metrics. Nothing protocol-shaped lives here.

@@ -7,8 +7,8 @@ consumer-group offsets; here the offsets go through this gateway's group coordin
 afterwards the read_committed long-polls of the transaction's partitions are woken (the
 markers moved their last stable offsets; the batcher's commits do not tell the hub).
 
-:class:`TimeoutAborter` runs beside the gateway (started with it by the HTTP app's
-lifespan) and aborts what ``transactions.abort_expired`` finds.
+:class:`TimeoutAborter` runs beside the gateway (started and stopped with it by
+``server.lifecycle.running_gateway``) and aborts what ``transactions.abort_expired`` finds.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
 
 class TimeoutAborter:
     """Calls ``abort_expired`` every ``interval_s`` on the batcher's pool, from
-    :meth:`start` to :meth:`stop` (the app's lifespan), in rounds where ``should_run()``
+    :meth:`start` to :meth:`stop` (the gateway's life), in rounds where ``should_run()``
     says so (default: every round). Several gateways may run one each: the
     coordinator's exclusive versions let one abort win."""
 

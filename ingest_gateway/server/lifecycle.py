@@ -1,0 +1,117 @@
+"""One gateway's life: its services built, its background tasks started, all stopped.
+
+:func:`running_gateway` builds the :class:`~ingest_gateway.server.gateway.Gateway` (the
+batcher, the cluster membership under the broker application, topic admin), starts
+the membership, the protocols served beside HTTP (the composition root passes the
+Kafka listener) and the timed-out transaction aborter, and on exit stops them in
+reverse: the other protocols, the aborter, the authorizer's and quotas' refreshes,
+the membership, and last the batcher, which flushes every accepted record. The
+composition root (``ingest_gateway.runner``) enters it around uvicorn's serving; the
+HTTP app enters it in its lifespan when it is not given a built gateway (tests that
+run the app alone). :func:`security_services` builds the authorizer and quotas the
+gateway and the HTTP guard share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import conf
+from conf.errors import ConfigError
+from ingest_gateway.server import transaction_service
+from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server.gateway import Gateway
+from ingest_gateway.server.metrics import GatewayMetrics
+from ingest_gateway.server.topic_admin import TopicAdmin
+from log_layout import Log
+
+log = logging.getLogger("sparklog.gateway")
+
+Beside = Callable[[Gateway], AbstractAsyncContextManager]
+
+
+def security_services(settings: conf.Settings, log_: Log) -> tuple[Any, Any]:
+    """(authorizer, quotas): each None when off. Quotas come with authentication or ACLs
+    (a principal to count for). Raises ConfigError for bad security settings."""
+    authorizer = quotas = None
+    if settings.authorizer.enabled:
+        from ingest_gateway.security.authorizer import Authorizer
+
+        authorizer = Authorizer(log_, settings)
+    if settings.authentication.method.strip() or authorizer is not None:
+        from ingest_gateway.security.quotas import QuotaManager
+
+        quotas = QuotaManager(log_, settings)
+    return authorizer, quotas
+
+
+def cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher,
+                   on_replaced: Callable[[], None]) -> Any:
+    """The gateway's ClusterMember if ``gateway.broker.id`` makes it a slot of the broker
+    application, else None (a standalone gateway leads every partition).
+    Raises ConfigError for a broker.id that is not a slot number."""
+    gw = settings.gateway
+    if not gw.broker_id:
+        return None
+    from ingest_gateway.server.cluster_member import ClusterMember
+
+    if not gw.broker_id.isdigit() or len(gw.broker_id) > 6:
+        raise ConfigError("gateway.broker.id", gw.broker_id, "expected a slot number (0, 1, ...)")
+    url = gw.advertised_listeners or gw.listeners.strip() or f"http://{gw.host}:{gw.port}"
+    return ClusterMember(log_, batcher, int(gw.broker_id), url.rstrip("/"),
+                         on_replaced=on_replaced)
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(settings: conf.Settings, log_: Log, *, metrics: GatewayMetrics,
+                          authorizer: Any = None, quotas: Any = None,
+                          gateway_id: str | None = None, flush_threads: int | None = None,
+                          now_ms: Callable[[], int] | None = None,
+                          on_replaced: Callable[[], None] = lambda: None,
+                          beside: Sequence[Beside] = ()) -> AsyncIterator[Gateway]:
+    """The gateway's services, running until the block ends (on the event loop).
+
+    ``on_replaced`` is called when a newer gateway took this one's slot (it should stop
+    serving); ``beside``: other protocols on the same services, each entered with the
+    gateway once it is built and exited before the batcher closes.
+    """
+    slot = settings.gateway.broker_id
+    batcher = Batcher(log_, settings.gateway, topic_defaults=settings.topic, metrics=metrics,
+                      gateway_id=gateway_id or (f"gw{slot}-{uuid.uuid4().hex[:8]}" if slot
+                                                else None),
+                      flush_threads=flush_threads)
+    metrics.watch_buffer(lambda: batcher.buffered)
+    member = cluster_member(settings, log_, batcher, on_replaced)
+    if member is not None:
+        batcher.cluster = member
+    gateway = Gateway(settings, log_, batcher, metrics, TopicAdmin(log_, batcher, settings.topic),
+                      cluster=member, authorizer=authorizer, quotas=quotas, now_ms=now_ms)
+    if member is not None:
+        await member.start()
+    others = contextlib.AsyncExitStack()  # the protocols beside HTTP (Kafka's)
+    for serve_beside in beside:
+        await others.enter_async_context(serve_beside(gateway))
+    if member is None:
+        aborter = transaction_service.TimeoutAborter(batcher, log_, now_ms).start()
+    else:  # one slot at a time, less often: each round lists the store
+        aborter = transaction_service.TimeoutAborter(
+            batcher, log_, now_ms, interval_s=transaction_service.CLUSTER_ABORT_CHECK_S,
+            should_run=member.owns_transaction_timeouts).start()
+    log.info("gateway %s serving %s", batcher.id, log_.url)
+    try:
+        yield gateway
+    finally:
+        await others.aclose()
+        await aborter.stop()
+        for part in (authorizer, quotas):  # their refresh threads
+            if part is not None and hasattr(part, "close"):
+                part.close()
+        if member is not None:
+            await member.stop()
+        await batcher.close()
+        log.info("gateway %s flushed and stopped", batcher.id)
