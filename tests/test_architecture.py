@@ -76,13 +76,7 @@ GATEWAY_PARTS_APART: dict[str, set[str]] = {
 }
 # Arrows between the parts not removed yet (issue 29): each is a debt with its reason,
 # and the test fails when one is paid (remove it here) or a new one appears.
-GATEWAY_ARROWS_OWED = {
-    # a direct-mode consumer (no gateway) runs a group coordinator in its own process and
-    # reads committed offsets with the coordinator's store format
-    ("ingest_gateway.client.direct", "ingest_gateway.server.groups.store"),
-    ("ingest_gateway.client.direct", "ingest_gateway.server.groups.coordinator"),
-    ("ingest_gateway.client.consumer", "ingest_gateway.server.groups.coordinator"),
-}
+GATEWAY_ARROWS_OWED: set[tuple[str, str]] = set()
 # Loaded by a client process means the server came along.
 SERVER_LIBRARIES = {"starlette", "uvicorn", "pyspark"}
 

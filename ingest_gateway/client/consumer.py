@@ -47,11 +47,11 @@ NotAuthenticated or NotAuthorized, never retried.
 
 Group membership (``subscribe(..., group=)``) needs a coordinator: the
 group's coordinator gateway (``gateway=``, also in direct mode: membership and
-commits go to the gateway, records come from the store), or an in-process
-:class:`~ingest_gateway.server.groups.coordinator.GroupCoordinator` (``coordinator=``; for
-embedding and tests). A direct consumer with neither can only ``assign()``;
-with a ``group_id`` it reads and commits that group's offsets in the store
-itself (last writer wins: see ``client.direct``).
+commits go to the gateway, records come from the store), or a coordinator in this
+process (``coordinator=``, a ``protocol.groups.Coordinator`` such as the server's
+``GroupCoordinator``; for embedding and tests). A direct consumer with neither can
+only ``assign()``; with a ``group_id`` it reads and commits that group's offsets in
+the store itself (last writer wins: see ``client.direct``).
 
 **Records** come out as :class:`Record` tuples ``(topic, partition, offset,
 timestamp, key, value, headers)`` (timestamp in ms, key/value bytes or None,
@@ -96,7 +96,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ingest_gateway.client.cluster import METADATA_MAX_AGE_MS, ClusterRouter
 from ingest_gateway.client.consumer_coordinator import (ConsumerCoordinator, GroupMetadata,
@@ -107,12 +107,9 @@ from ingest_gateway.client.records import Batch, Record, as_tp, records_of
 from ingest_gateway.client.subscription import SubscriptionState
 from ingest_gateway.errors import IllegalState
 from ingest_gateway.protocol.connection_security import ConnectionSecurity
-from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
+from ingest_gateway.protocol.groups import Coordinator, TopicPartition, validate_group_id
 from log_layout import Log, UnknownPartition, open_log
 from log_layout.direct_reader import DirectReader
-
-if TYPE_CHECKING:
-    from ingest_gateway.server.groups.coordinator import GroupCoordinator
 
 Listener = Callable[[list[TopicPartition]], Any]
 
@@ -124,7 +121,7 @@ class Consumer:
     def __init__(self, *, store: str | None = None, storage_options: Mapping[str, Any] | None = None,
                  log: Log | None = None, gateway: str | Sequence[str] | None = None,
                  bootstrap_servers: str | Sequence[str] | None = None,
-                 coordinator: GroupCoordinator | None = None, group_id: str | None = None,
+                 coordinator: Coordinator | None = None, group_id: str | None = None,
                  client_id: str = "sparklog-consumer", auto_offset_reset: str = "latest",
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
                  session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3000,

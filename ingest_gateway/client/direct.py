@@ -1,8 +1,9 @@
 """The consumer's direct mode: group membership without a gateway.
 
 Loaded only by a consumer that reads the store itself (``store=`` / ``log=``) or
-is given an in-process coordinator (``coordinator=``): it brings in the
-coordinator's store functions, which a consumer through a gateway never needs.
+is given an in-process coordinator (``coordinator=``): it brings in the group
+document's offset functions (``protocol.group_offsets``), which a consumer through a
+gateway never needs.
 With a coordinator, membership and commits go to it (:class:`LocalMembership`);
 without one, a ``group_id`` reads and commits that group's offsets in the store
 itself, last writer wins (:class:`StoreOffsets`, ``assign()`` only).
@@ -11,23 +12,22 @@ itself, last writer wins (:class:`StoreOffsets`, ``assign()`` only).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ingest_gateway.protocol.groups import MemberState, TopicPartition, validate_group_id
 from ingest_gateway.errors import IllegalState
-from ingest_gateway.server.groups.store import commit_to_store, committed_from_store
+from ingest_gateway.protocol.group_offsets import commit_to_store, committed_from_store
+from ingest_gateway.protocol.groups import (Coordinator, MemberState, TopicPartition,
+                                            validate_group_id)
 from log_layout import Log
-
-if TYPE_CHECKING:
-    from ingest_gateway.server.groups.coordinator import GroupCoordinator
 
 
 class LocalMembership:
-    """Membership and commits through an in-process GroupCoordinator."""
+    """Membership and commits through a coordinator in this process (``protocol.groups.
+    Coordinator``, e.g. the server's GroupCoordinator)."""
 
     coordinated = True
 
-    def __init__(self, coordinator: GroupCoordinator, group: str):
+    def __init__(self, coordinator: Coordinator, group: str):
         self.coordinator, self.group = coordinator, group
 
     def join(self, topics: Sequence[str], member_id: str | None, **cfg: Any) -> MemberState:
@@ -76,7 +76,7 @@ class StoreOffsets:
         pass
 
 
-def membership(group: str, *, log: Log | None, coordinator: "GroupCoordinator | None",
+def membership(group: str, *, log: Log | None, coordinator: Coordinator | None,
                ) -> "LocalMembership | StoreOffsets":
     """The membership of a direct consumer: through ``coordinator`` if given, else the store."""
     if coordinator is not None:

@@ -9,8 +9,8 @@ shape, and holds no server code, so a client process may load it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from conf.topic import TOPIC_NAME_RE
 from ingest_gateway.errors import InvalidGroupId
@@ -56,3 +56,24 @@ class MemberState:
         return cls(doc["group"], doc["member_id"], doc["generation"], doc["rebalance"],
                    tuple((a["topic"], a["partition"]) for a in doc["assignment"]),
                    doc["assigned"], doc.get("strategy"), doc["heartbeat_interval_ms"])
+
+
+class Coordinator(Protocol):
+    """What a consumer calls on a group coordinator in its own process (``Consumer(
+    coordinator=...)``, for embedding and tests): ``server.groups.coordinator.
+    GroupCoordinator`` is one. The consumer names only this, so the client imports no
+    server code."""
+
+    def join(self, group: str, topics: Iterable[str], *, member_id: str | None = None,
+             **options: Any) -> MemberState: ...
+
+    def heartbeat(self, group: str, member_id: str, generation: int) -> MemberState: ...
+
+    def leave(self, group: str, member_id: str) -> None: ...
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int], *,
+               member_id: str | None = None, generation: int = -1,
+               metadata: str = "") -> None: ...
+
+    def committed(self, group: str, partitions: Iterable[TopicPartition] | None = None,
+                  ) -> dict[TopicPartition, int]: ...

@@ -305,7 +305,7 @@ def _print_offsets(doc: dict, out) -> None:
 
 
 def _run_reset(args, url: Gateways, lg, group: str, out) -> int:
-    from ingest_gateway.server.groups.store import commit_to_store
+    from ingest_gateway.protocol.group_offsets import commit_to_store
     from jobs import group_admin
     from jobs.cli_output import confirm, parse_time_ms, plural, table
 

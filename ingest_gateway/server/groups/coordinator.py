@@ -67,7 +67,8 @@ from ingest_gateway.server.groups import assignors, static
 from ingest_gateway.server.groups.state import (
     DEFAULT_REBALANCE_TIMEOUT_MS, DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS, MAX_TIMEOUT_MS,
     MIN_SESSION_TIMEOUT_MS, Group, GroupDescription, Member, check_client_id)
-from ingest_gateway.server.groups.store import checked_offsets, partition_lags
+from ingest_gateway.protocol.group_offsets import checked_offsets
+from ingest_gateway.server.groups.store import partition_lags
 from ingest_gateway.server.groups.table import Cluster, GroupTable
 from log_layout import Log, wall_clock_ms
 
