@@ -14,7 +14,7 @@ take Kafka's bootstrap list and find leaders and group coordinators through
 with one retry policy. Importing this package loads no server
 code (no Starlette, no uvicorn): only the shared ``ingest_gateway.errors`` besides
 these modules (and ``log_layout``'s partitioner and errors); a consumer's direct mode
-loads the group coordinator's store functions when it is built.
+loads ``protocol.group_offsets`` (a group's offsets in the store) when it is built.
 """
 
 from ingest_gateway.client.batch import BatchHandle, BatchMetadata, RecordMetadata, SendHandle
