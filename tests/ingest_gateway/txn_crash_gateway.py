@@ -31,7 +31,7 @@ import sys
 import threading
 from typing import Any
 
-from jobs.gateway_process import ROOT, GatewayProcess, wait_for
+from jobs.gateway_process import ROOT, START_TIMEOUT_S, GatewayProcess, wait_for
 
 ENV = "TXN_CRASH_AT"
 MODULE = "tests.ingest_gateway.txn_crash_gateway"
@@ -56,7 +56,11 @@ class CrashingGateway(GatewayProcess):
             env[ENV] = self.crash_at
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        wait_for(self._healthy, timeout=30, what=f"gateway on port {self.port}")
+        try:  # as GatewayProcess.start: a failed start leaves no gateway running
+            wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
+        except BaseException:
+            self.kill()
+            raise
         return self
 
     def died(self, timeout: float = 30) -> int:
