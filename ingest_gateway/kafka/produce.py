@@ -38,7 +38,7 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
 from ingest_gateway.errors import InvalidRequiredAcks
-from ingest_gateway.server.batcher import check_acks
+from ingest_gateway.server.codec import check_acks
 from ingest_gateway.server.codec import Parsed
 
 log = logging.getLogger("sparklog.gateway.kafka")

@@ -58,6 +58,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -67,13 +68,12 @@ import pyarrow as pa
 
 from conf.settings import GatewaySettings
 from conf.topic import TopicConfig
-from ingest_gateway.errors import (BadRequest, BufferFull, FlushFailed, InvalidRequiredAcks,
-                                   NotLeader, ShuttingDown)
+from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
 from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
                                            Ticket, write_batch, write_batch_hot, write_now)
-from ingest_gateway.server.codec import Parsed, check_records
+from ingest_gateway.server.codec import Parsed, check_acks, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
 from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
@@ -87,11 +87,6 @@ CommitListener = Callable[[str, int, int], None]
 #: a batch up to this size is written on the event loop itself when the store's commits
 #: are cheap (``Store.cheap_commits``): one-record requests at low load
 INLINE_FLUSH_BYTES = 64 * 1024
-
-def check_acks(acks: int) -> None:
-    """Raises InvalidRequiredAcks unless ``acks`` is 0, 1 or -1 (all), Kafka's values."""
-    if acks not in (0, 1, -1):
-        raise InvalidRequiredAcks(acks)
 
 
 class Batcher:
@@ -126,6 +121,7 @@ class Batcher:
         self.records_in: dict[tuple[str, int], int] = {}
         #: the hot journal partitions are claimed with (gateway.hot.enable; see _hot_journal)
         self.journal: JournalWriter | None = None
+        self._journal_lock = threading.Lock()
 
     # -- hooks -----------------------------------------------------------------
     def add_commit_listener(self, callback: CommitListener) -> None:
@@ -222,13 +218,15 @@ class Batcher:
         return plog, plog.claim(self.id, self._hot_journal())
 
     def _hot_journal(self) -> JournalWriter | None:
-        """The journal to claim with (None: the hot tier is off); a new one after one broke."""
+        """The journal to claim with (None: the hot tier is off); a new one after one broke.
+        Claims run on several flush threads at once: one journal is made, under a lock."""
         s = self.settings
-        if s.hot_enable and (self.journal is None or self.journal.broken is not None):
-            self.journal = JournalWriter.for_store(
-                self.log.journals, self.id, interval_ms=s.hot_flush_interval_ms,
-                max_bytes=s.hot_flush_bytes, uploads_in_flight=s.hot_uploads_in_flight)
-        return self.journal if s.hot_enable else None
+        with self._journal_lock:
+            if s.hot_enable and (self.journal is None or self.journal.broken is not None):
+                self.journal = JournalWriter.for_store(
+                    self.log.journals, self.id, interval_ms=s.hot_flush_interval_ms,
+                    max_bytes=s.hot_flush_bytes, uploads_in_flight=s.hot_uploads_in_flight)
+            return self.journal if s.hot_enable else None
 
     # -- produce ------------------------------------------------------------------
     async def produce(self, topic: str, parsed: Parsed, *, acks: int = -1,

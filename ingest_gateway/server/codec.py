@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.topic import TopicConfig
-from ingest_gateway.errors import MissingKey, UnsupportedContentType
+from ingest_gateway.errors import InvalidRequiredAcks, MissingKey, UnsupportedContentType
 from log_layout import RecordTooLarge
 from log_layout.segment import HEADER_TYPE
 from log_layout.segment_schema import BINARY, HEADERS, INT64, shared_nulls
@@ -183,6 +183,12 @@ def headers_size(h: list[dict[str, Any]]) -> int:
 
 
 # -- checks against the topic's config --------------------------------------------
+def check_acks(acks: int) -> None:
+    """Raises InvalidRequiredAcks unless ``acks`` is 0, 1 or -1 (all), Kafka's values."""
+    if acks not in (0, 1, -1):
+        raise InvalidRequiredAcks(acks)
+
+
 def check_records(topic: str, config: TopicConfig, table: "pa.Table | Rows", *,
                   row_of: Callable[[int], int] = lambda i: i) -> None:
     """Refuse records Kafka would refuse: too large, or keyless on a compacted topic.
