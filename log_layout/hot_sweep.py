@@ -59,8 +59,8 @@ def sweep(log, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> SweepRep
     follow_from: dict[str, int] = {}
     for topic in log.topics():
         for plog in log.partitions(topic):
-            cold = plog.versions.cold_snapshot()
             m = plog.snapshot()
+            cold = plog.versions.cold_snapshot(refresh=False)  # the version m merged
             named.update(s.file for s in m.segments if paths.is_hot_file(s.file))
             named.update(name for name, _ in m.removed if paths.is_hot_file(name))
             j = cold.hot_journal

@@ -132,7 +132,11 @@ def vacuum(v: Versions, *, now_ms: int, delay_ms: int, retained: int,
     files = unreferenced(v, now_ms, retained=retained)
     due = [f for f in files if f.age_ms >= delay_ms or f.reason == "manifest"]
     kept = [f for f in files if f not in due]
-    if dry_run or (not due and not _hot_removed_due(v, now_ms, delay_ms)):
+    # a shared hot object is not this partition's to delete (hot_sweep deletes it once
+    # no partition names it): past the delay it only leaves the removed list
+    hot_gone = {name for name, at in v.snapshot(refresh=False).removed
+                if paths.is_hot_file(name) and now_ms - at >= delay_ms}
+    if dry_run or (not due and not hot_gone):
         return VacuumReport(tuple(due), tuple(kept))
     due.sort(key=lambda f: (f.reason != "manifest", f.name))  # manifests ascending
     old_versions = [f"{v.folder}/{f.name}" for f in due if f.reason == "manifest"]
@@ -149,20 +153,10 @@ def vacuum(v: Versions, *, now_ms: int, delay_ms: int, retained: int,
     else:
         _at_once([(cut_to_version, v, f"{v.folder}/{f.name}") if f.cut else
                   (v.store.delete, [f"{v.folder}/{f.name}"]) for f in rest])
-    gone = {f.name for f in due if f.reason == "superseded"}
-    # a shared hot object is not this partition's to delete (hot_sweep deletes it once
-    # no partition names it): past the delay it only leaves the removed list
-    m = v.snapshot(refresh=False)
-    gone |= {name for name, at in m.removed
-             if paths.is_hot_file(name) and now_ms - at >= delay_ms}
+    gone = {f.name for f in due if f.reason == "superseded"} | hot_gone
     if gone:
         commit.run(v.snapshot, lambda m: _forget_removed(m, gone, now_ms), v.attempt)
     return VacuumReport(tuple(due), tuple(kept))
-
-
-def _hot_removed_due(v: Versions, now_ms: int, delay_ms: int) -> bool:
-    return any(paths.is_hot_file(name) and now_ms - at >= delay_ms
-               for name, at in v.snapshot(refresh=False).removed)
 
 
 def _at_once(calls: list[tuple]) -> None:

@@ -93,6 +93,14 @@ def claim(partition: Partition, leader: str,
     return writer
 
 
+def _result(new: Manifest, rows: int,
+            producer_batches: Sequence[tuple[ProducerBatch, int]]) -> AppendResult:
+    """Where an append of ``rows`` records that made ``new`` landed."""
+    base = new.next_offset - rows
+    return AppendResult(base, new.next_offset - 1, new.version,
+                        tuple((base + r, base + r + b.count - 1) for b, r in producer_batches))
+
+
 def sealing_snapshot(v: Versions, epoch: int | None = None) -> Callable[[], Manifest]:
     """A ``commit.run`` snapshot for a commit that takes a partition from its hot
     writer (a claim, or an append to ``_log`` at the same ``epoch``): the newest
@@ -159,14 +167,8 @@ class PartitionWriter:
         caller skipped its own duplicate check).
         """
         p = self.partition
-        ts = wall_clock_ms() if now_ms is None else now_ms
         config = p.config()
-        table = segment.normalize(records, default_ts_ms=ts, log_append_time=(
-            config.message_timestamp_type == "LogAppendTime"))
-        if table.num_rows == 0:
-            raise InvalidRecords("nothing to append: no records")
-        txn_pid = txn_writes.check_transactional(producer_batches, table.num_rows) \
-            if transactional else None
+        table, ts, txn_pid = self._records(records, now_ms, producer_batches, transactional)
         if self.journal is not None:
             return self._hot_append(table, producer_batches, ts, txn_pid).result()
         v = p.versions
@@ -178,10 +180,7 @@ class PartitionWriter:
             new = commit.run(snapshot,
                              lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
                              seg.attempt, first=first)
-        base = new.next_offset - table.num_rows
-        return AppendResult(base, new.next_offset - 1, new.version,
-                            tuple((base + r, base + r + b.count - 1)
-                                  for b, r in producer_batches))
+        return _result(new, table.num_rows, producer_batches)
 
     def append_async(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
                      producer_batches: Sequence[tuple[ProducerBatch, int]] = (),
@@ -191,6 +190,14 @@ class PartitionWriter:
         writer without a journal."""
         if self.journal is None:
             raise ValueError(f"{self} has no hot journal: use append()")
+        table, ts, txn_pid = self._records(records, now_ms, producer_batches, transactional)
+        return self._hot_append(table, producer_batches, ts, txn_pid)
+
+    def _records(self, records: pa.Table | pa.RecordBatch, now_ms: int | None,
+                 producer_batches: Sequence[tuple[ProducerBatch, int]],
+                 transactional: bool) -> tuple[segment.Records, int, int | None]:
+        """An append's records in the segment schema, its timestamp and transactional
+        producer id (None: not transactional). Raises InvalidRecords."""
         ts = wall_clock_ms() if now_ms is None else now_ms
         table = segment.normalize(records, default_ts_ms=ts, log_append_time=(
             self.partition.config().message_timestamp_type == "LogAppendTime"))
@@ -198,7 +205,7 @@ class PartitionWriter:
             raise InvalidRecords("nothing to append: no records")
         txn_pid = txn_writes.check_transactional(producer_batches, table.num_rows) \
             if transactional else None
-        return self._hot_append(table, producer_batches, ts, txn_pid)
+        return table, ts, txn_pid
 
     def _hot_append(self, table: segment.Records,
                     producer_batches: Sequence[tuple[ProducerBatch, int]], ts: int,
@@ -214,11 +221,7 @@ class PartitionWriter:
             if exc is not None:
                 done.set_exception(exc)
                 return
-            new = fut.result()
-            base = new.next_offset - rows
-            done.set_result(AppendResult(base, new.next_offset - 1, new.version,
-                                         tuple((base + r, base + r + b.count - 1)
-                                               for b, r in producer_batches)))
+            done.set_result(_result(fut.result(), rows, producer_batches))
 
         self.journal.submit(pending).add_done_callback(resolved)
         return done
