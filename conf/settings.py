@@ -62,6 +62,9 @@ class GatewaySettings:
     consumer_instance_timeout_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    group_consumer_assignors: str
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_session_timeout_ms: int
     broker_id: str
     advertised_listeners: str
     access_log: bool
@@ -233,6 +236,15 @@ def load(overrides: Mapping[str, Any] | None = None, *,
     if gateway.hot_uploads_in_flight < 1:
         raise ConfigError("gateway.hot.uploads.in.flight", gateway.hot_uploads_in_flight,
                           "must be at least 1")
+    bad = [a for a in gateway.group_consumer_assignors.split(",") if a.strip() not in
+           ("uniform", "range")] or not gateway.group_consumer_assignors.strip()
+    if bad:
+        raise ConfigError("gateway.group.consumer.assignors", gateway.group_consumer_assignors,
+                          "must list assignors among uniform, range")
+    for key in ("group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"):
+        if getattr(gateway, key.replace(".", "_")) < 1:
+            raise ConfigError(f"gateway.{key}", getattr(gateway, key.replace(".", "_")),
+                              "must be at least 1 ms")
     if gateway.hot_flush_bytes < 1:
         raise ConfigError("gateway.hot.flush.bytes", gateway.hot_flush_bytes,
                           "must be at least 1")

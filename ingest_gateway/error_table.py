@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from conf.errors import ConfigError, SparklogError
 from conf.topic import InvalidTopicName
 from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatch, FencedInstanceId,
+                                   FencedMemberEpoch, StaleMemberEpoch, UnsupportedAssignor,
                                    FlushFailed, GroupFieldTooLong, IllegalGeneration,
                                    InconsistentGroupProtocol, InvalidCommitOffset, InvalidGroupId,
                                    InvalidKey, InvalidPartitions, InvalidRequiredAcks,
@@ -101,6 +102,10 @@ TABLE: MappingProxyType[type[BaseException], Answer] = MappingProxyType({
     UnknownGroup: _a(404, 40404, E.group_id_not_found),
     IllegalGeneration: _a(409, 40911, E.illegal_generation),
     RebalanceInProgress: _a(409, 40912, E.rebalance_in_progress),
+    # KIP-848 members (the Kafka protocol only): conflicts with the coordinator's state
+    FencedMemberEpoch: _a(409, 40917, E.fenced_member_epoch),
+    StaleMemberEpoch: _a(409, 40918, E.stale_member_epoch),
+    UnsupportedAssignor: _a(400, 40015, E.unsupported_assignor),
     # a commit for a partition the member does not own in this generation: it missed a
     # rebalance, and ILLEGAL_GENERATION makes every Kafka client rejoin
     PartitionNotAssigned: _a(409, 40913, E.illegal_generation),

@@ -290,6 +290,40 @@ class IllegalGeneration(GroupError):
                          f"{generation}, but the group is at generation {current}")
 
 
+class FencedMemberEpoch(GroupError):
+    """A KIP-848 member whose epoch is not the one the coordinator holds for it (it
+    missed an answer or was removed): it must give up its partitions and rejoin."""
+
+    code = "fenced_member_epoch"
+
+    def __init__(self, group: str, member_id: object, epoch: int, current: int):
+        self.group, self.member_id, self.epoch, self.current = group, member_id, epoch, current
+        super().__init__(f"member {member_id!r} of consumer group {group!r} sent member epoch "
+                         f"{epoch}, but the coordinator holds epoch {current} for it: rejoin")
+
+
+class StaleMemberEpoch(GroupError):
+    """A KIP-848 member's commit carrying another epoch than its current one."""
+
+    code = "stale_member_epoch"
+
+    def __init__(self, group: str, member_id: object, epoch: int, current: int):
+        self.group, self.member_id, self.epoch, self.current = group, member_id, epoch, current
+        super().__init__(f"member {member_id!r} of consumer group {group!r} committed with "
+                         f"member epoch {epoch}, but its epoch is {current}")
+
+
+class UnsupportedAssignor(GroupError, ValueError):
+    """A KIP-848 member asked for a server assignor the gateway does not offer."""
+
+    code = "unsupported_assignor"
+
+    def __init__(self, group: str, assignor: object, offered: tuple[str, ...]):
+        self.group, self.assignor, self.offered = group, assignor, offered
+        super().__init__(f"server assignor {assignor!r} asked for in consumer group {group!r} "
+                         f"is not one of group.consumer.assignors {', '.join(offered)}")
+
+
 class RebalanceInProgress(GroupError):
     """The group is rebalancing: rejoin before fetching or committing more."""
 
