@@ -80,6 +80,7 @@ class GatewaySettings:
     kafka_queued_max_request_bytes: int
     kafka_connection_queued_max_request_bytes: int
     kafka_tail_cache_bytes: int
+    kafka_max_incremental_fetch_session_cache_slots: int
     hot_enable: bool
     hot_flush_interval_ms: int
     hot_flush_bytes: int
@@ -248,6 +249,10 @@ def load(overrides: Mapping[str, Any] | None = None, *,
     if gateway.hot_flush_bytes < 1:
         raise ConfigError("gateway.hot.flush.bytes", gateway.hot_flush_bytes,
                           "must be at least 1")
+    if gateway.kafka_max_incremental_fetch_session_cache_slots < 0:
+        raise ConfigError("gateway.kafka.max.incremental.fetch.session.cache.slots",
+                          gateway.kafka_max_incremental_fetch_session_cache_slots,
+                          "must be at least 0")
     for key in ("kafka.queued.max.request.bytes", "kafka.connection.queued.max.request.bytes"):
         value = getattr(gateway, key.replace(".", "_"))
         if value < gateway.socket_request_max_bytes:
