@@ -77,6 +77,7 @@ class GatewaySettings:
     kafka_advertised_listeners: str
     socket_request_max_bytes: int
     kafka_connections_max_idle_ms: int
+    kafka_connections_max_reauth_ms: int
     kafka_queued_max_request_bytes: int
     kafka_connection_queued_max_request_bytes: int
     kafka_tail_cache_bytes: int
@@ -246,6 +247,9 @@ def load(overrides: Mapping[str, Any] | None = None, *,
         if getattr(gateway, key.replace(".", "_")) < 1:
             raise ConfigError(f"gateway.{key}", getattr(gateway, key.replace(".", "_")),
                               "must be at least 1 ms")
+    if gateway.kafka_connections_max_reauth_ms < 0:
+        raise ConfigError("gateway.kafka.connections.max.reauth.ms",
+                          gateway.kafka_connections_max_reauth_ms, "must be at least 0 (0: off)")
     if gateway.hot_flush_bytes < 1:
         raise ConfigError("gateway.hot.flush.bytes", gateway.hot_flush_bytes,
                           "must be at least 1")
