@@ -31,6 +31,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.fetch_sessions import FetchSessionCache
 from ingest_gateway.kafka.join_waiters import JoinWaiters
 from ingest_gateway.kafka.tail_cache import TailCache
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
@@ -46,8 +47,8 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 class Broker:
     """One gateway's Kafka side: the gateway's services (``server.gateway.Gateway``,
     shared with the HTTP routes), its node id, the address clients are told to use, and
-    what only the Kafka listener keeps (the tail cache, topic-id names, JoinGroup
-    waiters, the slots' registrations)."""
+    what only the Kafka listener keeps (the tail cache, fetch sessions, topic-id
+    names, JoinGroup waiters, the slots' registrations)."""
 
     def __init__(self, gateway: Gateway, host: str, port: int):
         self.gateway = gateway
@@ -65,6 +66,10 @@ class Broker:
         #: recent committed batches as produced, for Fetch (None: kafka.tail.cache.bytes 0)
         self.tail_cache: TailCache | None = \
             TailCache(size, gateway.metrics.registry) if size > 0 else None
+        #: the Kafka clients' fetch sessions (KIP-227), at most
+        #: gateway.kafka.max.incremental.fetch.session.cache.slots
+        self.fetch_sessions = FetchSessionCache(
+            self.settings.gateway.kafka_max_incremental_fetch_session_cache_slots)
         #: topic id -> name as last found by a Fetch by id (checked again on every use)
         self.topic_names: dict[uuid.UUID, str] = {}
         #: the slots' registrations as admin_brokers last read them (None: not yet)

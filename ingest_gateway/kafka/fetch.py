@@ -23,8 +23,9 @@ A fetch offset outside ``[log start, high watermark]`` answers
 ``OFFSET_OUT_OF_RANGE`` for that partition; under the broker application a
 partition this gateway does not lead answers ``NOT_LEADER_OR_FOLLOWER`` (clients
 refresh their metadata). ``isolation_level`` 1 (read_committed) reads to the last
-stable offset. Fetch sessions (KIP-227) are not kept: the answer's session id 0
-tells clients to send full fetches.
+stable offset. Fetch sessions (KIP-227, ``fetch_sessions``): from v7 a full fetch
+may open a session, after which the client sends only the partitions whose position
+changed and is answered only those with records, an error or new watermarks.
 
 **Topic ids** (KIP-516): from v13 a Fetch names topics by id and is answered by id.
 A topic's id is drawn when it is created and kept in its store metadata (stable across
@@ -41,6 +42,7 @@ not offered (ListOffsets stops at v7).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -48,7 +50,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_gateway.kafka import codes, records
+from ingest_gateway.kafka import codes, fetch_sessions, records, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
 from ingest_gateway.kafka.wire import Header, error, make, response_module
@@ -67,7 +69,7 @@ def _isolation(level: int) -> str | None:
     return "read_committed" if level == 1 else None
 
 
-def _check(broker: Broker, topic: str, partition: int) -> None:
+def check_partition(broker: Broker, topic: str, partition: int) -> None:
     """Raises UnknownTopic, UnknownPartition, NotLeader (store reads: run off the loop)."""
     from log_layout import UnknownPartition
 
@@ -83,7 +85,7 @@ def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int]
     bad = {}
     for tp in tps:
         try:
-            _check(broker, *tp)
+            check_partition(broker, *tp)
         except Exception as e:  # noqa: BLE001 - a per-partition error code
             bad[tp] = codes.code_of(e)
     return bad
@@ -113,23 +115,89 @@ def _id_of(broker: Broker, name: str) -> uuid.UUID | None:
     return None if tid == NO_TOPIC_ID else tid
 
 
-async def _asked(broker: Broker, head: Header, req: Any
+def _keys(head: Header, req: Any) -> tuple[dict, list]:
+    """The request's partitions (key -> (fetch offset, partition max bytes), in order)
+    and its forgotten ones; a key is (topic name, or its id from v13, partition)."""
+    ids = head.api_version >= 13
+    asked = {(t.topic_id if ids else t.topic, p.partition):
+             (p.fetch_offset, p.partition_max_bytes) for t in req.topics for p in t.partitions}
+    forgotten = [(t.topic_id if ids else t.topic, p)
+                 for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions]
+    return asked, forgotten
+
+
+async def _asked(broker: Broker, head: Header, wanted: dict
                  ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], dict]:
-    """(topic, partition, fetch offset) asked for; from v13 also each topic's id by name
-    and UNKNOWN_TOPIC_ID for the partitions of ids no topic has (named ``?<id>``, which
-    is no topic's name)."""
+    """(topic, partition, fetch offset) of ``wanted`` (``_keys``); from v13 also each
+    topic's id by name and UNKNOWN_TOPIC_ID for the partitions of ids no topic has
+    (named ``?<id>``, which is no topic's name)."""
     if head.api_version < 13:
-        return [(t.topic, p.partition, p.fetch_offset) for t in req.topics
-                for p in t.partitions], {}, {}
-    found = await broker.hub().run(_names, broker, {t.topic_id for t in req.topics})
-    ids = {found.get(t.topic_id, f"?{t.topic_id}"): t.topic_id for t in req.topics}
-    asked = [(found.get(t.topic_id, f"?{t.topic_id}"), p.partition, p.fetch_offset)
-             for t in req.topics for p in t.partitions]
+        return [(t, p, off) for (t, p), (off, _) in wanted.items()], {}, {}
+    found = await broker.hub().run(_names, broker, {t for t, _ in wanted})
+    ids = {found.get(t, f"?{t}"): t for t, _ in wanted}
+    asked = [(found.get(t, f"?{t}"), p, off) for (t, p), (off, _) in wanted.items()]
     return asked, ids, {(t, p): codes.UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}
 
 
 async def fetch(broker: Broker, head: Header, req: Any) -> Any:
-    asked, ids, unknown = await _asked(broker, head, req)
+    """A Fetch, within its fetch session (``fetch_sessions``) from v7."""
+    mod = response_module(1, head.api_version)
+    sessions = broker.fetch_sessions
+    keys, forgotten = _keys(head, req)
+    ctx = sessions.context(head.api_version, getattr(req, "session_id", 0),
+                           getattr(req, "session_epoch", -1), keys, forgotten)
+    if ctx.error:
+        return _session_error(mod, ctx.error, 0)
+    asked, ids, parts = await _read(broker, head, req, ctx.fetch)
+    if ctx.incremental:
+        if not sessions.current(ctx):  # raced by a request of the same epoch
+            return _session_error(mod, fetch_sessions.INVALID_FETCH_SESSION_EPOCH, ctx.session.id)
+        keep = ctx.session.answered({
+            key: (bool(d.records), int(d.error_code), d.high_watermark, d.log_start_offset)
+            for key, d in zip(ctx.fetch, parts)})
+        chosen = [(a, d) for key, a, d in zip(ctx.fetch, asked, parts) if key in keep]
+        session_id = ctx.session.id
+    else:
+        chosen = list(zip(asked, parts))
+        session_id = sessions.create(head.api_version >= 13, {
+            key: (*ctx.fetch[key], d.high_watermark, d.log_start_offset)
+            for key, d in zip(ctx.fetch, parts)}) if ctx.may_create else 0
+    topics: dict[str, list[Any]] = {}
+    for (t, _p, _off), d in chosen:
+        topics.setdefault(t, []).append(d)
+    responses = tuple(make(mod.FetchableTopicResponse, topic=t, topic_id=ids.get(t),
+                           partitions=tuple(ps))
+                      for t, ps in topics.items())
+    return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(codes.NONE),
+                session_id=session_id, responses=responses)
+
+
+def _session_error(mod: Any, code: int, session_id: int) -> Any:
+    return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(code),
+                session_id=session_id, responses=())
+
+
+def throttled(broker: Broker, req: Any, body: Any) -> Any:
+    """The answer to a Fetch whose ``body`` is withheld for its client's quota (Kafka's
+    ``getThrottledResponse``): no partitions; an incremental session's answer keeps its
+    session id (what it would have told is told next time), a new session made by a
+    full fetch is closed again (Kafka makes none for a throttled full fetch)."""
+    sessions, session_id = broker.fetch_sessions, body.session_id
+    if session_id:
+        session = sessions.sessions.get(session_id)
+        if getattr(req, "session_epoch", -1) == fetch_sessions.INITIAL_EPOCH:
+            sessions.sessions.pop(session_id, None)
+            session_id = 0
+        elif session is not None:
+            session.undo(session.epoch)
+    return dataclasses.replace(body, session_id=session_id, responses=())
+
+
+async def _read(broker: Broker, head: Header, req: Any, wanted: dict
+                ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], list[Any]]:
+    """(topic, partition, fetch offset) of each partition of ``wanted`` (``_keys``), the
+    topic ids by name (v13+) and each partition's PartitionData, in ``wanted``'s order."""
+    asked, ids, unknown = await _asked(broker, head, wanted)
     hub = broker.hub()
     denied = _denied(broker, "Read", [(t, p) for t, p, _ in asked])  # Kafka's ACL for Fetch
     bad = await hub.run(_checked, broker, [(t, p) for t, p, _ in asked if (t, p) not in denied])
@@ -138,15 +206,19 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
     positions = {(t, p): off for t, p, off in asked if (t, p) not in bad}
     got, errors = [], {}
     level = _isolation(getattr(req, "isolation_level", 0))
-    cached, cached_marks = await _from_cache(broker, positions, req, level)
+    share = max((mb for _, mb in wanted.values()), default=1)
+    # a quota bounds an answer (Kafka's): one larger would be withheld every time
+    cap = throttle.fetch_max_bytes(broker.gateway.quotas, sec.CURRENT.get().principal)
+    max_bytes = max(1, req.max_bytes if cap is None else min(req.max_bytes, cap))
+    cached, cached_marks = await _from_cache(broker, positions, max_bytes, level, share)
     rest = {tp: off for tp, off in positions.items() if tp not in cached}
     if rest:
         try:
             got, errors = await hub.fetch(
-                rest, max_records=MAX_FETCH_RECORDS, max_bytes=max(1, req.max_bytes),
+                rest, max_records=MAX_FETCH_RECORDS, max_bytes=max_bytes,
                 wait_ms=0 if cached else max(0, int(req.max_wait.total_seconds() * 1000)),
-                min_bytes=req.min_bytes, isolation_level=level,
-                partition_max_bytes=_partition_max_bytes(req))
+                min_bytes=min(req.min_bytes, max_bytes), isolation_level=level,
+                partition_max_bytes=max(1, share))
         except Exception as e:  # noqa: BLE001 - a store failure: every partition's error
             log.warning("Kafka fetch failed: %s", e)
             bad.update(dict.fromkeys(rest, codes.code_of(e)))
@@ -157,7 +229,7 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
     data.update(cached)
     marks.update(cached_marks)
     mod = response_module(1, head.api_version)
-    topics: dict[str, list[Any]] = {}
+    parts = []
     for t, p, _off in asked:
         tp = (t, p)
         code, start, lso, hwm = codes.NONE, -1, -1, -1
@@ -168,19 +240,15 @@ async def fetch(broker: Broker, head: Header, req: Any) -> Any:
             code, start, hwm = codes.OFFSET_OUT_OF_RANGE, e.log_start, e.log_end
         else:
             start, lso, hwm, _epochs = marks[tp]
-        topics.setdefault(t, []).append(make(
+        parts.append(make(
             mod.PartitionData, partition_index=p, error_code=error(code), high_watermark=hwm,
             last_stable_offset=lso, log_start_offset=start, aborted_transactions=(),
             preferred_read_replica=-1, records=b"".join(data.get(tp, ()))))
-    responses = tuple(make(mod.FetchableTopicResponse, topic=t, topic_id=ids.get(t),
-                           partitions=tuple(ps))
-                      for t, ps in topics.items())
-    return make(mod.FetchResponse, throttle_time=ZERO, error_code=error(codes.NONE),
-                session_id=0, responses=responses)
+    return asked, ids, parts
 
 
-async def _from_cache(broker: Broker, positions: dict, req: Any, level: str | None
-                      ) -> tuple[dict, dict]:
+async def _from_cache(broker: Broker, positions: dict, max_bytes: int, level: str | None,
+                      share: int) -> tuple[dict, dict]:
     """The partitions the tail cache answers wholly from their fetch offset (see
     ``tail_cache``): their batches and their watermarks. Misses: the segments'."""
     cache = broker.tail_cache
@@ -193,7 +261,7 @@ async def _from_cache(broker: Broker, positions: dict, req: Any, level: str | No
         return {}, {}
     leading = broker.batcher.leading()
     data, marks = {}, {}
-    share, budget = _partition_max_bytes(req), max(1, req.max_bytes)
+    share, budget = max(1, share), max_bytes
     for tp, offset in positions.items():
         config, m = topics[tp[0]], snaps[tp]
         got = None if config.config.message_timestamp_type != "CreateTime" else cache.take(
@@ -214,12 +282,6 @@ def _cache_codec(wanted: str) -> str:
 
 def _snapshots(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
     return {tp: broker.log.partition(*tp).snapshot() for tp in tps}
-
-
-def _partition_max_bytes(req: Any) -> int:
-    """The request's per-partition byte limit (the largest asked: clients ask one)."""
-    return max(1, max((p.partition_max_bytes for t in req.topics for p in t.partitions),
-                      default=1))
 
 
 def _codec(broker: Broker, topic: str) -> str:
@@ -310,7 +372,7 @@ def _offsets(broker: Broker, asked: list[tuple[str, int, int]],
     out = []
     for topic, partition, ts in asked:
         try:
-            _check(broker, topic, partition)
+            check_partition(broker, topic, partition)
             plog = broker.log.partition(topic, partition)
             m = plog.snapshot()
             if ts == EARLIEST:

@@ -48,8 +48,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ingest_gateway.kafka import broker as admin
-from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_records, codes, fetch,
-                                  groups, txn, txn_produce)
+from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
+                                  admin_records, admin_transactions, codes, fetch, groups,
+                                  txn, txn_produce)
 from ingest_gateway.kafka import acl_gate, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
@@ -76,6 +77,7 @@ def _handlers() -> dict[int, Any]:
             API_CREATE_TOPICS: admin.create_topics, API_DELETE_TOPICS: admin.delete_topics,
             API_PRODUCE: txn_produce.produce, API_FETCH: fetch.fetch,
             API_LIST_OFFSETS: fetch.list_offsets,
+            **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
             **admin_configs.HANDLERS, **admin_records.HANDLERS}
     return {**table, **admin_brokers.handlers(table)}
 
@@ -103,7 +105,8 @@ class KafkaListener:
         #: what ApiVersions offers and requests may use: ours and the group APIs'
         self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
                         **admin_configs.OFFERED, **admin_records.OFFERED,
-                        **admin_brokers.OFFERED,
+                        **admin_brokers.OFFERED, **admin_partitions.OFFERED,
+                        **admin_transactions.OFFERED,
                         **(sec.SASL_OFFERED if security.login is not None else {})}
         broker.offered = self.offered
         #: the HTTP side's byte-rate quotas (None: off), shared by both protocols
@@ -271,6 +274,9 @@ class KafkaListener:
         mute_ms = throttle.record(self.quotas, who.principal, head, len(frame),
                                   len(data) if data is not None else 0)
         if mute_ms and body is not None:
+            if head.api_key == API_FETCH:  # withheld, as Kafka: its bytes taken back off
+                body = fetch.throttled(self.broker, req, body)
+                throttle.withheld(self.quotas, who.principal, head, len(data))
             data = encode_response(head, throttle.stamped(body, mute_ms))
         return data, mute_ms, mute_ms > 0 and throttle.holds_answer(head)
 

@@ -19,12 +19,13 @@ The sensor gives the throttle time (Kafka's ``O * W / (W + X) = T``), and then:
   goes at once; older versions' answers are held back for the throttle time (Kafka's
   behaviour before KIP-219).
 
-One difference from Kafka's broker: a throttled Fetch still carries its records
-(Kafka answers it empty and takes its bytes back off the sensor). A Fetch answer is
-bounded by the client's ``max_bytes`` and ``partition_max_bytes``, which can exceed the
-quota times the window, and an empty answer would then be given to every retry: the
-consumer would never advance. Served, it is still paced: its bytes throttle the
-next.
+A throttled Fetch is answered as Kafka's broker answers it: without its records (and
+within a fetch session, without partitions: ``fetch.throttled``), and the bytes it would
+have sent are taken back off the sensor (:func:`withheld`, Kafka's
+``unrecordQuotaSensor``): the client asks again once its throttle time is over and is
+then served. An answer larger than the quota allows over the whole window would be
+withheld every time, so, as Kafka, a Fetch's ``max_bytes`` is cut to what the quota
+allows over the window (:func:`fetch_max_bytes`).
 """
 
 from __future__ import annotations
@@ -83,3 +84,24 @@ def stamped(body: Any, throttle_ms: int) -> Any:
 def holds_answer(head: Header) -> bool:
     """Whether a throttled answer is held back (a client too old to throttle itself)."""
     return head.api_version < CLIENT_THROTTLES_FROM.get(head.api_key, 0)
+
+
+def withheld(quotas: Any, principal: str, head: Header, answer_bytes: int) -> None:
+    """Take a Fetch answer's bytes back off ``principal``'s sensor: the answer was
+    withheld for its throttle (Kafka's ``unrecordQuotaSensor``). Nothing for other APIs
+    or with ``quotas`` None."""
+    if quotas is not None and KINDS.get(head.api_key) == "fetch":
+        quotas.record(principal, "fetch", -answer_bytes, time.monotonic())
+
+
+def fetch_max_bytes(quotas: Any, principal: str) -> int | None:
+    """The most one Fetch answer of ``principal`` may carry under its
+    ``consumer_byte_rate`` (Kafka's ``getMaxValueInQuotaWindow``: the quota times
+    ``quota.window.num - 1`` windows), so that an answer alone never exceeds the quota
+    and is withheld every time; None when no quota applies."""
+    if quotas is None:
+        return None
+    bound = quotas.quotas.quota(principal, "consumer_byte_rate")
+    if bound is None:
+        return None
+    return max(1, int(bound * (quotas.window_num - 1) * quotas.window_size_ms / 1000))

@@ -1,0 +1,206 @@
+"""ListTransactions, DescribeTransactions and DescribeProducers over the Kafka protocol:
+what ``kafka-transactions.sh list``, ``describe``, ``describe-producers`` and
+``find-hanging`` send.
+
+Read only, from the one place the state lives: the transaction log
+(``log_layout.transactions``: ``describe`` and ``list_transactions``, which REST v3
+``GET /v3/transactions`` and ``sparklog transactions`` read too) and each partition's
+manifest (``log_layout.txn_admin.describe_producers``, ``sparklog transactions
+producers``'s). Every read runs off the event loop.
+
+**ListTransactions** (v0-v2) answers every transactional id with its producer id and
+state (Kafka's state names: the log keeps them), filtered as Kafka's
+``TransactionStateManager.listTransactionStates``: by state (a name Kafka does not know
+is returned in ``unknown_state_filters`` and matches nothing), by producer id, by
+duration (v1, KIP-994: transactions started more than ``duration_filter`` ms ago) and
+by a regular expression the whole id must match (v2, KIP-1152; one that does not
+compile answers ``INVALID_REGULAR_EXPRESSION``). Ids the principal may not Describe
+are left out (Kafka's ACL).
+
+**DescribeTransactions** answers each id's state, timeout, start time, producer id and
+epoch and the partitions of its transaction (those of topics the principal may
+Describe); an id never used answers ``TRANSACTIONAL_ID_NOT_FOUND``, one the principal
+may not Describe ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``.
+
+**DescribeProducers** answers, per partition, the producers its manifest keeps state
+for: epoch, last sequence, the time of its newest batch kept (the largest record
+timestamp of the segment holding it; -1 when none is kept) and the first offset of
+its open transaction (-1: none). ``coordinator_epoch`` is -1: the transaction log has
+no coordinator epochs (the store's exclusive versions order its changes). Under the
+broker application a partition this gateway does not lead answers
+``NOT_LEADER_OR_FOLLOWER``, as Kafka (the admin client then asks the leader). ACL: Read
+on the topic (else ``TOPIC_AUTHORIZATION_FAILED`` for its partitions).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import re
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+from log_layout import transactions
+from log_layout.commit import wall_clock_ms
+from log_layout.txn_admin import describe_producers as _producers
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+API_DESCRIBE_PRODUCERS, API_DESCRIBE_TRANSACTIONS, API_LIST_TRANSACTIONS = 61, 65, 66
+#: Kafka 4.0's version floors up to the newest kio reads
+OFFERED: dict[int, tuple[int, int]] = {
+    API_DESCRIBE_PRODUCERS: (0, 0),
+    API_DESCRIBE_TRANSACTIONS: (0, 0),
+    API_LIST_TRANSACTIONS: (0, 2),
+}
+#: Kafka's TransactionState names (``Dead`` is never listed; ``PrepareEpochFence`` is
+#: never held in the log: an epoch fence is one version there)
+STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                    "CompleteAbort", "Dead", "PrepareEpochFence"})
+TRANSACTIONAL_ID_NOT_FOUND = ErrorCode.transactional_id_not_found
+INVALID_REGULAR_EXPRESSION = ErrorCode.invalid_regular_expression
+
+
+def _code(e: Exception, what: str) -> int:
+    code = codes.code_of(e)
+    if code == codes.UNKNOWN_SERVER_ERROR:
+        log.warning("%s failed: %s", what, e)
+    return code
+
+
+async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_LIST_TRANSACTIONS, head.api_version)
+    unknown = tuple(s for s in req.state_filters if s not in STATES)
+    pattern = getattr(req, "transactional_id_pattern", None)
+    code, states = codes.NONE, []
+    try:
+        matcher = re.compile(pattern).fullmatch if pattern else None
+    except (re.error, RecursionError, OverflowError):
+        code, matcher = INVALID_REGULAR_EXPRESSION, None
+    if code == codes.NONE:
+        try:
+            docs = await broker.batcher.run_blocking(_listed, broker.log, matcher)
+        except Exception as e:  # noqa: BLE001 - the answer's error code
+            code, docs = _code(e, "ListTransactions"), []
+        wanted_states = set(req.state_filters)
+        pids = set(req.producer_id_filters)
+        duration = getattr(req, "duration_filter", -1)
+        now = wall_clock_ms()
+        for tid, doc in docs:
+            if doc["state"] == "Dead" or (pids and doc["producer_id"] not in pids):
+                continue
+            if wanted_states and doc["state"] not in wanted_states:
+                continue
+            if duration >= 0 and now - doc.get("started_ms", -1) <= duration:
+                continue
+            if not sec.allowed(broker, "Describe", "TransactionalId", tid):
+                continue
+            states.append(make(mod.TransactionState, transactional_id=tid,
+                               producer_id=doc["producer_id"],
+                               transaction_state=doc["state"]))
+    return make(mod.ListTransactionsResponse, throttle_time=ZERO, error_code=error(code),
+                unknown_state_filters=unknown, transaction_states=tuple(states))
+
+
+def _listed(lg: Any, matcher: Any) -> list[tuple[str, dict]]:
+    """Blocking: (transactional id, its document) of every id (whose whole name
+    ``matcher`` matches, when given)."""
+    out = []
+    for tid in transactions.list_transactions(lg):
+        if matcher is not None and matcher(tid) is None:
+            continue
+        doc = transactions.describe(lg, tid)
+        if doc:
+            out.append((tid, doc))
+    return out
+
+
+async def describe_transactions(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_DESCRIBE_TRANSACTIONS, head.api_version)
+    out = []
+    for tid in req.transactional_ids:
+        code, doc = codes.NONE, None
+        if not sec.allowed(broker, "Describe", "TransactionalId", tid):
+            code = sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            try:
+                doc = await broker.batcher.run_blocking(transactions.describe, broker.log, tid)
+                if doc is None:
+                    code = TRANSACTIONAL_ID_NOT_FOUND
+            except Exception as e:  # noqa: BLE001 - a per-id error code
+                code = _code(e, "DescribeTransactions")
+        out.append(_state(broker, mod, tid, code, doc or {}))
+    return make(mod.DescribeTransactionsResponse, throttle_time=ZERO,
+                transaction_states=tuple(out))
+
+
+def _state(broker: Broker, mod: Any, tid: str, code: int, doc: dict) -> Any:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in doc.get("partitions", ()):
+        by_topic.setdefault(topic, []).append(partition)
+    topics = tuple(make(mod.TopicData, topic=t, partitions=tuple(sorted(ps)))
+                   for t, ps in sorted(by_topic.items())
+                   if sec.allowed(broker, "Describe", "Topic", t))
+    started = doc.get("started_ms", -1)
+    return make(mod.TransactionState, error_code=error(code), transactional_id=tid,
+                transaction_state=doc.get("state", ""),
+                transaction_timeout=datetime.timedelta(milliseconds=doc.get("timeout_ms", 0)),
+                transaction_start_time=datetime.datetime.fromtimestamp(
+                    started / 1000, datetime.timezone.utc),
+                producer_id=doc.get("producer_id", -1), producer_epoch=doc.get("epoch", -1),
+                topics=topics)
+
+
+async def describe_producers(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_DESCRIBE_PRODUCERS, head.api_version)
+    topics = []
+    for t in req.topics:
+        denied = sec.refused(broker, "Read", "Topic", t.name)
+        parts = []
+        for p in t.partition_indexes:
+            code, message, found = denied, None, []
+            if not denied:
+                try:
+                    found = await broker.batcher.run_blocking(_states, broker, t.name, p)
+                except Exception as e:  # noqa: BLE001 - a per-partition error code
+                    code, message = _code(e, "DescribeProducers"), str(e)
+            parts.append(make(mod.PartitionResponse, partition_index=p, error_code=error(code),
+                              error_message=message, active_producers=tuple(
+                                  make(mod.ProducerState, producer_id=s.producer_id,
+                                       producer_epoch=s.epoch, last_sequence=s.last_sequence,
+                                       last_timestamp=ts, coordinator_epoch=-1,
+                                       current_txn_start_offset=s.current_txn_start_offset)
+                                  for s, ts in found)))
+        topics.append(make(mod.TopicResponse, name=t.name, partitions=tuple(parts)))
+    return make(mod.DescribeProducersResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+def _states(broker: Broker, topic: str, partition: int) -> list[tuple[Any, int]]:
+    """Blocking: (``txn_admin.ProducerState``, last timestamp ms or -1) of each producer
+    of the partition. Raises UnknownTopic, UnknownPartition, NotLeader."""
+    from ingest_gateway.kafka.fetch import check_partition
+
+    check_partition(broker, topic, partition)
+    m = broker.log.partition(topic, partition).snapshot()
+    return [(s, _last_timestamp(m, s.last_offset))
+            for s in _producers(broker.log, topic, partition)]
+
+
+def _last_timestamp(m: Any, offset: int) -> int:
+    """The largest record timestamp (ms) of the segment holding ``offset`` (-1: none)."""
+    if offset < 0:
+        return -1
+    for s in m.segments:
+        if s.base_offset <= offset <= s.last_offset:
+            return s.max_ts
+    return -1
+
+
+HANDLERS = {API_LIST_TRANSACTIONS: list_transactions,
+            API_DESCRIBE_TRANSACTIONS: describe_transactions,
+            API_DESCRIBE_PRODUCERS: describe_producers}
