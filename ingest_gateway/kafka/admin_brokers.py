@@ -43,10 +43,40 @@ from log_layout.brokers import BrokerRegistry, GatewayInfo, tp_key
 
 API_FIND_COORDINATOR, API_DESCRIBE_CLUSTER = 10, 60
 #: Kafka 4.0's version floors up to what current clients use
-OFFERED: dict[int, tuple[int, int]] = {API_DESCRIBE_CLUSTER: (0, 1)}
+OFFERED: dict[int, tuple[int, int]] = {API_DESCRIBE_CLUSTER: (0, 2)}
 #: how long the slots' registrations read are reused (a heartbeat is 1 s)
 DIRECTORY_TTL_S = 1.0
 NO_AUTHORIZED_OPERATIONS = -2147483648
+#: Kafka's AclOperation codes of the operations each resource type supports
+#: (``AclEntry.supportedOperations``), the bits of an authorized-operations field
+OPERATION_CODES = {"Read": 3, "Write": 4, "Create": 5, "Delete": 6, "Alter": 7, "Describe": 8,
+                   "ClusterAction": 9, "DescribeConfigs": 10, "AlterConfigs": 11,
+                   "IdempotentWrite": 12}
+SUPPORTED = {
+    "Topic": ("Read", "Write", "Create", "Delete", "Alter", "Describe", "DescribeConfigs",
+              "AlterConfigs"),
+    "Group": ("Read", "Delete", "Describe", "DescribeConfigs", "AlterConfigs"),
+    "Cluster": ("Create", "ClusterAction", "DescribeConfigs", "AlterConfigs",
+                "IdempotentWrite", "Alter", "Describe"),
+}
+
+
+def authorized_operations(broker: Broker, resource_type: str, name: str) -> int:
+    """Kafka's authorized-operations bit field (KIP-430): bit ``code`` set for each
+    operation of ``resource_type`` the request's principal may do on ``name``, as
+    ``AuthHelper.authorizedOperations`` (every supported one without an authorizer)."""
+    bits = 0
+    for op in SUPPORTED[resource_type]:
+        if sec.allowed(broker, op, resource_type, name):
+            bits |= 1 << OPERATION_CODES[op]
+    return bits
+
+
+def requested_operations(broker: Broker, wanted: bool, resource_type: str, name: str) -> int:
+    """:func:`authorized_operations` when the request asked for them, else Kafka's
+    "not asked" value (INT32_MIN)."""
+    return authorized_operations(broker, resource_type, name) if wanted \
+        else NO_AUTHORIZED_OPERATIONS
 
 
 def advertised(gateway: Any, scheme: str, host: str, port: int) -> tuple[str, int]:
@@ -110,7 +140,8 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
     gateway), the topics asked for (None: all; ``broker.topic_metadata``) and their
     leaders from the assignment. ACLs (Kafka's): a topic needs Describe (else left out
     of "all topics", TOPIC_AUTHORIZATION_FAILED when named); auto-creation needs
-    Create on the cluster or the topic."""
+    Create on the cluster or the topic. The topics' and the cluster's authorized
+    operations (KIP-430) when the request asks for them."""
     mod = response_module(API_METADATA, head.api_version)
     b = broker.batcher
     if req.topics is None:
@@ -121,6 +152,7 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
     known = await brokers(broker)
     epochs = await _epochs(broker)
     topics = []
+    topic_ops = getattr(req, "include_topic_authorized_operations", False)
     create_all = may_create and sec.allowed(broker, "Create", "Cluster", "kafka-cluster")
     for name in names:
         if not sec.allowed(broker, "Describe", "Topic", name):
@@ -136,12 +168,18 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
             t = dataclasses.replace(t, partitions=tuple(
                 _partition(broker, mod, name, p.partition_index, known, epochs)
                 for p in t.partitions))
+        if topic_ops and t.error_code == error(codes.NONE):
+            t = dataclasses.replace(t, topic_authorized_operations=authorized_operations(
+                broker, "Topic", name))
         topics.append(t)
     listed = tuple(make(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
                    for n, (h, p) in sorted(known.items()))
     return make(mod.MetadataResponse, throttle_time=ZERO, brokers=listed,
                 cluster_id=await broker.cluster_id(), controller_id=min(known),
-                topics=tuple(topics), cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                topics=tuple(topics), error_code=error(codes.NONE),
+                cluster_authorized_operations=requested_operations(
+                    broker, getattr(req, "include_cluster_authorized_operations", False),
+                    "Cluster", sec.CLUSTER_NAME))
 
 
 async def _epochs(broker: Broker) -> dict[str, int]:
@@ -203,7 +241,8 @@ def find_coordinator(inner: Any) -> Any:
 
 async def describe_cluster(broker: Broker, head: Header, req: Any) -> Any:
     """The cluster id, the brokers (as Metadata lists them) and a controller among
-    them (the lowest node id: there is no controller, the driver decides)."""
+    them (the lowest node id: there is no controller, the driver decides); the
+    cluster's authorized operations when asked; no broker is ever fenced (v2)."""
     mod = response_module(API_DESCRIBE_CLUSTER, head.api_version)
     if getattr(req, "endpoint_type", 1) != 1:
         return make(mod.DescribeClusterResponse, throttle_time=ZERO,
@@ -212,12 +251,14 @@ async def describe_cluster(broker: Broker, head: Header, req: Any) -> Any:
                     endpoint_type=req.endpoint_type, cluster_id=await broker.cluster_id(),
                     controller_id=-1, brokers=())
     known = await brokers(broker)
-    listed = tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=None)
-                   for n, (h, p) in sorted(known.items()))
+    listed = tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=None,
+                        is_fenced=False) for n, (h, p) in sorted(known.items()))
     return make(mod.DescribeClusterResponse, throttle_time=ZERO, error_code=error(codes.NONE),
                 error_message=None, endpoint_type=1, cluster_id=await broker.cluster_id(),
                 controller_id=min(known), brokers=listed,
-                cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                cluster_authorized_operations=requested_operations(
+                    broker, req.include_cluster_authorized_operations, "Cluster",
+                    sec.CLUSTER_NAME))
 
 
 def handlers(table: dict[int, Any]) -> dict[int, Any]:

@@ -52,7 +52,7 @@ log = logging.getLogger("sparklog.gateway.kafka")
 API_DESCRIBE_LOG_DIRS, API_CREATE_PARTITIONS, API_ELECT_LEADERS = 35, 37, 43
 #: Kafka 4.0's version floors up to the newest kio reads
 OFFERED: dict[int, tuple[int, int]] = {
-    API_DESCRIBE_LOG_DIRS: (1, 4),
+    API_DESCRIBE_LOG_DIRS: (1, 5),
     API_CREATE_PARTITIONS: (0, 3),
     API_ELECT_LEADERS: (0, 2),
 }
@@ -159,7 +159,7 @@ async def describe_log_dirs(broker: Broker, head: Header, req: Any) -> Any:
         for name, parts in sorted(sizes.items()))
     result = make(mod.DescribeLogDirsResult, error_code=error(codes.NONE),
                   log_dir=_store_name(broker), topics=topics, total_bytes=-1,
-                  usable_bytes=-1)
+                  usable_bytes=-1, is_cordoned=False)
     return make(mod.DescribeLogDirsResponse, throttle_time=ZERO,
                 error_code=error(codes.NONE), results=(result,))
 

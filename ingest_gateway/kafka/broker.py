@@ -37,6 +37,7 @@ from ingest_gateway.kafka.tail_cache import TailCache
 from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.topic_admin import TopicAdmin
+from log_layout import UnknownTopic
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -144,6 +145,31 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
         return uuid.UUID(bytes=raw) if topic_id else NO_TOPIC_ID
     except (ValueError, binascii.Error):
         return NO_TOPIC_ID
+
+
+def names_by_id(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """Blocking: the names of the topics with these ids (the ids no topic has are left
+    out), for Fetch and Produce by topic id (v13+). ``broker.topic_names`` remembers
+    them, checked again on every use; a miss lists the store's topics."""
+    known = broker.topic_names
+    found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
+    if len(found) < len(ids):
+        known.clear()
+        for name in broker.log.topics():
+            tid = _id_of(broker, name)
+            if tid is not None:
+                known[tid] = name
+        found = {i: known[i] for i in ids if i in known}
+    return found
+
+
+def _id_of(broker: Broker, name: str) -> uuid.UUID | None:
+    """A topic's id (None: gone, or made before topics had ids)."""
+    try:
+        tid = topic_uuid(broker.log.topic(name).topic_id)
+    except UnknownTopic:
+        return None
+    return None if tid == NO_TOPIC_ID else tid
 
 
 async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:

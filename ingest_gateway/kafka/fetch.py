@@ -52,9 +52,9 @@ import pyarrow as pa
 
 from ingest_gateway.kafka import codes, fetch_sessions, records, throttle
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
+from ingest_gateway.kafka.broker import ZERO, Broker, names_by_id
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout import OffsetOutOfRange, UnknownTopic
+from log_layout import OffsetOutOfRange
 from log_layout.leader_epochs import epoch_at
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -91,30 +91,6 @@ def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int]
     return bad
 
 
-def _names(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """The names of the topics with these ids (the ids no topic has are left out). Off
-    the loop: a miss lists the store's topics."""
-    known = broker.topic_names
-    found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
-    if len(found) < len(ids):
-        known.clear()
-        for name in broker.log.topics():
-            tid = _id_of(broker, name)
-            if tid is not None:
-                known[tid] = name
-        found = {i: known[i] for i in ids if i in known}
-    return found
-
-
-def _id_of(broker: Broker, name: str) -> uuid.UUID | None:
-    """A topic's id (None: gone, or made before topics had ids)."""
-    try:
-        tid = topic_uuid(broker.log.topic(name).topic_id)
-    except UnknownTopic:
-        return None
-    return None if tid == NO_TOPIC_ID else tid
-
-
 def _keys(head: Header, req: Any) -> tuple[dict, list]:
     """The request's partitions (key -> (fetch offset, partition max bytes), in order)
     and its forgotten ones; a key is (topic name, or its id from v13, partition)."""
@@ -133,7 +109,7 @@ async def _asked(broker: Broker, head: Header, wanted: dict
     (named ``?<id>``, which is no topic's name)."""
     if head.api_version < 13:
         return [(t, p, off) for (t, p), (off, _) in wanted.items()], {}, {}
-    found = await broker.hub().run(_names, broker, {t for t, _ in wanted})
+    found = await broker.hub().run(names_by_id, broker, {t for t, _ in wanted})
     ids = {found.get(t, f"?{t}"): t for t, _ in wanted}
     asked = [(found.get(t, f"?{t}"), p, off) for (t, p), (off, _) in wanted.items()]
     return asked, ids, {(t, p): codes.UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}

@@ -25,12 +25,14 @@ principal with Describe on the cluster, else only the groups it may Describe.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 from ingest_gateway.errors import UnknownGroup
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.admin_brokers import authorized_operations
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (encode_assignment, encode_subscription,
                                                   failed_code)
@@ -136,6 +138,10 @@ async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
                                                  for a in m["assignment"]]))
             for m in d.members)
         out.append(_described(mod, group, codes.NONE, d.state, d.strategy or "", members))
+    if getattr(req, "include_authorized_operations", False):  # KIP-430, for those allowed
+        out = [g if g.error_code == error(sec.GROUP_AUTHORIZATION_FAILED) else
+               dataclasses.replace(g, authorized_operations=authorized_operations(
+                   broker, "Group", g.group_id)) for g in out]
     return make(mod.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 

@@ -50,7 +50,7 @@ from typing import Any
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
                                   admin_records, admin_transactions, codes, fetch, groups,
-                                  txn, txn_produce)
+                                  produce, txn, txn_produce)
 from ingest_gateway.kafka import acl_gate, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
@@ -75,7 +75,7 @@ def _handlers() -> dict[int, Any]:
             API_VERSIONS: admin.api_versions,
             API_INIT_PRODUCER_ID: txn.init_producer_id,
             API_CREATE_TOPICS: admin.create_topics, API_DELETE_TOPICS: admin.delete_topics,
-            API_PRODUCE: txn_produce.produce, API_FETCH: fetch.fetch,
+            API_PRODUCE: produce.by_topic_id(txn_produce.produce), API_FETCH: fetch.fetch,
             API_LIST_OFFSETS: fetch.list_offsets,
             **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
             **admin_configs.HANDLERS, **admin_records.HANDLERS}

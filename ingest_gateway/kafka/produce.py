@@ -25,17 +25,26 @@ A request with a ``transactional_id`` is ``txn_produce``'s (the listener's Produ
 handler passes only the others here); a transactional or control batch without one is
 refused with ``INVALID_REQUEST``.
 A partition's error is its own; the others of the request still go.
+
+**Topic ids** (v13, KIP-516): the request names topics by id; :func:`by_topic_id`
+resolves them (``broker.names_by_id``, as Fetch v13 does), has the handler serve the
+request as v12 (the same semantics by name: ACLs, checks, answers), and answers by id;
+an id no topic has answers ``UNKNOWN_TOPIC_ID`` for each of its partitions (at acks=0
+the connection is closed instead, as for any refused partition).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.broker import ZERO, Broker, names_by_id
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
 from ingest_gateway.errors import InvalidRequiredAcks
 from ingest_gateway.server.codec import check_acks
@@ -140,3 +149,60 @@ def _cache(broker: Broker, cache: tail_cache.TailCache, topic: str, partition: i
         return  # LogAppendTime: the segments hold the append time, not the batch's
     cache.add((topic, partition), topic_id=info.topic_id,
               leader_epoch=state.writer.epoch, base=base, batch=batch, raw=raw)
+
+
+#: the last Produce version that names topics (v13 names them by id)
+BY_NAME = 12
+Handler = Callable[[Broker, Header, Any], Awaitable[Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """A v13 request's topic under its name, as the v12 handlers read it."""
+
+    name: str
+    partition_data: tuple
+
+
+def by_topic_id(inner: Handler) -> Handler:
+    """The Produce handler ``inner`` (by name) served for v13 too (module doc)."""
+    async def handle(broker: Broker, head: Header, req: Any) -> Any:
+        if head.api_version <= BY_NAME:
+            return await inner(broker, head, req)
+        ids = {t.topic_id for t in req.topic_data if t.topic_id is not None}
+        names = await broker.hub().run(names_by_id, broker, ids)
+        known = tuple(_Named(names[t.topic_id], t.partition_data) for t in req.topic_data
+                      if t.topic_id in names)
+        unknown = [(t.topic_id, p.index) for t in req.topic_data if t.topic_id not in names
+                   for p in t.partition_data]
+        if unknown and int(req.acks) == 0:
+            raise ProtocolError(f"a Produce at acks=0 names {len(unknown)} partitions of "
+                                "unknown topic ids")
+        named = dataclasses.replace(head, api_version=BY_NAME)
+        body = await inner(broker, named, dataclasses.replace(req, topic_data=known)) \
+            if known else answer(named, int(req.acks), [])
+        return None if body is None else _by_id(body, {n: i for i, n in names.items()},
+                                                unknown)
+    return handle
+
+
+def _by_id(body: Any, ids: dict[str, uuid.UUID], unknown: list[tuple[Any, int]]) -> Any:
+    """A v12 answer as v13's: each topic by its id, then the unknown ids' partitions."""
+    mod = response_module(0, BY_NAME + 1)
+
+    def part(p: Any) -> Any:
+        return make(mod.PartitionProduceResponse,
+                    **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)})
+
+    topics = [make(mod.TopicProduceResponse, topic_id=ids[t.name],
+                   partition_responses=tuple(part(p) for p in t.partition_responses))
+              for t in body.responses]
+    missing: dict[Any, list[Any]] = {}
+    for tid, index in unknown:
+        missing.setdefault(tid, []).append(make(
+            mod.PartitionProduceResponse, index=index, error_code=error(codes.UNKNOWN_TOPIC_ID),
+            base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
+            error_message="no topic has this id"))
+    topics += [make(mod.TopicProduceResponse, topic_id=tid, partition_responses=tuple(ps))
+               for tid, ps in missing.items()]
+    return make(mod.ProduceResponse, responses=tuple(topics), throttle_time=body.throttle_time)

@@ -18,9 +18,8 @@ classes (one per API and version).
 
 :data:`OFFERED` is the versions of the APIs served here (the listener adds the group
 APIs' own table, ``groups.OFFERED``): Kafka 4.0's version floors up to
-what current clients use. Fetch goes to 17 (from 13 topics are named by their ids,
-kept in the store: ``fetch``); Produce stops at 12, as v13 names topics by id too and
-is not served yet.
+what current clients use. From Fetch v13 and Produce v13 topics are named by their
+ids, kept in the store (``fetch``, ``produce.by_topic_id``).
 """
 
 from __future__ import annotations
@@ -42,10 +41,10 @@ API_VERSIONS, API_CREATE_TOPICS, API_DELETE_TOPICS, API_INIT_PRODUCER_ID = 18, 1
 
 #: api key -> (min version, max version) offered in ApiVersions
 OFFERED: dict[int, tuple[int, int]] = {
-    API_PRODUCE: (3, 12),
-    API_FETCH: (4, 17),
+    API_PRODUCE: (3, 13),
+    API_FETCH: (4, 18),
     API_LIST_OFFSETS: (1, 7),
-    API_METADATA: (0, 12),
+    API_METADATA: (0, 13),
     API_VERSIONS: (0, 3),
     API_CREATE_TOPICS: (2, 7),
     API_DELETE_TOPICS: (1, 6),

@@ -26,9 +26,12 @@ def test_api_versions_offer_kafka_floors_and_the_caps(kafka_gateway):
         corr, resp = call(s, api_versions_v3(), 3, correlation_id=41)
     assert corr == 41 and resp.error_code == 0
     offered = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert offered[0] == (3, 12)  # Produce: capped below v13 (topics by id)
-    assert offered[1] == (4, 17)  # Fetch: topics by id from v13 (test_topic_ids)
-    assert offered[3] == (0, 12) and offered[18] == (0, 3) and offered[2] == (1, 7)
+    assert offered[0] == (3, 13)  # Produce: topics by id at v13 (test_topic_ids)
+    assert offered[1] == (4, 18)  # Fetch: topics by id from v13 (test_topic_ids)
+    assert offered[3] == (0, 13) and offered[18] == (0, 3) and offered[2] == (1, 7)
+    # the admin APIs of Kafka's tools (admin_partitions, admin_transactions)
+    assert offered[37] == (0, 3) and offered[43] == (0, 2) and offered[35] == (1, 5)
+    assert offered[61] == (0, 0) and offered[65] == (0, 0) and offered[66] == (0, 2)
     assert {19, 20, 22} <= offered.keys()
     assert offered[24] == (0, 3) and offered[26] == (0, 4)  # transactions (txn.OFFERED)
 

@@ -129,3 +129,35 @@ def test_produce_v12_appends(kafka_gateway, kafka_log):
     assert (part.error_code, part.base_offset) == (0, 0)
     got = consume_confluent(kafka_gateway, topic, 1, 2)
     assert [(o, k, v) for _, o, k, v, _, _ in got] == [(0, b"a", b"v0"), (1, None, b"v1")]
+
+
+def _produce_v13(gw, topic_ids, acks=-1):
+    """A raw Produce v13 of two records to partition 0 of each of ``topic_ids``."""
+    table = pa.table({"offset": pa.array([0, 1], pa.int64()),
+                      "timestamp": pa.array([1_700_000_000_000] * 2, pa.timestamp("ms")),
+                      "key": pa.array([b"a", None], pa.binary()),
+                      "value": pa.array([b"v0", b"v1"], pa.binary())})
+    m = kio("produce", 13)
+    req = m.ProduceRequest(transactional_id=None, acks=acks,
+                           timeout=datetime.timedelta(seconds=10),
+                           topic_data=tuple(m.TopicProduceData(topic_id=tid, partition_data=(
+                               m.PartitionProduceData(index=0, records=encode_batch(
+                                   table, base_offset=0)),)) for tid in topic_ids))
+    with connect(gw) as s:
+        _, resp = call(s, req, 13)
+    return {t.topic_id: [(p.index, p.error_code, p.base_offset) for p in t.partition_responses]
+            for t in resp.responses}
+
+
+def test_produce_v13_by_topic_id_appends_and_an_unknown_id_is_refused(kafka_gateway, kafka_log):
+    topic = new_topic(kafka_log, 1)
+    tid, stranger = metadata_id(kafka_gateway, topic), uuid.uuid4()
+    answered = _produce_v13(kafka_gateway, [tid, stranger])
+    assert answered == {tid: [(0, 0, 0)], stranger: [(0, UNKNOWN_TOPIC_ID, -1)]}
+    assert _produce_v13(kafka_gateway, [tid]) == {tid: [(0, 0, 2)]}
+    got = consume_confluent(kafka_gateway, topic, 1, 4)
+    assert [(o, v) for _, o, _k, v, _, _ in got] == [(0, b"v0"), (1, b"v1"), (2, b"v0"),
+                                                     (3, b"v1")]
+    # Fetch v18 (the newest kio reads) by id: the same four records
+    answered_id, parts = fetch_by_id(kafka_gateway, tid, 18)
+    assert answered_id == tid and parts[0][0] == 0 and parts[0][1].count(b"v0") == 2
