@@ -7,7 +7,8 @@ gets its own code and the others are served: Produce, Fetch, ListOffsets, Metada
 (``kafka.security.allowed``), OffsetCommit, OffsetFetch, DescribeGroups, ListGroups
 (``groups_offsets``), CreateTopics, DeleteTopics (``broker``), DeleteRecords,
 OffsetForLeaderEpoch (``admin_records``), AddPartitionsToTxn, TxnOffsetCommit (``txn``),
-Describe/Alter/IncrementalAlterConfigs (``admin_configs``). Those are :data:`OWN_CHECKS`.
+Describe/Alter/IncrementalAlterConfigs (``admin_configs``),
+Describe/AlterUserScramCredentials (``scram_admin``). Those are :data:`OWN_CHECKS`.
 
 The others are checked here with the operations Kafka's broker checks ("Operations and
 Resources on Protocols"): JoinGroup, SyncGroup, Heartbeat, LeaveGroup Read on the
@@ -38,7 +39,7 @@ from ingest_gateway.kafka.wire import Header, ProtocolError, error
 CLUSTER = ("Cluster", sec.CLUSTER_NAME)
 #: APIs checked by their handlers (per resource), or served to anyone (ApiVersions, SASL)
 OWN_CHECKS = frozenset({0, 1, 2, 3, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 28, 32, 33,
-                        36, 44})
+                        36, 44, 50, 51})
 
 Need = tuple[str, str, str]  # (operation, resource type, name)
 

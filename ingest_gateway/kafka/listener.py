@@ -51,10 +51,10 @@ from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
                                   admin_records, admin_transactions, codes, fetch, groups,
                                   produce, txn, txn_produce)
-from ingest_gateway.kafka import acl_gate, throttle
+from ingest_gateway.kafka import acl_gate, scram_admin, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
-from ingest_gateway.kafka.sasl import Session
+from ingest_gateway.kafka.sasl import MAX_AUTH_BYTES, Session
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
                                        API_INIT_PRODUCER_ID, API_LIST_OFFSETS,
                                        API_PRODUCE, API_VERSIONS, OFFERED, Header, ProtocolError,
@@ -78,7 +78,7 @@ def _handlers() -> dict[int, Any]:
             API_PRODUCE: produce.by_topic_id(txn_produce.produce), API_FETCH: fetch.fetch,
             API_LIST_OFFSETS: fetch.list_offsets,
             **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
-            **admin_configs.HANDLERS, **admin_records.HANDLERS}
+            **admin_configs.HANDLERS, **admin_records.HANDLERS, **scram_admin.HANDLERS}
     return {**table, **admin_brokers.handlers(table)}
 
 
@@ -106,7 +106,7 @@ class KafkaListener:
         self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
                         **admin_configs.OFFERED, **admin_records.OFFERED,
                         **admin_brokers.OFFERED, **admin_partitions.OFFERED,
-                        **admin_transactions.OFFERED,
+                        **admin_transactions.OFFERED, **scram_admin.OFFERED,
                         **(sec.SASL_OFFERED if security.login is not None else {})}
         broker.offered = self.offered
         #: the HTTP side's byte-rate quotas (None: off), shared by both protocols
@@ -125,7 +125,7 @@ class KafkaListener:
             return None
         scheme, host, port = sec.parse_listener(text)
         told = admin_brokers.advertised(settings.gateway, scheme, host, port)
-        security = sec.ListenerSecurity(scheme, settings, gateway.authorizer)
+        security = sec.ListenerSecurity(scheme, settings, gateway.authorizer, gateway.log.store)
         self = cls(Broker(gateway, *told), settings.gateway, security)
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
                                                  ssl=security.ssl_context)
@@ -166,7 +166,8 @@ class KafkaListener:
         try:
             while not sender.done():
                 await mute.wait()  # a throttled connection is not read (KIP-219)
-                frame = await self._frame(reader, queued, busy=lambda: bool(in_hand))
+                frame = await self._frame(reader, queued, busy=lambda: bool(in_hand),
+                                          bare=lambda: session.raw)
                 if frame is None:
                     break
                 handling = None
@@ -203,13 +204,15 @@ class KafkaListener:
         self.queued.give(size)
 
     async def _frame(self, reader: asyncio.StreamReader, queued: "ByteBudget",
-                     busy: Callable[[], bool]) -> bytes | None:
+                     busy: Callable[[], bool],
+                     bare: Callable[[], bool] = lambda: False) -> bytes | None:
         """The next request's bytes, its size reserved from ``queued`` (the
         connection's) and ``self.queued`` (the listener's) for the caller to release;
         None at a clean end, or once the connection has been idle (nothing arriving
         while ``busy()`` is false) ``idle_s``. Raises ProtocolError for a size out of
         bounds or a request not whole within ``read_timeout_s`` of its first byte (the
-        wait for memory to be free is not counted)."""
+        wait for memory to be free is not counted). While ``bare()`` (a SASL token
+        after SaslHandshake v0), a frame has no header: 0 to ``MAX_AUTH_BYTES``."""
         while True:
             try:
                 async with asyncio.timeout(self.idle_s):
@@ -224,8 +227,12 @@ class KafkaListener:
             async with asyncio.timeout(self.read_timeout_s):
                 head = first + await reader.readexactly(3)
             size = _SIZE.unpack(head)[0]
-            if size < _HEADER_BYTES or size > self.max_request_bytes:
-                raise ProtocolError(f"a request of {size} bytes (socket.request.max.bytes"
+            low, high = (0, MAX_AUTH_BYTES) if bare() else (_HEADER_BYTES,
+                                                            self.max_request_bytes)
+            if size < low or size > high:
+                raise ProtocolError(f"a SASL token of {size} bytes (at most {high})"
+                                    if bare() else
+                                    f"a request of {size} bytes (socket.request.max.bytes"
                                     f" = {self.max_request_bytes})")
             await queued.take(size)
             try:
@@ -253,6 +260,9 @@ class KafkaListener:
     async def _handle(self, frame: bytes, session: Session) -> tuple[bytes | None, int, bool]:
         """(the framed answer or None: nothing to send, the ms the connection is to be
         muted, whether the answer waits that long first)."""
+        if session.raw:  # a bare SASL token after SaslHandshake v0: a bare answer
+            token = await session.raw_token(frame)
+            return _SIZE.pack(len(token)) + token, 0, False
         peek = peek_header(frame)
         # before a SASL login only ApiVersions and SASL's APIs (else: closed); the
         # principal is this task's own (a context variable) for the handlers' ACL checks

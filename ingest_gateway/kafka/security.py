@@ -17,7 +17,8 @@ SSL
     client without a certificate would be in without a login).
 SASL_PLAINTEXT, SASL_SSL
     a SASL login first (``kafka.sasl``): PLAIN against the HTTP Basic password file
-    (``authentication.method`` holds ``basic``), OAUTHBEARER with the HTTP bearer JWT
+    (``authentication.method`` holds ``basic``), SCRAM-SHA-256/512 against the
+    credentials in the store (``scram``), OAUTHBEARER with the HTTP bearer JWT
     checks (``bearer``). Before it only ApiVersions, SaslHandshake and
     SaslAuthenticate are served; anything else closes the connection (Kafka's rule).
 
@@ -53,9 +54,9 @@ GROUP_AUTHORIZATION_FAILED = CODES["Group"]
 CLUSTER_AUTHORIZATION_FAILED = CODES["Cluster"]
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = CODES["TransactionalId"]
 
-#: the SASL APIs' versions offered on SASL listeners (SaslHandshake v0 would be
-#: followed by raw, unframed SASL tokens: not served; every current client uses v1)
-SASL_OFFERED = {API_SASL_HANDSHAKE: (1, 1), API_SASL_AUTHENTICATE: (0, 2)}
+#: the SASL APIs' versions offered on SASL listeners (SaslHandshake v0 is followed by
+#: bare SASL tokens: ``kafka.sasl``)
+SASL_OFFERED = {API_SASL_HANDSHAKE: (0, 1), API_SASL_AUTHENTICATE: (0, 2)}
 
 
 #: set by the listener for each request it handles
@@ -85,9 +86,10 @@ def parse_listener(text: str) -> tuple[str, str, int]:
 
 class ListenerSecurity:
     """What a listener's scheme asks of its connections: the TLS context (None for
-    plain), the SASL mechanisms (empty: no login) and the authorizer (None: off)."""
+    plain), the SASL mechanisms (empty: no login) and the authorizer (None: off).
+    ``store`` (the log's) holds the SCRAM credentials."""
 
-    def __init__(self, scheme: str, settings: Any, authorizer: Any):
+    def __init__(self, scheme: str, settings: Any, authorizer: Any, store: Any = None):
         self.scheme, self.authorizer = scheme, authorizer
         self.mtls_principal = settings.authentication.mtls_principal.lower()
         self.ssl_context: ssl.SSLContext | None = None
@@ -109,7 +111,7 @@ class ListenerSecurity:
                               "authentication.method is set: the SSL Kafka listener needs "
                               "client certificates required (or use SASL_SSL)")
         if scheme.startswith("SASL_"):
-            self.login = Login.from_settings(settings, methods)
+            self.login = Login.from_settings(settings, methods, store)
 
     @property
     def mechanisms(self) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Who a request comes from: HTTP Basic, a JWT bearer token, or the client certificate.
 
 ``authentication.method`` lists the methods a client may use (``basic``, ``bearer``,
-``mtls``; empty: none, every request is ``User:ANONYMOUS``). The principal is Kafka's
+``mtls``, ``scram``; empty: none, every request is ``User:ANONYMOUS``). The principal is Kafka's
 ``User:<name>``. Which method a request uses: an ``Authorization`` header decides
 (``Basic`` or ``Bearer``, RFC 9110's case-insensitive scheme); without one, the client
 certificate if ``mtls`` is on and one was verified; else 401 naming the schemes.
@@ -25,6 +25,10 @@ bearer (RFC 6750)
     ``jwt.issuer``/``jwt.audience`` are set; ``exp`` is required, ``exp``, ``nbf`` and
     ``iat`` are checked with :data:`LEEWAY_S` of clock skew. The user is the claim
     ``jwt.principal.claim`` (a non-empty string).
+scram
+    SASL SCRAM-SHA-256/512 on the Kafka listener only (``kafka.sasl``, credentials in
+    the store: ``security.scram``); HTTP has no SCRAM scheme, so an HTTP client needs
+    another method beside it.
 mtls
     the verified client certificate's subject (``scope["sparklog.peer_subject"]``,
     ``security.tls``): its most specific CN (``mtls.principal=CN``) or the whole RFC
@@ -58,7 +62,7 @@ from ingest_gateway.security import ANONYMOUS, passwords
 from ingest_gateway.security.bearer import BearerVerifier
 from ingest_gateway.security.tls import PEER_SUBJECT
 
-METHODS = ("basic", "bearer", "mtls")
+METHODS = ("basic", "bearer", "mtls", "scram")
 #: the scope key the principal is left under for the routes (the guard's)
 PRINCIPAL = "sparklog.principal"
 #: remembered Basic successes, at most
@@ -239,7 +243,8 @@ class Authenticator:
         for m in methods:
             if m not in METHODS:
                 raise ConfigError("authentication.method", a.method,
-                                  f"unknown method {m!r}: expected basic, bearer or mtls")
+                                  f"unknown method {m!r}: expected basic, bearer, mtls "
+                                  "or scram")
         users = _password_file(a.password_file, clock) if "basic" in methods else None
         bearer = BearerVerifier.from_settings(a, leeway_s=LEEWAY_S) \
             if "bearer" in methods else None

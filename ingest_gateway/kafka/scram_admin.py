@@ -1,0 +1,178 @@
+"""DescribeUserScramCredentials and AlterUserScramCredentials over the Kafka protocol,
+so ``kafka-configs.sh --bootstrap-server ... --entity-type users --alter --add-config
+'SCRAM-SHA-256=[iterations=8192,password=...]'`` (and ``--describe``) work unchanged.
+
+The credentials are the store's (``log_layout.scram``), the same ``sparklog users``
+writes; every gateway's SCRAM logins see a change within ``authorizer.refresh.ms``.
+
+**Alter** follows Kafka's ``ScramControlManager``: per user, a second alteration of
+the same user in one request is DUPLICATE_RESOURCE (and so are both); an empty name or
+a credential out of bounds (iterations below 4096 or above 16384, an empty or
+oversized salt or salted password) UNACCEPTABLE_CREDENTIAL; an unknown mechanism
+type UNSUPPORTED_SASL_MECHANISM; deleting a credential that does not exist
+RESOURCE_NOT_FOUND. The valid alterations are written in one store version (the
+upsertion carries the client-salted password; the store keeps only StoredKey and
+ServerKey, ``security.scram.from_salted_password``).
+
+**Describe**: the named users (or every user when none is named): each one's
+mechanisms and iteration counts, never a key or salt; a user without credentials
+RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE.
+
+**ACLs** (Kafka's): Describe on the cluster to describe, Alter on the cluster to alter
+(denied: CLUSTER_AUTHORIZATION_FAILED, for the request or each user).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ingest_gateway.kafka import codes
+from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.security.scram import from_salted_password
+from log_layout import scram as scram_format
+
+log = logging.getLogger("sparklog.gateway.kafka")
+
+API_DESCRIBE_USER_SCRAM_CREDENTIALS, API_ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+OFFERED: dict[int, tuple[int, int]] = {
+    API_DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    API_ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+}
+#: Kafka's ScramMechanism type bytes
+MECHANISM_OF = {t: name for name, (t, _) in scram_format.MECHANISMS.items()}
+TYPE_OF = {name: t for t, name in MECHANISM_OF.items()}
+
+RESOURCE_NOT_FOUND = ErrorCode.resource_not_found
+DUPLICATE_RESOURCE = ErrorCode.duplicate_resource
+UNACCEPTABLE_CREDENTIAL = ErrorCode.unacceptable_credential
+UNSUPPORTED_SASL_MECHANISM = ErrorCode.unsupported_sasl_mechanism
+_TWICE = "A user credential cannot be altered twice in the same request"
+
+
+def _name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
+    """Kafka's ``validateScramUsernameAndMechanism``: (code, message) or None if valid."""
+    if not name:
+        return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if mechanism not in MECHANISM_OF:
+        return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    return None
+
+
+async def alter_user_scram_credentials(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_ALTER_USER_SCRAM_CREDENTIALS, head.api_version)
+    errors: dict[str, tuple[int, str | None]] = {}
+    deletions: dict[str, Any] = {}
+    upserts: dict[str, Any] = {}
+    if not sec.allowed(broker, "Alter", "Cluster", sec.CLUSTER_NAME):
+        for item in (*req.deletions, *req.upsertions):
+            errors[item.name] = (sec.CLUSTER_AUTHORIZATION_FAILED, None)
+        return _alter_answer(mod, [], errors)
+    for d in req.deletions:
+        if d.name in errors:
+            continue
+        if deletions.pop(d.name, None) is not None:
+            errors[d.name] = (DUPLICATE_RESOURCE, _TWICE)
+        elif (bad := _name_and_mechanism(d.name, d.mechanism)) is not None:
+            errors[d.name] = bad
+        else:
+            deletions[d.name] = d
+    credentials = {}
+    for u in req.upsertions:
+        if u.name in errors:
+            continue
+        if deletions.pop(u.name, None) is not None or upserts.pop(u.name, None) is not None:
+            credentials.pop(u.name, None)
+            errors[u.name] = (DUPLICATE_RESOURCE, _TWICE)
+            continue
+        if (bad := _name_and_mechanism(u.name, u.mechanism)) is not None:
+            errors[u.name] = bad
+            continue
+        try:
+            credentials[u.name] = from_salted_password(
+                MECHANISM_OF[u.mechanism], u.salted_password, u.salt, u.iterations)
+        except ValueError as e:
+            reason = str(e)
+            errors[u.name] = (UNACCEPTABLE_CREDENTIAL,
+                              "Too few iterations" if "iterations" in reason and
+                              u.iterations < scram_format.MIN_ITERATIONS else
+                              "Too many iterations" if "iterations" in reason else
+                              f"Unacceptable credential: {reason}")
+            continue
+        upserts[u.name] = u
+    done: list[str] = []
+    if deletions or upserts:
+        try:
+            _, missing = await broker.batcher.run_blocking(functools.partial(
+                scram_format.alter, broker.log.store,
+                upsert={(name, MECHANISM_OF[u.mechanism]): credentials[name]
+                        for name, u in upserts.items()},
+                delete={(name, MECHANISM_OF[d.mechanism]) for name, d in deletions.items()}))
+        except Exception as e:  # noqa: BLE001 - every user of the request is answered
+            log.warning("AlterUserScramCredentials failed: %s", e)
+            code = codes.code_of(e)
+            for name in (*deletions, *upserts):
+                errors[name] = (code, "the credentials could not be written")
+        else:
+            for name, mechanism in missing:
+                errors[name] = (RESOURCE_NOT_FOUND,
+                                "Attempt to delete a user credential that does not exist")
+            done = [n for n in (*deletions, *upserts) if n not in errors]
+    return _alter_answer(mod, done, errors)
+
+
+def _alter_answer(mod: Any, done: list[str], errors: dict[str, tuple[int, str | None]]) -> Any:
+    results = [make(mod.AlterUserScramCredentialsResult, user=name, error_code=error(0),
+                    error_message=None) for name in done]
+    results += [make(mod.AlterUserScramCredentialsResult, user=name, error_code=error(code),
+                     error_message=message) for name, (code, message) in errors.items()]
+    return make(mod.AlterUserScramCredentialsResponse, throttle_time=ZERO,
+                results=tuple(results))
+
+
+async def describe_user_scram_credentials(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_DESCRIBE_USER_SCRAM_CREDENTIALS, head.api_version)
+
+    def answer(code: int, message: str | None, results: tuple = ()) -> Any:
+        return make(mod.DescribeUserScramCredentialsResponse, throttle_time=ZERO,
+                    error_code=error(code), error_message=message, results=results)
+
+    if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):
+        return answer(sec.CLUSTER_AUTHORIZATION_FAILED, None)
+    try:
+        found = await broker.batcher.run_blocking(scram_format.describe, broker.log.store)
+    except Exception as e:  # noqa: BLE001 - the request's error
+        log.warning("DescribeUserScramCredentials failed: %s", e)
+        return answer(codes.code_of(e), "the credentials could not be read")
+    named = [u.name for u in (req.users or ())]
+    seen: dict[str, bool] = {}  # user -> named twice
+    for name in named or sorted(found.users):
+        seen[name] = name in seen
+    results = []
+    for name, twice in seen.items():
+        mechanisms = found.users.get(name, {})
+        if twice:
+            code, message, infos = DUPLICATE_RESOURCE, f"Cannot describe SCRAM credentials " \
+                                                       f"for the same user twice in a single " \
+                                                       f"request: {name}", ()
+        elif not mechanisms:
+            code, message, infos = RESOURCE_NOT_FOUND, f"Attempt to describe a user " \
+                                                       f"credential that does not exist: " \
+                                                       f"{name}", ()
+        else:
+            code, message = 0, None
+            infos = tuple(make(mod.CredentialInfo, mechanism=TYPE_OF[m], iterations=c.iterations)
+                          for m, c in sorted(mechanisms.items()))
+        results.append(make(mod.DescribeUserScramCredentialsResult, user=name,
+                            error_code=error(code), error_message=message,
+                            credential_infos=infos))
+    return answer(0, None, tuple(results))
+
+
+HANDLERS = {API_DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+            API_ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials}
