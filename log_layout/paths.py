@@ -15,7 +15,8 @@
       _cluster.json                          the store's cluster id (created on first use)
       _groups/<group>.json                   committed offsets of a consumer group
       _maintenance/history/<ns>-<uniq>.json  one file per maintenance run
-      _security/acls/, _security/quotas/     ACLs and quotas (acls.py, quotas.py)
+      _security/acls/, quotas/, scram/       ACLs, quotas, SCRAM credentials (acls.py, quotas.py,
+                                             scram.py)
       _transactions/<tid>/<version:020d>.json  one transactional id's state (transactions.py)
       _hot/<journal>/<seq:020d>.json         the hot tier: one gateway's flush commits, and
       _hot/<journal>/<seq:020d>-<uniq>.wal   the shared objects they name (hot_journal.py)
