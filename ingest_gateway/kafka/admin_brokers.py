@@ -36,9 +36,10 @@ from conf.errors import ConfigError
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
-from ingest_gateway.kafka.broker import NO_TOPIC_ID, topic_metadata
+from ingest_gateway.kafka.broker import NO_TOPIC_ID, topic_metadata, topic_uuid
 from ingest_gateway.kafka.groups_protocol import COORDINATOR_NOT_AVAILABLE
 from ingest_gateway.kafka.wire import API_METADATA, Header, error, make, response_module
+from log_layout import UnknownTopic
 from log_layout.brokers import BrokerRegistry, GatewayInfo, tp_key
 
 API_FIND_COORDINATOR, API_DESCRIBE_CLUSTER = 10, 60
@@ -148,6 +149,12 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
         names = await b.run_blocking(broker.log.topics)
     else:
         names = [t.name for t in req.topics if t.name is not None]
+        # v10+: a topic named by its id alone (KIP-848 clients look assignments up so)
+        ids = {t.topic_id for t in req.topics if t.name is None
+               and getattr(t, "topic_id", NO_TOPIC_ID) not in (None, NO_TOPIC_ID)}
+        if ids:
+            found = await b.run_blocking(_names_of, broker, ids)
+            names += [n for n in found.values() if n not in names]
     may_create = req.topics is None or getattr(req, "allow_auto_topic_creation", True)
     known = await brokers(broker)
     epochs = await _epochs(broker)
@@ -180,6 +187,19 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
                 cluster_authorized_operations=requested_operations(
                     broker, getattr(req, "include_cluster_authorized_operations", False),
                     "Cluster", sec.CLUSTER_NAME))
+
+
+def _names_of(broker: Broker, ids: set) -> dict:
+    """Topic id -> name of the ``ids`` some topic has (the others are left out)."""
+    out = {}
+    for name in broker.log.topics():
+        try:
+            tid = topic_uuid(broker.log.topic(name).topic_id)
+        except UnknownTopic:
+            continue
+        if tid in ids:
+            out[tid] = name
+    return out
 
 
 async def _epochs(broker: Broker) -> dict[str, int]:
