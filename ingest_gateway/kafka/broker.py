@@ -98,12 +98,28 @@ class Broker:
         return await self.gateway.cluster_id()
 
 
+#: the features ApiVersions (v3+) reports, supported and finalized at the top level:
+#: Kafka's transaction.version 2 (KIP-890, transactions v2: Kafka 4 clients bump the
+#: epoch at each EndTxn v5 and add partitions implicitly with Produce v12, ``kafka.txn``)
+FEATURES = {"transaction.version": (0, 2)}
+
+
 async def api_versions(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(18, head.api_version)
     keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                  for k, (lo, hi) in sorted(broker.offered.items()))
+    features: dict[str, Any] = {}
+    if hasattr(mod, "FinalizedFeatureKey"):
+        features = dict(
+            supported_features=tuple(mod.SupportedFeatureKey(name=n, min_version=lo,
+                                                             max_version=hi)
+                                     for n, (lo, hi) in FEATURES.items()),
+            finalized_features_epoch=0,
+            finalized_features=tuple(mod.FinalizedFeatureKey(name=n, min_version_level=hi,
+                                                             max_version_level=hi)
+                                     for n, (lo, hi) in FEATURES.items()))
     return make(mod.ApiVersionsResponse, error_code=error(codes.NONE), api_keys=keys,
-                throttle_time=ZERO)
+                throttle_time=ZERO, **features)
 
 
 async def topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) -> Any:
