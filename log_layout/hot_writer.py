@@ -11,10 +11,13 @@ one entry, whatever the number of partitions:
   ``max_bytes`` of records wait, and fewer than ``uploads_in_flight`` flushes are being
   uploaded (on a local store: 0 and 1, Kafka's group commit; on S3 and HDFS, ~100 ms
   and several uploads at once, so throughput is not one flush per round trip);
-* a flush is planned on each partition's state after its last commit (its offsets,
-  producer sequences, transactions: the same rules as an append to ``_log``), so a
-  partition is in at most one flush not yet committed, and an append arriving while
-  its partition is in one waits for the next;
+* a flush is planned on each partition's state after the flushes before it (its
+  offsets, producer sequences, transactions: the same rules as an append to
+  ``_log``). This process is the partition's only writer (its claim fences every
+  other), and entries commit in order, so that state is what the partition will be
+  when the flush commits: a partition may be in several flushes being uploaded at
+  once (at most ``uploads_in_flight``, one append of it per flush), and a flush
+  planned on one that then fails fails too (its planned state never came to be);
 * objects are uploaded at once, entries are committed strictly in order: the entry of
   a flush takes the journal's next sequence number after its upload and after the
   entry before it. An entry that loses its number to a seal fails the sealed
@@ -84,10 +87,35 @@ class Pending:
         return (p.topic, p.partition)
 
 
+class PredecessorFailed(Exception):
+    """An append was planned on the state an earlier flush of its partition was to
+    leave, and that flush failed: nothing of it was committed (a retry is safe)."""
+
+    def __init__(self, topic: str, partition: int):
+        self.topic, self.partition = topic, partition
+        super().__init__(f"{topic}-{partition}: an earlier flush this append was planned "
+                         "after failed; nothing of it was written")
+
+
+class _Item:
+    """One append planned into a flush: ``new`` is the partition's state once it
+    commits, planned on ``base`` (the state the flushes before it leave); ``planned``
+    is ``new`` without its segments, the writer's head after the commit."""
+
+    __slots__ = ("pending", "base", "new", "planned", "line", "generation")
+
+    def __init__(self, pending: Pending, base: Manifest, new: Manifest, line: bytes,
+                 generation: int):
+        self.pending, self.base, self.new, self.line = pending, base, new, line
+        self.planned = without_segments(new)
+        #: the partition's planning generation (a failure starts the next one)
+        self.generation = generation
+
+
 class _Flush:
     def __init__(self, keys: set[Key], obj: str | None, chunks: list[Any],
-                 items: list[tuple[Pending, Manifest, bytes]]):
-        #: the partitions taken into this flush (busy until it is committed or failed)
+                 items: list[_Item]):
+        #: the partitions taken into this flush (in flight until committed or failed)
         self.keys, self.obj, self.chunks, self.items = keys, obj, chunks, items
         self.uploaded: concurrent.futures.Future | None = None
         self.upload_started = time.monotonic()
@@ -111,7 +139,14 @@ class JournalWriter:
         self._writers: dict[Key, Any] = {}
         self._pending: collections.deque[Pending] = collections.deque()
         self._pending_bytes = 0
-        self._busy: set[Key] = set()  # partitions in a flush not yet committed
+        #: partitions in flushes not committed yet, and in how many
+        self._in_flight: collections.Counter[Key] = collections.Counter()
+        #: partition -> (its writer, the state its last flush in flight leaves); planning
+        #: goes on from there, or from the writer's head when nothing is in flight
+        self._planned: dict[Key, tuple[Any, Manifest]] = {}
+        #: partition -> how many times a failure sent its planning back to the head:
+        #: what was planned before a failure, after the failed append, is doomed
+        self._generation: collections.Counter[Key] = collections.Counter()
         self._uploading = 0
         self._last_start = float("-inf")
         self._cond = threading.Condition()
@@ -181,9 +216,10 @@ class JournalWriter:
         while True:
             with self._cond:
                 while True:
-                    ready = any(p.key not in self._busy for p in self._pending)
+                    ready = any(self._in_flight[p.key] < self.uploads_in_flight
+                                for p in self._pending)
                     if not ready and self._closing and not self._pending \
-                            and not self._busy:
+                            and not self._in_flight:
                         self._to_commit.append(None)  # type: ignore[arg-type]
                         self._cond.notify_all()
                         return
@@ -195,14 +231,14 @@ class JournalWriter:
                 keys: set[Key] = set()
                 for p in self._pending:  # at most one append of a partition per flush
                     key = p.key
-                    if key in self._busy or key in keys:
+                    if key in keys or self._in_flight[key] >= self.uploads_in_flight:
                         kept.append(p)
                     else:
                         taken.append(p)
                         keys.add(key)
                 self._pending = kept
                 self._pending_bytes = sum(p.nbytes for p in kept)
-                self._busy.update(p.key for p in taken)
+                self._in_flight.update(keys)
                 self._uploading += 1
                 self._last_start = self._clock()
             flush = self._plan(taken)
@@ -237,14 +273,17 @@ class JournalWriter:
         """Plan each append on its partition's state and encode its segment."""
         obj = paths.hot_object_path(self.name, self.next_seq)
         chunks: list[Any] = []
-        items: list[tuple[Pending, Manifest, bytes]] = []
+        items: list[_Item] = []
         position = 0
         for p in taken:
             w = p.writer
             if w.fenced is not None:
                 p.future.set_exception(w.fenced)
                 continue
-            head = w.head
+            with self._cond:
+                last = self._planned.get(p.key)
+                generation = self._generation[p.key]
+            head = last[1] if last is not None and last[0] is w else w.head
             try:
                 plan = p.build(head)
                 if plan is None:
@@ -262,9 +301,14 @@ class JournalWriter:
                     chunks += encoded.chunks
                     position += encoded.size
                     new = head.next(segments=head.segments + (info,), hot=True, **changes)
-                items.append((p, new, new.to_json(delta_of=head)))
+                item = _Item(p, head, new, new.to_json(delta_of=head), generation)
             except BaseException as exc:  # noqa: BLE001 -- the append's own failure
                 p.future.set_exception(exc)
+                continue
+            items.append(item)
+            with self._cond:
+                if self._generation[p.key] == generation:  # else a failure came between
+                    self._planned[p.key] = (w, item.planned)
         return _Flush({p.key for p in taken}, obj if chunks else None, chunks, items)
 
     def _upload(self, flush: _Flush) -> None:
@@ -298,8 +342,26 @@ class JournalWriter:
         finally:
             with self._cond:
                 self._uploading -= 1
-                self._busy.difference_update(flush.keys)
+                self._in_flight.subtract(flush.keys)
+                for key in flush.keys:
+                    if self._in_flight[key] <= 0:
+                        del self._in_flight[key]
+                        self._planned.pop(key, None)  # nothing in flight: plan on the head
                 self._cond.notify_all()
+
+    def _fail(self, items: list[_Item], exc: BaseException) -> None:
+        """``items`` will never commit: fail their appends, and plan their partitions'
+        next appends on what is committed (those planned after them fail too)."""
+        with self._cond:
+            for item in items:
+                key = item.pending.key
+                if item.generation == self._generation[key]:
+                    # what was planned after it is doomed: plan afresh on the head
+                    # (entries commit in order, so all before it has been decided)
+                    self._generation[key] += 1
+                    self._planned.pop(key, None)
+        for item in items:
+            item.pending.future.set_exception(exc)
 
     def _commit(self, flush: _Flush) -> None:
         items = flush.items
@@ -310,26 +372,29 @@ class JournalWriter:
                     raise TimeoutError(f"{flush.obj} was uploaded more than "
                                        f"{STALE_UPLOAD_S:.0f} s before its commit")
             except BaseException as exc:  # noqa: BLE001 -- nothing committed: fail them
-                for p, _, _ in items:
-                    p.future.set_exception(exc)
+                self._fail(items, exc)
                 return
         if self.broken is not None:
-            for p, _, _ in items:
-                p.future.set_exception(self.broken)
+            self._fail(items, self.broken)
             return
+        orphans = [i for i in items if i.base is not i.pending.writer.head]
+        if orphans:  # planned after a flush that failed
+            items = [i for i in items if i.base is i.pending.writer.head]
+            for item in orphans:
+                key = item.pending.key
+                self._fail([item], PredecessorFailed(*key))
         entry_id = paths.unique_id()
         seq = self.next_seq
         while items:
             data = hot_journal.encode_entry(
                 entry_id, flush.obj, wall_clock_ms(),
-                [(p.key[0], p.writer.topic_id, p.key[1], p.writer.epoch, line)
-                 for p, _, line in items])
+                [(i.pending.key[0], i.pending.writer.topic_id, i.pending.key[1],
+                  i.pending.writer.epoch, i.line) for i in items])
             try:
                 won = self._create(seq, data, entry_id)
             except Exception as exc:  # the store keeps failing: outcome unknown
                 self._break(JournalBroken(self.name, exc))
-                for p, _, _ in items:
-                    p.future.set_exception(self.broken)
+                self._fail(items, self.broken)
                 return
             if won:
                 break
@@ -340,9 +405,9 @@ class JournalWriter:
             return
         self.next_seq = seq + 1
         self.stats["entries"] += 1
-        for p, new, _ in items:
-            p.writer.head = without_segments(new)
-            p.future.set_result(new)
+        for item in items:
+            item.pending.writer.head = item.planned
+            item.pending.future.set_result(item.new)
 
     def _create(self, seq: int, data: bytes, entry_id: str) -> bool:
         """Create entry ``seq``; True if it is ours (also after a try whose outcome was
@@ -372,7 +437,7 @@ class JournalWriter:
             return items
         kept = []
         with self._cond:
-            sealed = [w for w in (*self._writers.values(), *(i[0].writer for i in items))
+            sealed = [w for w in (*self._writers.values(), *(i.pending.writer for i in items))
                       if (s := other.seals.get((w.partition.topic, w.partition.partition)))
                       is not None and s[0] == w.topic_id and s[1] > w.epoch]
             for w in sealed:
@@ -380,9 +445,9 @@ class JournalWriter:
                     w.fenced = Fenced(w.partition.topic, w.partition.partition, w.epoch,
                                       other.seals[(w.partition.topic, w.partition.partition)][1])
         for item in items:
-            w = item[0].writer
+            w = item.pending.writer
             if w.fenced is not None:
-                item[0].future.set_exception(w.fenced)
+                self._fail([item], w.fenced)
             else:
                 kept.append(item)
         return kept

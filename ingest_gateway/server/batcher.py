@@ -49,7 +49,10 @@ accepted still flushed (or fenced by the new leader's claim), then forgotten.
 
 The hot tier (``gateway.hot.enable``): partitions are claimed with the gateway's
 journal (``log_layout.hot_writer``), which gathers every partition's flush into one
-shared object and one commit; the rest holds unchanged (acks=all waits for the entry).
+shared object and one commit, and plans a partition's flush on the ones in flight
+before it: a hot partition has up to ``gateway.hot.uploads.in.flight`` flushes out at
+once, each batch's sequences sorted out after theirs. The rest holds unchanged (acks=all
+waits for the entry).
 """
 
 from __future__ import annotations
@@ -309,8 +312,8 @@ class Batcher:
             if self.settings.linger_ms > 0:  # the compatibility knob: a fixed wait
                 state.timer = loop.call_later(self.settings.linger_ms / 1000,
                                               self._linger_expired, state, batch)
-            elif state.flushing is None and not state.queue:
-                loop.call_soon(self._linger_expired, state, batch)  # idle: flush at once
+            elif len(state.flushing) < state.flush_limit and not state.queue:
+                loop.call_soon(self._linger_expired, state, batch)  # a slot: flush at once
             else:
                 state.flush_again = True  # group commit: goes when the flush in flight ends
         before = batch.nbytes
@@ -361,7 +364,7 @@ class Batcher:
 
     def _flushing(self, topic: str, partition: int) -> bool:
         state = self._states.get((topic, partition))
-        return state is not None and (state.flushing is not None or bool(state.queue))
+        return state is not None and (bool(state.flushing) or bool(state.queue))
 
     def _close_current(self, state: PartitionState) -> Batch:
         batch, state.current = state.current, None
@@ -373,10 +376,12 @@ class Batcher:
         return batch
 
     def _flush(self, state: PartitionState) -> None:
-        """Start flushing the next batch; while a flush is in flight, a full open batch
-        is closed into the queue (so no flush grows past batch.size / flush.messages and
-        holds the GIL long) and one that is only due is marked for later."""
-        if state.flushing is not None:
+        """Start flushing the next batch; while ``state.flush_limit`` flushes are in
+        flight (one on the per-partition path; a hot journal's uploads in flight), a full
+        open batch is closed into the queue (so no flush grows past batch.size /
+        flush.messages and holds the GIL long) and one that is only due is marked for
+        later."""
+        if len(state.flushing) >= state.flush_limit:
             if state.current is not None:
                 if self._full(state.current):
                     state.queue.append(self._close_current(state))
@@ -390,7 +395,7 @@ class Batcher:
             state.flush_again = False
         else:
             return
-        state.flushing = batch
+        state.flushing.append(batch)
         started = time.perf_counter()
         if state.writer.journal is not None:  # the journal gathers every partition's flush
             call = asyncio.get_running_loop().call_soon_threadsafe
@@ -408,7 +413,7 @@ class Batcher:
     def _flushed(self, state: PartitionState, batch: Batch, fut: concurrent.futures.Future,
                  started: float) -> None:
         """On the loop: resolve the batch's one future, notify listeners, flush what is due."""
-        state.flushing = None
+        state.flushing.remove(batch)
         self.buffered -= batch.nbytes
         for pb, _part in batch.producers:
             pending = state.pending.get(pb.producer_id)
@@ -437,7 +442,7 @@ class Batcher:
             self._lost(state, batch, exc)
         if exc is not None or batch.dropped:
             # Offsets predicted for acks=1 are void: re-base on what is committed.
-            pending_rows = sum(b.rows for b in state.queue) + \
+            pending_rows = sum(b.rows for b in (*state.flushing, *state.queue)) + \
                 (state.current.rows if state.current is not None else 0)
             state.assigned = state.plog.snapshot(refresh=False).next_offset + pending_rows
         batch.future.set_result(None)

@@ -22,7 +22,7 @@ from ingest_gateway.errors import NotLeader
 from ingest_gateway.server.codec import Rows, part_bytes, to_table
 from log_layout import (AppendResult, Fenced, PartitionLog, PartitionWriter, ProducerBatch,
                         TopicInfo)
-from log_layout.idempotence import check_with_pending, sort_out
+from log_layout.idempotence import after_appends, check_with_pending, sort_out
 
 
 class Batch:
@@ -66,7 +66,10 @@ class PartitionState:
         #: which incarnation of the topic: one deleted and created again is another
         self.incarnation = (info.created_ms, info.topic_id)
         self.current: Batch | None = None
-        self.flushing: Batch | None = None
+        #: batches being flushed, oldest first: at most one on the per-partition path;
+        #: a hot journal plans each flush on the ones before it, so several go at once
+        self.flushing: collections.deque[Batch] = collections.deque()
+        self.flush_limit = 1 if writer.journal is None else writer.journal.uploads_in_flight
         #: full batches closed while a flush was in flight, flushed in order
         self.queue: collections.deque[Batch] = collections.deque()
         self.flush_again = False
@@ -85,7 +88,7 @@ class PartitionState:
     @property
     def idle(self) -> bool:
         """Nothing open, queued or being flushed."""
-        return self.current is None and self.flushing is None and not self.queue
+        return self.current is None and not self.flushing and not self.queue
 
     def small_tail(self, position: int, *, segments: int, nbytes: int) -> bool:
         """Whether the records from ``position`` to the last committed lie in at most
@@ -192,9 +195,13 @@ def _accepted(state: PartitionState, batch: Batch) -> tuple[pa.Table, list]:
     """The batch's records to write, and its producer batches with their first rows:
     parts whose sequence no longer fits are dropped (``batch.dropped``). Raises
     NothingToWrite if none is left."""
-    m = state.plog.snapshot(refresh=False)
+    producers = state.plog.snapshot(refresh=False).producers
+    for earlier in state.flushing:  # hot: this flush is planned after those in flight
+        if earlier is not batch:
+            producers = after_appends(producers, [(pb, -1) for pb, part in earlier.producers
+                                                  if part not in earlier.dropped])
     accepted: list[tuple[ProducerBatch, int]] = []
-    fates = sort_out(m.producers, [pb for pb, _ in batch.producers], state.partition)
+    fates = sort_out(producers, [pb for pb, _ in batch.producers], state.partition)
     for (pb, part), fate in zip(batch.producers, fates):
         if fate is None:
             accepted.append((pb, part))

@@ -5,6 +5,7 @@ swept. On every store."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -274,3 +275,79 @@ def test_dump_log_shows_the_journal_and_the_records_of_a_hot_partition(hot):
     assert [line.split()[3] for line in segments] == ["0", "1"]  # their base offsets
     assert [line.rsplit("payload: ", 1)[1] for line in out if "payload: " in line] \
         == ["a-2", "b-2"]
+
+
+def test_a_partition_is_in_several_uploads_at_once_and_commits_in_order(log, store):
+    """Each flush of a partition is planned on the ones in flight before it: with the
+    uploads held, four flushes of one partition are out together, then commit in order
+    with contiguous offsets."""
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a", interval_ms=0, uploads_in_flight=4)
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        gate, started = threading.Event(), []
+        real = journal._upload
+
+        def held(flush):
+            started.append(flush.obj)
+            assert gate.wait(30)
+            real(flush)
+
+        journal._upload = held
+        futures = []
+        for i in range(4):
+            futures.append(w.append_async(pa.table({"value": [f"v{i}".encode()] * 3})))
+            deadline = time.monotonic() + 30
+            while len(started) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert len(started) == 4  # four uploads of the one partition out together
+        gate.set()
+        results = [f.result(timeout=60) for f in futures]
+        assert [(r.base_offset, r.last_offset) for r in results] == \
+            [(0, 2), (3, 5), (6, 8), (9, 11)]
+        fresh = open_log(*store[:1], storage_options=store[1])
+        assert _values(fresh.partition("t", 0).read_table(0)) == \
+            [f"v{i}".encode() for i in range(4) for _ in range(3)]
+    finally:
+        journal.close()
+
+
+def test_a_failed_upload_fails_the_flushes_planned_after_it_and_nothing_half_shows(log, store):
+    """The second of three flushes of a partition fails to upload: the third, planned
+    on the state the second was to leave, fails too (PredecessorFailed); the first
+    commits, and the next append is planned afresh on what is committed."""
+    from log_layout.hot_writer import PredecessorFailed
+
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a", interval_ms=0, uploads_in_flight=4)
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        gate, started = threading.Event(), []
+        real = journal._upload
+
+        def second_fails(flush):
+            started.append(flush.obj)
+            n = len(started)
+            assert gate.wait(30)
+            if n == 2:
+                raise OSError("the store refused this object")
+            real(flush)
+
+        journal._upload = second_fails
+        futures = []
+        for i in range(3):
+            futures.append(w.append_async(pa.table({"value": [f"v{i}".encode()]})))
+            deadline = time.monotonic() + 30
+            while len(started) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        gate.set()
+        assert futures[0].result(timeout=60).base_offset == 0
+        with pytest.raises(OSError):
+            futures[1].result(timeout=60)
+        with pytest.raises(PredecessorFailed):
+            futures[2].result(timeout=60)
+        assert w.append(pa.table({"value": [b"after"]})).base_offset == 1
+        fresh = open_log(*store[:1], storage_options=store[1])
+        assert _values(fresh.partition("t", 0).read_table(0)) == [b"v0", b"after"]
+    finally:
+        journal.close()
