@@ -1,7 +1,8 @@
 """Kafka's classic consumer-group protocol, served by sparklog's own group coordinator
 (``ingest_gateway.server.groups``): FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup here; OffsetCommit, OffsetFetch, DescribeGroups, ListGroups in
-``groups_offsets``. :data:`OFFERED` and :data:`HANDLERS` are what the listener adds
+``groups_offsets``; KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe in
+``groups_consumer``. :data:`OFFERED` and :data:`HANDLERS` are what the listener adds
 to its own tables.
 
 **One group, whichever protocol its members speak.** A Kafka member is a member of
@@ -55,7 +56,7 @@ from typing import Any
 
 from conf.topic import InvalidTopicName
 from ingest_gateway.protocol.groups import STRATEGIES, MemberState, validate_group_id
-from ingest_gateway.kafka import codes, groups_offsets
+from ingest_gateway.kafka import codes, groups_consumer, groups_offsets
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
@@ -271,7 +272,7 @@ async def leave_group(broker: Broker, head: Header, req: Any) -> Any:
 
 #: api key -> (min version, max version) of the group APIs (Kafka 4.0's floors)
 OFFERED: dict[int, tuple[int, int]] = {
-    API_OFFSET_COMMIT: (2, 8),
+    API_OFFSET_COMMIT: (2, 9),
     API_OFFSET_FETCH: (1, 7),
     API_FIND_COORDINATOR: (0, 4),
     API_JOIN_GROUP: (2, 9),
@@ -279,7 +280,8 @@ OFFERED: dict[int, tuple[int, int]] = {
     API_LEAVE_GROUP: (0, 5),
     API_SYNC_GROUP: (0, 5),
     API_DESCRIBE_GROUPS: (0, 5),
-    API_LIST_GROUPS: (0, 4),
+    API_LIST_GROUPS: (0, 5),
+    **groups_consumer.OFFERED,
 }
 
 HANDLERS = {
@@ -292,4 +294,5 @@ HANDLERS = {
     API_SYNC_GROUP: sync_group,
     API_DESCRIBE_GROUPS: groups_offsets.describe_groups,
     API_LIST_GROUPS: groups_offsets.list_groups,
+    **groups_consumer.HANDLERS,
 }

@@ -11,7 +11,11 @@ from Kafka's broker, each because the coordinator keeps less:
   clients send the same for all);
 - OffsetFetch answers ``committed_leader_epoch`` -1 and empty metadata;
 - ListGroups gives ``Stable`` for a group with members on this gateway and ``Empty``
-  for one known only from the store (its document), without looking further.
+  for one known only from the store (its document), without looking further; from v5
+  its type (``consumer`` for a KIP-848 group, mixed ones too, else ``classic``);
+- DescribeGroups answers a consumer-type group ``Dead``, as Kafka 4 does (it is
+  described by ConsumerGroupDescribe); OffsetCommit below v9 from a KIP-848 member is
+  UNSUPPORTED_VERSION (Kafka's rule).
 
 ACLs (Kafka's, checked here so each resource gets its own code): OffsetCommit needs Read
 on the group (else GROUP_AUTHORIZATION_FAILED on every partition) and Read on each
@@ -37,10 +41,17 @@ from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (encode_assignment, encode_subscription,
                                                   failed_code)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.server.groups.state import CONSUMER
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
 NO_AUTHORIZED_OPERATIONS = -2147483648  # "not asked for" (Kafka's INT32 min)
+
+
+class UnsupportedVersion(Exception):
+    """A request version Kafka refuses for what it carries (answered UNSUPPORTED_VERSION)."""
+
+    error_code = codes.UNSUPPORTED_VERSION
 
 
 async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
@@ -57,6 +68,10 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
         hub = broker.hub()
         try:
             hub.check_coordinator(req.group_id)
+            if head.api_version < 9 and req.member_id and await hub.run(
+                    hub.consumer_members.is_member, req.group_id, req.member_id):
+                raise UnsupportedVersion("OffsetCommit version 9 or above must be used by "
+                                         "members using the modern group protocol")
             await hub.run(hub.coordinator.check_instance, req.group_id, req.member_id,
                           getattr(req, "group_instance_id", None))
             await hub.run(lambda: hub.coordinator.commit(
@@ -130,6 +145,9 @@ async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
         except Exception as e:  # noqa: BLE001 - every failure is an error code
             out.append(_described(mod, group, failed_code(e, "DescribeGroups"), "", "", ()))
             continue
+        if d.type == CONSUMER:  # Kafka: "not a classic group" (ConsumerGroupDescribe's)
+            out.append(_described(mod, group, codes.NONE, "Dead", "", ()))
+            continue
         members = tuple(make(
             mod.DescribedGroupMember, member_id=m["member_id"], group_instance_id=None,
             client_id=m["client_id"], client_host="",
@@ -167,11 +185,15 @@ async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
     if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):  # Kafka's rule
         names = [n for n in names if sec.allowed(broker, "Describe", "Group", n)]
     wanted = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
+    kinds = {s.lower() for s in getattr(req, "types_filter", ()) or ()}
+    types = await hub.run(hub.consumer_members.types, names) if head.api_version >= 5 else {}
     groups = []
     for name in names:
         state = "Stable" if name in live else "Empty"
-        if not wanted or state.lower() in wanted:
+        kind = types.get(name, "classic")
+        if (not wanted or state.lower() in wanted) and (not kinds or kind in kinds):
+            extra = {"group_type": kind} if head.api_version >= 5 else {}
             groups.append(make(mod.ListedGroup, group_id=name, protocol_type="consumer",
-                               group_state=state))
+                               group_state=state, **extra))
     return make(mod.ListGroupsResponse, throttle_time=ZERO, error_code=error(code),
                 groups=tuple(groups))

@@ -36,6 +36,7 @@ from conf.errors import SparklogError
 from conf.settings import GatewaySettings
 from ingest_gateway.errors import GroupError, NotCoordinator, UnknownConsumerInstance
 from ingest_gateway.server.batcher import Batcher
+from ingest_gateway.server.groups.consumer import ConsumerMembers
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from ingest_gateway.server.groups.link import CoordinatorLink
 from ingest_gateway.server.groups.table import Cluster
@@ -87,8 +88,14 @@ class ConsumerHub:
             self.log, now_ms=self.now_ms, default_session_timeout_ms=gw.session_timeout_ms,
             min_session_timeout_ms=gw.group_min_session_timeout_ms,
             max_session_timeout_ms=gw.group_max_session_timeout_ms,
-            cluster=cluster, load_members=cluster is not None)
+            cluster=cluster, load_members=cluster is not None,
+            consumer_assignors=[a.strip() for a in gw.group_consumer_assignors.split(",")])
         self.coordinator.on_rebalance = batcher.metrics.rebalanced
+        #: KIP-848 members of the coordinator's groups (ConsumerGroupHeartbeat)
+        self.consumer_members = ConsumerMembers(
+            self.coordinator, heartbeat_interval_ms=gw.group_consumer_heartbeat_interval_ms,
+            session_timeout_ms=gw.group_consumer_session_timeout_ms,
+            assignors=self.coordinator.consumer_assignors)
         #: consumer.instance.timeout.ms: the default and the longest an instance may ask for
         self.instance_timeout_ms = gw.consumer_instance_timeout_ms
         self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}

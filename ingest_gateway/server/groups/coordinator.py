@@ -43,12 +43,9 @@ the generation (so ids never repeat), the strategy and the members of the
 generation: written on each commit, each completed generation and each member
 that leaves or expires. Lag per partition = high watermark − committed offset.
 
-**Which gateway coordinates** (``table``): a standalone gateway every group, and
-a restart of it forgets the members (they join again); a slot of the broker
-application only the groups the assignment gives it, refusing the others with
-NotCoordinator, and it takes a group over from its document, members included,
-when the coordinator moves (``load_members``).
-
+**Which gateway coordinates**: see ``table`` (a slot of the broker application takes a
+group over from its document, members included; a standalone gateway's restart forgets
+members). **KIP-848 members** (``group.protocol=consumer``): ``epochs`` and ``consumer``.
 **Static members** (``group.instance.id``, KIP-345): see ``static``.
 """
 
@@ -63,12 +60,13 @@ from ingest_gateway.protocol.groups import (COOPERATIVE, STRATEGIES, MemberState
 from ingest_gateway.errors import (
     GroupFieldTooLong, IllegalGeneration, InconsistentGroupProtocol, InvalidSessionTimeout,
     NotCoordinator, PartitionNotAssigned, RebalanceInProgress, UnknownGroup, UnknownMemberId)
-from ingest_gateway.server.groups import assignors, static
+from ingest_gateway.server.groups import assignors, epochs, static
 from ingest_gateway.server.groups.state import (
-    DEFAULT_REBALANCE_TIMEOUT_MS, DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS, MAX_TIMEOUT_MS,
-    MIN_SESSION_TIMEOUT_MS, Group, GroupDescription, Member, check_client_id)
+    CONSUMER, DEFAULT_REBALANCE_TIMEOUT_MS, DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS,
+    MAX_TIMEOUT_MS,     MIN_SESSION_TIMEOUT_MS, Group, GroupDescription, Member, check_client_id, check_epoch,
+    check_rebalance_timeout)
 from ingest_gateway.protocol.group_offsets import checked_offsets
-from ingest_gateway.server.groups.store import partition_lags
+from ingest_gateway.server.groups.store import partition_counts, partition_lags
 from ingest_gateway.server.groups.table import Cluster, GroupTable
 from log_layout import Log, wall_clock_ms
 
@@ -102,8 +100,11 @@ class GroupCoordinator:
                  default_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
                  max_session_timeout_ms: int = MAX_TIMEOUT_MS,
-                 cluster: Cluster | None = None, load_members: bool = False):
+                 cluster: Cluster | None = None, load_members: bool = False,
+                 consumer_assignors: Sequence[str] = epochs.ASSIGNORS):
         self.log = log
+        #: group.consumer.assignors: the server assignors of KIP-848 groups, the default first
+        self.consumer_assignors = tuple(consumer_assignors)
         self.now_ms = now_ms
         self.default_session_timeout_ms = default_session_timeout_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -150,10 +151,7 @@ class GroupCoordinator:
         """Raises GroupFieldTooLong, InvalidSessionTimeout or ValueError."""
         check_client_id(group, client_id)
         self.check_session_timeout(group, session)
-        v = rebalance_timeout_ms
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TIMEOUT_MS:
-            raise ValueError(f"rebalance.timeout.ms must be an integer of milliseconds from 1 "
-                             f"to {MAX_TIMEOUT_MS}, not {v!r}")
+        check_rebalance_timeout(rebalance_timeout_ms)
 
     def join(self, group: str, topics: Iterable[str], *, member_id: str | None = None,
              client_id: str = "", strategies: Sequence[str] = ("range",),
@@ -188,7 +186,7 @@ class GroupCoordinator:
                 else self.table.load(group)
             try:
                 now = self.now_ms()
-                self._tick(g, now)
+                self.tick(g, now)
                 old = static.find(g, instance_id) if member_id is None else None
                 if member_id is None and old is None:
                     self._check_protocol(g, strategies)
@@ -212,7 +210,7 @@ class GroupCoordinator:
                     m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance_timeout_ms
                 if g.preparing:
                     m.joined_generation = g.generation + 1
-                    if not self._cooperative(g):
+                    if not self._cooperative(g, m):
                         m.assignment = ()  # rejoining = revoked everything (eager protocol)
                     self._maybe_complete(g, now)
                 return self._state(g, m)
@@ -231,7 +229,7 @@ class GroupCoordinator:
             g = self.table.live(group, member_id)
             try:
                 now = self.now_ms()
-                self._tick(g, now)
+                self.tick(g, now)
                 m = self._member(g, member_id)
                 m.last_heartbeat_ms = now
                 # Every member still here rejoined for the current generation (the others
@@ -252,9 +250,9 @@ class GroupCoordinator:
             g = self.table.live(group, member_id)
             try:
                 now = self.now_ms()
-                self._tick(g, now)
+                self.tick(g, now)
                 self._member(g, member_id)
-                self._remove(g, [member_id], now)
+                self.remove(g, [member_id], now)
             finally:
                 self.table.release(g)
 
@@ -271,7 +269,7 @@ class GroupCoordinator:
             now = self.now_ms()
             for g in list(self.table.groups.values()):
                 try:
-                    out.extend((g.name, m) for m in self._tick(g, now))
+                    out.extend((g.name, m) for m in self.tick(g, now))
                 except NotCoordinator:
                     continue  # moved away: dropped, its members go to the new coordinator
                 self.table.release(g)
@@ -284,7 +282,7 @@ class GroupCoordinator:
         with self._lock:
             g = self.table.live(group, member_id)
             try:
-                self._tick(g, self.now_ms())
+                self.tick(g, self.now_ms())
                 return self._state(g, self._member(g, member_id))
             finally:
                 self.table.release(g)
@@ -302,20 +300,27 @@ class GroupCoordinator:
         return assignors.common_strategy(
             [m.strategies if m is not None else tuple(extra) for m in members])
 
-    def _tick(self, g: Group, now: int) -> list[str]:
+    def rebalance(self, g: Group, now: int) -> None:
+        """Start a rebalance of ``g`` (under the lock) and complete it if every member is
+        ready (at once when no classic member has to rejoin)."""
+        self._start_rebalance(g, now)
+        self._maybe_complete(g, now)
+
+    def tick(self, g: Group, now: int) -> list[str]:
         """Expire silent members and end an overdue rebalance; returns removed ids."""
         gone = [mid for mid, m in g.members.items()
                 if now - m.last_heartbeat_ms >= m.session_timeout_ms]
+        gone += [mid for mid in epochs.overdue(g, now) if mid not in gone]
         if g.preparing and now >= g.rebalance_deadline_ms:
             gone += [mid for mid, m in g.members.items()
-                     if m.joined_generation != g.generation + 1 and mid not in gone]
+                     if not epochs.ready(g, m) and mid not in gone]
         if gone:
-            self._remove(g, gone, now)
+            self.remove(g, gone, now)
         elif g.preparing:
             self._maybe_complete(g, now)
         return gone
 
-    def _remove(self, g: Group, member_ids: Sequence[str], now: int) -> None:
+    def remove(self, g: Group, member_ids: Sequence[str], now: int) -> None:
         """Remove members and write the group's document (raises NotCoordinator if
         this gateway no longer coordinates the group)."""
         for mid in member_ids:
@@ -327,7 +332,7 @@ class GroupCoordinator:
             self._maybe_complete(g, now)
         else:
             g.preparing = False
-            self._notify(g)
+            self.notify(g)
         if g.generation == generation:  # else the completed generation was just written
             # so a coordinator taking the group over does not wait for members that left
             self.table.write(g, *g.snapshot_doc())
@@ -336,25 +341,22 @@ class GroupCoordinator:
         if not g.preparing:
             g.preparing = True
             g.rebalance_deadline_ms = now + max(m.rebalance_timeout_ms for m in g.members.values())
-        self._notify(g)
+        self.notify(g)
 
     def _maybe_complete(self, g: Group, now: int) -> None:
         target = g.generation + 1
-        if not g.preparing or any(m.joined_generation != target for m in g.members.values()):
+        if not g.preparing or not all(epochs.ready(g, m) for m in g.members.values()):
             return
-        # Owners of the last generation (eager members hold nothing while rejoining,
-        # so ask the last plan, not the members), without members that are gone.
+        # the last plan's owners still here (eager members hold nothing while rejoining)
         previous = {tp: m for tp, m in g.last_owners.items() if m in g.members}
         members = sorted(g.members.values(), key=lambda m: (m.joined_generation, m.member_id))
-        strategy = self._common_strategy(members) or "range"
-        subs = {m.member_id: m.topics for m in members}
-        counts = {t: self.log.topic(t).partitions for t in set().union(*subs.values())}
-        # cooperative: what moves is withheld now, handed over by the rebalance started below
-        plan, g.revoking = assignors.plan(strategy, subs, counts, previous)
-        g.generation, g.strategy, g.preparing = target, strategy, False
-        for m in members:
-            m.assignment = tuple(plan[m.member_id])
-        g.last_owners = g.owners()
+        g.topic_counts = counts = partition_counts(self.log, set().union(*(m.topics
+                                                                          for m in members)))
+        # cooperative and KIP-848: what moves is withheld now, handed over by the
+        # rebalance started below (or, from a KIP-848 member, when it has revoked it)
+        strategy = epochs.preferred_assignor(members, self.consumer_assignors) \
+            if epochs.mixed(g) else self._common_strategy(members) or "range"
+        again = epochs.plan_generation(g, members, strategy, counts, previous, now)
         # Persist the generation so ids never repeat after a restart (a zombie of
         # generation N must not match a new generation N).
         self.table.write(g, *g.snapshot_doc())
@@ -362,20 +364,23 @@ class GroupCoordinator:
                  strategy, len(members), "s" * (len(members) != 1))
         if self.on_rebalance is not None:
             self.on_rebalance(g.name)
-        if g.revoking:
+        if again:
             self._start_rebalance(g, now)
-        self._notify(g)
+        self.notify(g)
 
-    def _cooperative(self, g: Group) -> bool:
-        return self._common_strategy(list(g.members.values())) == COOPERATIVE
+    def _cooperative(self, g: Group, m: Member | None = None) -> bool:
+        strategy = self._common_strategy(list(g.members.values()))
+        return epochs.cooperative(g, m, strategy) if m is not None else strategy == COOPERATIVE
 
     def _state(self, g: Group, m: Member) -> MemberState:
         waiting = g.preparing and m.joined_generation == g.generation + 1
         hb = max(1, m.session_timeout_ms // 3)
+        # beside KIP-848 members each classic member is told its own first strategy
+        strategy = m.strategies[0] if epochs.mixed(g) and m.strategies else g.strategy
         return MemberState(g.name, m.member_id, g.generation, g.preparing and not waiting,
-                           () if waiting else m.assignment, not waiting, g.strategy, hb)
+                           () if waiting else m.assignment, not waiting, strategy, hb)
 
-    def _notify(self, g: Group) -> None:
+    def notify(self, g: Group) -> None:
         for listener in self.change_listeners:
             listener(g.name)
 
@@ -412,10 +417,7 @@ class GroupCoordinator:
                 # Re-check: a rebalance may have completed while we looked at high
                 # watermarks outside the lock.
                 if member_id is not None:
-                    if member_id not in g.members:
-                        raise UnknownMemberId(group, member_id)
-                    if g.generation != generation:
-                        raise IllegalGeneration(group, member_id, generation, g.generation)
+                    check_epoch(g, self._member(g, member_id), generation)
                 elif g.members:
                     raise UnknownMemberId(group, member_id)
                 for (topic, partition), offset in checked.items():
@@ -431,15 +433,17 @@ class GroupCoordinator:
     def _check_committer(self, g: Group, offsets: Mapping[TopicPartition, int],
                          member_id: str | None, generation: int, now: int) -> None:
         """May this member commit these partitions now? (under the lock; see commit)"""
-        self._tick(g, now)
+        self.tick(g, now)
         if member_id is None:
             if g.members:
                 raise UnknownMemberId(g.name, member_id)
             return
         m = self._member(g, member_id)
-        if generation != g.generation:
-            raise IllegalGeneration(g.name, member_id, generation, g.generation)
-        cooperative = self._cooperative(g)
+        check_epoch(g, m, generation)
+        if m.protocol == CONSUMER:  # Kafka checks a KIP-848 member's epoch, not what it owns
+            m.last_heartbeat_ms = now
+            return
+        cooperative = self._cooperative(g, m)
         if m.joined_generation == g.generation + 1 and g.preparing and not cooperative:
             raise RebalanceInProgress(g.name, g.generation)
         # a cooperative member may still commit what it is giving up
@@ -481,20 +485,16 @@ class GroupCoordinator:
             held = self.table.held(g)  # else a copy read from the store, only looked at
             if held:
                 try:
-                    self._tick(g, self.now_ms())
+                    self.tick(g, self.now_ms())
                 except NotCoordinator:  # moved away (and dropped): what the store has
                     return self.describe(group)
                 self.table.release(g)
             owners = g.owners()
             # only the coordinator knows when a member was last heard of
-            members = tuple({"member_id": m.member_id, "client_id": m.client_id,
-                             "topics": sorted(m.topics),
-                             "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
-                             "session_timeout_ms": m.session_timeout_ms,
-                             "last_heartbeat_ms": m.last_heartbeat_ms if held else None}
-                            for m in sorted(g.members.values(), key=lambda m: m.member_id))
+            members = tuple(m.describe(held) for m in sorted(g.members.values(),
+                                                             key=lambda m: m.member_id))
             topics = set(g.offsets) | {t for m in g.members.values() for t in m.topics}
             offsets = g.committed()
-            state, generation, strategy = g.state, g.generation, g.strategy
+            state, generation, strategy, kind = g.state, g.generation, g.strategy, g.type
         return GroupDescription(group, state, generation, strategy, members,
-                                tuple(partition_lags(self.log, topics, offsets, owners)))
+                                tuple(partition_lags(self.log, topics, offsets, owners)), kind)

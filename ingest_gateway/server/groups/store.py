@@ -32,6 +32,18 @@ def partition_lags(log: Log, topics: Iterable[str], offsets: Mapping[TopicPartit
     return rows
 
 
+def partition_counts(log: Log, topics: Iterable[str]) -> dict[str, int]:
+    """Partitions of each of ``topics`` that exists (a KIP-848 member may subscribe to
+    one that does not yet)."""
+    out = {}
+    for t in topics:
+        try:
+            out[t] = log.topic(t).partitions
+        except UnknownTopic:
+            continue
+    return out
+
+
 def describe_from_store(log: Log, group: str) -> GroupDescription:
     """A group's committed offsets and lag read from the store alone (no members).
 
@@ -43,4 +55,4 @@ def describe_from_store(log: Log, group: str) -> GroupDescription:
         raise UnknownGroup(group)
     g = Group(group, doc)
     return GroupDescription(group, "Unknown", g.generation, g.strategy, (),
-                            tuple(partition_lags(log, g.offsets, g.committed())))
+                            tuple(partition_lags(log, g.offsets, g.committed())), g.type)

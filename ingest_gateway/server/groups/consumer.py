@@ -1,0 +1,232 @@
+"""KIP-848's consumer group protocol on the group coordinator: one heartbeat call that
+joins, keeps alive, reconciles and leaves (Kafka's ConsumerGroupHeartbeat, whatever
+protocol carries it; the Kafka listener's adapter is ``kafka.groups_consumer``).
+
+A member names itself (the client makes its member id) and sends its **member epoch**:
+0 to join (with its subscription, rebalance timeout and an empty owned list), -1 to
+leave, -2 a static member leaving for a while (here: a leave; static KIP-848 members
+are not kept), else the epoch the coordinator last gave it. Its subscription, server
+assignor and rebalance timeout are sent when they change; its owned partitions when
+it has finished a reconciliation (and in full requests). The answer carries its epoch,
+the heartbeat interval (``group.consumer.heartbeat.interval.ms``) and its assignment
+when that changed (or the request was a full one), as Kafka's coordinator answers.
+
+Membership lives in the coordinator's :class:`~state.Group` beside classic members
+(the same generations, committed offsets and store document: a coordinator taking the
+group over loads these members, epochs and assignments with the others), and each
+heartbeat reconciles the member towards its target (``epochs``). A new member, a
+leaving or expired one (``group.consumer.session.timeout.ms``), a changed subscription
+or assignor, or a subscribed topic's partition count changing starts a new plan (the
+group epoch is the coordinator's generation).
+
+Refused as Kafka refuses: an epoch above the member's (FencedMemberEpoch), below it
+unless it is the previous one and the owned partitions are within the assignment (a
+lost answer), an unknown member (UnknownMemberId), an assignor outside
+``group.consumer.assignors`` (UnsupportedAssignor), a first heartbeat without its
+subscription, rebalance timeout or empty owned list (ValueError). A regular
+expression subscription is refused (ValueError): not served yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ingest_gateway.errors import FencedMemberEpoch, UnknownMemberId, UnsupportedAssignor
+from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
+from ingest_gateway.server.groups import epochs
+from ingest_gateway.server.groups.coordinator import GroupCoordinator
+from ingest_gateway.server.groups.state import (CONSUMER, MAX_CLIENT_ID_CHARS, Group, Member,
+                                                check_client_id, check_rebalance_timeout)
+from ingest_gateway.server.groups.store import partition_counts
+
+#: how often a heartbeat looks whether a subscribed topic's partition count changed
+METADATA_CHECK_MS = 1000
+#: most topics one member may subscribe to (a bound on what a request makes us hold)
+MAX_SUBSCRIBED_TOPICS = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Heartbeat:
+    """What a member's heartbeat says; None: unchanged since its last one."""
+
+    member_id: str
+    member_epoch: int
+    client_id: str = ""
+    topics: frozenset[str] | None = None
+    regex: str | None = None
+    assignor: str | None = None
+    rebalance_timeout_ms: int | None = None
+    owned: frozenset[TopicPartition] | None = None
+    instance_id: str | None = None
+
+    @property
+    def full(self) -> bool:
+        """Kafka's full request: a join, or every optional field sent (after an error)."""
+        return self.member_epoch == 0 or (self.rebalance_timeout_ms is not None
+                                          and self.topics is not None
+                                          and self.owned is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    #: the partitions it may use now; None: unchanged (Kafka sends none then)
+    assignment: tuple[TopicPartition, ...] | None
+
+
+class ConsumerMembers:
+    """KIP-848 members of ``coordinator``'s groups (thread-safe: under its lock)."""
+
+    def __init__(self, coordinator: GroupCoordinator, *, heartbeat_interval_ms: int = 5000,
+                 session_timeout_ms: int = 45_000, assignors: Sequence[str] = epochs.ASSIGNORS):
+        self.coordinator = coordinator
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.assignors = tuple(assignors)
+
+    def check(self, group: str, hb: Heartbeat) -> None:
+        """Raises InvalidGroupId, UnsupportedAssignor, GroupFieldTooLong or ValueError
+        for a heartbeat Kafka would refuse before looking at the group."""
+        validate_group_id(group)
+        if not hb.member_id or len(hb.member_id) > MAX_CLIENT_ID_CHARS \
+                or not hb.member_id.isprintable():
+            raise ValueError(f"member id must be 1 to {MAX_CLIENT_ID_CHARS} printable "
+                             f"characters, not {hb.member_id[:64]!r}")
+        check_client_id(group, hb.client_id)
+        if hb.member_epoch < -2:
+            raise ValueError(f"member epoch {hb.member_epoch} is invalid")
+        if hb.regex is not None:
+            raise ValueError("subscriptions by regular expression (KIP-848's "
+                             "SubscribedTopicRegex) are not served: subscribe to topic names")
+        if hb.topics is not None and len(hb.topics) > MAX_SUBSCRIBED_TOPICS:
+            raise ValueError(f"{len(hb.topics)} subscribed topics, over {MAX_SUBSCRIBED_TOPICS}")
+        if hb.assignor is not None and hb.assignor not in self.assignors:
+            raise UnsupportedAssignor(group, hb.assignor, self.assignors)
+        if hb.rebalance_timeout_ms is not None:
+            check_rebalance_timeout(hb.rebalance_timeout_ms)
+        if hb.member_epoch == 0:
+            if hb.rebalance_timeout_ms is None:
+                raise ValueError("RebalanceTimeoutMs must be provided in first request")
+            if hb.topics is None:
+                raise ValueError("SubscribedTopicNames must be set in first request")
+            if hb.owned is None or hb.owned:
+                raise ValueError("TopicPartitions must be empty when (re-)joining")
+
+    def heartbeat(self, group: str, hb: Heartbeat) -> Answer:
+        """Join, keep alive, reconcile or leave (module docstring). Raises what
+        :meth:`check` raises, NotCoordinator, UnknownMemberId or FencedMemberEpoch."""
+        self.check(group, hb)
+        c = self.coordinator
+        with c.table.lock:
+            g = c.table.load(group) if hb.member_epoch == 0 \
+                else c.table.live(group, hb.member_id)
+            try:
+                return self._beat(g, hb, c.now_ms())
+            finally:
+                c.table.release(g)
+
+    def _beat(self, g: Group, hb: Heartbeat, now: int) -> Answer:
+        c = self.coordinator
+        c.tick(g, now)
+        m = g.members.get(hb.member_id)
+        if m is not None and m.protocol != CONSUMER:
+            raise UnknownMemberId(g.name, hb.member_id)  # a classic member's id
+        if hb.member_epoch < 0:
+            if m is None:
+                raise UnknownMemberId(g.name, hb.member_id)
+            c.remove(g, [hb.member_id], now)
+            return Answer(hb.member_id, hb.member_epoch, self.heartbeat_interval_ms, None)
+        replan = False
+        if hb.member_epoch == 0:
+            if m is None:
+                m = g.members[hb.member_id] = Member(
+                    hb.member_id, hb.client_id, frozenset(), (), self.session_timeout_ms,
+                    hb.rebalance_timeout_ms or 0, now, -1, protocol=CONSUMER,
+                    instance_id=hb.instance_id)
+                replan = True
+            # a member joining again (it was fenced, or lost its state) holds nothing
+            m.assignment, m.pending_revocation, m.member_epoch = (), (), 0
+        elif m is None:
+            raise UnknownMemberId(g.name, hb.member_id)
+        else:
+            self._check_epoch(g, m, hb)
+        before = m.assignment
+        m.last_heartbeat_ms = now
+        replan = self._update(m, hb) or replan or self._topics_changed(g, now)
+        if replan:
+            c.rebalance(g, now)
+        changed = epochs.reconcile(g, m, hb.owned, now)
+        if epochs.released(g, m):  # classic members waited for these: they rejoin now
+            c.rebalance(g, now)
+        if changed or replan:
+            c.table.write(g, *g.snapshot_doc())
+        if changed:
+            c.notify(g)
+        sent = m.assignment if hb.full or m.assignment != before else None
+        return Answer(m.member_id, m.member_epoch, self.heartbeat_interval_ms, sent)
+
+    @staticmethod
+    def _check_epoch(g: Group, m: Member, hb: Heartbeat) -> None:
+        """Kafka's fencing: a greater epoch than the member's, or a smaller one that is
+        not the previous epoch with owned partitions within the assignment."""
+        epoch = hb.member_epoch
+        if epoch > m.member_epoch or (epoch < m.member_epoch and (
+                epoch != m.previous_epoch or hb.owned is None
+                or not hb.owned <= set(m.assignment))):
+            raise FencedMemberEpoch(g.name, m.member_id, epoch, m.member_epoch)
+
+    @staticmethod
+    def _update(m: Member, hb: Heartbeat) -> bool:
+        """Take what the heartbeat changed; returns whether the group needs a new plan."""
+        replan = False
+        if hb.topics is not None and hb.topics != m.topics:
+            m.topics, replan = hb.topics, True
+        if hb.assignor is not None and hb.assignor != m.assignor:
+            m.assignor, replan = hb.assignor, True
+        if hb.rebalance_timeout_ms is not None:
+            m.rebalance_timeout_ms = hb.rebalance_timeout_ms
+        if hb.client_id:
+            m.client_id = hb.client_id
+        return replan
+
+    def _topics_changed(self, g: Group, now: int) -> bool:
+        """Did a subscribed topic appear, vanish or grow since the last plan? (Looked
+        at once a second: it reads topic metadata.)"""
+        if now - g.counts_checked_ms < METADATA_CHECK_MS:
+            return False
+        g.counts_checked_ms = now
+        topics = set().union(*(m.topics for m in g.members.values()))
+        return partition_counts(self.coordinator.log, topics) != g.topic_counts
+
+    def topics_of(self, group: str, member_id: str) -> frozenset[str]:
+        """The topics a member of a group held in memory subscribes to (empty if none):
+        the Kafka adapter resolves the topic ids of owned partitions among them."""
+        with self.coordinator.table.lock:
+            g = self.coordinator.table.groups.get(group)
+            m = g.members.get(member_id) if g is not None else None
+            return m.topics if m is not None else frozenset()
+
+    def is_member(self, group: str, member_id: str) -> bool:
+        """Is ``member_id`` a KIP-848 member of a group held in memory? (Kafka takes its
+        commits at OffsetCommit v9 and above only.)"""
+        with self.coordinator.table.lock:
+            g = self.coordinator.table.groups.get(group)
+            m = g.members.get(member_id) if g is not None else None
+            return m is not None and m.protocol == CONSUMER
+
+    def types(self, names: Sequence[str]) -> dict[str, str]:
+        """Kafka's group type of each group (``consumer`` or ``classic``): from memory,
+        else from its store document (ListGroups v5 answers it)."""
+        c = self.coordinator
+        with c.table.lock:
+            held = {n: g.type for n, g in c.table.groups.items()}
+        out = {}
+        for n in names:
+            if n not in held:
+                doc = c.log.read_group_offsets(n) or {}
+                held[n] = CONSUMER if doc.get("type") == CONSUMER else "classic"
+            out[n] = held[n]
+        return out
