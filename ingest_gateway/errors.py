@@ -234,7 +234,6 @@ class RecordNotJson(SparklogError):
 # -- consumer groups (raised by the coordinator, raised again by the clients) --------
 class GroupError(SparklogError):
     """Base of the consumer-group errors."""
-
     code = "group_error"
 
 
@@ -266,8 +265,7 @@ class UnknownMemberId(GroupError, LookupError):
 
 
 class FencedInstanceId(UnknownMemberId):
-    """A static member (``group.instance.id``) replaced by a newer member with the same
-    instance id (KIP-345): the old one must stop."""
+    """A static member replaced by a newer one with its group.instance.id (KIP-345)."""
 
     code = "fenced_instance_id"
 
@@ -290,38 +288,12 @@ class IllegalGeneration(GroupError):
                          f"{generation}, but the group is at generation {current}")
 
 
-class FencedMemberEpoch(GroupError):
-    """A KIP-848 member whose epoch is not the one the coordinator holds for it (it
-    missed an answer or was removed): it must give up its partitions and rejoin."""
-
-    code = "fenced_member_epoch"
-
-    def __init__(self, group: str, member_id: object, epoch: int, current: int):
-        self.group, self.member_id, self.epoch, self.current = group, member_id, epoch, current
-        super().__init__(f"member {member_id!r} of consumer group {group!r} sent member epoch "
-                         f"{epoch}, but the coordinator holds epoch {current} for it: rejoin")
+class FencedMemberEpoch(IllegalGeneration):
+    """A KIP-848 member's epoch is not the one the coordinator holds: it rejoins."""
 
 
-class StaleMemberEpoch(GroupError):
-    """A KIP-848 member's commit carrying another epoch than its current one."""
-
-    code = "stale_member_epoch"
-
-    def __init__(self, group: str, member_id: object, epoch: int, current: int):
-        self.group, self.member_id, self.epoch, self.current = group, member_id, epoch, current
-        super().__init__(f"member {member_id!r} of consumer group {group!r} committed with "
-                         f"member epoch {epoch}, but its epoch is {current}")
-
-
-class UnsupportedAssignor(GroupError, ValueError):
-    """A KIP-848 member asked for a server assignor the gateway does not offer."""
-
-    code = "unsupported_assignor"
-
-    def __init__(self, group: str, assignor: object, offered: tuple[str, ...]):
-        self.group, self.assignor, self.offered = group, assignor, offered
-        super().__init__(f"server assignor {assignor!r} asked for in consumer group {group!r} "
-                         f"is not one of group.consumer.assignors {', '.join(offered)}")
+class StaleMemberEpoch(IllegalGeneration):
+    """A KIP-848 member's commit with another epoch than its own (Kafka: not fenced)."""
 
 
 class RebalanceInProgress(GroupError):
@@ -356,6 +328,10 @@ class InconsistentGroupProtocol(GroupError):
         super().__init__(f"consumer group {group!r} uses assignment strategies "
                          f"{', '.join(group_strategies)}; the joining member supports only "
                          f"{', '.join(offered)}")
+
+
+class UnsupportedAssignor(InconsistentGroupProtocol, ValueError):
+    """A KIP-848 member's server assignor is not in group.consumer.assignors."""
 
 
 class InvalidCommitOffset(GroupError, ValueError):

@@ -104,7 +104,7 @@ class ConsumerMembers:
         if hb.topics is not None and len(hb.topics) > MAX_SUBSCRIBED_TOPICS:
             raise ValueError(f"{len(hb.topics)} subscribed topics, over {MAX_SUBSCRIBED_TOPICS}")
         if hb.assignor is not None and hb.assignor not in self.assignors:
-            raise UnsupportedAssignor(group, hb.assignor, self.assignors)
+            raise UnsupportedAssignor(group, (hb.assignor,), self.assignors)
         if hb.rebalance_timeout_ms is not None:
             check_rebalance_timeout(hb.rebalance_timeout_ms)
         if hb.member_epoch == 0:
