@@ -93,7 +93,8 @@ def _heartbeat_of(head: Header, req: Any, member_id: str) -> Heartbeat:
     topics = req.subscribed_topic_names
     return Heartbeat(member_id, int(req.member_epoch), client_id=head.client_id or "",
                      topics=frozenset(topics) if topics is not None else None,
-                     regex=req.subscribed_topic_regex or None,  # librdkafka sends "": none assignor=req.server_assignor,
+                     # librdkafka sends "" for no regular expression
+                     regex=req.subscribed_topic_regex or None, assignor=req.server_assignor,
                      rebalance_timeout_ms=_ms_or_none(req.rebalance_timeout),
                      instance_id=req.instance_id)
 
@@ -117,6 +118,8 @@ async def consumer_group_heartbeat(broker: Broker, head: Header, req: Any) -> An
     hub = broker.hub()
     try:
         hub.check_coordinator(group)
+        if req.member_epoch == 0 and req.topic_partitions:  # before unknown ids are dropped
+            raise ValueError("TopicPartitions must be empty when (re-)joining")
         hb = dataclasses.replace(_heartbeat_of(head, req, member_id),
                                  owned=await hub.run(_owned, broker, group, req))
         ans = await hub.run(hub.consumer_members.heartbeat, group, hb)
