@@ -82,6 +82,16 @@ def _handlers() -> dict[int, Any]:
     return {**table, **admin_brokers.handlers(table)}
 
 
+def offered(sasl: bool) -> dict[int, tuple[int, int]]:
+    """api key -> (min, max) version: what ApiVersions answers and requests may use, every
+    module's table (the SASL APIs on a SASL listener only)."""
+    return {**OFFERED, **groups.OFFERED, **txn.OFFERED,
+            **admin_configs.OFFERED, **admin_records.OFFERED,
+            **admin_brokers.OFFERED, **admin_partitions.OFFERED,
+            **admin_transactions.OFFERED, **scram_admin.OFFERED,
+            **(sec.SASL_OFFERED if sasl else {})}
+
+
 def parse_listener(text: str) -> tuple[str, int]:
     """(host, port) of one ``SCHEME://host:port`` (``security.parse_listener``);
     raises ConfigError naming ``gateway.kafka.listeners`` for anything else."""
@@ -103,11 +113,7 @@ class KafkaListener:
         self.connection_queued_bytes = gateway.kafka_connection_queued_max_request_bytes
         self.handlers = _handlers()
         #: what ApiVersions offers and requests may use: ours and the group APIs'
-        self.offered = {**OFFERED, **groups.OFFERED, **txn.OFFERED,
-                        **admin_configs.OFFERED, **admin_records.OFFERED,
-                        **admin_brokers.OFFERED, **admin_partitions.OFFERED,
-                        **admin_transactions.OFFERED, **scram_admin.OFFERED,
-                        **(sec.SASL_OFFERED if security.login is not None else {})}
+        self.offered = offered(sasl=security.login is not None)
         broker.offered = self.offered
         #: the HTTP side's byte-rate quotas (None: off), shared by both protocols
         self.quotas = broker.gateway.quotas
