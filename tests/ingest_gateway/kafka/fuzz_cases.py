@@ -28,14 +28,11 @@ _HOSTILE = (b"\x8d\xe3\xda\x97\x0d", b"\xff\xff\xff\xff\x0f", b"\x7f\xff\xff\xff
 
 
 def offered() -> dict[int, tuple[int, int]]:
-    """(API key -> version range) the listener offers with SASL on: every API it serves."""
-    from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
-                                      admin_records, admin_transactions, groups, security,
-                                      txn, wire)
+    """(API key -> version range) the listener offers with SASL on: every API it serves
+    (``listener.offered``, the table ApiVersions answers)."""
+    from ingest_gateway.kafka.listener import offered as listener_offered
 
-    return {**wire.OFFERED, **groups.OFFERED, **txn.OFFERED, **admin_configs.OFFERED,
-            **admin_records.OFFERED, **admin_brokers.OFFERED, **admin_partitions.OFFERED,
-            **admin_transactions.OFFERED, **security.SASL_OFFERED}
+    return listener_offered(sasl=True)
 
 
 def pairs() -> list[tuple[int, int]]:
