@@ -33,6 +33,10 @@ the newest ~30% of the 2M-record backlog, ``--tail-cache-bytes 536870912`` all o
 Each run also records the broker process's CPU time per record (user + system, with
 its children; ``broker_cpu_us``), which a noisy shared machine moves less than rates.
 
+A 10-member group's rebalance time, KIP-848 vs classic, on both brokers
+(``bench.kafka_side.rebalance``; ``--skip-rebalance`` leaves it out, ``--only-rebalance``
+runs it alone and puts its figures into the results file beside the others').
+
     python bench/kafka_protocol.py --repeat 3              # 2M records a run
     python bench/kafka_protocol.py --quick                 # 50k records, one run (CI)
 
@@ -56,6 +60,7 @@ sys.path.insert(0, ROOT)
 
 from bench.common import write_results  # noqa: E402
 from bench.kafka_side import kafka_clients as kc  # noqa: E402
+from bench.kafka_side import rebalance  # noqa: E402
 from bench.kafka_side.broker import KafkaBroker  # noqa: E402
 from bench.kafka_side.fetch import fetch_kafka  # noqa: E402
 from bench.kafka_side.measure import VALUE_BYTES  # noqa: E402
@@ -201,6 +206,49 @@ def _interrupted(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
+    """The rebalance case alone (a gateway and a Kafka broker of their own); its figures
+    replace those of the same names in the results file (``--out`` or the default)."""
+    import json
+
+    from bench.common import results_path
+    from log_layout import open_log
+
+    jars, _tools, _notes = fetch_kafka(tools=False, log=log)
+    work = tempfile.mkdtemp(prefix="sparklog-bench-rebalance-")
+    store, port = os.path.join(work, "store"), free_port()
+    try:
+        with KafkaBroker(jars) as kafka, GatewayProcess(
+                store, settings={"store.fsync": "false",
+                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{port}"}):
+            lg = open_log(f"file://{store}")
+            results = rebalance.runs(
+                [("sparklog", f"127.0.0.1:{port}",
+                  lambda t, n: lg.create_topic(t, {"partitions": n})),
+                 ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    new = rebalance.figures(results)
+    print_table(f"10-member rebalance, KIP-848 vs classic, sparklog vs Kafka {jars.version}, "
+                f"median of {repeat}", new, "ms; ratio = Kafka / sparklog (higher is better)")
+    path = args.out or results_path("kafka_protocol", args.quick)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        doc = {"bench": "kafka_protocol", "figures": []}
+    names = {f["name"] for f in new}
+    figures = [f for f in doc["figures"] if f["name"] not in names] + new
+    meta = {k: v for k, v in doc.items() if k not in ("bench", "when", "machine", "figures",
+                                                    "quick", "out")}
+    meta["rebalance"] = {"repeat": repeat, "members": rebalance.MEMBERS,
+                         "partitions": rebalance.PARTITIONS, "kafka": jars.version,
+                         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    path = write_results("kafka_protocol", figures, quick=args.quick, out=path, **meta)
+    log(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="50k records, one run")
@@ -209,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tail-cache-bytes", type=int,
                     help="the gateway's gateway.kafka.tail.cache.bytes (default: conf's)")
     ap.add_argument("--out", help="write the results here instead of bench/results/")
+    ap.add_argument("--skip-rebalance", action="store_true",
+                    help="leave out the 10-member rebalance case (KIP-848 vs classic)")
+    ap.add_argument("--only-rebalance", action="store_true",
+                    help="run only the rebalance case; its figures replace theirs in the "
+                         "results file, the others are kept")
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
     records = args.records or (50_000 if args.quick else 2_000_000)
@@ -217,11 +270,14 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, flush=True)
 
     signal.signal(signal.SIGTERM, _interrupted)  # through the finally blocks
+    if args.only_rebalance:
+        return _only_rebalance(args, repeat, log)
     jars, _tools, notes = fetch_kafka(tools=False, log=log)
     for n in notes:
         log(f"note: {n}")
     work = tempfile.mkdtemp(prefix="sparklog-bench-kafka-protocol-")
     store = os.path.join(work, "store")
+    rebalances: dict = {}
     kafka_port = free_port()
     runs: dict = {}
     try:
@@ -245,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"run {r + 1} of {repeat}, {records:,} records")
                 for name, bootstrap, create, pid in sides:
                     one_run(name, bootstrap, create, pid, records, runs, log)
+            if not args.skip_rebalance:
+                rebalances = rebalance.runs(
+                    [("sparklog", f"127.0.0.1:{kafka_port}",
+                      lambda t, n: lg.create_topic(t, {"partitions": n})),
+                     ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log)
             log(f"gateway {gw.url} done")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -257,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             "Kafka's default flushing; ratio = sparklog / Kafka (higher is better); "
             "consume with default settings meets librdkafka's 1 s fetch pauses when a "
             "broker outruns the Python loop (see the module docstring)")
+    figures += rebalance.figures(rebalances)
     print_table(title, figures, note)
     path = write_results("kafka_protocol", figures, quick=args.quick, repeat=repeat,
                          records=records, value_bytes=VALUE_BYTES, kafka=jars.version,
