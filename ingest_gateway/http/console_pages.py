@@ -152,18 +152,25 @@ def groups(descs: Sequence[GroupDescription]) -> str:
 
 
 def group(d: GroupDescription, lags: Sequence[tuple[float, int]]) -> str:
-    cards = [("State", esc(d.state)), ("Generation", num(d.generation)),
-             ("Strategy", esc(d.strategy or "–")), ("Members", num(len(d.members))),
-             ("Total lag", num(total_lag(d)))]
+    cards = [("Type", esc(d.type)), ("State", esc(d.state)),
+             ("Generation" if d.type == "classic" else "Group epoch", num(d.generation)),
+             ("Strategy" if d.type == "classic" else "Assignor", esc(d.strategy or "–")),
+             ("Members", num(len(d.members))), ("Total lag", num(total_lag(d)))]
     card_html = "".join(f'<div class=card><span>{esc(k)}</span><b>{v}</b></div>'
                         for k, v in cards)
+
+    def parts_of(pairs: Any) -> str:
+        return esc(", ".join(f"{a['topic']}-{a['partition']}" for a in pairs or ()) or "–")
+
+    # a KIP-848 member's epoch and target: its assignment moves there as others release
     mrows = [(f"<code>{esc(m['member_id'])}</code>", esc(m.get("client_id") or "–"),
-              esc(", ".join(m.get("topics", ()))),
-              esc(", ".join(f"{a['topic']}-{a['partition']}" for a in m.get("assignment", ()))
-                  or "–"),
+              esc(m.get("protocol") or "classic"),
+              num(m["member_epoch"]) if "member_epoch" in m else "–",
+              esc(", ".join(m.get("topics", ()))), parts_of(m.get("assignment")),
+              parts_of(m.get("target")) if "target" in m else "–",
               esc(when(m.get("last_heartbeat_ms")))) for m in d.members]
-    members = table(["Member", "Client id", "Topics", "Assigned partitions", "Last heartbeat"],
-                    mrows, id="members")
+    members = table(["Member", "Client id", "Protocol", "Epoch", "Topics",
+                     "Assigned partitions", "Target", "Last heartbeat"], mrows, id="members")
     prows = [(link(f"/ui/topics/{seg(p.topic)}", p.topic), num(p.partition),
               "–" if p.committed is None else num(p.committed), num(p.log_start_offset),
               num(p.high_watermark), "–" if p.lag is None else

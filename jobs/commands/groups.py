@@ -260,25 +260,39 @@ def _state_text(doc: dict) -> str:
 def _print_state(doc: dict, out) -> None:
     from jobs.cli_output import table
 
-    t = table("GROUP", "STATE", "GENERATION", "ASSIGNMENT-STRATEGY", "#MEMBERS",
-              left=("GROUP", "STATE", "ASSIGNMENT-STRATEGY"))
-    t.add_row(doc["group"], _state_text(doc), str(doc["generation"]), doc["strategy"] or "-",
-              str(len(doc["members"])))
+    t = table("GROUP", "TYPE", "STATE", "GENERATION", "ASSIGNMENT-STRATEGY", "#MEMBERS",
+              left=("GROUP", "TYPE", "STATE", "ASSIGNMENT-STRATEGY"))
+    t.add_row(doc["group"], _type(doc), _state_text(doc), str(doc["generation"]),
+              doc["strategy"] or "-", str(len(doc["members"])))
     t.print()
+
+
+def _type(doc: dict) -> str:
+    """Kafka's group type: consumer (KIP-848 members, alone or beside classic ones)."""
+    return doc.get("type") or "classic"
+
+
+def _partitions(pairs) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted((a["topic"], a["partition"])
+                                                     for a in pairs)) or "-"
 
 
 def _print_members(doc: dict, out) -> None:
     from jobs.cli_output import iso_ms, plural, table
 
-    out.print(f"group {doc['group']}: state {_state_text(doc)}, "
+    out.print(f"group {doc['group']} ({_type(doc)}): state {_state_text(doc)}, "
               f"{plural(len(doc['members']), 'member')}")
-    t = table("CONSUMER-ID", "CLIENT-ID", "#PARTITIONS", "LAST-HEARTBEAT", "ASSIGNMENT",
-              left=("CONSUMER-ID", "CLIENT-ID", "LAST-HEARTBEAT", "ASSIGNMENT"))
+    # KIP-848 members: their epoch and target (what the assignor gives them; the
+    # assignment moves towards it once the partitions are released)
+    t = table("CONSUMER-ID", "CLIENT-ID", "PROTOCOL", "EPOCH", "#PARTITIONS", "LAST-HEARTBEAT",
+              "ASSIGNMENT", "TARGET", left=("CONSUMER-ID", "CLIENT-ID", "PROTOCOL",
+                                             "LAST-HEARTBEAT", "ASSIGNMENT", "TARGET"))
     for m in doc["members"]:
-        parts = sorted((a["topic"], a["partition"]) for a in m["assignment"])
-        t.add_row(m["member_id"], m["client_id"] or "-", str(len(parts)),
+        consumer = m.get("protocol") == "consumer"
+        t.add_row(m["member_id"], m["client_id"] or "-", m.get("protocol") or "classic",
+                  str(m["member_epoch"]) if consumer else "-", str(len(m["assignment"])),
                   iso_ms(m.get("last_heartbeat_ms")),  # only the coordinator knows it
-                  ", ".join(f"{tp}-{p}" for tp, p in parts) or "-")
+                  _partitions(m["assignment"]), _partitions(m["target"]) if consumer else "-")
     t.print()
 
 
@@ -286,7 +300,7 @@ def _print_offsets(doc: dict, out) -> None:
     from jobs.cli_output import plural, table
 
     members = {m["member_id"]: m for m in doc["members"]}
-    out.print(f"group {doc['group']}: state {_state_text(doc)}, generation "
+    out.print(f"group {doc['group']} ({_type(doc)}): state {_state_text(doc)}, generation "
               f"{doc['generation']}, strategy {doc['strategy'] or '-'}, "
               f"{plural(len(members), 'member')}")
     t = table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START", "LOG-END-OFFSET", "LAG",

@@ -408,9 +408,11 @@ def test_groups_page_shows_members_assignment_lag_and_a_lag_chart(driver, world,
         assert r[6] == world["member"]
     members = rows(driver, "members")
     assert members[0][0] == world["member"] and members[0][1] == "billing-app"
-    assert members[0][3] == "orders-0, orders-1, orders-2"
+    assert members[0][2:4] == ["classic", "–"]  # protocol; an epoch only for KIP-848
+    assert members[0][5] == "orders-0, orders-1, orders-2"
     summary = driver.find_element(*by("#group-summary")).text
     assert "STATE\nStable" in summary and "GENERATION\n1" in summary
+    assert "TYPE\nclassic" in summary
     # each look at the group samples its lag: a second look draws the chart's line
     open_page(driver, gw.url + "/ui/groups/billing")
     wait(driver, lambda d: d.find_elements(*by("#chart-lag polyline")), "the lag chart")

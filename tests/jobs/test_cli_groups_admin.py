@@ -112,10 +112,12 @@ def test_reset_and_delete_refuse_a_group_with_an_active_member(local_gateway, to
         out = text(run)[0]
         assert run.returncode == 0 and "1 member" in out and "2 members" not in out, out
         row = out.splitlines()[2].split()
-        assert row[2] == "2" and row[3].startswith("20") and row[3].endswith("Z"), out
-        assert row[4:] == [f"{topic}-0,", f"{topic}-1"], out
+        assert row[2:4] == ["classic", "-"], out  # protocol; an epoch only for KIP-848
+        assert row[4] == "2" and row[5].startswith("20") and row[5].endswith("Z"), out
+        assert row[6:] == [f"{topic}-0,", f"{topic}-1", "-"], out
         run = _cli(gw, store, "groups", "describe", group, "--state")
-        assert text(run)[0].splitlines()[1].split()[:2] == [group, "Stable"], text(run)
+        assert text(run)[0].splitlines()[1].split()[:3] == [group, "classic", "Stable"], \
+            text(run)
     # the member left: the same reset goes through
     run = _cli(gw, store, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest",
                "--execute", "--yes")

@@ -16,6 +16,7 @@ from jobs.gateway_process import wait_for
 from log_layout import open_log
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.ingest_gateway.test_fetch_http import produce
+from tests.jobs.cli_proc import sparklog, text
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import ConsumerGroupType, TopicPartition  # noqa: E402
@@ -153,5 +154,22 @@ def test_describe_and_list_show_a_consumer_group(gateway):
         classic = admin.list_consumer_groups(
             types={ConsumerGroupType.CLASSIC}).result(timeout=20).valid
         assert group not in {g.group_id for g in classic}
+        # sparklog groups describe --members: the protocol, epoch and assignment per member
+        run = sparklog("groups", "describe", group, "--members", "--store", gw.store_url,
+                       "--bootstrap-server", gw.url)
+        out = text(run)[0]
+        assert run.returncode == 0, text(run)
+        assert out.splitlines()[0].startswith(f"group {group} (consumer): state Stable"), out
+        row = out.splitlines()[2].split()
+        assert row[1:3] == ["solo", "consumer"] and int(row[3]) >= 1 and row[4] == "6", out
+        assert f"{TOPIC}-5" in out, out
+        # the console's group page: the type, the assignor, each member's protocol and
+        # assignment
+        status, html = gw.request("GET", f"/ui/groups/{group}")[:2]
+        html = html.decode() if isinstance(html, bytes) else str(html)
+        assert status == 200, html[:500]
+        for needle in ("<b>consumer</b>", "Group epoch", "<b>uniform</b>", "solo",
+                       f"{TOPIC}-0, {TOPIC}-1"):
+            assert needle in html, needle
     finally:
         m.c.close()
