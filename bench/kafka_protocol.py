@@ -241,10 +241,20 @@ def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
     figures = [f for f in doc["figures"] if f["name"] not in names] + new
     meta = {k: v for k, v in doc.items() if k not in ("bench", "when", "machine", "figures",
                                                     "quick", "out")}
+    from bench.common import machine
+
+    # the other figures keep their own run's time and machine; these carry theirs
     meta["rebalance"] = {"repeat": repeat, "members": rebalance.MEMBERS,
                          "partitions": rebalance.PARTITIONS, "kafka": jars.version,
-                         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         "machine": machine()}
     path = write_results("kafka_protocol", figures, quick=args.quick, out=path, **meta)
+    with open(path) as f:
+        written = json.load(f)
+    written.update({k: doc[k] for k in ("when", "machine") if k in doc})
+    with open(path, "w") as f:
+        json.dump(written, f, indent=1)
+        f.write("\n")
     log(f"wrote {path}")
     return 0
 
