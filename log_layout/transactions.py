@@ -42,6 +42,18 @@ aborted, never half. Partitions are added (and persisted) **before** any record
 is written to them, so the markers of 2 reach every partition the transaction
 wrote.
 
+**Transactions v2** (KIP-890; ``end_transaction(..., bump=True)``, Kafka's EndTxn v5):
+the end moves the producer to the next epoch at its commit point (Prepare* at epoch
+E+1, ``"bumped": true``, ``"ended": [producer_id, E, commit]``), the markers are
+written at E+1 as *strict* markers (``txn_writes``: they end only records of older
+epochs) and the producer gets E+1 back for its next transaction. So a marker of
+transaction N that a recovering caller writes late finds transaction N+1's records at
+its own epoch and leaves them open: the window the check below leaves is closed for
+these producers. A retried end at E (its answer lost) is recognised by ``ended`` and
+answered with the current pair. At Kafka's last epoch (32766) the end hands out a new
+producer id at epoch 0 instead, as Kafka's coordinator does. An abort by the timeout,
+an operator or ``init_transactions`` bumps the epoch too and writes strict markers.
+
 **Fencing.** ``init_transactions`` bumps the epoch (a first use draws a random
 63-bit producer id, as the idempotent producer does); it first completes a
 Prepare* and aborts an Ongoing transaction of the old epoch (PrepareAbort at the
@@ -79,6 +91,9 @@ PREPARED = (PREPARE_COMMIT, PREPARE_ABORT)
 IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
 #: Kafka's transaction.max.timeout.ms default
 MAX_TIMEOUT_MS = 900_000
+#: the last epoch a v2 end may move to; past it the producer gets a new id (Kafka's
+#: Short.MAX_VALUE - 1)
+MAX_EPOCH = 32766
 #: times a marker is retried when a claim of its partition fences the writer meanwhile
 MARKER_ATTEMPTS = 5
 #: writes a committed transaction's offsets of one group: (group, {topic: {p: offset}})
@@ -167,8 +182,8 @@ def _abort_ongoing(log: Any, tid: str, seen: Mapping[str, Any], now_ms: int | No
         if doc.get("state") != ONGOING or (doc["producer_id"], doc["epoch"]) != \
                 (seen["producer_id"], seen["epoch"]):
             raise _Busy()
-        return {**doc, "state": PREPARE_ABORT, "epoch": doc["epoch"] + 1,
-                "updated_ms": _now(now_ms)}
+        return {**doc, "state": PREPARE_ABORT, "epoch": doc["epoch"] + 1, "bumped": True,
+                "ended": None, "updated_ms": _now(now_ms)}
 
     try:
         new = _doc(log, tid).update(prepare)
@@ -239,23 +254,34 @@ def add_offsets(log: Any, tid: str, producer_id: int, epoch: int, group: str,
 
 def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bool,
                     now_ms: int | None = None, *,
-                    commit_offsets: OffsetsWriter | None = None) -> None:
-    """Commit or abort the ongoing transaction (the module doc's steps 1-4). Ending an
-    idle transaction is a no-op, and so is a retry of an end already decided the
+                    commit_offsets: OffsetsWriter | None = None,
+                    bump: bool = False) -> tuple[int, int]:
+    """Commit or abort the ongoing transaction (the module doc's steps 1-4); returns the
+    producer id and epoch the producer goes on with (with ``bump``, transactions v2:
+    the next epoch, or a new id at epoch 0 past MAX_EPOCH; else the same pair). Ending
+    an idle transaction is a no-op, and so is a retry of an end already decided the
     same way. ``commit_offsets(group, {topic: {partition: offset}})`` writes step 3's
     offsets (default: merged into the group's document here); a gateway passes its
     group coordinator's, so a group it holds in memory takes them too and its next
     write of the document keeps them. Raises ProducerFenced, InvalidTxnState (the
     other outcome was decided)."""
     prepare_state = PREPARE_COMMIT if commit else PREPARE_ABORT
+    done_state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
     operation = "commit" if commit else "abort"
+    ended = [producer_id, epoch, commit]
 
     def prepare(cur: Version) -> dict[str, Any] | None:
         doc = cur.doc
+        if bump and doc.get("ended") == ended and doc["state"] in (prepare_state, done_state):
+            return None  # a retry of this v2 end, whose answer was lost
         _check(tid, doc, producer_id, epoch, operation)
         state = doc["state"]
         if state == ONGOING:
-            return {**doc, "state": prepare_state, "updated_ms": _now(now_ms)}
+            if not bump:
+                return {**doc, "state": prepare_state, "bumped": False, "ended": None,
+                        "updated_ms": _now(now_ms)}
+            return {**doc, "state": prepare_state, "epoch": epoch + 1, "bumped": True,
+                    "ended": ended, "updated_ms": _now(now_ms)}
         if state in IDLE or state == prepare_state:
             return None  # nothing under way, or a retry of this end
         raise InvalidTxnState(tid, state, operation)
@@ -263,9 +289,12 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
     d = _doc(log, tid)
     d.update(prepare)
     current = d.newest()
-    if current is not None and current.doc.get("state") == prepare_state \
-            and current.doc["epoch"] == epoch:
-        _complete(log, tid, current.doc, now_ms, check=False, commit_offsets=commit_offsets)
+    doc = current.doc if current is not None else {}
+    mine = doc.get("ended") == ended if bump else doc.get("epoch") == epoch
+    if doc.get("state") == prepare_state and mine:
+        _complete(log, tid, doc, now_ms, check=False, commit_offsets=commit_offsets)
+        doc = (d.newest() or Version(0, {})).doc
+    return doc.get("producer_id", producer_id), doc.get("epoch", epoch)
 
 
 def recover(log: Any, tid: str, now_ms: int | None = None) -> str | None:
@@ -324,18 +353,19 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
     The window between that read and the marker's commit remains: a marker does not
     name its transaction, only its producer and epoch."""
     commit = doc["state"] == PREPARE_COMMIT
+    strict = bool(doc.get("bumped"))  # the records are of an older epoch: txn_writes
     d = _doc(log, tid)
     if check:
         for topic, p in doc["partitions"]:
             if not _same(d, doc):
                 return (d.newest() or Version(0, {})).doc.get("state", doc["state"])
-            _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms)
+            _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms, strict)
     else:
         # the producer ending its own transaction: nobody else completes it meanwhile,
         # so its markers go side by side (each waits on its own fsyncs; "remote" threads,
         # as the fsyncs of each commit take the "io" ones)
         futures = [workers.submit(_marker, log, topic, p, doc["producer_id"], doc["epoch"],
-                                  commit, now_ms, kind="remote")
+                                  commit, now_ms, strict, kind="remote")
                    for topic, p in doc["partitions"]]
         concurrent.futures.wait(futures)
         for f in futures:
@@ -352,8 +382,11 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
         c = cur.doc
         if any(c.get(k) != doc.get(k) for k in _IDENTITY):
             return None  # completed (or moved on) by another caller
-        return {**c, "state": done, "started_ms": -1, "partitions": [], "offsets": {},
-                "updated_ms": _now(now_ms)}
+        after = {**c, "state": done, "started_ms": -1, "partitions": [], "offsets": {},
+                 "updated_ms": _now(now_ms)}
+        if c.get("ended") is not None and c["epoch"] >= MAX_EPOCH:  # Kafka's id rotation
+            after |= {"producer_id": secrets.randbits(63), "epoch": 0}
+        return after
 
     d.update(complete)
     return (d.newest() or Version(0, {})).doc.get("state", done)
@@ -366,13 +399,13 @@ def _same(d: VersionedDoc, doc: Mapping[str, Any]) -> bool:
 
 
 def _marker(log: Any, topic: str, partition: int, producer_id: int, epoch: int,
-            commit: bool, now_ms: int | None) -> None:
-    """One partition's marker; retried when a claim fences the writer meanwhile. A
-    deleted topic needs none."""
+            commit: bool, now_ms: int | None, strict: bool = False) -> None:
+    """One partition's marker (``strict``: of a bumped end, ``txn_writes``); retried
+    when a claim fences the writer meanwhile. A deleted topic needs none."""
     for attempt in range(MARKER_ATTEMPTS):
         try:
             log.partition(topic, partition).writer().write_marker(
-                producer_id, epoch, commit, now_ms=_now(now_ms))
+                producer_id, epoch, commit, now_ms=_now(now_ms), strict=strict)
             return
         except (UnknownTopic, UnknownPartition):
             return

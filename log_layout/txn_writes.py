@@ -15,6 +15,14 @@ the producer's is refused (InvalidProducerEpoch); with no open transaction the
 marker is a no-op -- recovery may write it twice -- except that a higher epoch is
 still recorded (a version with no segment), so a zombie of an older epoch that
 later appends here is refused, not given a transaction nobody will end.
+
+**Transactions v2** (KIP-890): the coordinator ends each transaction at the epoch
+after the one its records carry, so a marker is ``strict``: it ends only records of
+an *older* epoch. Records at the marker's own epoch are the producer's *next*
+transaction (it got that epoch back from EndTxn), so a marker of the previous
+transaction arriving late -- a recovering gateway's, after the producer finished it
+itself -- leaves them open instead of ending them early (Kafka's TV2 check that a
+marker's epoch exceed the partition's).
 """
 
 from __future__ import annotations
@@ -86,13 +94,16 @@ def transactional_changes(m: Manifest, producer_id: int, base: int) -> dict:
 
 
 def plan_marker(m: Manifest, producer_id: int, epoch: int, commit: bool,
-                ts: int) -> tuple[dict, dict] | dict | None:
+                ts: int, *, strict: bool = False) -> tuple[dict, dict] | dict | None:
     """A marker's next version on ``m``: ``(stats, changes)`` for a marker segment, a
-    dict of changes for an epoch-only version, None for nothing to do. Raises
-    InvalidProducerEpoch for an epoch older than the producer's."""
+    dict of changes for an epoch-only version, None for nothing to do. ``strict``: a
+    transactions v2 marker (module doc), which leaves records of its own epoch open.
+    Raises InvalidProducerEpoch for an epoch older than the producer's."""
     entry = m.producers.get(producer_id)
     if entry is not None and entry.epoch > epoch:
         raise InvalidProducerEpoch(producer_id, epoch, entry.epoch)
+    if strict and entry is not None and entry.epoch == epoch:
+        return None  # written already, or the next transaction's records: not this one's
     kept = entry.batches if entry is not None and entry.epoch == epoch else ()
     producers = {**m.producers, producer_id: ProducerEntry(epoch, kept)}
     first = m.open_txns.get(producer_id)

@@ -5,12 +5,15 @@ so ``kafka-configs.sh --bootstrap-server ... --entity-type users --alter --add-c
 The credentials are the store's (``log_layout.scram``), the same ``sparklog users``
 writes; every gateway's SCRAM logins see a change within ``authorizer.refresh.ms``.
 
-**Alter** follows Kafka's ``ScramControlManager``: per user, a second alteration of
-the same user in one request is DUPLICATE_RESOURCE (and so are both); an empty name or
+**Alter** follows Kafka's ``ScramControlManager``, answered per user: a second
+alteration of the same user and mechanism in one request is DUPLICATE_RESOURCE (two
+mechanisms of one user are two credentials: ``kafka-configs.sh`` sends both of
+``'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'`` in one request); an empty name or
 a credential out of bounds (iterations below 4096 or above 16384, an empty or
 oversized salt or salted password) UNACCEPTABLE_CREDENTIAL; an unknown mechanism
 type UNSUPPORTED_SASL_MECHANISM; deleting a credential that does not exist
-RESOURCE_NOT_FOUND. The valid alterations are written in one store version (the
+RESOURCE_NOT_FOUND. A user's alterations apply together or not at all; the valid
+ones of the request are written in one store version (the
 upsertion carries the client-salted password; the store keeps only StoredKey and
 ServerKey, ``security.scram.from_salted_password``).
 
@@ -66,64 +69,59 @@ def _name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
 
 async def alter_user_scram_credentials(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_USER_SCRAM_CREDENTIALS, head.api_version)
-    errors: dict[str, tuple[int, str | None]] = {}
-    deletions: dict[str, Any] = {}
-    upserts: dict[str, Any] = {}
+    errors: dict[str, tuple[int, str | None]] = {}  # per user: its first refusal
     if not sec.allowed(broker, "Alter", "Cluster", sec.CLUSTER_NAME):
         for item in (*req.deletions, *req.upsertions):
             errors[item.name] = (sec.CLUSTER_AUTHORIZATION_FAILED, None)
         return _alter_answer(mod, [], errors)
-    for d in req.deletions:
-        if d.name in errors:
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for item in (*req.deletions, *req.upsertions):
+        key = (item.name, item.mechanism)
+        (twice if key in seen else seen).add(key)
+    deletions: dict[tuple[str, str], Any] = {}
+    upserts: dict[tuple[str, str], Any] = {}
+    for item in (*req.deletions, *req.upsertions):
+        if item.name in errors:
             continue
-        if deletions.pop(d.name, None) is not None:
-            errors[d.name] = (DUPLICATE_RESOURCE, _TWICE)
-        elif (bad := _name_and_mechanism(d.name, d.mechanism)) is not None:
-            errors[d.name] = bad
+        if (item.name, item.mechanism) in twice:
+            errors[item.name] = (DUPLICATE_RESOURCE, _TWICE)
+        elif (bad := _name_and_mechanism(item.name, item.mechanism)) is not None:
+            errors[item.name] = bad
+        elif hasattr(item, "salted_password"):
+            try:
+                upserts[(item.name, MECHANISM_OF[item.mechanism])] = from_salted_password(
+                    MECHANISM_OF[item.mechanism], item.salted_password, item.salt,
+                    item.iterations)
+            except ValueError as e:
+                errors[item.name] = (UNACCEPTABLE_CREDENTIAL, _unacceptable(item, str(e)))
         else:
-            deletions[d.name] = d
-    credentials = {}
-    for u in req.upsertions:
-        if u.name in errors:
-            continue
-        if deletions.pop(u.name, None) is not None or upserts.pop(u.name, None) is not None:
-            credentials.pop(u.name, None)
-            errors[u.name] = (DUPLICATE_RESOURCE, _TWICE)
-            continue
-        if (bad := _name_and_mechanism(u.name, u.mechanism)) is not None:
-            errors[u.name] = bad
-            continue
-        try:
-            credentials[u.name] = from_salted_password(
-                MECHANISM_OF[u.mechanism], u.salted_password, u.salt, u.iterations)
-        except ValueError as e:
-            reason = str(e)
-            errors[u.name] = (UNACCEPTABLE_CREDENTIAL,
-                              "Too few iterations" if "iterations" in reason and
-                              u.iterations < scram_format.MIN_ITERATIONS else
-                              "Too many iterations" if "iterations" in reason else
-                              f"Unacceptable credential: {reason}")
-            continue
-        upserts[u.name] = u
-    done: list[str] = []
-    if deletions or upserts:
+            deletions[(item.name, MECHANISM_OF[item.mechanism])] = item
+    # a user's alterations all apply or none does
+    upserts = {k: v for k, v in upserts.items() if k[0] not in errors}
+    deletions = {k: v for k, v in deletions.items() if k[0] not in errors}
+    names = list(dict.fromkeys(k[0] for k in (*deletions, *upserts)))
+    if names:
         try:
             _, missing = await broker.batcher.run_blocking(functools.partial(
-                scram_format.alter, broker.log.store,
-                upsert={(name, MECHANISM_OF[u.mechanism]): credentials[name]
-                        for name, u in upserts.items()},
-                delete={(name, MECHANISM_OF[d.mechanism]) for name, d in deletions.items()}))
+                scram_format.alter, broker.log.store, upsert=upserts, delete=set(deletions)))
         except Exception as e:  # noqa: BLE001 - every user of the request is answered
             log.warning("AlterUserScramCredentials failed: %s", e)
             code = codes.code_of(e)
-            for name in (*deletions, *upserts):
+            for name in names:
                 errors[name] = (code, "the credentials could not be written")
         else:
-            for name, mechanism in missing:
+            for name, _mechanism in missing:
                 errors[name] = (RESOURCE_NOT_FOUND,
                                 "Attempt to delete a user credential that does not exist")
-            done = [n for n in (*deletions, *upserts) if n not in errors]
-    return _alter_answer(mod, done, errors)
+    return _alter_answer(mod, [n for n in names if n not in errors], errors)
+
+
+def _unacceptable(item: Any, reason: str) -> str:
+    if "iterations" in reason:
+        return "Too few iterations" if item.iterations < scram_format.MIN_ITERATIONS \
+            else "Too many iterations"
+    return f"Unacceptable credential: {reason}"
 
 
 def _alter_answer(mod: Any, done: list[str], errors: dict[str, tuple[int, str | None]]) -> Any:

@@ -15,8 +15,17 @@ until the commit, exactly as ``POST /v3/transactions/{id}/offsets``. EndTxn ends
 ``:commit``/``:abort`` do: the committed offsets go through this gateway's group
 coordinator (``server.groups.txn_offsets``), and read_committed long-polls of its
 partitions are woken. Kafka's broker-to-broker AddPartitionsToTxn (v4+, batched,
-``verify_only``) is not offered: clients use v0-v3. TxnOffsetCommit does not check the
-member id and generation it carries (the coordinator keeps offsets per group only).
+``verify_only``) is not offered: clients use v0-v3. TxnOffsetCommit v3+ checks the
+member id, generation (a KIP-848 member's epoch) and instance id it carries against the
+group (KIP-447, ``txn_offsets.check_txn_committer``: UNKNOWN_MEMBER_ID,
+ILLEGAL_GENERATION, FENCED_INSTANCE_ID), so a producer whose consumer lost its
+partitions in a rebalance cannot commit their offsets.
+
+**Transactions v2** (KIP-890): ApiVersions finalizes ``transaction.version`` 2
+(``broker.FEATURES``); EndTxn v5 ends the transaction at the next epoch and answers
+the producer id and epoch to go on with (``transactions.end_transaction(bump=True)``,
+whose strict markers close the late-marker window); Produce v12 adds its partitions
+(``txn_produce``); TxnOffsetCommit without AddOffsetsToTxn begins the transaction.
 
 **Error codes** (Kafka's, per API version): an older producer epoch or id is
 ``PRODUCER_FENCED`` (90) where the version knows it (InitProducerId v4, the others v2,
@@ -55,6 +64,7 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.groups_protocol import INVALID_GROUP_ID
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.server.groups.txn_offsets import check_txn_committer
 from ingest_gateway.server.transaction_service import end_transaction
 from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, transactions
 from log_layout.errors import InvalidTxnState, ProducerFenced
@@ -71,12 +81,17 @@ INVALID_TRANSACTION_TIMEOUT = ErrorCode.invalid_transaction_timeout
 CONCURRENT_TRANSACTIONS = ErrorCode.concurrent_transactions
 OPERATION_NOT_ATTEMPTED = ErrorCode.operation_not_attempted
 KEY_TYPE_TRANSACTION = 1
+#: the EndTxn version of transactions v2 clients (KIP-890: the epoch bumped at each end)
+TV2_END_TXN = 5
+#: Kafka's transaction.version feature: ApiVersions finalizes level 2 (transactions v2)
+TRANSACTION_VERSION = "transaction.version"
+TRANSACTION_VERSION_LEVEL = 2
 
 #: api key -> (min, max) version offered (AddPartitionsToTxn v4+ is broker-to-broker)
 OFFERED: dict[int, tuple[int, int]] = {
     API_ADD_PARTITIONS: (0, 3),
     API_ADD_OFFSETS: (0, 4),
-    API_END_TXN: (0, 4),
+    API_END_TXN: (0, 5),
     API_TXN_OFFSET_COMMIT: (0, 4),
 }
 #: the first version of each API whose clients know PRODUCER_FENCED (KIP-588)
@@ -255,6 +270,11 @@ async def _add_txn_offsets(broker: Broker, head: Header, req: Any,
             validate_topic_name(topic)
             if any(o < 0 for o in parts.values()):
                 raise _BadOffset(topic)
+        # KIP-447: the consumer's member and generation (v3+) must still be the group's
+        await _run(broker, check_txn_committer, broker.gateway.hub().coordinator,
+                   req.group_id, getattr(req, "member_id", "") or "",
+                   getattr(req, "generation_id", -1),
+                   getattr(req, "group_instance_id", None))
         await _run(broker, transactions.add_offsets, broker.log, req.transactional_id,
                    req.producer_id, req.producer_epoch, req.group_id, offsets,
                    now_ms=_now(broker))
@@ -271,16 +291,19 @@ class _BadOffset(ValueError):
 
 
 async def end_txn(broker: Broker, head: Header, req: Any) -> Any:
-    """EndTxn: commit or abort, as ``POST /v3/transactions/{id}:commit|abort``."""
+    """EndTxn: commit or abort, as ``POST /v3/transactions/{id}:commit|abort``; v5+
+    (transactions v2, KIP-890) moves the producer to the next epoch and answers it."""
     mod = response_module(API_END_TXN, head.api_version)
-    code = codes.NONE
+    code, pid, epoch = codes.NONE, -1, -1
     try:
         validate_topic_name(req.transactional_id)
-        await end_transaction(broker.gateway, req.transactional_id, req.producer_id,
-                              req.producer_epoch, bool(req.committed))
+        pid, epoch = await end_transaction(
+            broker.gateway, req.transactional_id, req.producer_id, req.producer_epoch,
+            bool(req.committed), bump=head.api_version >= TV2_END_TXN)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
-        code = code_of(e, head)
-    return make(mod.EndTxnResponse, throttle_time=ZERO, error_code=error(code))
+        code, pid, epoch = code_of(e, head), -1, -1
+    return make(mod.EndTxnResponse, throttle_time=ZERO, error_code=error(code),
+                producer_id=pid, producer_epoch=epoch)
 
 
 #: the handlers the listener serves (FindCoordinator and InitProducerId replace the

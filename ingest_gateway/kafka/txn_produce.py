@@ -12,11 +12,18 @@ appends with ``transactional=True``. A fenced producer gets ``INVALID_PRODUCER_E
 (47, what Kafka's partition leader answers a Produce from an older epoch), a partition
 not in the transaction ``INVALID_TXN_STATE`` (48). acks keeps ``produce``'s meaning
 (Kafka's transactional producers send acks=all).
+
+**Transactions v2** (KIP-890): a client of Produce v12+ does not send
+AddPartitionsToTxn; the partition joins the transaction with its first record
+(``transactions.add_partitions`` before the batcher's check, beginning the
+transaction if none is under way), as Kafka's partition leader adds it through the
+coordinator. Adding a partition already in it writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -26,10 +33,12 @@ from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.txn import INVALID_TXN_STATE
 from ingest_gateway.kafka.wire import Header
 from ingest_gateway.server.codec import Parsed
-from log_layout import InvalidProducerEpoch
+from log_layout import InvalidProducerEpoch, UnknownPartition, transactions
 from log_layout.errors import InvalidTxnState
 
 log = logging.getLogger("sparklog.gateway.kafka")
+#: the first Produce version whose transactional clients add partitions implicitly
+TV2_PRODUCE = 12
 
 
 class _NotTransactional(ValueError):
@@ -48,15 +57,17 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
     if refused is not None:
         return refused
     acks = int(req.acks)
+    implicit = head.api_version >= TV2_PRODUCE
     results = await asyncio.gather(*(
-        _partition(broker, tid, t.name, p.index, p.records, acks)
+        _partition(broker, tid, t.name, p.index, p.records, acks, implicit)
         for t in req.topic_data for p in t.partition_data))
     return plain.answer(head, acks, results)
 
 
 async def _partition(broker: Broker, tid: str, topic: str, partition: int, data: bytes | None,
-                     acks: int) -> plain.Outcome:
-    """One partition's outcome (``produce.Outcome``)."""
+                     acks: int, implicit: bool = False) -> plain.Outcome:
+    """One partition's outcome (``produce.Outcome``); ``implicit``: the partition joins
+    the transaction first (transactions v2, module doc)."""
     # Kafka's ACLs for a transactional Produce: Write on the transactional id and topic
     if not sec.allowed(broker, "Write", "TransactionalId", tid):
         return (topic, partition, sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
@@ -71,6 +82,9 @@ async def _partition(broker: Broker, tid: str, topic: str, partition: int, data:
             if b.is_control or not b.is_transactional or b.producer_id < 0:
                 raise _NotTransactional("a control batch" if b.is_control else
                                         "a batch that is not transactional")
+            if implicit:
+                await _join(broker, tid, b.producer_id, b.producer_epoch, topic, partition)
+                implicit = False
             result = await broker.batcher.produce(
                 topic, Parsed({partition: b.table}), acks=acks,
                 producer=(b.producer_id, b.producer_epoch),
@@ -90,3 +104,15 @@ async def _partition(broker: Broker, tid: str, topic: str, partition: int, data:
         if code == codes.UNKNOWN_SERVER_ERROR:
             log.exception("transactional produce to %s-%d failed", topic, partition)
         return topic, partition, code, -1, str(e)
+
+
+async def _join(broker: Broker, tid: str, producer_id: int, epoch: int, topic: str,
+                partition: int) -> None:
+    """Add ``topic``-``partition`` to the producer's transaction (transactions v2).
+    Raises UnknownPartition, ProducerFenced, InvalidTxnState, StoreError."""
+    info = await broker.batcher.topic_info(topic)
+    if not 0 <= partition < info.partitions:
+        raise UnknownPartition(topic, partition, info.partitions)
+    await broker.batcher.run_blocking(functools.partial(
+        transactions.add_partitions, broker.log, tid, producer_id, epoch, [(topic, partition)],
+        now_ms=broker.gateway.clock_ms()))

@@ -36,9 +36,11 @@ CLUSTER_ABORT_CHECK_S = 10.0
 
 
 async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
-                          commit: bool) -> None:
+                          commit: bool, *, bump: bool = False) -> tuple[int, int]:
     """Commit (``commit``) or abort the transaction of ``tid`` by producer ``pid`` at
-    ``epoch``. Raises ProducerFenced, InvalidTxnState, StoreError."""
+    ``epoch``; the producer id and epoch to go on with (``bump``: transactions v2,
+    KIP-890, the epoch after; ``log_layout.transactions``). Raises ProducerFenced,
+    InvalidTxnState, StoreError."""
     store, hub = gateway.log, gateway.hub()
 
     def direct(group: str, offsets: Any) -> None:
@@ -46,11 +48,12 @@ async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
 
     run = gateway.batcher.run_blocking
     before = await run(transactions.describe, store, tid) or {}
-    await run(functools.partial(
+    after = await run(functools.partial(
         transactions.end_transaction, store, tid, pid, epoch, commit, gateway.clock_ms(),
-        commit_offsets=offsets_writer(hub.coordinator, direct)))
+        commit_offsets=offsets_writer(hub.coordinator, direct), bump=bump))
     for topic, partition in before.get("partitions", ()):
         hub.committed(topic, partition, -1)
+    return after
 
 
 class TimeoutAborter:

@@ -1,0 +1,36 @@
+"""The coordinator's transactions v2 ends (``end_transaction(bump=True)``): the epoch
+after, a retry answered alike, and at Kafka's last epoch a new producer id."""
+
+from __future__ import annotations
+
+from log_layout import open_log, paths
+from log_layout import transactions as tx
+from log_layout.versioned_doc import VersionedDoc
+from tests.log_layout.txn_helpers import txn_append
+
+
+def test_a_v2_end_bumps_and_at_the_last_epoch_hands_out_a_new_id(tmp_path):
+    log = open_log(str(tmp_path / "store"))
+    log.create_topic("t", {"partitions": 1})
+    pid, epoch = tx.init_transactions(log, "app", 60_000)
+    tx.add_partitions(log, "app", pid, epoch, [("t", 0)])
+    txn_append(log, "t", 0, pid, epoch, [b"a"])
+    assert tx.end_transaction(log, "app", pid, epoch, True, bump=True) == (pid, epoch + 1)
+    assert tx.end_transaction(log, "app", pid, epoch, True, bump=True) == (pid, epoch + 1)
+    assert tx.end_transaction(log, "app", pid, epoch + 1, True, bump=True) == (pid, epoch + 1)
+    # the id's epoch at Kafka's last but one: the next end rotates the producer id
+    VersionedDoc(log.store, paths.transaction_folder("app")).update(
+        lambda cur: {**cur.doc, "epoch": tx.MAX_EPOCH - 1})
+    tx.add_partitions(log, "app", pid, tx.MAX_EPOCH - 1, [("t", 0)])
+    txn_append(log, "t", 0, pid, tx.MAX_EPOCH - 1, [b"b"])
+    new_pid, new_epoch = tx.end_transaction(log, "app", pid, tx.MAX_EPOCH - 1, True, bump=True)
+    assert new_pid != pid and new_epoch == 0
+    snap = log.partition("t", 0).snapshot()
+    assert snap.open_txns == {} and snap.producers[pid].epoch == tx.MAX_EPOCH
+    # the retry of that end is answered with the new pair too
+    assert tx.end_transaction(log, "app", pid, tx.MAX_EPOCH - 1, True, bump=True) == \
+        (new_pid, 0)
+    # a v1 end (no bump) keeps the pair
+    tx.add_partitions(log, "app", new_pid, 0, [("t", 0)])
+    txn_append(log, "t", 0, new_pid, 0, [b"c"])
+    assert tx.end_transaction(log, "app", new_pid, 0, False) == (new_pid, 0)
