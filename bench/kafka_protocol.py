@@ -33,6 +33,14 @@ the newest ~30% of the 2M-record backlog, ``--tail-cache-bytes 536870912`` all o
 Each run also records the broker process's CPU time per record (user + system, with
 its children; ``broker_cpu_us``), which a noisy shared machine moves less than rates.
 
+Two more cases (``bench.kafka_side.protocol_extra``, issue 31; ``--skip-extra`` leaves
+them out): Kafka's own ``ProducerPerformance`` then ``ConsumerPerformance`` with the Java
+client's defaults against both brokers in the same run (``--perf-records``, default
+1,000,000), and consume with fetch sessions on vs off: two more gateways, one with
+``gateway.kafka.max.incremental.fetch.session.cache.slots`` 0, the gateway's CPU per
+record read from 64 partitions and per second while the consumer idles caught up
+(``--session-records``, default 500,000).
+
 A 10-member group's rebalance time, KIP-848 vs classic, on both brokers
 (``bench.kafka_side.rebalance``; ``--skip-rebalance`` leaves it out, ``--only-rebalance``
 runs it alone and puts its figures into the results file beside the others').
@@ -46,6 +54,7 @@ Writes bench/results/kafka_protocol.json (``.quick.json`` with --quick).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -61,6 +70,7 @@ sys.path.insert(0, ROOT)
 from bench.common import write_results  # noqa: E402
 from bench.kafka_side import kafka_clients as kc  # noqa: E402
 from bench.kafka_side import rebalance  # noqa: E402
+from bench.kafka_side import protocol_extra as extra  # noqa: E402
 from bench.kafka_side.broker import KafkaBroker  # noqa: E402
 from bench.kafka_side.fetch import fetch_kafka  # noqa: E402
 from bench.kafka_side.measure import VALUE_BYTES  # noqa: E402
@@ -75,6 +85,9 @@ FIGURES = {
     "consume": ("confluent-kafka consume, one consumer, per record, default settings", 1.0),
     "consume_no_pause": ("the same consume, fetch.queue.backoff.ms=10 (no client pauses)",
                          1.0),
+    "producer_performance": ("Kafka's ProducerPerformance, the Java client's defaults", None),
+    "consumer_performance": ("Kafka's ConsumerPerformance, the Java client's defaults "
+                             "(fetch.nMsg.sec)", None),
 }
 #: consumer settings of each consume figure
 CONSUME_SETTINGS = {"consume": {}, "consume_no_pause": {"fetch.queue.backoff.ms": 10}}
@@ -111,13 +124,14 @@ def produce(bootstrap: str, topic: str, records: int) -> dict:
     return {"msgs_per_s": records / elapsed}
 
 
-def consume(bootstrap: str, topic: str, records: int, settings: dict) -> dict:
+def consume(bootstrap: str, topic: str, records: int, settings: dict,
+            partitions: int = PARTITIONS) -> dict:
     """``kafka_clients.consume`` (one consumer from the beginning of every partition,
     touching each value) with extra consumer ``settings``."""
     c = kc.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
                      "enable.auto.commit": False, "auto.offset.reset": "earliest", **settings})
     try:
-        c.assign([kc.TopicPartition(topic, p, kc.OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        c.assign([kc.TopicPartition(topic, p, kc.OFFSET_BEGINNING) for p in range(partitions)])
         n = size = 0
         t0 = time.perf_counter()
         while n < records:
@@ -202,6 +216,23 @@ def _cache_setting(size: int | None) -> dict:
     return {} if size is None else {"gateway.kafka.tail.cache.bytes": str(size)}
 
 
+@contextlib.contextmanager
+def _gateway(work: str, settings: dict):
+    """(gateway, its Kafka bootstrap, a topic creator) of a gateway on a store of its own
+    with ``settings`` (the fetch sessions case)."""
+    from log_layout import open_log
+
+    store = os.path.join(work, f"store-{uuid.uuid4().hex[:6]}")
+    port = free_port()
+    with GatewayProcess(store, settings={"store.fsync": "false",
+                                         "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                                         **settings}) as gw:
+        lg = open_log(f"file://{store}")
+        yield gw, f"127.0.0.1:{port}", \
+            lambda t: lg.create_topic(t, {"partitions": extra.SESSION_PARTITIONS})
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def _interrupted(*_: object) -> None:
     raise KeyboardInterrupt
 
@@ -272,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-rebalance", action="store_true",
                     help="run only the rebalance case; its figures replace theirs in the "
                          "results file, the others are kept")
+    ap.add_argument("--perf-records", type=int,
+                    help="ProducerPerformance/ConsumerPerformance records (default 1,000,000)")
+    ap.add_argument("--session-records", type=int,
+                    help="records of the fetch sessions on/off case (default 500,000)")
+    ap.add_argument("--skip-extra", action="store_true",
+                    help="leave out the Java perf tools and the fetch sessions case")
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
     records = args.records or (50_000 if args.quick else 2_000_000)
@@ -282,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # through the finally blocks
     if args.only_rebalance:
         return _only_rebalance(args, repeat, log)
-    jars, _tools, notes = fetch_kafka(tools=False, log=log)
+    jars, tools, notes = fetch_kafka(tools=not args.skip_extra, log=log)
+    perf_records = args.perf_records or (50_000 if args.quick else 1_000_000)
+    session_records = args.session_records or (50_000 if args.quick else 500_000)
+    sessions: dict = {}
     for n in notes:
         log(f"note: {n}")
     work = tempfile.mkdtemp(prefix="sparklog-bench-kafka-protocol-")
@@ -311,15 +351,32 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"run {r + 1} of {repeat}, {records:,} records")
                 for name, bootstrap, create, pid in sides:
                     one_run(name, bootstrap, create, pid, records, runs, log)
+            if tools is not None:
+                for r in range(repeat):
+                    log(f"Kafka's perf tools {tools.version}, run {r + 1} of {repeat}, "
+                        f"{perf_records:,} records")
+                    for name, bootstrap, create, pid in sides:
+                        extra.java_perf_run(tools.classpath, name, bootstrap, create, pid,
+                                            perf_records, runs, cpu_seconds, _load, log)
             if not args.skip_rebalance:
                 rebalances = rebalance.runs(
                     [("sparklog", f"127.0.0.1:{kafka_port}",
                       lambda t, n: lg.create_topic(t, {"partitions": n})),
                      ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log)
             log(f"gateway {gw.url} done")
+        if not args.skip_extra:
+            log(f"fetch sessions on vs off, {session_records:,} records, "
+                f"{extra.SESSION_PARTITIONS} partitions")
+            for r in range(repeat):
+                for slots in (1000, 0):
+                    sessions.setdefault(slots, []).append(extra.sessions_run(
+                        slots, lambda s: _gateway(work, s), session_records, produce,
+                        lambda b, t, n, parts: consume(b, t, n, {"fetch.queue.backoff.ms": 10},
+                                                       parts),
+                        cpu_seconds, _load, log))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    figures = figures_of(runs)
+    figures = figures_of(runs) + extra.sessions_figures(sessions)
     import confluent_kafka
 
     title = (f"confluent-kafka against sparklog's Kafka listener vs Apache Kafka "
@@ -332,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     print_table(title, figures, note)
     path = write_results("kafka_protocol", figures, quick=args.quick, repeat=repeat,
                          records=records, value_bytes=VALUE_BYTES, kafka=jars.version,
-                         out=args.out, tail_cache_bytes=args.tail_cache_bytes)
+                         out=args.out, tail_cache_bytes=args.tail_cache_bytes,
+                         perf_records=perf_records, session_records=session_records,
+                         kafka_tools=None if tools is None else tools.version)
     log(f"wrote {path}")
     return 0
 

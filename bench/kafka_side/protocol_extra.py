@@ -1,0 +1,160 @@
+"""Two more cases of ``bench/kafka_protocol.py`` (issue 31).
+
+**Kafka's perf tools with Kafka's defaults**, against the gateway and Apache Kafka in
+the same run: ``ProducerPerformance`` (``--producer-props bootstrap.servers=...`` and
+nothing else: the Java client's defaults, acks=all, idempotent, ``batch.size`` 16 KB,
+``linger.ms`` 5) writes N 100-byte records to a fresh 4-partition topic, then
+``ConsumerPerformance`` (``--bootstrap-server ... --topic ... --messages N``, a
+classic group, the client's defaults) reads them back; each tool's own figure
+(records/s; for the consumer ``fetch.nMsg.sec``, which leaves out the group join) and
+the broker process's CPU per record.
+
+**Fetch sessions on vs off** (KIP-227): two gateways on stores of their own, one with
+the default ``gateway.kafka.max.incremental.fetch.session.cache.slots`` (1000) and one
+with 0 (every Fetch full, as before sessions); the same records produced into a topic
+of many partitions on each, then one confluent-kafka consumer reads them all
+(``kafka_protocol.consume`` over every partition, ``fetch.queue.backoff.ms`` 10);
+the figure is the gateway's CPU per record read, and
+its CPU per second while the consumer sits caught up (long-polls of every partition:
+where sessions save the most, a full Fetch naming every partition each time).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_END
+
+from bench.kafka_side import kafka_clients as kc
+from bench.kafka_side.measure import VALUE_BYTES
+
+#: ProducerPerformance's summary line: records sent, records/s, MB/s, latencies
+_PERF = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")
+#: the sessions case: partitions of its topic, seconds the caught-up consumer idles
+SESSION_PARTITIONS = 64
+IDLE_S = 10.0
+
+
+def _java(tools_cp: str, main: str, *args: str, timeout: float = 900) -> str:
+    cmd = ["java", "-Xmx512M", "-cp", tools_cp, f"org.apache.kafka.tools.{main}", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                          env={**os.environ, "KAFKA_LOG4J_OPTS": ""})
+    if proc.returncode != 0:
+        raise RuntimeError(f"{main} failed ({proc.returncode}): "
+                           f"{(proc.stdout + proc.stderr)[-1500:]}")
+    return proc.stdout
+
+
+def producer_performance(tools_cp: str, bootstrap: str, topic: str, records: int) -> float:
+    """Records/s of Kafka's ProducerPerformance with the Java client's defaults."""
+    out = _java(tools_cp, "ProducerPerformance", "--topic", topic, "--num-records",
+                str(records), "--record-size", str(VALUE_BYTES), "--throughput", "-1",
+                "--producer-props", f"bootstrap.servers={bootstrap}")
+    found = [m for line in out.splitlines() if (m := _PERF.search(line))]
+    if not found or int(found[-1].group(1)) != records:
+        raise RuntimeError(f"ProducerPerformance sent fewer records: {out[-800:]}")
+    return float(found[-1].group(2))
+
+
+def consumer_performance(tools_cp: str, bootstrap: str, topic: str, records: int) -> dict:
+    """Kafka's ConsumerPerformance with the client's defaults: its fetch.nMsg.sec (the
+    records/s once the group is joined) and nMsg.sec (from start, the join included)."""
+    out = _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
+                "--topic", topic, "--messages", str(records), "--timeout", "60000",
+                "--group", f"perf-{uuid.uuid4().hex[:8]}")
+    lines = [line for line in out.splitlines() if "," in line]
+    row = next(csv.DictReader(io.StringIO("\n".join(lines)), skipinitialspace=True))
+    if int(row["data.consumed.in.nMsg"]) < records:
+        raise RuntimeError(f"ConsumerPerformance read fewer records: {out[-800:]}")
+    return {"fetch_msgs_per_s": float(row["fetch.nMsg.sec"]),
+            "msgs_per_s": float(row["nMsg.sec"])}
+
+
+def java_perf_run(tools_cp: str, name: str, bootstrap: str, create: Callable[[str], None],
+                  pid: int, records: int, runs: dict, cpu: Callable[[int], float],
+                  load: Callable[[], float], log) -> None:
+    """ProducerPerformance then ConsumerPerformance on a fresh topic of one system."""
+    topic = f"perf-{uuid.uuid4().hex[:8]}"
+    create(topic)
+    cpu0 = cpu(pid)
+    rate = producer_performance(tools_cp, bootstrap, topic, records)
+    cpu_us = (cpu(pid) - cpu0) / records * 1e6
+    runs.setdefault("producer_performance", []).append(
+        {"system": name, "value": rate, "load": load(), "broker_cpu_us": round(cpu_us, 3)})
+    log(f"  {name:8s} ProducerPerformance {rate:>12,.0f} msgs/s  broker CPU "
+        f"{cpu_us:.2f} us/record  (load {load()})")
+    cpu0 = cpu(pid)
+    got = consumer_performance(tools_cp, bootstrap, topic, records)
+    cpu_us = (cpu(pid) - cpu0) / records * 1e6
+    runs.setdefault("consumer_performance", []).append(
+        {"system": name, "value": got["fetch_msgs_per_s"], "from_start": got["msgs_per_s"],
+         "load": load(), "broker_cpu_us": round(cpu_us, 3)})
+    log(f"  {name:8s} ConsumerPerformance {got['fetch_msgs_per_s']:>12,.0f} msgs/s "
+        f"(from start {got['msgs_per_s']:,.0f})  broker CPU {cpu_us:.2f} us/record")
+
+
+def sessions_run(slots: int, gateway_factory: Callable[[dict], object], records: int,
+                 produce: Callable[[str, str, int], dict],
+                 consume: Callable[[str, str, int, int], dict],
+                 cpu: Callable[[int], float], load: Callable[[], float], log) -> dict:
+    """One gateway with ``slots`` session slots: produce ``records`` into a fresh topic
+    of SESSION_PARTITIONS partitions, read them with one consumer (gateway CPU per
+    record), then leave it caught up for IDLE_S (gateway CPU ms per second)."""
+    with gateway_factory({"gateway.kafka.max.incremental.fetch.session.cache.slots":
+                          str(slots)}) as (gw, bootstrap, create):
+        topic = f"sess-{uuid.uuid4().hex[:8]}"
+        create(topic)
+        produce(bootstrap, topic, records)
+        pid = gw.proc.pid
+        cpu0 = cpu(pid)
+        res = consume(bootstrap, topic, records, SESSION_PARTITIONS)
+        per_record = (cpu(pid) - cpu0) / records * 1e6
+        c = kc.Consumer({"bootstrap.servers": bootstrap, "group.id": f"idle-{time.time_ns()}",
+                         "enable.auto.commit": False})
+        try:
+            c.assign([kc.TopicPartition(topic, p, OFFSET_END)
+                      for p in range(SESSION_PARTITIONS)])
+            c.poll(2)  # the first full fetch (and session) before the clock starts
+            cpu0, t0 = cpu(pid), time.monotonic()
+            while time.monotonic() - t0 < IDLE_S:
+                c.poll(0.5)
+            idle = (cpu(pid) - cpu0) * 1000 / (time.monotonic() - t0)
+        finally:
+            c.close()
+    log(f"  slots={slots:<5d} consume {res['msgs_per_s']:>12,.0f} msgs/s  gateway CPU "
+        f"{per_record:.2f} us/record, idle {idle:.1f} ms/s  (load {load()})")
+    return {"msgs_per_s": res["msgs_per_s"], "cpu_us_per_record": round(per_record, 3),
+            "idle_cpu_ms_per_s": round(idle, 2), "load": load()}
+
+
+def sessions_figures(runs: dict[int, list[dict]]) -> list[dict]:
+    """The sessions case as figures: ours = sessions on (1000 slots), baseline = off (0);
+    lower is better (gateway CPU)."""
+    import statistics
+
+    on, off = runs.get(1000, []), runs.get(0, [])
+    if not on or not off:
+        return []
+    out = []
+    for key, unit, label in (
+            ("cpu_us_per_record", "us/record",
+             f"gateway CPU per record read, one consumer, {SESSION_PARTITIONS} partitions: "
+             "fetch sessions on vs off"),
+            ("idle_cpu_ms_per_s", "ms/s",
+             "gateway CPU per second, consumer caught up (long-polls): sessions on vs off")):
+        a, b = statistics.median(r[key] for r in on), statistics.median(r[key] for r in off)
+        out.append({"name": f"fetch_sessions_{key}", "label": label, "unit": unit,
+                    "ours": a, "baseline": b, "ratio": round(a / b, 3) if b else None,
+                    "target": None, "higher_is_better": False,
+                    "ours_runs": [r[key] for r in on], "baseline_runs": [r[key] for r in off],
+                    "consume_msgs_per_s": {"on": [round(r["msgs_per_s"]) for r in on],
+                                           "off": [round(r["msgs_per_s"]) for r in off]},
+                    "loads": [r["load"] for pair in zip(on, off) for r in pair]})
+    return out
