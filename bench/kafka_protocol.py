@@ -290,6 +290,82 @@ def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
     return 0
 
 
+def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
+    """The Java perf tools and fetch sessions cases alone (``protocol_extra``; a gateway and
+    a Kafka broker of their own, then the two sessions gateways); their figures replace
+    those of the same names in the results file (``--out`` or the default), the others
+    are kept with their own run's time and machine."""
+    import json
+
+    from bench.common import machine, results_path
+    from log_layout import open_log
+
+    jars, tools, _notes = fetch_kafka(tools=True, log=log)
+    if tools is None:
+        raise RuntimeError("kafka-tools could not be fetched")
+    perf_records = args.perf_records or (50_000 if args.quick else 1_000_000)
+    session_records = args.session_records or (50_000 if args.quick else 500_000)
+    work = tempfile.mkdtemp(prefix="sparklog-bench-extra-")
+    store, port = os.path.join(work, "store"), free_port()
+    runs: dict = {}
+    sessions: dict = {}
+    try:
+        with KafkaBroker(jars) as kafka, GatewayProcess(
+                store, settings={"store.fsync": "false",
+                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+        ) as gw:
+            lg = open_log(f"file://{store}")
+            sides = [("sparklog", f"127.0.0.1:{port}",
+                      lambda t: lg.create_topic(t, {"partitions": PARTITIONS}), gw.proc.pid),
+                     ("kafka", kafka.bootstrap, lambda t: kafka.create_topic(t, PARTITIONS),
+                      kafka.proc.pid)]
+            for r in range(repeat):
+                log(f"Kafka's perf tools {tools.version}, run {r + 1} of {repeat}, "
+                    f"{perf_records:,} records")
+                for name, bootstrap, create, pid in sides:
+                    extra.java_perf_run(tools.classpath, name, bootstrap, create, pid,
+                                        perf_records, runs, cpu_seconds, _load, log)
+        for r in range(repeat):
+            for slots in (1000, 0):
+                sessions.setdefault(slots, []).append(extra.sessions_run(
+                    slots, lambda s: _gateway(work, s), session_records, produce,
+                    lambda b, t, n, parts: consume(b, t, n, {"fetch.queue.backoff.ms": 10},
+                                                   parts),
+                    cpu_seconds, _load, log))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    new = [f for f in figures_of(runs) if f["name"] in ("producer_performance",
+                                                        "consumer_performance")]
+    new += extra.sessions_figures(sessions)
+    print_table(f"Kafka's perf tools {tools.version} vs Kafka {jars.version}; fetch sessions "
+                f"on vs off; median of {repeat}", new, "see bench/kafka_side/protocol_extra.py")
+    path = args.out or results_path("kafka_protocol", args.quick)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        doc = {"bench": "kafka_protocol", "figures": []}
+    names = {f["name"] for f in new}
+    figures = [f for f in doc["figures"] if f["name"] not in names] + new
+    meta = {k: v for k, v in doc.items() if k not in ("bench", "when", "machine", "figures",
+                                                    "quick", "out")}
+    meta["extra"] = {"repeat": repeat, "perf_records": perf_records,
+                     "session_records": session_records,
+                     "session_partitions": extra.SESSION_PARTITIONS, "kafka": jars.version,
+                     "kafka_tools": tools.version,
+                     "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "machine": machine()}
+    path = write_results("kafka_protocol", figures, quick=args.quick, out=path, **meta)
+    with open(path) as f:
+        written = json.load(f)
+    written.update({k: doc[k] for k in ("when", "machine") if k in doc})
+    with open(path, "w") as f:
+        json.dump(written, f, indent=1)
+        f.write("\n")
+    log(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="50k records, one run")
@@ -309,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="records of the fetch sessions on/off case (default 500,000)")
     ap.add_argument("--skip-extra", action="store_true",
                     help="leave out the Java perf tools and the fetch sessions case")
+    ap.add_argument("--only-extra", action="store_true",
+                    help="run only the Java perf tools and fetch sessions cases; their "
+                         "figures replace theirs in the results file, the others are kept")
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
     records = args.records or (50_000 if args.quick else 2_000_000)
@@ -319,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # through the finally blocks
     if args.only_rebalance:
         return _only_rebalance(args, repeat, log)
+    if args.only_extra:
+        return _only_extra(args, repeat, log)
     jars, tools, notes = fetch_kafka(tools=not args.skip_extra, log=log)
     perf_records = args.perf_records or (50_000 if args.quick else 1_000_000)
     session_records = args.session_records or (50_000 if args.quick else 500_000)
