@@ -273,7 +273,7 @@ async def leave_group(broker: Broker, head: Header, req: Any) -> Any:
 #: api key -> (min version, max version) of the group APIs (Kafka 4.0's floors)
 OFFERED: dict[int, tuple[int, int]] = {
     API_OFFSET_COMMIT: (2, 9),
-    API_OFFSET_FETCH: (1, 7),
+    API_OFFSET_FETCH: (1, 9),
     API_FIND_COORDINATOR: (0, 4),
     API_JOIN_GROUP: (2, 9),
     API_HEARTBEAT: (0, 4),

@@ -88,32 +88,58 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
 
 async def offset_fetch(broker: Broker, head: Header, req: Any) -> Any:
     """Committed offsets of the partitions asked for (-1 where none), or of every
-    partition the group committed for (``topics`` null)."""
+    partition the group committed for (``topics`` null); from v8 of several groups, each
+    answered on its own, and from v9 a KIP-848 member's epoch checked (UNKNOWN_MEMBER_ID,
+    STALE_MEMBER_EPOCH on its group)."""
     mod = response_module(9, head.api_version)
-    group_code = sec.refused(broker, "Describe", "Group", req.group_id)
+    if head.api_version < 8:
+        code, topics = await _fetch_group(broker, head, mod, req.group_id, req.topics)
+        return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=topics,
+                    error_code=error(code))
+    groups = []
+    for g in req.groups:
+        code, topics = await _fetch_group(broker, head, mod, g.group_id, g.topics,
+                                          getattr(g, "member_id", None),
+                                          getattr(g, "member_epoch", -1))
+        groups.append(make(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics,
+                           error_code=error(code)))
+    return make(mod.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
+
+
+async def _fetch_group(broker: Broker, head: Header, mod: Any, group: str, asked_topics: Any,
+                       member_id: str | None = None, member_epoch: int = -1
+                       ) -> tuple[int, tuple]:
+    """(the group's error code, its topics' answers) of one group of an OffsetFetch."""
+    v8 = head.api_version >= 8
+    topic_cls = mod.OffsetFetchResponseTopics if v8 else mod.OffsetFetchResponseTopic
+    part_cls = mod.OffsetFetchResponsePartitions if v8 else mod.OffsetFetchResponsePartition
+    group_code = sec.refused(broker, "Describe", "Group", group)
     if group_code and head.api_version >= 2:  # Kafka: the group's code alone, no topics
-        return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=(),
-                    error_code=error(group_code))
-    asked = None if req.topics is None else \
-        [(t.name, p) for t in req.topics for p in t.partition_indexes]
+        return group_code, ()
+    asked = None if asked_topics is None else \
+        [(t.name, p) for t in asked_topics for p in t.partition_indexes]
     hub = broker.hub()
     code, committed = codes.NONE, {}
     if not group_code:
         try:
-            committed = await hub.run(hub.coordinator.committed, req.group_id, asked)
+            if member_id or member_epoch >= 0:
+                await hub.run(hub.consumer_members.check_fetch, group, member_id or "",
+                              member_epoch)
+            committed = await hub.run(hub.coordinator.committed, group, asked)
         except Exception as e:  # noqa: BLE001 - every failure is an error code
-            code = failed_code(e, f"OffsetFetch of group {req.group_id}")
+            code = failed_code(e, f"OffsetFetch of group {group}")
+            if member_id and v8:  # the member's refusal is its group's, no offsets
+                return code, ()
     by_topic: dict[str, list[int]] = {}
     for t, p in (asked if asked is not None else sorted(committed)):
         by_topic.setdefault(t, []).append(p)
-    denied = _denied(broker, "Describe", req.group_id, list(by_topic), group_code)
-    topics = tuple(make(mod.OffsetFetchResponseTopic, name=t, partitions=tuple(
-        make(mod.OffsetFetchResponsePartition, partition_index=p,
+    denied = _denied(broker, "Describe", group, list(by_topic), group_code)
+    topics = tuple(make(topic_cls, name=t, partitions=tuple(
+        make(part_cls, partition_index=p,
              committed_offset=-1 if denied[t] else committed.get((t, p), -1),
              committed_leader_epoch=-1, metadata="", error_code=error(denied[t] or code))
         for p in ps)) for t, ps in by_topic.items() if asked is not None or not denied[t])
-    return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=topics,
-                error_code=error(code))
+    return code, topics
 
 
 def _denied(broker: Broker, operation: str, group: str, topics: list[str],

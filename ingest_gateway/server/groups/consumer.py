@@ -37,7 +37,8 @@ from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
 from ingest_gateway.server.groups import epochs
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from ingest_gateway.server.groups.state import (CONSUMER, MAX_CLIENT_ID_CHARS, Group, Member,
-                                                check_client_id, check_rebalance_timeout)
+                                                check_client_id, check_epoch,
+                                                check_rebalance_timeout)
 from ingest_gateway.server.groups.store import partition_counts
 
 #: how often a heartbeat looks whether a subscribed topic's partition count changed
@@ -208,6 +209,20 @@ class ConsumerMembers:
             g = self.coordinator.table.groups.get(group)
             m = g.members.get(member_id) if g is not None else None
             return m.topics if m is not None else frozenset()
+
+    def check_fetch(self, group: str, member_id: str, member_epoch: int) -> None:
+        """OffsetFetch v9's check (Kafka's ``validateOffsetFetch``): a member's id and
+        epoch must be a member's of the group held here, at its current epoch (a classic
+        member's generation). Raises UnknownMemberId or StaleMemberEpoch / IllegalGeneration.
+        Nothing to check for an admin's fetch (no member id, epoch -1)."""
+        if not member_id and member_epoch < 0:
+            return
+        with self.coordinator.table.lock:
+            g = self.coordinator.table.groups.get(group)
+            m = g.members.get(member_id) if g is not None else None
+            if m is None:
+                raise UnknownMemberId(group, member_id)
+            check_epoch(g, m, member_epoch)
 
     def is_member(self, group: str, member_id: str) -> bool:
         """Is ``member_id`` a KIP-848 member of a group held in memory? (Kafka takes its

@@ -10,7 +10,8 @@ against a real gateway process:
   subscription or with owned partitions, an empty or 10,000-character member id, a
   regular expression subscription, an assignor nobody offers, 20,000 subscribed topics,
   owned partitions of unknown topic ids and negative partitions, a describe of 3,000
-  groups with bad names among them.
+  groups with bad names among them; commits and offset fetches with a stale epoch
+  (STALE_MEMBER_EPOCH), a KIP-848 member's commit below v9 (UNSUPPORTED_VERSION).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess, call, 
 
 NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID = 0, 42, 25
 GROUP_ID_NOT_FOUND, INVALID_GROUP_ID = 69, 24
-FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR = 110, 112
+FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_EPOCH = 110, 112, 113
+UNSUPPORTED_VERSION = 35
 REBALANCE = datetime.timedelta(seconds=30)
 
 
@@ -72,6 +74,28 @@ def beat(s, member_id: str, epoch: int, *, group: str = "hostile", version: int 
     return call(s, req, version)[1]
 
 
+def commit(s, member_id: str, epoch: int, version: int) -> int:
+    from importlib import import_module
+
+    oc = import_module(f"kio.schema.offset_commit.v{version}.request")
+    req = oc.OffsetCommitRequest(
+        group_id="hostile", generation_id_or_member_epoch=epoch, member_id=member_id,
+        group_instance_id=None, topics=(oc.OffsetCommitRequestTopic(name="t", partitions=(
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=0,
+                                            committed_metadata=""),)),))
+    return call(s, req, version)[1].topics[0].partitions[0].error_code
+
+
+def fetch(s, member_id: str, epoch: int):
+    from kio.schema.offset_fetch.v9 import request as of
+
+    req = of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(
+        group_id="hostile", member_id=member_id, member_epoch=epoch,
+        topics=(of.OffsetFetchRequestTopics(name="t", partition_indexes=(0,)),)),),
+        require_stable=True)
+    return call(s, req, 9)[1].groups[0]
+
+
 def test_absurd_heartbeats_get_kafkas_codes_on_a_connection_kept_open(gw):
     tid = uuid.uuid4()
     with connect(gw) as s:
@@ -100,6 +124,17 @@ def test_absurd_heartbeats_get_kafkas_codes_on_a_connection_kept_open(gw):
         assert second.error_code == NONE and second.member_epoch > epoch
         assert beat(s, "m2", second.member_epoch - 1, topics=None, owned=None).error_code \
             == FENCED_MEMBER_EPOCH
+        # commits and fetches carry the member epoch (OffsetCommit v9, OffsetFetch v9)
+        m2 = second.member_epoch
+        assert commit(s, "m2", m2 + 1, 9) == STALE_MEMBER_EPOCH
+        assert commit(s, "m2", m2, 8) == UNSUPPORTED_VERSION  # Kafka: v9+ for KIP-848
+        assert commit(s, "m2", m2, 9) == NONE
+        assert fetch(s, "m2", m2 + 3).error_code == STALE_MEMBER_EPOCH
+        assert fetch(s, "nobody", 1).error_code == UNKNOWN_MEMBER_ID
+        got = fetch(s, "m2", m2)
+        assert got.error_code == NONE
+        assert [(t.name, p.partition_index, p.committed_offset) for t in got.topics
+                for p in t.partitions] == [("t", 0, 0)]
         junk = (cgh.TopicPartitions(topic_id=tid, partitions=(-1, 2**31 - 1)),
                 cgh.TopicPartitions(topic_id=None, partitions=tuple(range(5000))))
         ok = beat(s, "m1", epoch, topics=None, owned=junk)
