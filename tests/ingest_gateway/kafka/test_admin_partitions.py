@@ -153,3 +153,16 @@ def test_authorized_operations_without_an_authorizer_are_every_supported_one(kaf
             topics=(m.MetadataRequestTopic(topic_id=None, name=name),),
             allow_auto_topic_creation=False, include_topic_authorized_operations=False), 12)
     assert resp.topics[0].topic_authorized_operations == -2147483648
+
+
+def test_describe_groups_answers_authorized_operations_when_asked(kafka_gateway):
+    m = kio("describe_groups", 5)
+    with connect(kafka_gateway) as s:
+        _, asked = call(s, m.DescribeGroupsRequest(groups=("g-ops",),
+                                                   include_authorized_operations=True), 5)
+        _, not_asked = call(s, m.DescribeGroupsRequest(groups=("g-ops",),
+                                                       include_authorized_operations=False), 5)
+    ops = asked.groups[0].authorized_operations
+    # without an authorizer: every operation a group supports (Kafka's codes)
+    assert ops == sum(1 << c for c in (3, 6, 8, 10, 11))  # Read Delete Describe *Configs
+    assert not_asked.groups[0].authorized_operations == -2147483648
