@@ -4,13 +4,24 @@ A gateway (``jobs.gateway_process.GatewayProcess``, a child process) on a Seawee
 server on 127.0.0.1 (``bench/s3_side.py``; a fresh server per case, as it holds only
 ~512 MB), every request counted at the S3 endpoint by a proxy in front of it
 (``bench/s3_counting_proxy.py``). One idempotent ``acks=all`` producer (the project's
-``Producer``, linger 5 ms, or ``--client kafka``: confluent-kafka through the gateway's
-Kafka listener) sends a steady 4 MB/s of 200-byte records (16-byte random key, 184-byte
+``Producer``, linger 5 ms; ``--client kafka``: confluent-kafka through the gateway's
+Kafka listener; or ``--client java``: Kafka's own ``ProducerPerformance``, the Java
+client, through the listener) sends a steady 4 MB/s of 200-byte records (16-byte random key, 184-byte
 random value) to a topic of P partitions, each record placed by Kafka's murmur2 of its
 key (computed once for a pool of keys and given as the partition, so both clients place
 alike). After ``--warmup`` s the proxy counts for ``--seconds`` s; then the gateway is
 stopped and a direct-mode ``Consumer`` reads the topic back from the store through the
 same proxy (nothing else is talking to it then).
+
+The client matters at many partitions: librdkafka (confluent-kafka) and the project's
+Producer send one partition per request with at most 5 requests in flight, so with
+hundreds of partitions each waits its turn behind the others' round trips (librdkafka
+issue #1700); the Java client sends every ready partition of a broker in one request.
+``--client java`` runs ``ProducerPerformance`` (kafka-tools from Maven Central, cached
+like the benches' Kafka broker) at the same rate with ``RoundRobinPartitioner`` (its
+records have no key): a warm-up run first (every partition claimed), then the counted
+run; its latencies are the tool's (from ``send()`` to the callback), its window the
+time the counted run took.
 
 Per case: PUT/s; PUT, GET, LIST and HEAD per GB acknowledged; the acknowledgement
 latency of every record (from when it was due, so a producer that falls behind shows it)
@@ -77,6 +88,8 @@ KEY_BYTES, VALUE_BYTES = 16, 184
 RECORD_BYTES = KEY_BYTES + VALUE_BYTES
 POOL = 1 << 16  # random keys and values, cycled
 TOPIC = "bench_store"
+#: ProducerPerformance's batch.size (--client java)
+JAVA_BATCH_BYTES = 1 << 20
 PUT_BUDGET = 20.0  # PUT/s per gateway at 4 MB/s (issue 30)
 S3_KINDS = ("PUT", "GET", "LIST", "HEAD", "DELETE", "POST")
 
@@ -376,6 +389,38 @@ def kafka_client(bootstrap: str):
 
 
 # -- one case -----------------------------------------------------------------------------------
+def java_load(classpath: str, bootstrap: str, rate: float, seconds: float, counter) -> dict:
+    """Kafka's ``ProducerPerformance`` sending ``rate`` records/s for ``seconds`` s
+    (acks=all, idempotent, linger 5 ms, round-robin over the partitions), the counter
+    reset as it starts: (its summary, the counts, the window in seconds)."""
+    from bench.kafka_side.kafka_clients import PERF_LINE
+
+    records = max(1, int(rate * seconds))
+    cmd = ["java", "-Xmx512M", "-cp", classpath, "org.apache.kafka.tools.ProducerPerformance",
+           "--topic", TOPIC, "--num-records", str(records), "--record-size", str(RECORD_BYTES),
+           "--throughput", str(int(rate)), "--producer-props", f"bootstrap.servers={bootstrap}",
+           "acks=all", "enable.idempotence=true", "linger.ms=5", "compression.type=none",
+           # one batch of a partition per request: Java's default 16 KB x 5 requests in
+           # flight caps a partition at 80 KB per round trip to the store (the diskless
+           # Kafkas advise batches as large as the store's latency asks)
+           f"batch.size={JAVA_BATCH_BYTES}",
+           "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"]
+    counter.reset()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 10 + 120,
+                          check=False)
+    window = time.perf_counter() - t0
+    counts, top = counter.snapshot()
+    m = None
+    for line in proc.stdout.splitlines():
+        m = PERF_LINE.search(line) or m
+    if proc.returncode != 0 or m is None:
+        raise RuntimeError(f"ProducerPerformance failed ({proc.returncode}): "
+                           f"{(proc.stdout + proc.stderr)[-1500:]}")
+    return {"records": int(m.group(1)), "per_s": float(m.group(2)), "p50_ms": float(m.group(5)),
+            "p99_ms": float(m.group(7)), "counts": counts, "top": top, "window_s": window}
+
+
 def knows_setting(tree: str, key: str) -> bool:
     """Whether the code in ``tree`` accepts ``key`` (conf.load refuses an unknown one)."""
     code = f"import conf; conf.load({{{key!r}: 'true'}}, environ={{}})"
@@ -420,11 +465,12 @@ def read_back(case, partitions: int, expected: int, timeout: float) -> dict:
 
 def run_case(side: Side, case, partitions: int, args, log_path: str) -> dict:
     settings = {} if side.hot is None else {HOT_KEY: str(side.hot).lower()}
-    kafka_port = free_port() if args.client == "kafka" else None
+    kafka_port = free_port() if args.client in ("kafka", "java") else None
     if kafka_port:
         settings["gateway.kafka.listeners"] = f"PLAINTEXT://127.0.0.1:{kafka_port}"
     gw = GatewayProcess(case.url, case.options, settings=settings, root=side.tree,
                         log_path=log_path)
+    rate = args.mb_per_s * 1e6 / RECORD_BYTES
     with gw:
         create_topic(gw, partitions)
         time.sleep(args.idle)  # start-up and the topic's creation are not idle traffic
@@ -432,38 +478,52 @@ def run_case(side: Side, case, partitions: int, args, log_path: str) -> dict:
         time.sleep(args.idle)
         idle_counts, idle_top = case.snapshot(exact=True)
         idle_s = case.span or args.idle
-        if args.client == "kafka":
-            send, tick, finish = kafka_client(f"127.0.0.1:{kafka_port}")
+        if args.client == "java":
+            bootstrap = f"127.0.0.1:{kafka_port}"
+            warm = java_load(args.java_classpath, bootstrap, rate, max(args.warmup, 1.0), case)
+            run = java_load(args.java_classpath, bootstrap, rate, args.seconds, case)
+            sent = warm["records"] + run["records"]
+            acked_gb = run["records"] * RECORD_BYTES / 1e9
+            counts, window = run["counts"], run["window_s"]
+            out = {"top": run["top"], "ack_p50_ms": run["p50_ms"], "ack_p99_ms": run["p99_ms"],
+                   "records": sent, "behind_s": 0.0, "warmup_s": warm["window_s"],
+                   "warm_partitions": partitions,
+                   "mb_per_s": run["per_s"] * RECORD_BYTES / 1e6}
         else:
-            send, tick, finish = producer_client(gw.url, args.max_in_flight)
-        load = paced_load(send, tick, partitions, args.mb_per_s * 1e6 / RECORD_BYTES,
-                          args.warmup, args.seconds, case)
-        failed = finish()
-        if failed:
-            raise RuntimeError(f"{failed} records failed (gateway log: {log_path})")
-    acks = np.array(load["acks"].items)
-    start, end = load["start"], load["end"]
-    window = end - start
-    dues, dones = acks[:, 0], acks[:, 1]
-    lat = (dones - dues)[(dues >= load["due_from"]) & (dues < load["due_to"])] * 1000
-    acked_gb = int(((dones >= start) & (dones < end)).sum()) * RECORD_BYTES / 1e9
-    counts = load["counts"]
-    out = {"partitions": partitions, "window_s": window, "load": round(os.getloadavg()[0], 2),
-           "per_s": {k: counts.get(k, 0) / window for k in case.kinds},
-           "per_gb": {k: counts.get(k, 0) / acked_gb for k in case.kinds},
-           "ack_p50_ms": float(np.percentile(lat, 50)), "ack_p99_ms": float(np.percentile(lat, 99)),
-           "mb_per_s": acked_gb * 1000 / window, "records": len(acks),
-           "idle_per_s": {k: idle_counts.get(k, 0) / idle_s for k in case.kinds},
-           "behind_s": load["behind_s"],
-           "top": load["top"], "idle_top": idle_top, "idle_s": idle_s, "warmup_s": load["warmup_s"],
-           "warm_partitions": load["warm_partitions"]}
-    read = read_back(case, partitions, len(acks), args.read_timeout)
+            if args.client == "kafka":
+                send, tick, finish = kafka_client(f"127.0.0.1:{kafka_port}")
+            else:
+                send, tick, finish = producer_client(gw.url, args.max_in_flight)
+            load = paced_load(send, tick, partitions, rate, args.warmup, args.seconds, case)
+            failed = finish()
+            if failed:
+                raise RuntimeError(f"{failed} records failed (gateway log: {log_path})")
+    if args.client != "java":
+        acks = np.array(load["acks"].items)
+        start, end = load["start"], load["end"]
+        window = end - start
+        dues, dones = acks[:, 0], acks[:, 1]
+        lat = (dones - dues)[(dues >= load["due_from"]) & (dues < load["due_to"])] * 1000
+        acked_gb = int(((dones >= start) & (dones < end)).sum()) * RECORD_BYTES / 1e9
+        counts, sent = load["counts"], len(acks)
+        out = {"top": load["top"], "ack_p50_ms": float(np.percentile(lat, 50)),
+               "ack_p99_ms": float(np.percentile(lat, 99)), "records": sent,
+               "behind_s": load["behind_s"], "warmup_s": load["warmup_s"],
+               "warm_partitions": load["warm_partitions"],
+               "mb_per_s": acked_gb * 1000 / window}
+    out.update({"partitions": partitions, "window_s": window,
+                "load": round(os.getloadavg()[0], 2),
+                "per_s": {k: counts.get(k, 0) / window for k in case.kinds},
+                "per_gb": {k: counts.get(k, 0) / acked_gb for k in case.kinds},
+                "idle_per_s": {k: idle_counts.get(k, 0) / idle_s for k in case.kinds},
+                "idle_top": idle_top, "idle_s": idle_s})
+    read = read_back(case, partitions, sent, args.read_timeout)
     read_gb = read["records"] * RECORD_BYTES / 1e9
     out["read"] = {"records": read["records"], "seconds": read["seconds"],
                    "per_gb": {k: read["counts"].get(k, 0) / read_gb for k in case.kinds},
                    "top": read["top"]}
-    if read["records"] < len(acks):
-        print(f"  ! read back {read['records']} of {len(acks)} records in {read['seconds']:.0f} s")
+    if read["records"] < sent:
+        print(f"  ! read back {read['records']} of {sent} records in {read['seconds']:.0f} s")
     return out
 
 
@@ -582,9 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--idle", type=float, default=None, help="seconds to settle, then seconds "
                     "counted idle before the load (default 3, --quick 1)")
     ap.add_argument("--mb-per-s", type=float, default=4.0, help="the load (default 4 MB/s)")
-    ap.add_argument("--client", choices=("producer", "kafka"), default="producer",
-                    help="the project's Producer (default) or confluent-kafka via the Kafka "
-                         "listener")
+    ap.add_argument("--client", choices=("producer", "kafka", "java"), default="producer",
+                    help="the project's Producer (default), confluent-kafka via the Kafka "
+                         "listener, or Kafka's Java ProducerPerformance via the listener")
     ap.add_argument("--max-in-flight", type=int, default=5,
                     help="the Producer's max_in_flight (its default, Kafka's: 5)")
     ap.add_argument("--base", default=None, help="also run the per-partition side from this commit")
@@ -602,6 +662,13 @@ def main(argv: list[str] | None = None) -> int:
     args.warmup = args.warmup if args.warmup is not None else (1.0 if args.quick else 5.0)
     args.idle = args.idle if args.idle is not None else (1.0 if args.quick else 3.0)
     args.read_timeout = args.read_timeout or (15.0 if args.quick else 60.0)
+    if args.client == "java":
+        from bench.kafka_side.fetch import fetch_kafka
+
+        _broker, tools, notes = fetch_kafka()
+        if tools is None:
+            raise SystemExit("kafka-tools could not be fetched: " + "; ".join(notes))
+        args.java_classpath = tools.classpath
 
     sides: list[Side] = []
     if knows_setting(ROOT, HOT_KEY):
