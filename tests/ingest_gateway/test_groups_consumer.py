@@ -9,7 +9,8 @@ import pytest
 
 from ingest_gateway.errors import (FencedMemberEpoch, StaleMemberEpoch, UnknownMemberId,
                                    UnsupportedAssignor)
-from ingest_gateway.server.groups.consumer import ConsumerMembers, Heartbeat
+from ingest_gateway.server.groups.consumer import (ConsumerMembers, Heartbeat,
+                                                   UnreleasedInstanceId)
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 
 G = "g"
@@ -177,3 +178,22 @@ def test_a_coordinator_takes_a_consumer_group_over_from_the_store(local_log, clo
         assert a.member_epoch >= epoch
     after = {d["member_id"]: d["assignment"] for d in second.coordinator.describe(G).members}
     assert after == held
+
+
+def test_a_static_member_away_keeps_its_partitions_and_a_new_process_takes_them(members):
+    epochs = {"a": join(members, "a", instance_id="host-a").member_epoch,
+              "b": join(members, "b").member_epoch}
+    settle(members, epochs)
+    before = owners(members)
+    with pytest.raises(UnreleasedInstanceId):  # host-a is still there
+        join(members, "a2", instance_id="host-a")
+    away = members.heartbeat(G, Heartbeat("a", -2))
+    assert away.member_epoch == -2
+    assert beat(members, "b", epochs["b"], frozenset(before["b"])).assignment is None
+    assert owners(members) == before  # nothing moved while a is away
+    back = join(members, "a2", instance_id="host-a")
+    assert back.member_epoch == epochs["a"]  # its epoch, no new plan
+    assert set(back.assignment) == before["a"]
+    assert owners(members) == {"a2": before["a"], "b": before["b"]}
+    with pytest.raises(UnknownMemberId):  # the old process's member id is gone
+        beat(members, "a", epochs["a"])

@@ -4,8 +4,10 @@ protocol carries it; the Kafka listener's adapter is ``kafka.groups_consumer``).
 
 A member names itself (the client makes its member id) and sends its **member epoch**:
 0 to join (with its subscription, rebalance timeout and an empty owned list), -1 to
-leave, -2 a static member leaving for a while (here: a leave; static KIP-848 members
-are not kept), else the epoch the coordinator last gave it. Its subscription, server
+leave, -2 a static member (``group.instance.id``) leaving for a while: it keeps its
+partitions until its session timeout, and a member joining with its instance id takes
+its place, partitions and epoch, without a new plan (UnreleasedInstanceId while the old
+one has not left), else the epoch the coordinator last gave it. Its subscription, server
 assignor and rebalance timeout are sent when they change; its owned partitions when
 it has finished a reconciliation (and in full requests). The answer carries its epoch,
 the heartbeat interval (``group.consumer.heartbeat.interval.ms``) and its assignment
@@ -32,19 +34,36 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ingest_gateway.errors import FencedMemberEpoch, UnknownMemberId, UnsupportedAssignor
+from ingest_gateway.errors import (FencedMemberEpoch, GroupError, UnknownMemberId,
+                                   UnsupportedAssignor)
 from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
-from ingest_gateway.server.groups import epochs
+from ingest_gateway.server.groups import epochs, static
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from ingest_gateway.server.groups.state import (CONSUMER, MAX_CLIENT_ID_CHARS, Group, Member,
                                                 check_client_id, check_epoch,
                                                 check_rebalance_timeout)
 from ingest_gateway.server.groups.store import partition_counts
 
+#: the member epoch of a static member leaving for a while (Kafka's LEAVE_GROUP_STATIC_...)
+STATIC_LEAVE = -2
 #: how often a heartbeat looks whether a subscribed topic's partition count changed
 METADATA_CHECK_MS = 1000
 #: most topics one member may subscribe to (a bound on what a request makes us hold)
 MAX_SUBSCRIBED_TOPICS = 10_000
+
+
+class UnreleasedInstanceId(GroupError):
+    """A member joining with the instance id of a static member that has not left
+    (Kafka's UNRELEASED_INSTANCE_ID). Here, not in ``errors``: only the Kafka protocol
+    raises it, and ``errors`` is at the module size limit."""
+
+    code = "unreleased_instance_id"
+    error_code = 111  # kio's ErrorCode.unreleased_instance_id (the server imports no kio)
+
+    def __init__(self, group: str, member_id: str, instance_id: str | None):
+        self.group, self.member_id, self.instance_id = group, member_id, instance_id
+        super().__init__(f"member {member_id!r} cannot join consumer group {group!r} with "
+                         f"instance id {instance_id!r}: another member still has it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +154,12 @@ class ConsumerMembers:
         m = g.members.get(hb.member_id)
         if m is not None and m.protocol != CONSUMER:
             raise UnknownMemberId(g.name, hb.member_id)  # a classic member's id
+        if hb.member_epoch == STATIC_LEAVE and m is not None and m.instance_id:
+            # a static member away for a while keeps its partitions until its session
+            # ends; a member joining with its instance id takes its place (KIP-848)
+            m.previous_epoch, m.member_epoch = m.member_epoch, STATIC_LEAVE
+            c.table.write(g, *g.snapshot_doc())
+            return Answer(m.member_id, STATIC_LEAVE, self.heartbeat_interval_ms, None)
         if hb.member_epoch < 0:
             if m is None:
                 raise UnknownMemberId(g.name, hb.member_id)
@@ -142,14 +167,17 @@ class ConsumerMembers:
             return Answer(hb.member_id, hb.member_epoch, self.heartbeat_interval_ms, None)
         replan = False
         if hb.member_epoch == 0:
-            if m is None:
+            returned = self._static_return(g, hb, now) if m is None else None
+            if returned is not None:
+                m = returned
+            elif m is None:
                 m = g.members[hb.member_id] = Member(
                     hb.member_id, hb.client_id, frozenset(), (), self.session_timeout_ms,
                     hb.rebalance_timeout_ms or 0, now, -1, protocol=CONSUMER,
                     instance_id=hb.instance_id)
                 replan = True
-            # a member joining again (it was fenced, or lost its state) holds nothing
-            m.assignment, m.pending_revocation, m.member_epoch = (), (), 0
+            if returned is None:  # joining again (fenced, or lost its state): holds nothing
+                m.assignment, m.pending_revocation, m.member_epoch = (), (), 0
         elif m is None:
             raise UnknownMemberId(g.name, hb.member_id)
         else:
@@ -168,6 +196,21 @@ class ConsumerMembers:
             c.notify(g)
         sent = m.assignment if hb.full or m.assignment != before else None
         return Answer(m.member_id, m.member_epoch, self.heartbeat_interval_ms, sent)
+
+    def _static_return(self, g: Group, hb: Heartbeat, now: int) -> Member | None:
+        """The member that takes the place of a static member with the joining one's
+        instance id, away (epoch -2): its partitions, target and epoch (no new plan).
+        None if there is none. Raises UnreleasedInstanceId if that member is not away."""
+        old = static.find(g, hb.instance_id)
+        if old is None or old.protocol != CONSUMER:
+            return None
+        if old.member_epoch != STATIC_LEAVE:
+            raise UnreleasedInstanceId(g.name, hb.member_id, hb.instance_id)
+        new = static.replace(g, old, hb.member_id, hb.client_id or old.client_id, now,
+                             self.coordinator.table)
+        new.member_epoch = old.previous_epoch
+        self.coordinator.table.write(g, *g.snapshot_doc())
+        return new
 
     @staticmethod
     def _check_epoch(g: Group, m: Member, hb: Heartbeat) -> None:

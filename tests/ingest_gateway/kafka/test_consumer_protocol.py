@@ -173,3 +173,30 @@ def test_describe_and_list_show_a_consumer_group(gateway):
             assert needle in html, needle
     finally:
         m.c.close()
+
+
+def test_a_static_member_restarted_gets_its_partitions_back(gateway):
+    """group.instance.id with group.protocol=consumer: the closed member's partitions stay
+    with it (nobody else gets them) and its successor process takes them."""
+    gw, group = gateway, "kip848-static"
+    events: list = []
+    lock = threading.Lock()
+    a = Member(gw, group, "a", events, lock, **{"group.instance.id": "host-a"})
+    b = Member(gw, group, "b", events, lock)
+    try:
+        poll_until([a, b], lambda: [len(a.owned()), len(b.owned())] == [3, 3],
+                   "a and b with three partitions each")
+        mine, theirs = a.owned(), b.owned()
+        a.c.close()  # a static member's close: member epoch -2, partitions kept
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            b.poll()
+        assert b.owned() == theirs, "b was given the away static member's partitions"
+        a2 = Member(gw, group, "a2", events, lock, **{"group.instance.id": "host-a"})
+        try:
+            poll_until([a2, b], lambda: a2.owned() == mine, "a2 owning a's partitions")
+            assert b.owned() == theirs
+        finally:
+            a2.c.close()
+    finally:
+        b.c.close()
