@@ -434,13 +434,6 @@ def create_topic(gw: GatewayProcess, partitions: int) -> None:
     cid = doc["data"][0]["cluster_id"]
     status, doc, _ = gw.request("POST", f"/v3/clusters/{cid}/topics",
                                 body={"topic_name": TOPIC, "partitions_count": partitions})
-    if status == 400 and isinstance(doc, dict) and doc.get("error") == "topic_exists":
-        # seen once on HDFS at 256 partitions under load 25: the create was answered
-        # "exists" on a fresh prefix (a retried exclusive create meeting its own first try?)
-        status, doc, _ = gw.request("GET", f"/topics/{TOPIC}")
-        if status == 200 and len(doc["partitions"]) == partitions:
-            print(f"  ! creating {TOPIC} answered topic_exists; it has {partitions} partitions")
-            return
     if status != 201:
         raise RuntimeError(f"creating the topic: {status} {doc}")
 
@@ -698,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
 
             hdfs = stack.enter_context(MiniHdfs())
         logdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="object-store-bench-"))
-        n = 0
+        n = 0  # the case's number: its own HDFS prefix
         for p in parts:
             for side in sides:  # sides alternate within a partition count: the same noise
                 n += 1
@@ -725,11 +718,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"in {row['read']['seconds']:.1f} s; warm-up {row['warmup_s']:.0f} s "
                       f"({row['warm_partitions']} partitions acked); the producer ended "
                       f"{row['behind_s']:.1f} s behind its schedule", flush=True)
-                for n, what in row["top"][:5]:
-                    print(f"      {n / row['window_s']:8.1f}/s {what}")
+                for count, what in row["top"][:5]:
+                    print(f"      {count / row['window_s']:8.1f}/s {what}")
                 if row["idle_top"]:
-                    print("    idle: " + ", ".join(f"{what} {n / row['idle_s']:.1f}/s"
-                                                   for n, what in row["idle_top"][:4]))
+                    print("    idle: " + ", ".join(f"{what} {count / row['idle_s']:.1f}/s"
+                                                   for count, what in row["idle_top"][:4]))
 
     print(f"\n{args.store}: one gateway, {args.client} acks=all idempotent, {args.mb_per_s:g} "
           f"MB/s of {RECORD_BYTES}-byte records, {args.seconds:g} s counted per case. {note}.")
