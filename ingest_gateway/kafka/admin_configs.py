@@ -16,6 +16,13 @@ under Kafka's names (source ``DEFAULT_CONFIG``, read-only): what a Kafka broker'
 ``log.*`` defaults tell a client. Altering a broker resource answers
 ``INVALID_REQUEST``: gateway settings are loaded once at start-up (STYLE.md 6).
 
+**Replication throttles** (:data:`REPLICATION_THROTTLES`, Kafka's names on brokers and
+topics) never apply: the store replicates, the gateways copy no replicas. An
+IncrementalAlterConfigs that only DELETEs them (``kafka-reassign-partitions.sh --verify``
+clearing its throttles) deletes what was never set: answered ``NONE``, changing
+nothing, as Kafka answers a delete of an unset config; setting one is refused as other
+broker configs are, or ``INVALID_CONFIG`` on a topic.
+
 **Errors, per resource:** an unknown topic ``UNKNOWN_TOPIC_OR_PARTITION``; an
 unknown config name or a bad value ``INVALID_CONFIG`` with ConfigError's sentence
 (the key and the value); an unknown resource type or operation ``INVALID_REQUEST``.
@@ -49,6 +56,11 @@ OFFERED: dict[int, tuple[int, int]] = {
 }
 
 TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type
+#: Kafka's replication throttle configs (broker and topic): nothing here to throttle
+REPLICATION_THROTTLES = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # Kafka's AlterConfigOp.OpType
 
@@ -142,18 +154,32 @@ async def incremental_alter_configs(broker: Broker, head: Header, req: Any) -> A
         code, message = codes.NONE, None
         try:
             _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
+            if _clears_throttles(r):  # never set: nothing to delete (module doc)
+                raise _NothingToDo()
             _check_alterable(r.resource_type)
             current = (await _described(broker, TOPIC, r.resource_name))[0]
             changes = {c.name: _apply_op(c.name, c.config_operation, c.value, current)
                        for c in r.configs}
             await broker.topics.alter_configs(r.resource_name, changes,
                                               validate_only=req.validate_only)
+        except _NothingToDo:
+            pass
         except Exception as e:  # noqa: BLE001 - per-resource error codes
             code, message = _code(e), str(e)
         out.append(make(mod.AlterConfigsResourceResponse, error_code=error(code),
                         error_message=message, resource_type=r.resource_type,
                         resource_name=r.resource_name))
     return make(mod.IncrementalAlterConfigsResponse, throttle_time=ZERO, responses=tuple(out))
+
+
+class _NothingToDo(Exception):
+    """An alteration that changes nothing (deleting replication throttles never set)."""
+
+
+def _clears_throttles(r: Any) -> bool:
+    """Whether a resource's operations are only DELETEs of replication throttles."""
+    return r.resource_type in (TOPIC, BROKER) and bool(r.configs) and all(
+        c.config_operation == DELETE and c.name in REPLICATION_THROTTLES for c in r.configs)
 
 
 def _check_alterable(kind: int) -> None:

@@ -113,7 +113,7 @@ async def elect_leaders(broker: Broker, head: Header, req: Any) -> Any:
     if req.topic_partitions is None:  # all: none needed an election, none listed
         names = await broker.batcher.run_blocking(broker.log.topics)
         return _elected(mod, [(name, []) for name in names])
-    counts = await broker.batcher.run_blocking(_partition_counts, broker,
+    counts = await broker.batcher.run_blocking(partition_counts, broker,
                                                {t.topic for t in req.topic_partitions})
     results = []
     for t in req.topic_partitions:
@@ -125,7 +125,7 @@ async def elect_leaders(broker: Broker, head: Header, req: Any) -> Any:
     return _elected(mod, results)
 
 
-def _partition_counts(broker: Broker, names: set[str]) -> dict[str, int]:
+def partition_counts(broker: Broker, names: set[str]) -> dict[str, int]:
     """Blocking: topic -> partition count, for the topics of ``names`` that exist."""
     out = {}
     for name in names:
@@ -158,13 +158,13 @@ async def describe_log_dirs(broker: Broker, head: Header, req: Any) -> Any:
              offset_lag=0, is_future_key=False) for p, size in sorted(parts.items())))
         for name, parts in sorted(sizes.items()))
     result = make(mod.DescribeLogDirsResult, error_code=error(codes.NONE),
-                  log_dir=_store_name(broker), topics=topics, total_bytes=-1,
+                  log_dir=store_name(broker), topics=topics, total_bytes=-1,
                   usable_bytes=-1, is_cordoned=False)
     return make(mod.DescribeLogDirsResponse, throttle_time=ZERO,
                 error_code=error(codes.NONE), results=(result,))
 
 
-def _store_name(broker: Broker) -> str:
+def store_name(broker: Broker) -> str:
     """The store's URL without user information (a password never leaves in an answer)."""
     from urllib.parse import urlsplit, urlunsplit
 

@@ -9,7 +9,7 @@ partitions of deleted topics the same way).
 
 Kafka's answers: a refused heartbeat carries only its error code and message (member
 epoch 0); INVALID_REQUEST for a malformed one (empty member id, a first heartbeat
-without its subscription, a regular expression subscription: not served),
+without its subscription), INVALID_REGULAR_EXPRESSION (RE2 refuses it),
 UNSUPPORTED_ASSIGNOR, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, NOT_COORDINATOR,
 GROUP_AUTHORIZATION_FAILED without Read on the group. ConsumerGroupDescribe answers
 GROUP_ID_NOT_FOUND for a group nobody knows and for a classic group ("is not a consumer
@@ -93,8 +93,7 @@ def _heartbeat_of(head: Header, req: Any, member_id: str) -> Heartbeat:
     topics = req.subscribed_topic_names
     return Heartbeat(member_id, int(req.member_epoch), client_id=head.client_id or "",
                      topics=frozenset(topics) if topics is not None else None,
-                     # librdkafka sends "" for no regular expression
-                     regex=req.subscribed_topic_regex or None, assignor=req.server_assignor,
+                     regex=req.subscribed_topic_regex, assignor=req.server_assignor,
                      rebalance_timeout_ms=_ms_or_none(req.rebalance_timeout),
                      instance_id=req.instance_id)
 
@@ -156,7 +155,7 @@ def _described(broker: Broker, mod: Any, version: int, d: Any) -> Any:
             member_id=m["member_id"], instance_id=None, rack_id=None,
             member_epoch=m.get("member_epoch", d.generation), client_id=m["client_id"],
             client_host="", subscribed_topic_names=tuple(m["topics"]),
-            subscribed_topic_regex=None,
+            subscribed_topic_regex=m.get("regex"),
             assignment=_assignment(mod, broker, m["assignment"]),
             target_assignment=_assignment(mod, broker, m.get("target", m["assignment"])))
         if version >= 1:

@@ -49,8 +49,8 @@ from typing import Any
 
 from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
-                                  admin_records, admin_transactions, codes, fetch, groups,
-                                  produce, txn, txn_produce)
+                                  admin_reassign, admin_records, admin_transactions, codes,
+                                  fetch, groups, produce, txn, txn_produce)
 from ingest_gateway.kafka import acl_gate, scram_admin, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
@@ -78,6 +78,7 @@ def _handlers() -> dict[int, Any]:
             API_PRODUCE: produce.by_topic_id(txn_produce.produce), API_FETCH: fetch.fetch,
             API_LIST_OFFSETS: fetch.list_offsets,
             **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
+            **admin_reassign.HANDLERS,
             **admin_configs.HANDLERS, **admin_records.HANDLERS, **scram_admin.HANDLERS}
     return {**table, **admin_brokers.handlers(table)}
 
@@ -88,7 +89,7 @@ def offered(sasl: bool) -> dict[int, tuple[int, int]]:
     return {**OFFERED, **groups.OFFERED, **txn.OFFERED,
             **admin_configs.OFFERED, **admin_records.OFFERED,
             **admin_brokers.OFFERED, **admin_partitions.OFFERED,
-            **admin_transactions.OFFERED, **scram_admin.OFFERED,
+            **admin_transactions.OFFERED, **admin_reassign.OFFERED, **scram_admin.OFFERED,
             **(sec.SASL_OFFERED if sasl else {})}
 
 

@@ -25,8 +25,10 @@ Refused as Kafka refuses: an epoch above the member's (FencedMemberEpoch), below
 unless it is the previous one and the owned partitions are within the assignment (a
 lost answer), an unknown member (UnknownMemberId), an assignor outside
 ``group.consumer.assignors`` (UnsupportedAssignor), a first heartbeat without its
-subscription, rebalance timeout or empty owned list (ValueError). A regular
-expression subscription is refused (ValueError): not served yet.
+subscription, rebalance timeout or empty owned list (ValueError), a regular expression
+RE2 does not take (InvalidRegularExpression). A subscription by regular expression
+(Kafka 4's SubscribedTopicRegex, RE2 as Kafka's RE2J) subscribes to every topic whose
+whole name it matches, looked at again each second (a new topic joins the plan).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from ingest_gateway.server.groups.store import partition_counts
 STATIC_LEAVE = -2
 #: how often a heartbeat looks whether a subscribed topic's partition count changed
 METADATA_CHECK_MS = 1000
+#: longest subscription regular expression taken
+MAX_REGEX_CHARS = 4096
 #: most topics one member may subscribe to (a bound on what a request makes us hold)
 MAX_SUBSCRIBED_TOPICS = 10_000
 
@@ -66,6 +70,35 @@ class UnreleasedInstanceId(GroupError):
                          f"instance id {instance_id!r}: another member still has it")
 
 
+class InvalidRegularExpression(GroupError, ValueError):
+    """A subscription's regular expression RE2 does not take (Kafka's
+    INVALID_REGULAR_EXPRESSION; here for the reason UnreleasedInstanceId is)."""
+
+    code = "invalid_regular_expression"
+    error_code = 128  # kio's ErrorCode.invalid_regular_expression
+
+    def __init__(self, group: str, regex: str, reason: str):
+        self.group, self.regex = group, regex
+        super().__init__(f"subscription regular expression {regex[:200]!r} of consumer group "
+                         f"{group!r} is invalid: {reason}")
+
+
+def compile_regex(group: str, regex: str):
+    """``regex`` compiled by RE2 (linear time whatever the pattern: a client's regular
+    expression cannot hold the coordinator, as Kafka's RE2J). Raises
+    InvalidRegularExpression (also over MAX_REGEX_CHARS)."""
+    import re2
+
+    if len(regex) > MAX_REGEX_CHARS:
+        raise InvalidRegularExpression(group, regex, f"over {MAX_REGEX_CHARS} characters")
+    options = re2.Options()
+    options.log_errors = False  # the refusal says why; no line on stderr per bad pattern
+    try:
+        return re2.compile(regex, options=options)
+    except re2.error as e:
+        raise InvalidRegularExpression(group, regex, str(e)) from None
+
+
 @dataclasses.dataclass(frozen=True)
 class Heartbeat:
     """What a member's heartbeat says; None: unchanged since its last one."""
@@ -74,6 +107,7 @@ class Heartbeat:
     member_epoch: int
     client_id: str = ""
     topics: frozenset[str] | None = None
+    #: None: unchanged; "": no regular expression (librdkafka sends "" with topic names)
     regex: str | None = None
     assignor: str | None = None
     rebalance_timeout_ms: int | None = None
@@ -118,9 +152,8 @@ class ConsumerMembers:
         check_client_id(group, hb.client_id)
         if hb.member_epoch < -2:
             raise ValueError(f"member epoch {hb.member_epoch} is invalid")
-        if hb.regex is not None:
-            raise ValueError("subscriptions by regular expression (KIP-848's "
-                             "SubscribedTopicRegex) are not served: subscribe to topic names")
+        if hb.regex:
+            compile_regex(group, hb.regex)
         if hb.topics is not None and len(hb.topics) > MAX_SUBSCRIBED_TOPICS:
             raise ValueError(f"{len(hb.topics)} subscribed topics, over {MAX_SUBSCRIBED_TOPICS}")
         if hb.assignor is not None and hb.assignor not in self.assignors:
@@ -130,8 +163,9 @@ class ConsumerMembers:
         if hb.member_epoch == 0:
             if hb.rebalance_timeout_ms is None:
                 raise ValueError("RebalanceTimeoutMs must be provided in first request")
-            if hb.topics is None:
-                raise ValueError("SubscribedTopicNames must be set in first request")
+            if hb.topics is None and not hb.regex:
+                raise ValueError("SubscribedTopicNames or SubscribedTopicRegex must be set "
+                                 "in first request")
             if hb.owned is None or hb.owned:
                 raise ValueError("TopicPartitions must be empty when (re-)joining")
 
@@ -222,11 +256,13 @@ class ConsumerMembers:
                 or not hb.owned <= set(m.assignment))):
             raise FencedMemberEpoch(g.name, m.member_id, epoch, m.member_epoch)
 
-    @staticmethod
-    def _update(m: Member, hb: Heartbeat) -> bool:
+    def _update(self, m: Member, hb: Heartbeat) -> bool:
         """Take what the heartbeat changed; returns whether the group needs a new plan."""
         replan = False
-        if hb.topics is not None and hb.topics != m.topics:
+        if hb.regex is not None and (hb.regex or None) != m.regex:  # "": none any more
+            m.regex, replan = hb.regex or None, True
+            m.topics = self._matching(m.regex) if m.regex else hb.topics or frozenset()
+        elif hb.topics is not None and hb.topics != m.topics and m.regex is None:
             m.topics, replan = hb.topics, True
         if hb.assignor is not None and hb.assignor != m.assignor:
             m.assignor, replan = hb.assignor, True
@@ -242,8 +278,18 @@ class ConsumerMembers:
         if now - g.counts_checked_ms < METADATA_CHECK_MS:
             return False
         g.counts_checked_ms = now
+        changed = False
+        for m in g.members.values():  # a regular expression may match a new topic
+            if m.regex is not None:
+                matches = self._matching(m.regex)
+                changed, m.topics = changed or matches != m.topics, matches
         topics = set().union(*(m.topics for m in g.members.values()))
-        return partition_counts(self.coordinator.log, topics) != g.topic_counts
+        return changed or partition_counts(self.coordinator.log, topics) != g.topic_counts
+
+    def _matching(self, regex: str) -> frozenset[str]:
+        """The topics whose whole name ``regex`` matches (RE2, as Kafka's RE2J)."""
+        pattern = compile_regex("", regex)
+        return frozenset(t for t in self.coordinator.log.topics() if pattern.fullmatch(t))
 
     def topics_of(self, group: str, member_id: str) -> frozenset[str]:
         """The topics a member of a group held in memory subscribes to (empty if none):

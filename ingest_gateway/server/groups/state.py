@@ -56,6 +56,8 @@ class Member:
     target: tuple[TopicPartition, ...] = ()
     #: the server assignor it asked for (None: the group's default)
     assignor: str | None = None
+    #: its subscription by regular expression (RE2; ``topics`` holds the matches)
+    regex: str | None = None
     #: when a member still holding ``pending_revocation`` is removed (its rebalance timeout)
     revoke_deadline_ms: int = 0
 
@@ -66,6 +68,7 @@ class Member:
             return [{"topic": t, "partition": p} for t, p in pairs]
 
         consumer = {"member_epoch": self.member_epoch, "target": tps(self.target),
+                    "regex": self.regex,
                     "pending_revocation": tps(self.pending_revocation)} \
             if self.protocol == CONSUMER else {}
         return {"member_id": self.member_id, "client_id": self.client_id,
@@ -80,7 +83,8 @@ class Member:
         consumer = {"protocol": CONSUMER, "member_epoch": self.member_epoch,
                     "previous_epoch": self.previous_epoch,
                     "pending_revocation": [[t, p] for t, p in self.pending_revocation],
-                    "target": [[t, p] for t, p in self.target], "assignor": self.assignor} \
+                    "target": [[t, p] for t, p in self.target], "assignor": self.assignor,
+                    "regex": self.regex} \
             if self.protocol == CONSUMER else {}
         return {"member_id": self.member_id, "client_id": self.client_id,
                 "topics": sorted(self.topics), "strategies": list(self.strategies),
@@ -107,6 +111,7 @@ class Member:
             m.previous_epoch = int(doc.get("previous_epoch", -1))
             m.pending_revocation, m.target = pairs("pending_revocation"), pairs("target")
             m.assignor = str(doc["assignor"]) if doc.get("assignor") else None
+            m.regex = str(doc["regex"]) if doc.get("regex") else None
             m.revoke_deadline_ms = now_ms + m.rebalance_timeout_ms
         return m
 

@@ -166,3 +166,53 @@ def test_describe_groups_answers_authorized_operations_when_asked(kafka_gateway)
     # without an authorizer: every operation a group supports (Kafka's codes)
     assert ops == sum(1 << c for c in (3, 6, 8, 10, 11))  # Read Delete Describe *Configs
     assert not_asked.groups[0].authorized_operations == -2147483648
+
+
+def test_reassignments_and_log_dir_moves_are_answered_for_one_replica(kafka_gateway,
+                                                                      kafka_store):
+    admin = AdminClient({"bootstrap.servers": kafka_gateway.bootstrap})
+    name = _topic(admin, 2)
+    lr, ar, ad = (kio("list_partition_reassignments", 0),
+                  kio("alter_partition_reassignments", 1), kio("alter_replica_log_dirs", 2))
+    five = datetime.timedelta(seconds=5)
+    with connect(kafka_gateway) as s:
+        _, listed = call(s, lr.ListPartitionReassignmentsRequest(timeout=five, topics=None), 0)
+        assert listed.error_code == 0 and listed.topics == ()
+        _, moved = call(s, ar.AlterPartitionReassignmentsRequest(
+            timeout=five, allow_replication_factor_change=True, topics=(ar.ReassignableTopic(
+                name=name, partitions=(
+                    ar.ReassignablePartition(partition_index=0, replicas=(0,)),
+                    ar.ReassignablePartition(partition_index=1, replicas=(0, 1)),
+                    ar.ReassignablePartition(partition_index=1, replicas=None),
+                    ar.ReassignablePartition(partition_index=9, replicas=(0,)))),)), 1)
+        got = [(p.partition_index, p.error_code) for p in moved.responses[0].partitions]
+        assert got == [(0, 0), (1, INVALID_REPLICA_ASSIGNMENT), (1, 85),
+                       (9, UNKNOWN_TOPIC_OR_PARTITION)]
+        assert "one replica, the store" in moved.responses[0].partitions[1].error_message
+        _, dirs = call(s, ad.AlterReplicaLogDirsRequest(dirs=(
+            ad.AlterReplicaLogDir(path=kafka_store, topics=(
+                ad.AlterReplicaLogDirTopic(name=name, partitions=(0,)),)),
+            ad.AlterReplicaLogDir(path="/var/kafka-logs", topics=(
+                ad.AlterReplicaLogDirTopic(name=name, partitions=(1, 5)),)))), 2)
+        codes = [(r.topic_name, p.partition_index, p.error_code) for r in dirs.results
+                 for p in r.partitions]
+        assert codes == [(name, 0, 0), (name, 1, 57), (name, 5, UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_replication_throttles_are_never_set_so_deleting_them_is_a_no_op(kafka_gateway):
+    admin = AdminClient({"bootstrap.servers": kafka_gateway.bootstrap})
+    name = _topic(admin, 1)
+    m = kio("incremental_alter_configs", 1)
+
+    def alter(rtype: int, rname: str, op: int, cfg: str) -> int:
+        with connect(kafka_gateway) as s:
+            _, resp = call(s, m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
+                resource_type=rtype, resource_name=rname, configs=(m.AlterableConfig(
+                    name=cfg, config_operation=op, value=None if op == 1 else "10"),)),),
+                validate_only=False), 1)
+        return resp.responses[0].error_code
+
+    assert alter(4, "0", 1, "leader.replication.throttled.rate") == 0
+    assert alter(2, name, 1, "follower.replication.throttled.replicas") == 0
+    assert alter(4, "0", 0, "leader.replication.throttled.rate") == INVALID_REQUEST
+    assert alter(2, name, 0, "leader.replication.throttled.replicas") == 40  # INVALID_CONFIG

@@ -200,3 +200,25 @@ def test_a_static_member_restarted_gets_its_partitions_back(gateway):
             a2.c.close()
     finally:
         b.c.close()
+
+
+def test_a_regular_expression_subscription_follows_new_topics(gateway):
+    """subscribe(["^..."]) with group.protocol=consumer: the coordinator matches the
+    expression (SubscribedTopicRegex, RE2) on topic names, and a topic created later
+    joins the member's assignment."""
+    gw, group = gateway, "kip848-regex"
+    lg = open_log(gw.store_url, fsync=False)
+    lg.create_topic("re-a", {"partitions": 2})
+    events: list = []
+    m = Member(gw, group, "re", events, threading.Lock())
+    m.c.unsubscribe()
+    m.c.subscribe(["^re-.*"])
+    try:
+        poll_until([m], lambda: {(tp.topic, tp.partition) for tp in m.c.assignment()}
+                   == {("re-a", 0), ("re-a", 1)}, "re-a's partitions")
+        lg.create_topic("re-b", {"partitions": 1})
+        lg.create_topic("other", {"partitions": 1})
+        poll_until([m], lambda: {(tp.topic, tp.partition) for tp in m.c.assignment()}
+                   == {("re-a", 0), ("re-a", 1), ("re-b", 0)}, "re-b joining the assignment")
+    finally:
+        m.c.close()

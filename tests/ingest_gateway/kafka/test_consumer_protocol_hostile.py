@@ -8,8 +8,8 @@ against a real gateway process:
 - parsable but absurd values answered with Kafka's error codes on one connection that
   stays open: epochs below -2 and above the member's, a first heartbeat without its
   subscription or with owned partitions, an empty or 10,000-character member id, a
-  regular expression subscription, an assignor nobody offers, 20,000 subscribed topics,
-  owned partitions of unknown topic ids and negative partitions, a describe of 3,000
+  regular expression RE2 refuses or a backtracking bomb, an assignor nobody offers,
+  20,000 subscribed topics, owned partitions of unknown topic ids and negative partitions, a describe of 3,000
   groups with bad names among them; commits and offset fetches with a stale epoch
   (STALE_MEMBER_EPOCH), a KIP-848 member's commit below v9 (UNSUPPORTED_VERSION).
 """
@@ -32,7 +32,7 @@ from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess, call, 
 NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID = 0, 42, 25
 GROUP_ID_NOT_FOUND, INVALID_GROUP_ID = 69, 24
 FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_EPOCH = 110, 112, 113
-UNSUPPORTED_VERSION = 35
+UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 35, 128
 REBALANCE = datetime.timedelta(seconds=30)
 
 
@@ -107,7 +107,12 @@ def test_absurd_heartbeats_get_kafkas_codes_on_a_connection_kept_open(gw):
         assert beat(s, "m1", 0, owned=None).error_code == INVALID_REQUEST
         owned = (cgh.TopicPartitions(topic_id=tid, partitions=(0,)),)
         assert beat(s, "m1", 0, owned=owned).error_code == INVALID_REQUEST
-        assert beat(s, "m1", 0, subscribed_topic_regex="^t.*").error_code == INVALID_REQUEST
+        for bad in ("(?P<x", "a" * 5000, "\\p{Nope}"):  # RE2 refuses; the length bound
+            assert beat(s, "m1", 0, subscribed_topic_regex=bad).error_code \
+                == INVALID_REGULAR_EXPRESSION, bad
+        # linear time whatever the pattern (RE2): a backtracking bomb answers at once
+        assert beat(s, "bomb", 0, topics=None, subscribed_topic_regex="(a*)*b" * 50,
+                    group="hostile-bomb").error_code == NONE
         assert beat(s, "m1", 0, server_assignor="sticky").error_code == UNSUPPORTED_ASSIGNOR
         many = tuple(f"topic-{i}" for i in range(20_000))
         assert beat(s, "m1", 0, topics=many).error_code == INVALID_REQUEST

@@ -132,3 +132,19 @@ def test_kafka_log_dirs_describes_the_store(tools, gw):
     assert d["logDir"].startswith("file://") and d["error"] is None
     sizes = {p["partition"]: p["size"] for p in d["partitions"]}
     assert set(sizes) == {"t-0", "t-1"} and sizes["t-0"] > 0, d
+
+
+def test_kafka_reassign_partitions_lists_none_and_moves_nothing(tools, gw, tmp_path):
+    out = run(tools, gw, "reassign.ReassignPartitionsCommand", "--list")
+    assert "No partition reassignments found." in out, out
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [0], "log_dirs": ["any"]}]}))
+    out = run(tools, gw, "reassign.ReassignPartitionsCommand", "--execute",
+              "--reassignment-json-file", str(plan))
+    assert "Successfully started partition reassignment for t-0" in out, out
+    # --verify also clears the replication throttles (broker and topic configs): there
+    # are none to clear, which Kafka's tool is told without an error
+    out = run(tools, gw, "reassign.ReassignPartitionsCommand", "--verify",
+              "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition t-0 is completed." in out, out
