@@ -121,3 +121,14 @@ def test_an_open_transaction_is_listed_described_and_its_producer_shown(kafka_ga
         kafka_gateway, producer_id_filters=(pid,)).transaction_states] == ["CompleteCommit"]
     (state,) = _producers(kafka_gateway, topic, (1,))[1].active_producers
     assert state.current_txn_start_offset == -1
+
+
+def test_a_backtracking_pattern_is_answered_at_once(kafka_gateway):
+    # RE2: linear time; Python's re would backtrack for minutes on this against long ids
+    import time as clock
+
+    t0 = clock.monotonic()
+    resp = _list(kafka_gateway, transactional_id_pattern="(a+)+$")
+    assert resp.error_code == 0 and clock.monotonic() - t0 < 10
+    assert _list(kafka_gateway, transactional_id_pattern="a" * 5000).error_code == \
+        INVALID_REGULAR_EXPRESSION
