@@ -37,9 +37,10 @@ Two more cases (``bench.kafka_side.protocol_extra``, issue 31; ``--skip-extra`` 
 them out): Kafka's own ``ProducerPerformance`` then ``ConsumerPerformance`` with the Java
 client's defaults against both brokers in the same run (``--perf-records``, default
 1,000,000), and consume with fetch sessions on vs off: two more gateways, one with
-``gateway.kafka.max.incremental.fetch.session.cache.slots`` 0, the gateway's CPU per
-record read from 64 partitions and per second while the consumer idles caught up
-(``--session-records``, default 500,000).
+``gateway.kafka.max.incremental.fetch.session.cache.slots`` 0, Kafka's Java consumer
+(librdkafka opens no sessions), the gateway's CPU per record read from 64 partitions
+and per second while the consumer idles caught up (``--session-records``, default
+500,000).
 
 A 10-member group's rebalance time, KIP-848 vs classic, on both brokers
 (``bench.kafka_side.rebalance``; ``--skip-rebalance`` leaves it out, ``--only-rebalance``
@@ -124,14 +125,13 @@ def produce(bootstrap: str, topic: str, records: int) -> dict:
     return {"msgs_per_s": records / elapsed}
 
 
-def consume(bootstrap: str, topic: str, records: int, settings: dict,
-            partitions: int = PARTITIONS) -> dict:
+def consume(bootstrap: str, topic: str, records: int, settings: dict) -> dict:
     """``kafka_clients.consume`` (one consumer from the beginning of every partition,
     touching each value) with extra consumer ``settings``."""
     c = kc.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
                      "enable.auto.commit": False, "auto.offset.reset": "earliest", **settings})
     try:
-        c.assign([kc.TopicPartition(topic, p, kc.OFFSET_BEGINNING) for p in range(partitions)])
+        c.assign([kc.TopicPartition(topic, p, kc.OFFSET_BEGINNING) for p in range(PARTITIONS)])
         n = size = 0
         t0 = time.perf_counter()
         while n < records:
@@ -328,10 +328,8 @@ def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
         for r in range(repeat):
             for slots in (1000, 0):
                 sessions.setdefault(slots, []).append(extra.sessions_run(
-                    slots, lambda s: _gateway(work, s), session_records, produce,
-                    lambda b, t, n, parts: consume(b, t, n, {"fetch.queue.backoff.ms": 10},
-                                                   parts),
-                    cpu_seconds, _load, log))
+                    tools.classpath, slots, lambda s: _gateway(work, s), session_records,
+                    produce, cpu_seconds, _load, log))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     new = [f for f in figures_of(runs) if f["name"] in ("producer_performance",
@@ -445,16 +443,14 @@ def main(argv: list[str] | None = None) -> int:
                       lambda t, n: lg.create_topic(t, {"partitions": n})),
                      ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log)
             log(f"gateway {gw.url} done")
-        if not args.skip_extra:
+        if tools is not None:
             log(f"fetch sessions on vs off, {session_records:,} records, "
                 f"{extra.SESSION_PARTITIONS} partitions")
             for r in range(repeat):
                 for slots in (1000, 0):
                     sessions.setdefault(slots, []).append(extra.sessions_run(
-                        slots, lambda s: _gateway(work, s), session_records, produce,
-                        lambda b, t, n, parts: consume(b, t, n, {"fetch.queue.backoff.ms": 10},
-                                                       parts),
-                        cpu_seconds, _load, log))
+                        tools.classpath, slots, lambda s: _gateway(work, s),
+                        session_records, produce, cpu_seconds, _load, log))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     figures = figures_of(runs) + extra.sessions_figures(sessions)

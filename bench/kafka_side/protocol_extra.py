@@ -12,9 +12,9 @@ the broker process's CPU per record.
 **Fetch sessions on vs off** (KIP-227): two gateways on stores of their own, one with
 the default ``gateway.kafka.max.incremental.fetch.session.cache.slots`` (1000) and one
 with 0 (every Fetch full, as before sessions); the same records produced into a topic
-of many partitions on each, then one confluent-kafka consumer reads them all
-(``kafka_protocol.consume`` over every partition, ``fetch.queue.backoff.ms`` 10);
-the figure is the gateway's CPU per record read, and
+of many partitions on each, then Kafka's Java consumer (ConsumerPerformance) reads
+them all: librdkafka (confluent-kafka) never opens a fetch session, so only a client
+that does shows a difference. The figures are the gateway's CPU per record read, and
 its CPU per second while the consumer sits caught up (long-polls of every partition:
 where sessions save the most, a full Fetch naming every partition each time).
 """
@@ -30,9 +30,6 @@ import time
 import uuid
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_END
-
-from bench.kafka_side import kafka_clients as kc
 from bench.kafka_side.measure import VALUE_BYTES
 
 #: ProducerPerformance's summary line: records sent, records/s, MB/s, latencies
@@ -69,12 +66,8 @@ def consumer_performance(tools_cp: str, bootstrap: str, topic: str, records: int
     out = _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
                 "--topic", topic, "--messages", str(records), "--timeout", "60000",
                 "--group", f"perf-{uuid.uuid4().hex[:8]}")
-    lines = [line for line in out.splitlines() if "," in line]
-    row = next(csv.DictReader(io.StringIO("\n".join(lines)), skipinitialspace=True))
-    if int(row["data.consumed.in.nMsg"]) < records:
-        raise RuntimeError(f"ConsumerPerformance read fewer records: {out[-800:]}")
-    return {"fetch_msgs_per_s": float(row["fetch.nMsg.sec"]),
-            "msgs_per_s": float(row["nMsg.sec"])}
+    row = _consumer_row(out, records)
+    return {"fetch_msgs_per_s": row["fetch.nMsg.sec"], "msgs_per_s": row["nMsg.sec"]}
 
 
 def java_perf_run(tools_cp: str, name: str, bootstrap: str, create: Callable[[str], None],
@@ -100,38 +93,44 @@ def java_perf_run(tools_cp: str, name: str, bootstrap: str, create: Callable[[st
         f"(from start {got['msgs_per_s']:,.0f})  broker CPU {cpu_us:.2f} us/record")
 
 
-def sessions_run(slots: int, gateway_factory: Callable[[dict], object], records: int,
-                 produce: Callable[[str, str, int], dict],
-                 consume: Callable[[str, str, int, int], dict],
+def sessions_run(tools_cp: str, slots: int, gateway_factory: Callable[[dict], object],
+                 records: int, produce: Callable[[str, str, int], dict],
                  cpu: Callable[[int], float], load: Callable[[], float], log) -> dict:
     """One gateway with ``slots`` session slots: produce ``records`` into a fresh topic
-    of SESSION_PARTITIONS partitions, read them with one consumer (gateway CPU per
-    record), then leave it caught up for IDLE_S (gateway CPU ms per second)."""
+    of SESSION_PARTITIONS partitions (confluent-kafka), read them with Kafka's Java
+    consumer (ConsumerPerformance: it opens a fetch session when the broker offers one;
+    librdkafka never does, it sends every Fetch whole), the gateway's CPU per record;
+    then the same group again, caught up, polling for IDLE_S with nothing to read, the
+    gateway's CPU per second (the group join included, alike on both sides)."""
     with gateway_factory({"gateway.kafka.max.incremental.fetch.session.cache.slots":
                           str(slots)}) as (gw, bootstrap, create):
-        topic = f"sess-{uuid.uuid4().hex[:8]}"
+        topic, group = f"sess-{uuid.uuid4().hex[:8]}", f"sess-{uuid.uuid4().hex[:8]}"
         create(topic)
         produce(bootstrap, topic, records)
         pid = gw.proc.pid
         cpu0 = cpu(pid)
-        res = consume(bootstrap, topic, records, SESSION_PARTITIONS)
+        got = _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
+                    "--topic", topic, "--messages", str(records), "--timeout", "60000",
+                    "--group", group)
         per_record = (cpu(pid) - cpu0) / records * 1e6
-        c = kc.Consumer({"bootstrap.servers": bootstrap, "group.id": f"idle-{time.time_ns()}",
-                         "enable.auto.commit": False})
-        try:
-            c.assign([kc.TopicPartition(topic, p, OFFSET_END)
-                      for p in range(SESSION_PARTITIONS)])
-            c.poll(2)  # the first full fetch (and session) before the clock starts
-            cpu0, t0 = cpu(pid), time.monotonic()
-            while time.monotonic() - t0 < IDLE_S:
-                c.poll(0.5)
-            idle = (cpu(pid) - cpu0) * 1000 / (time.monotonic() - t0)
-        finally:
-            c.close()
-    log(f"  slots={slots:<5d} consume {res['msgs_per_s']:>12,.0f} msgs/s  gateway CPU "
-        f"{per_record:.2f} us/record, idle {idle:.1f} ms/s  (load {load()})")
-    return {"msgs_per_s": res["msgs_per_s"], "cpu_us_per_record": round(per_record, 3),
+        rate = _consumer_row(got, records)["fetch.nMsg.sec"]
+        cpu0, t0 = cpu(pid), time.monotonic()
+        _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
+              "--topic", topic, "--messages", "1", "--timeout", str(int(IDLE_S * 1000)),
+              "--group", group)
+        idle = (cpu(pid) - cpu0) * 1000 / (time.monotonic() - t0)
+    log(f"  slots={slots:<5d} ConsumerPerformance {rate:>12,.0f} msgs/s  gateway CPU "
+        f"{per_record:.2f} us/record, caught up {idle:.1f} ms/s  (load {load()})")
+    return {"msgs_per_s": rate, "cpu_us_per_record": round(per_record, 3),
             "idle_cpu_ms_per_s": round(idle, 2), "load": load()}
+
+
+def _consumer_row(out: str, records: int) -> dict[str, float]:
+    lines = [line for line in out.splitlines() if "," in line]
+    row = next(csv.DictReader(io.StringIO("\n".join(lines)), skipinitialspace=True))
+    if int(row["data.consumed.in.nMsg"]) < records:
+        raise RuntimeError(f"ConsumerPerformance read fewer records: {out[-800:]}")
+    return {k: float(v) for k, v in row.items() if k.endswith(("sec", "nMsg"))}
 
 
 def sessions_figures(runs: dict[int, list[dict]]) -> list[dict]:
@@ -145,7 +144,7 @@ def sessions_figures(runs: dict[int, list[dict]]) -> list[dict]:
     out = []
     for key, unit, label in (
             ("cpu_us_per_record", "us/record",
-             f"gateway CPU per record read, one consumer, {SESSION_PARTITIONS} partitions: "
+             f"gateway CPU per record read, Java consumer, {SESSION_PARTITIONS} partitions: "
              "fetch sessions on vs off"),
             ("idle_cpu_ms_per_s", "ms/s",
              "gateway CPU per second, consumer caught up (long-polls): sessions on vs off")):
@@ -154,7 +153,8 @@ def sessions_figures(runs: dict[int, list[dict]]) -> list[dict]:
                     "ours": a, "baseline": b, "ratio": round(a / b, 3) if b else None,
                     "target": None, "higher_is_better": False,
                     "ours_runs": [r[key] for r in on], "baseline_runs": [r[key] for r in off],
-                    "consume_msgs_per_s": {"on": [round(r["msgs_per_s"]) for r in on],
+                    "consumer_performance_msgs_per_s": {
+                        "on": [round(r["msgs_per_s"]) for r in on],
                                            "off": [round(r["msgs_per_s"]) for r in off]},
                     "loads": [r["load"] for pair in zip(on, off) for r in pair]})
     return out

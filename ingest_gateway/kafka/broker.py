@@ -70,7 +70,8 @@ class Broker:
         #: the Kafka clients' fetch sessions (KIP-227), at most
         #: gateway.kafka.max.incremental.fetch.session.cache.slots
         self.fetch_sessions = FetchSessionCache(
-            self.settings.gateway.kafka_max_incremental_fetch_session_cache_slots)
+            self.settings.gateway.kafka_max_incremental_fetch_session_cache_slots,
+            registry=gateway.metrics.registry)
         #: topic id -> name as last found by a Fetch by id (checked again on every use)
         self.topic_names: dict[uuid.UUID, str] = {}
         #: the slots' registrations as admin_brokers last read them (None: not yet)

@@ -161,13 +161,29 @@ class Context:
 
 class FetchSessionCache:
     """At most ``slots`` sessions of one gateway (module doc). ``clock`` gives
-    milliseconds (a parameter so a test can drive it)."""
+    milliseconds (a parameter so a test can drive it). With a Prometheus ``registry``,
+    Kafka's metrics: ``sparklog_gateway_kafka_fetch_sessions`` (NumIncrementalFetchSessions),
+    ``..._fetch_session_partitions`` (NumIncrementalFetchPartitionsCached) and
+    ``..._fetch_session_evictions_total`` (IncrementalFetchSessionEvictionsPerSec's count)."""
 
     def __init__(self, slots: int, eviction_ms: int = EVICTION_MS,
-                 clock: Callable[[], float] = lambda: time.monotonic() * 1000):
+                 clock: Callable[[], float] = lambda: time.monotonic() * 1000,
+                 registry: Any = None):
         self.slots, self.eviction_ms, self.clock = slots, eviction_ms, clock
         self.sessions: dict[int, FetchSession] = {}
         self.evictions = 0
+        self._evicted = None
+        if registry is not None:
+            from prometheus_client import Counter, Gauge
+
+            Gauge("sparklog_gateway_kafka_fetch_sessions", "Kafka fetch sessions held (KIP-227)",
+                  registry=registry).set_function(lambda: len(self.sessions))
+            Gauge("sparklog_gateway_kafka_fetch_session_partitions",
+                  "partitions cached in Kafka fetch sessions",
+                  registry=registry).set_function(self.partitions_cached)
+            self._evicted = Counter("sparklog_gateway_kafka_fetch_session_evictions",
+                                    "Kafka fetch sessions evicted for a new one",
+                                    registry=registry)
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -250,4 +266,6 @@ class FetchSessionCache:
                 return False
         del self.sessions[victim.id]
         self.evictions += 1
+        if self._evicted is not None:
+            self._evicted.inc()
         return True

@@ -148,3 +148,44 @@ def test_kafka_reassign_partitions_lists_none_and_moves_nothing(tools, gw, tmp_p
     out = run(tools, gw, "reassign.ReassignPartitionsCommand", "--verify",
               "--reassignment-json-file", str(plan))
     assert "Reassignment of partition t-0 is completed." in out, out
+
+
+def _metric(gw, name: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{gw.url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def test_the_java_consumer_reads_in_a_fetch_session(tools, gw):
+    import time
+
+    from confluent_kafka import Producer
+
+    run(tools, gw, "TopicCommand", "--create", "--topic", "sess", "--partitions", "8")
+    p = Producer({"bootstrap.servers": gw.bootstrap})
+    for i in range(2000):
+        p.produce("sess", f"v{i}".encode(), partition=i % 8)
+    assert p.flush(30) == 0
+    before = _metric(gw, "sparklog_gateway_kafka_fetch_sessions")
+    # more records asked than there are: it reads all, then polls caught up until its
+    # timeout, in its session; on close it ends the session (a final-epoch Fetch)
+    cmd = ["java", "-Xmx256M", "-cp", tools.classpath,
+           "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", gw.bootstrap,
+           "--topic", "sess", "--messages", "3000", "--timeout", "8000", "--group", "sess-g"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen, partitions = 0.0, 0.0
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen = max(seen, _metric(gw, "sparklog_gateway_kafka_fetch_sessions") - before)
+            partitions = max(partitions,
+                             _metric(gw, "sparklog_gateway_kafka_fetch_session_partitions"))
+            time.sleep(0.2)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert seen == 1 and partitions >= 8, (seen, partitions)
+    assert _metric(gw, "sparklog_gateway_kafka_fetch_sessions") == before
