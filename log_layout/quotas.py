@@ -1,13 +1,26 @@
 """Client quotas, kept in the store so every gateway throttles alike.
 
-Kafka's user quotas (``kafka-configs.sh --entity-type users``): a byte rate per
-principal for producing (``producer_byte_rate``) and for fetching
-(``consumer_byte_rate``), in bytes per second. An entry belongs to one user
-(``User:alice``) or to every user without an entry of their own (``<default>``,
-Kafka's default entity). Precedence is Kafka's: a user's own value, else the
-default's, else no quota; each config is looked up on its own, so a user who set
-only ``producer_byte_rate`` still gets the default ``consumer_byte_rate``. A
-default quota is each user's own limit, not one shared by all.
+Kafka's client quotas (``kafka-configs.sh --entity-type users`` and ``clients``): a
+byte rate for producing (``producer_byte_rate``) and for fetching
+(``consumer_byte_rate``), in bytes per second, and the share of request handling time
+(``request_percentage``: percent of one thread, over the window; 200 is two threads'
+worth). An entry belongs to an entity, named as Kafka's ``/config`` paths:
+
+    User:alice                  users/alice
+    <default>                   users/<default> (every user without its own)
+    User:alice/Client:app       users/alice/clients/app
+    User:alice/Client:<default> users/alice/clients/<default>
+    <default>/Client:app        users/<default>/clients/app
+    <default>/Client:<default>  users/<default>/clients/<default>
+    Client:app                  clients/app
+    Client:<default>            clients/<default>
+
+Precedence is Kafka's (``ClientQuotaManager``), in the order above; each config is
+looked up on its own, so a user who set only ``producer_byte_rate`` still gets the
+default ``consumer_byte_rate``. :meth:`Quotas.find` also names whose traffic a
+matched quota counts together (Kafka's metric tags): a ``<default>`` quota is each
+user's or client's own limit; ``Client:app`` is one limit shared by every user of the
+client id ``app``.
 
 **Storage.** One document, kept as numbered versions under ``_security/quotas/``
 by ``versioned_doc`` (exclusive create per version, a lost race re-applies its
@@ -43,32 +56,70 @@ from log_layout.versioned_doc import Version, VersionedDoc, version_name
 QUOTAS_FOLDER = f"{SECURITY_FOLDER}/quotas"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
-CONFIGS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
+REQUEST_PERCENTAGE = "request_percentage"
+CONFIGS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
 #: Kafka's name of the default entity
 DEFAULT = "<default>"
+CLIENT = "Client:"
+#: the entity of each precedence level, from (user principal, client id), and whose
+#: traffic its quota counts together: (counts by user, counts by client id)
+_LEVELS = (
+    (lambda u, c: f"{u}/{CLIENT}{c}", True, True),
+    (lambda u, c: f"{u}/{CLIENT}{DEFAULT}", True, True),
+    (lambda u, c: u, True, False),
+    (lambda u, c: f"{DEFAULT}/{CLIENT}{c}", True, True),
+    (lambda u, c: f"{DEFAULT}/{CLIENT}{DEFAULT}", True, True),
+    (lambda u, c: DEFAULT, True, False),
+    (lambda u, c: f"{CLIENT}{c}", False, True),
+    (lambda u, c: f"{CLIENT}{DEFAULT}", False, True),
+)
 #: Kafka's largest quota (``Long.MAX_VALUE``)
 MAX_RATE = (1 << 63) - 1
 
 
 def entity(value: object) -> str:
-    """``User:<name>`` or ``<default>``; raises ConfigError naming the entity."""
-    if value == DEFAULT:
-        return DEFAULT
-    try:
-        who = parse_principal(value)
-    except InvalidAcl:
-        who = None
-    if who is None or who == "User:*":
-        raise ConfigError("quota entity", value, f"expected User:<name>, or {DEFAULT} for the "
-                                                 "default of every user")
-    return who
+    """One of the module doc's entity names; raises ConfigError naming the entity."""
+    expected = (f"expected User:<name> or {DEFAULT}, Client:<client id> or "
+                f"Client:{DEFAULT}, or a user and a client joined by '/'")
+    if not isinstance(value, str):
+        raise ConfigError("quota entity", value, expected)
+    user, sep, client = value.partition(f"/{CLIENT}")
+    if not sep and value.startswith(CLIENT):
+        user, client = "", value[len(CLIENT):]
+    if sep or not user:
+        if not client or len(client) > 255 or any(ord(ch) < 32 for ch in client):
+            raise ConfigError("quota entity", value, expected)
+        client = f"{CLIENT}{client}"
+    if not user:
+        return client
+    if user != DEFAULT:
+        try:
+            who = parse_principal(user)
+        except InvalidAcl:
+            who = None
+        if who is None or who == "User:*":
+            raise ConfigError("quota entity", value, expected)
+        user = who
+    return f"{user}/{client}" if sep else user
 
 
-def rate(key: str, value: object) -> int:
-    """A quota value: a whole number of bytes per second, at least 1. Accepts a decimal
-    string (the command line). Raises ConfigError naming the config ``key``."""
+def rate(key: str, value: object) -> int | float:
+    """A quota value: a whole number of bytes per second, at least 1; for
+    ``request_percentage`` a number above 0. Accepts a decimal string (the command
+    line). Raises ConfigError naming the config ``key``."""
     if key not in CONFIGS:
         raise ConfigError(key, value, f"not a quota config: expected one of {', '.join(CONFIGS)}")
+    if key == REQUEST_PERCENTAGE:
+        try:
+            number = float(value) if isinstance(value, (str, int, float)) \
+                and not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None or not 0 < number <= MAX_RATE or number != number:
+            raise ConfigError(key, value, "expected a percentage above 0 (of one thread)")
+        return int(number) if number == int(number) else number
+    if isinstance(value, float) and value == int(value):
+        value = int(value)  # the quota APIs carry every value as a double
     if isinstance(value, str) and value.isascii() and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RATE:
@@ -83,13 +134,22 @@ class Quotas:
     version: int
     entries: Mapping[str, Mapping[str, int]]
 
-    def quota(self, principal: str, config: str) -> int | None:
-        """The ``config`` quota of ``principal``: its own, else the default's, else None."""
-        own = self.entries.get(principal)
-        if own is not None and config in own:
-            return own[config]
-        default = self.entries.get(DEFAULT)
-        return None if default is None else default.get(config)
+    def quota(self, principal: str, config: str, client_id: str = "") -> int | float | None:
+        """The ``config`` quota of ``principal`` with ``client_id`` (Kafka's precedence,
+        module doc), None if none applies."""
+        found = self.find(principal, client_id, config)
+        return None if found is None else found[0]
+
+    def find(self, principal: str, client_id: str, config: str
+             ) -> tuple[int | float, tuple[str, str]] | None:
+        """(the quota, whose traffic it counts together: (principal or "", client id or
+        "")) of the most specific entity with ``config`` (module doc), None if none."""
+        for name, by_user, by_client in _LEVELS:
+            values = self.entries.get(name(principal, client_id))
+            if values is not None and config in values:
+                return values[config], (principal if by_user else "",
+                                        client_id if by_client else "")
+        return None
 
 
 def _docs(store: Store) -> VersionedDoc:

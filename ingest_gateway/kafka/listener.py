@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -278,7 +279,9 @@ class KafkaListener:
         low, high = self.offered[API_VERSIONS]
         if peek.api_key == API_VERSIONS and not low <= peek.api_version <= high:
             return _unsupported_api_versions(peek, self.offered), 0, False
+        started = time.monotonic()
         head, req = parse_request(frame, self.offered)
+        parsed = time.monotonic()
         if head.api_key in sec.SASL_OFFERED:
             body = await session.answer(head, req)
             if session.closing:  # a failed login: this answer, then the connection ends
@@ -287,9 +290,12 @@ class KafkaListener:
             # the APIs without checks of their own: a refusal answers instead of the handler
             body = acl_gate.check(self.broker, who, head, req) \
                 or await self.handlers[head.api_key](self.broker, head, req)
+        handled = time.monotonic()
         data = None if body is None else encode_response(head, body)
         mute_ms = throttle.record(self.quotas, who.principal, head, len(frame),
-                                  len(data) if data is not None else 0)
+                                  len(data) if data is not None else 0,
+                                  throttle.handling_s(head, started, parsed, handled,
+                                                      time.monotonic()))
         if mute_ms and body is not None:
             if head.api_key == API_FETCH:  # withheld, as Kafka: its bytes taken back off
                 body = fetch.throttled(self.broker, req, body)

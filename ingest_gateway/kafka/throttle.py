@@ -1,10 +1,19 @@
 """Byte-rate quotas on the Kafka listener, as Kafka's broker enforces them (KIP-219).
 
 The quotas and their sensors are the HTTP side's (``security.quotas.QuotaManager``,
-present when authentication or the authorizer is on): one ``producer_byte_rate`` and
-one ``consumer_byte_rate`` sensor per principal, shared by both protocols and every
-connection, so a principal's rate counts all its traffic through this gateway. Kafka's
-quotas may also be keyed by client id; sparklog's are per user (``log_layout.quotas``).
+present when authentication or the authorizer is on): ``producer_byte_rate``,
+``consumer_byte_rate`` and ``request_percentage`` sensors per quota entity matched
+(user, client id, or both, with Kafka's precedence: ``log_layout.quotas``; the client
+id is the request header's), shared by both protocols and every connection, so a
+principal's rate counts all its traffic through this gateway.
+
+``request_percentage`` counts a request's handling time as percent of one thread
+(Kafka's request quota counts its request-handler and network thread time): the time
+to parse it and encode its answer, and, for APIs other than Produce and Fetch, the
+handler's time between (a Produce waiting for its flush and a Fetch long-polling are
+waiting, not working, and their bytes have quotas of their own). Every API counts but
+ApiVersions and SASL's (answered before a login); a request over both a byte rate and
+its request share is throttled for the longer of the two (Kafka's ``max``).
 
 What is counted: a Produce request's size (Kafka's ``request.sizeInBytes``: the frame
 after its size prefix, acks=0 included), a Fetch answer's size (the encoded frame).
@@ -64,20 +73,42 @@ class Mute:
             await self.sleep(left)
 
 
+#: APIs outside the request quota (answered before a login: ApiVersions, SASL's)
+REQUEST_EXEMPT = frozenset({17, 18, 36})
+
+
 def record(quotas: Any, principal: str, head: Header, request_bytes: int,
-           answer_bytes: int) -> int:
-    """Count a request's bytes against ``principal``'s quota (Produce: the request,
-    Fetch: the answer; other APIs: none); the throttle time in ms (0: within its quota,
-    none applies, or ``quotas`` is None: off)."""
-    kind = KINDS.get(head.api_key)
-    if quotas is None or kind is None:
+           answer_bytes: int, handling_s: float = 0.0) -> int:
+    """Count a request against ``principal``'s quotas with the header's client id: its
+    bytes (Produce: the request, Fetch: the answer; other APIs: none) and
+    ``handling_s`` seconds of handling (module doc); the throttle time in ms, the longer
+    of the two (0: within its quotas, none applies, or ``quotas`` is None: off)."""
+    if quotas is None:
         return 0
-    size = request_bytes if kind == "produce" else answer_bytes
-    return quotas.record(principal, kind, size, time.monotonic())
+    client_id, now = head.client_id or "", time.monotonic()
+    byte_ms = request_ms = 0
+    kind = KINDS.get(head.api_key)
+    if kind is not None:
+        size = request_bytes if kind == "produce" else answer_bytes
+        byte_ms = quotas.record(principal, kind, size, now, client_id)
+    if head.api_key not in REQUEST_EXEMPT:
+        request_ms = quotas.record(principal, "request", handling_s * 100, now, client_id)
+    return max(byte_ms, request_ms)
+
+
+def handling_s(head: Header, started: float, parsed: float, handled: float,
+               encoded: float) -> float:
+    """The seconds a request's handling counts against ``request_percentage``, from
+    the times it was read, parsed, handled and its answer encoded (module doc)."""
+    work = (parsed - started) + (encoded - handled)
+    return work if head.api_key in KINDS else work + (handled - parsed)
 
 
 def stamped(body: Any, throttle_ms: int) -> Any:
-    """``body`` with its ``throttle_time`` set to ``throttle_ms``."""
+    """``body`` with its ``throttle_time`` set to ``throttle_ms`` (unchanged for an
+    answer without one: ApiVersions v0)."""
+    if not any(f.name == "throttle_time" for f in dataclasses.fields(body)):
+        return body
     return dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
@@ -91,17 +122,18 @@ def withheld(quotas: Any, principal: str, head: Header, answer_bytes: int) -> No
     withheld for its throttle (Kafka's ``unrecordQuotaSensor``). Nothing for other APIs
     or with ``quotas`` None."""
     if quotas is not None and KINDS.get(head.api_key) == "fetch":
-        quotas.record(principal, "fetch", -answer_bytes, time.monotonic())
+        quotas.record(principal, "fetch", -answer_bytes, time.monotonic(),
+                      head.client_id or "")
 
 
-def fetch_max_bytes(quotas: Any, principal: str) -> int | None:
+def fetch_max_bytes(quotas: Any, principal: str, client_id: str = "") -> int | None:
     """The most one Fetch answer of ``principal`` may carry under its
     ``consumer_byte_rate`` (Kafka's ``getMaxValueInQuotaWindow``: the quota times
     ``quota.window.num - 1`` windows), so that an answer alone never exceeds the quota
     and is withheld every time; None when no quota applies."""
     if quotas is None:
         return None
-    bound = quotas.quotas.quota(principal, "consumer_byte_rate")
+    bound = quotas.quotas.quota(principal, "consumer_byte_rate", client_id)
     if bound is None:
         return None
     return max(1, int(bound * (quotas.window_num - 1) * quotas.window_size_ms / 1000))

@@ -1,8 +1,12 @@
 """Kafka's client byte-rate quotas, enforced by throttling (``log_layout.quotas`` keeps
 them in the store).
 
-Each principal has a rate sensor per kind of traffic (``produce`` against
-``producer_byte_rate``, ``fetch`` against ``consumer_byte_rate``), measured as Kafka's
+Each quota entity matched has a rate sensor per kind of traffic (``produce`` against
+``producer_byte_rate``, ``fetch`` against ``consumer_byte_rate``, ``request`` -- the
+seconds spent handling requests, as percent of one thread -- against
+``request_percentage``), keyed as Kafka keys its quota sensors: by the principal, the
+client id or both, as the entity that matched says (``log_layout.quotas``: a
+``Client:app`` quota is one sensor for every user of ``app``). Measured as Kafka's
 ``Rate`` over a ``WindowedSum``: :data:`WINDOW_NUM` samples (Kafka's
 ``quota.window.num``, 11) of :data:`WINDOW_SIZE_S` seconds each
 (``quota.window.size.seconds``, 1). The rate is the sum of the samples over the time
@@ -33,13 +37,14 @@ from typing import Any
 
 from ingest_gateway.security.authorizer import Refresher
 from log_layout import quotas as quota_format
-from log_layout.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
+from log_layout.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Quotas
 
 #: Kafka's quota.window.num and quota.window.size.seconds defaults
 WINDOW_NUM = 11
 WINDOW_SIZE_S = 1.0
 #: the kind of traffic -> the quota config that bounds it
-KINDS = {"produce": PRODUCER_BYTE_RATE, "fetch": CONSUMER_BYTE_RATE}
+KINDS = {"produce": PRODUCER_BYTE_RATE, "fetch": CONSUMER_BYTE_RATE,
+         "request": REQUEST_PERCENTAGE}
 
 
 class _Sample:
@@ -123,7 +128,7 @@ class QuotaManager:
         self.max_throttle_ms = int(window_num * self.window_size_ms)
         self._quotas = Quotas(0, {})
         self._version: int | None = None
-        self._sensors: dict[tuple[str, str], Rate] = {}
+        self._sensors: dict[tuple[tuple[str, str], str], Rate] = {}
         self._lock = threading.Lock()
         self._swept_ms = -math.inf
         self.refresh()
@@ -143,9 +148,11 @@ class QuotaManager:
         self._quotas, self._version = found, found.version
         return True
 
-    def record(self, principal: str, kind: str, nbytes: int, now_s: float) -> int:
-        """Count ``nbytes`` of ``kind`` (``produce`` or ``fetch``) traffic of
-        ``principal`` at ``now_s`` (seconds, any monotonic clock); the milliseconds the
+    def record(self, principal: str, kind: str, nbytes: float, now_s: float,
+               client_id: str = "") -> int:
+        """Count ``nbytes`` of ``kind`` (``produce`` or ``fetch``; ``request``: percent
+        of a thread-second, 100 for a second of handling) traffic of ``principal`` with
+        ``client_id`` at ``now_s`` (seconds, any monotonic clock); the milliseconds the
         client is to be throttled (0: within its quota, or none applies). Raises
         ValueError for another ``kind``."""
         config = KINDS.get(kind)
@@ -154,15 +161,16 @@ class QuotaManager:
         quotas = self._quotas
         if not quotas.entries:
             return 0
-        bound = quotas.quota(principal, config)
-        if bound is None:
+        found = quotas.find(principal, client_id or "", config)
+        if found is None:
             return 0
+        bound, key = found
         now_ms = now_s * 1000
         with self._lock:
-            sensor = self._sensors.get((principal, kind))
+            sensor = self._sensors.get((key, kind))
             if sensor is None:
-                sensor = self._sensors[(principal, kind)] = Rate(self.window_num,
-                                                                 self.window_size_ms)
+                sensor = self._sensors[(key, kind)] = Rate(self.window_num,
+                                                           self.window_size_ms)
             sensor.record(nbytes, now_ms)
             observed = sensor.measure(now_ms)
             if observed <= bound:  # Kafka's Quota.acceptable: value <= bound

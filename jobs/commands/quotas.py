@@ -1,26 +1,34 @@
-"""``sparklog quotas``: client byte-rate quotas in the store, like ``kafka-configs.sh
---entity-type users``.
+"""``sparklog quotas``: client quotas in the store, like ``kafka-configs.sh
+--entity-type users`` and ``--entity-type clients``.
 
-  --describe [--user NAME | --user-default]
-      the quotas set (all of them, one user's, or the default's); for a user, also
-      the quotas in force for it (its own, else the default's);
-  --alter (--user NAME | --user-default) [--add-config K=V,...] [--delete-config K,...]
+  --describe [--user NAME | --user-default] [--client ID | --client-default]
+      the quotas set (all of them, or one entity's); for a user (and client id), also
+      the quotas in force for it (Kafka's precedence);
+  --alter ENTITY [--add-config K=V,...] [--delete-config K,...]
       set or remove ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per
-      second, whole numbers of at least 1); removing a quota that is set asks first
+      second, whole numbers of at least 1) and ``request_percentage`` (percent of one
+      thread's handling time, above 0); removing a quota that is set asks first
       (``--yes`` skips the question; without a terminal it refuses unless ``--yes``).
+      ENTITY is a user (``--user``/``--user-default``), a client id
+      (``--client``/``--client-default``) or both.
 
-A user's own value wins over the default's (``--user-default``, Kafka's
-``<default>`` entity), config by config; a default is each user's own limit, not
-one they share. Gateways read the quotas again within ``authorizer.refresh.ms`` and
-throttle a client above its rate as Kafka does: the answer is delayed or says how
-long to wait, and the rate is measured over 11 one-second windows.
+The most specific entity wins, config by config, in Kafka's order: user and client
+id, user and default client, user, default user and client id, default user and
+default client, default user, client id, default client. A default is each user's
+(or client id's) own limit; a client id's quota is shared by every user of it.
+Gateways read the quotas again within ``authorizer.refresh.ms`` and throttle a client
+above its rate as Kafka does: the answer is delayed or says how long to wait, and the
+rate is measured over 11 one-second windows. ``kafka-configs.sh --bootstrap-server``
+writes the same quotas through the Kafka listener (AlterClientQuotas).
 
 Examples:
   sparklog quotas --alter --user alice --add-config producer_byte_rate=1048576
   sparklog quotas --alter --user-default \\
       --add-config producer_byte_rate=10485760,consumer_byte_rate=20971520
   sparklog quotas --alter --user alice --delete-config producer_byte_rate --yes
-  sparklog quotas --describe --user alice
+  sparklog quotas --alter --client etl --add-config request_percentage=50
+  sparklog quotas --alter --user alice --client-default --add-config consumer_byte_rate=1048576
+  sparklog quotas --describe --user alice --client etl
 """
 
 from __future__ import annotations
@@ -43,24 +51,32 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="a user (alice, or User:alice as ACLs name it)")
     who.add_argument("--user-default", action="store_true",
                      help="the default of every user without a quota of its own")
+    client = p.add_mutually_exclusive_group()
+    client.add_argument("--client", metavar="ID", help="a client id (Kafka's client.id)")
+    client.add_argument("--client-default", action="store_true",
+                        help="the default of every client id without a quota of its own")
     p.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]",
-                   help="producer_byte_rate=N and/or consumer_byte_rate=N (bytes/s)")
+                   help="producer_byte_rate=N, consumer_byte_rate=N (bytes/s), "
+                        "request_percentage=P")
     p.add_argument("--delete-config", action="append", default=[], metavar="K[,K]",
-                   help="remove producer_byte_rate and/or consumer_byte_rate")
+                   help="remove producer_byte_rate, consumer_byte_rate, request_percentage")
     p.add_argument("--yes", action="store_true",
                    help="--delete-config: do not ask for confirmation")
     p.set_defaults(handler=run, quotas_parser=p)
 
 
 def _entity(args: argparse.Namespace) -> str | None:
-    from log_layout.quotas import DEFAULT, entity
+    from log_layout.quotas import CLIENT, DEFAULT, entity
 
-    if args.user_default:
-        return DEFAULT
-    if args.user is None:
+    user = DEFAULT if args.user_default else None
+    if args.user is not None:
+        name = args.user.strip()
+        user = name if name.startswith("User:") else f"User:{name}"
+    client = f"{CLIENT}{DEFAULT}" if args.client_default else \
+        None if args.client is None else f"{CLIENT}{args.client}"
+    if user is None and client is None:
         return None
-    name = args.user.strip()
-    return entity(name if name.startswith("User:") else f"User:{name}")
+    return entity("/".join(x for x in (user, client) if x is not None))
 
 
 def _pairs(items: list[str]) -> dict[str, str]:
@@ -83,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
     usage = args.quotas_parser.error  # a wrong combination of flags: exit status 2
     if args.describe and (args.add_config or args.delete_config):
         usage("--add-config and --delete-config are only used with --alter")
-    if args.alter and args.user is None and not args.user_default:
-        usage("--alter needs --user NAME or --user-default")
+    if args.alter and args.user is None and not args.user_default and args.client is None \
+            and not args.client_default:
+        usage("--alter needs --user NAME, --user-default, --client ID or --client-default")
     who = _entity(args)
     out = console()
     if args.alter:
@@ -136,8 +153,25 @@ def _describe(found, who: str | None, out) -> None:
     for e, configs in rows:
         t.add_row(e, *(configs.get(c) for c in CONFIGS))
     t.print()
-    if who is not None and who != DEFAULT:
-        own = found.entries.get(who, {})
-        in_force = [f"{c}={found.quota(who, c)} ({'own' if c in own else DEFAULT})"
-                    for c in CONFIGS if found.quota(who, c) is not None]
+    user, _, client = (who or "").partition("/Client:")
+    if user.startswith("Client:"):
+        user, client = "", user[len("Client:"):]
+    if who is not None and DEFAULT not in (user, client) and (user or client):
+        in_force = []
+        for c in CONFIGS:
+            hit = found.find(user, client, c)
+            if hit is not None:
+                where = _whose(found, user, client, c)
+                in_force.append(f"{c}={hit[0]} ({'own' if where == who else where})")
         out.print(f"in force for {who}: " + (", ".join(in_force) or "no quota"))
+
+
+def _whose(found, user: str, client: str, config: str) -> str:
+    """The entity whose ``config`` applies to ``user`` with ``client`` (precedence)."""
+    from log_layout.quotas import _LEVELS
+
+    for name, _, _ in _LEVELS:
+        entity = name(user, client)
+        if config in found.entries.get(entity, {}):
+            return entity
+    return "none"

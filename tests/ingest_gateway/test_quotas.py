@@ -106,10 +106,37 @@ def test_idle_sensors_are_forgotten(local_log):
         q.record(f"User:u{i}", "produce", 1, 0.0)
     assert len(q._sensors) == 100
     q.record("User:late", "produce", 1, 11.0)
-    assert set(q._sensors) == {("User:late", "produce")}
+    assert set(q._sensors) == {(("User:late", ""), "produce")}
 
 
 def test_the_thread_stops_on_close(local_log):
     with QuotaManager(local_log, conf.load({"authorizer.refresh.ms": 10})) as q:
         assert q._refresher is not None
     assert q._refresher is None
+
+
+def test_client_id_quotas_take_kafkas_precedence_and_share_sensors(local_log):
+    """Client-id and user+client-id quotas (Kafka's eight levels): the most specific
+    entity with the config wins, and a ``Client:app`` quota is one sensor for every
+    user of ``app`` while a default is each one's own."""
+    from log_layout import quotas as quota_docs
+
+    quotas.alter_quotas(local_log.store, "Client:app", add={"producer_byte_rate": 1000})
+    quotas.alter_quotas(local_log.store, "User:alice/Client:app",
+                            add={"producer_byte_rate": 100_000})
+    quotas.alter_quotas(local_log.store, "Client:<default>", add={"request_percentage": 50})
+    with QuotaManager(local_log, conf.load(), background=False) as q:
+        found = q.quotas
+        assert found.find("User:alice", "app", "producer_byte_rate") == \
+            (100_000, ("User:alice", "app"))
+        assert found.find("User:bob", "app", "producer_byte_rate") == (1000, ("", "app"))
+        assert found.find("User:bob", "other", "producer_byte_rate") is None
+        assert found.find("User:bob", "other", "request_percentage") == (50, ("", "other"))
+        # bob and carol share app's 1000 B/s: bob's burst throttles carol
+        assert q.record("User:bob", "produce", 5000, 10.0, "app") == 0
+        assert q.record("User:carol", "produce", 20_000, 10.0, "app") > 0
+        # alice's own user+client quota is hers alone
+        assert q.record("User:alice", "produce", 20_000, 10.0, "app") == 0
+        # request_percentage: 8 s of handling in the window is over 50% of a thread
+        assert q.record("User:x", "request", 800, 10.0, "other") > 0
+        assert q.record("User:x", "request", 1, 10.0, "another") == 0

@@ -161,8 +161,9 @@ def test_quotas_alter_and_describe(store, capsys):
     capsys.readouterr()
     assert q("--describe", "--user", "User:alice") == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["ENTITY", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE"]
-    assert out[1].split() == ["User:alice", "1024", "-"]
+    assert out[0].split() == ["ENTITY", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE",
+                              "REQUEST_PERCENTAGE"]
+    assert out[1].split() == ["User:alice", "1024", "-", "-"]
     assert out[2] == ("in force for User:alice: producer_byte_rate=1024 (own), "
                       "consumer_byte_rate=200 (<default>)")
     # removing a quota asks first: no terminal, no --yes -> refused, nothing removed
@@ -197,8 +198,9 @@ def test_quotas_delete_config_asks_on_a_terminal(store, answer, removed):
 @pytest.mark.parametrize("args, says", [
     (["--alter", "--user", "a", "--add-config", "producer_byte_rate=0"], "at least 1"),
     (["--alter", "--user", "a", "--add-config", "producer_byte_rate=fast"], "whole number"),
-    (["--alter", "--user", "a", "--add-config", "request_percentage=5"],
+    (["--alter", "--user", "a", "--add-config", "controller_mutation_rate=5"],
      "not a quota config"),
+    (["--alter", "--user", "a", "--add-config", "request_percentage=none"], "above 0"),
     (["--alter", "--user", "a", "--add-config", "producer_byte_rate"], "expected KEY=VALUE"),
     (["--alter", "--user", "a", "--delete-config", "nope"], "not a quota config"),
 ])
@@ -211,5 +213,25 @@ def test_quotas_wrong_flags_exit_2(store):
     run = sparklog("quotas", "--store", store, "--alter", "--add-config",
                    "producer_byte_rate=5")
     out, err = text(run)
-    assert run.returncode == 2 and "--alter needs --user NAME or --user-default" in err
+    assert run.returncode == 2 and "--alter needs --user NAME, --user-default, --client" in err
     assert "Traceback" not in err
+
+
+def test_quotas_for_client_ids(store, capsys):
+    def q(*args: str) -> int:
+        return main(["quotas", "--store", store, *args])
+
+    assert q("--alter", "--client", "etl", "--add-config", "request_percentage=50") == 0
+    assert q("--alter", "--user", "alice", "--client-default", "--add-config",
+             "consumer_byte_rate=2048") == 0
+    assert q("--alter", "--client-default", "--add-config", "consumer_byte_rate=10") == 0
+    found = quotas.describe(open_log(store).store)
+    assert found.entries == {"Client:etl": {"request_percentage": 50},
+                             "User:alice/Client:<default>": {"consumer_byte_rate": 2048},
+                             "Client:<default>": {"consumer_byte_rate": 10}}
+    capsys.readouterr()
+    assert q("--describe", "--user", "alice", "--client", "etl") == 0
+    out = capsys.readouterr().out
+    assert ("in force for User:alice/Client:etl: consumer_byte_rate=2048 "
+            "(User:alice/Client:<default>), request_percentage=50 (Client:etl)") in out, out
+    assert q("--alter", "--client", "", "--add-config", "request_percentage=5") == 2

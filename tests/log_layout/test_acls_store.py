@@ -235,7 +235,9 @@ def test_quotas_round_trip_and_precedence(local_log):
     ("User:a", {"producer_byte_rate": 0}, [], "at least 1"),
     ("User:a", {"producer_byte_rate": "1.5"}, [], "whole number"),
     ("User:a", {"producer_byte_rate": True}, [], "whole number"),
-    ("User:a", {"request_percentage": 5}, [], "not a quota config"),
+    ("User:a", {"controller_mutation_rate": 5}, [], "not a quota config"),
+    ("User:a", {"request_percentage": 0}, [], "above 0"),
+    ("User:a/Client:", {}, [], "Client:<client id>"),
     ("User:a", {}, ["nope"], "not a quota config"),
     ("User:a", {"producer_byte_rate": 5}, ["producer_byte_rate"], "both added and deleted"),
 ])
