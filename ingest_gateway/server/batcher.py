@@ -197,9 +197,10 @@ class Batcher:
         if state is not None and state.incarnation == (info.created_ms, info.topic_id):
             if state.stopped is None:
                 return state
-            if not (isinstance(state.writer.fenced, JournalBroken) and state.idle):
+            if not state.idle or not (isinstance(state.writer.fenced, JournalBroken) or
+                                      await self.run_blocking(_taken_back, state)):
                 raise state.stopped
-            del self._states[key]  # not fenced by a leader: claim again, with a new journal
+            del self._states[key]  # not fenced by a leader: claim again
         claim = self._claims.get(key)
         if claim is None:
             claim = self._claims[key] = asyncio.ensure_future(self._claim_state(info, partition))
@@ -501,3 +502,13 @@ class Batcher:
             await asyncio.get_running_loop().run_in_executor(None, self.journal.close)
         self.executor.shutdown(wait=True)
 
+
+def _taken_back(state: PartitionState) -> bool:
+    """Whether a hot partition's writer was fenced by an append to ``_log`` at its own
+    epoch (a transaction marker written by another process, a Spark sink's task), which
+    takes the partition back from the journal, rather than by another leader's claim:
+    nobody leads it then, and this gateway may claim it again. Reads the store."""
+    if state.writer.journal is None:
+        return False
+    m = state.plog.snapshot()
+    return m.leader_epoch == state.writer.epoch and m.hot_journal is None

@@ -123,3 +123,34 @@ def test_kafka_clients_produce_and_read_through_a_hot_gateway(tmp_path):
     assert sorted(got) == sorted([b"v%d" % i for i in range(500)] + [b"committed"])
     _, objects = _hot_files(open_log(store))
     assert objects > 0
+
+
+def test_a_partition_taken_back_by_an_append_to_its_log_is_led_again(tmp_path):
+    """Another process appends to a hot partition's ``_log`` at its epoch (as a
+    transaction marker written elsewhere, or a Spark sink's task, does): that seals the
+    gateway's journal for it. Nobody else claimed it, so the gateway claims it again on
+    the next produce instead of answering not_leader for good; nothing is lost."""
+    import pyarrow as pa
+
+    url = str(tmp_path / "store")
+    lg = open_log(url)
+    lg.create_topic("back", {"partitions": 1})
+    with GatewayProcess(url, settings={"gateway.hot.enable": "true"},
+                        log_path=str(tmp_path / "gateway.log")) as gw, \
+            Producer(gw.url, acks="all") as producer:
+        first = [producer.send("back", b"a%d" % i, partition=0) for i in range(5)]
+        producer.flush(timeout=60)
+        assert [h.result(timeout=1).offset for h in first] == list(range(5))
+        epoch = lg.partition("back", 0).snapshot().leader_epoch
+        result = open_log(url).partition("back", 0).writer().append(
+            pa.table({"value": [b"from elsewhere"]}))
+        assert result.base_offset == 5
+        taken = lg.partition("back", 0).snapshot()
+        assert taken.hot_journal is None and taken.leader_epoch == epoch
+        then = [producer.send("back", b"b%d" % i, partition=0) for i in range(5)]
+        producer.flush(timeout=60)
+        assert [h.result(timeout=1).offset for h in then] == list(range(6, 11))
+    after = open_log(url).partition("back", 0)
+    assert after.snapshot().leader_epoch > epoch  # claimed again
+    assert after.read_table(0).column("value").to_pylist() == \
+        [b"a%d" % i for i in range(5)] + [b"from elsewhere"] + [b"b%d" % i for i in range(5)]
