@@ -86,6 +86,7 @@ class GatewaySettings:
     hot_flush_interval_ms: int
     hot_flush_bytes: int
     hot_uploads_in_flight: int
+    schema_registry_path: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +251,11 @@ def load(overrides: Mapping[str, Any] | None = None, *,
     if gateway.kafka_connections_max_reauth_ms < 0:
         raise ConfigError("gateway.kafka.connections.max.reauth.ms",
                           gateway.kafka_connections_max_reauth_ms, "must be at least 0 (0: off)")
+    path = gateway.schema_registry_path
+    if path and (not path.startswith("/") or path.rstrip("/") == "" or "{" in path
+                 or any(c.isspace() for c in path)):
+        raise ConfigError("gateway.schema.registry.path", path,
+                          "must be empty (off) or a path such as /schema-registry")
     if gateway.hot_flush_bytes < 1:
         raise ConfigError("gateway.hot.flush.bytes", gateway.hot_flush_bytes,
                           "must be at least 1")

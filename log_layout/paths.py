@@ -79,8 +79,11 @@ TABLES_FOLDER = "_tables"
 TRANSACTIONS_FOLDER = "_transactions"
 #: the hot tier: each gateway's journal of shared flush objects (hot_journal.py)
 HOT_FOLDER = "_hot"
+#: the Schema Registry's schemas, subjects and configs (schema_registry.py)
+SCHEMAS_FOLDER = "_schemas"
 RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER,
-                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER, HOT_FOLDER})
+                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER, HOT_FOLDER,
+                            SCHEMAS_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
 #: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)

@@ -15,6 +15,7 @@ Routes (the OpenAPI document at ``/openapi.json`` is the reference, see
     GET    /healthz  /readyz  /metrics  /openapi.json       operations        (here)
     GET    /docs  /redoc                                    API pages         (docs)
     GET    /ui ...                                          web console       (console)
+    /schema-registry/...  (gateway.schema.registry.path)    Schema Registry   (schema_registry)
 
 :func:`create_app` mounts every route; the one error table is ``errors``. The
 engine behind the handlers (batcher, codec, consumer hub, group coordinator) is
@@ -42,8 +43,8 @@ import conf
 from conf.errors import SparklogError
 from ingest_gateway.errors import ControlRequestTooLarge, RequestTooLarge, ShuttingDown
 from ingest_gateway.http import (cluster_routes, console, docs, fetch_routes, group_routes,
-                                 rest_consumers, topics, v3_acls, v3_configs, v3_groups,
-                                 v3_records, v3_replicas, v3_transactions)
+                                 rest_consumers, schema_registry, topics, v3_acls, v3_configs,
+                                 v3_groups, v3_records, v3_replicas, v3_transactions)
 from ingest_gateway.http.errors import http_error, refusal, sparklog_error
 from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
@@ -224,7 +225,9 @@ def create_app(settings: conf.Settings, log_: Log, *,
             finally:
                 observer.stop()
 
-    app = Starlette(routes=routes(), lifespan=lifespan,
+    # the Schema Registry first: its prefix must not fall to a route below
+    app = Starlette(routes=[*schema_registry.mount(settings.gateway.schema_registry_path),
+                            *routes()], lifespan=lifespan,
                     exception_handlers={SparklogError: sparklog_error,
                                         HTTPException: http_error})
     app.state.settings = settings

@@ -1,0 +1,233 @@
+"""Confluent's Schema Registry REST API, served under ``gateway.schema.registry.path``.
+
+A thin adapter over ``server.schema_registry.SchemaRegistry``: each handler reads its
+path, query and body, runs the operation off the event loop (it reads the store) and
+answers in ``application/vnd.schemaregistry.v1+json``. Refusals are Confluent's:
+``{"error_code": 40401, "message": "Subject 'x' not found."}``; a malformed body is 400
+(``error_code`` 400 or the gateway's own for a body too large or too deep), a store
+failure 500 ``50001``. Routes (relative to the prefix)::
+
+    GET    /  /schemas/types  /schemas/ids/{id}[/schema|/versions|/subjects]
+    GET    /subjects                     POST   /subjects/{s}               (lookup)
+    GET    /subjects/{s}/versions        POST   /subjects/{s}/versions      (register)
+    GET    /subjects/{s}/versions/{v}[/schema|/referencedby]
+    DELETE /subjects/{s}[?permanent=true]  /subjects/{s}/versions/{v}[?permanent=true]
+    GET|PUT|DELETE /config[/{s}]         GET|PUT /mode[/{s}]
+    POST   /compatibility/subjects/{s}/versions[/{v}]
+
+Subjects are path segments: a subject holding ``/`` cannot be named in a URL here.
+Authorization is the guard's rule for a path it has no rule for (Describe on the
+cluster): there are no ``Subject`` ACLs yet.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from conf.errors import SparklogError
+from ingest_gateway.http.body import read_json
+from ingest_gateway.http.errors import status_of
+from ingest_gateway.server.schema_registry import SchemaRegistry
+from ingest_gateway.server.schema_registry_errors import (RegistryError, schema_not_found,
+                                                          unprocessable)
+from ingest_gateway.server.schema_types import TYPES
+from log_layout.schema_registry import SchemaStore
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+def _json(status: int, doc: Any) -> Response:
+    return Response(json.dumps(doc, ensure_ascii=False), status_code=status,
+                    media_type=CONTENT_TYPE)
+
+
+def registry_of(request: Request) -> SchemaRegistry:
+    state = request.app.state
+    registry = getattr(state, "schema_registry", None)
+    if registry is None:  # one per app: it caches immutable schemas by id
+        registry = state.schema_registry = SchemaRegistry(SchemaStore(state.log.store))
+    return registry
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
+
+
+def _id(request: Request) -> int:
+    text = request.path_params["id"]
+    if not text.isdigit() or len(text) > 10:
+        raise schema_not_found(f"Schema {text[:20]} not found")
+    return int(text)
+
+
+def handler(operation: Any) -> Any:
+    """A route calling ``operation(registry, request, body)`` in a thread; errors become
+    Confluent's answers."""
+    async def route(request: Request) -> Response:
+        try:
+            body = await read_json(request) if request.method in ("POST", "PUT") else None
+            status, doc = 200, await run_in_threadpool(operation, registry_of(request),
+                                                       request, body)
+            if isinstance(doc, Response):
+                return doc
+        except RegistryError as e:
+            status, doc = e.status, {"error_code": e.error_code, "message": str(e)}
+        except SparklogError as e:  # malformed or too large a body; a store's corrupt file
+            status, _ = status_of(e)
+            doc = {"error_code": 50001 if status >= 500 else status, "message": str(e)}
+        except OSError as e:
+            status, doc = 500, {"error_code": 50001,
+                                "message": f"Error in the backend data store: {e}"}
+        return _json(status, doc)
+    return route
+
+
+# -- handlers: each (registry, request, body) -> answer -------------------------------------
+def _root(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return {}
+
+
+def _types(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return list(TYPES)
+
+
+def _by_id(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.by_id(_id(q))
+
+
+def _by_id_text(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return Response(r.by_id(_id(q))["schema"], media_type=CONTENT_TYPE)
+
+
+def _id_versions(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.id_versions(_id(q), deleted=_flag(q, "deleted"))
+
+
+def _id_subjects(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return sorted({v["subject"] for v in r.id_versions(_id(q), deleted=_flag(q, "deleted"))})
+
+
+def _subjects(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.subjects(deleted=_flag(q, "deleted"),
+                      prefix=q.query_params.get("subjectPrefix", ""))
+
+
+def _s(q: Request) -> str:
+    return q.path_params["subject"]
+
+
+def _versions(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.versions(_s(q), deleted=_flag(q, "deleted"))
+
+
+def _register(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.register(_s(q), b, normalize=_flag(q, "normalize"))
+
+
+def _lookup(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.lookup(_s(q), b, deleted=_flag(q, "deleted"))
+
+
+def _version(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.version(_s(q), q.path_params["version"], deleted=_flag(q, "deleted"))
+
+
+def _version_text(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    found = r.version(_s(q), q.path_params["version"], deleted=_flag(q, "deleted"))
+    return Response(found["schema"], media_type=CONTENT_TYPE)
+
+
+def _referenced_by(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.referenced_by(_s(q), q.path_params["version"])
+
+
+def _delete_subject(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.delete_subject(_s(q), permanent=_flag(q, "permanent"))
+
+
+def _delete_version(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.delete_version(_s(q), q.path_params["version"], permanent=_flag(q, "permanent"))
+
+
+def _subject_or_none(q: Request) -> str | None:
+    return q.path_params.get("subject")
+
+
+def _config(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.config(_subject_or_none(q), default_to_global=_flag(q, "defaultToGlobal"))
+
+
+def _set_config(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.set_config(_subject_or_none(q), b)
+
+
+def _delete_config(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.delete_config(_subject_or_none(q))
+
+
+def _mode(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.mode(_subject_or_none(q))
+
+
+def _set_mode(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.set_mode(_subject_or_none(q), b, force=_flag(q, "force"))
+
+
+def _check(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.check(_s(q), q.path_params.get("version"), b, verbose=_flag(q, "verbose"))
+
+
+def _not_allowed(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    raise unprocessable("unknown request")
+
+
+def routes() -> list[BaseRoute]:
+    """The registry's routes, relative to its prefix."""
+    def route(path: str, operation: Any, method: str) -> Route:
+        return Route(path, handler(operation), methods=[method])
+
+    s, v = "/subjects/{subject}", "/subjects/{subject}/versions/{version}"
+    return [
+        route("/", _root, "GET"),
+        route("/schemas/types", _types, "GET"),
+        route("/schemas/ids/{id}", _by_id, "GET"),
+        route("/schemas/ids/{id}/schema", _by_id_text, "GET"),
+        route("/schemas/ids/{id}/versions", _id_versions, "GET"),
+        route("/schemas/ids/{id}/subjects", _id_subjects, "GET"),
+        route("/subjects", _subjects, "GET"),
+        route(s, _lookup, "POST"),
+        route(s, _delete_subject, "DELETE"),
+        route(f"{s}/versions", _versions, "GET"),
+        route(f"{s}/versions", _register, "POST"),
+        route(v, _version, "GET"),
+        route(v, _delete_version, "DELETE"),
+        route(f"{v}/schema", _version_text, "GET"),
+        route(f"{v}/referencedby", _referenced_by, "GET"),
+        route("/config", _config, "GET"),
+        route("/config", _set_config, "PUT"),
+        route("/config", _delete_config, "DELETE"),
+        route("/config/{subject}", _config, "GET"),
+        route("/config/{subject}", _set_config, "PUT"),
+        route("/config/{subject}", _delete_config, "DELETE"),
+        route("/mode", _mode, "GET"),
+        route("/mode", _set_mode, "PUT"),
+        route("/mode/{subject}", _mode, "GET"),
+        route("/mode/{subject}", _set_mode, "PUT"),
+        route("/compatibility/subjects/{subject}/versions", _check, "POST"),
+        route("/compatibility/subjects/{subject}/versions/{version}", _check, "POST"),
+    ]
+
+
+def mount(prefix: str) -> list[BaseRoute]:
+    """The registry mounted at ``prefix`` (``gateway.schema.registry.path``); none if
+    empty."""
+    prefix = prefix.rstrip("/")
+    if not prefix:
+        return []
+    return [Mount(prefix, routes=routes())]

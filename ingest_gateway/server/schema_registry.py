@@ -1,0 +1,482 @@
+"""The Schema Registry's operations, as Confluent's Schema Registry answers them.
+
+One implementation for every adapter (the HTTP routes of ``http.schema_registry``, the
+CLI through them). Storage is ``log_layout.schema_registry`` (ids created exclusively,
+subjects in one versioned document); schema types and compatibility are
+``schema_types``. Answers are plain dicts in Confluent's JSON shapes; refusals are
+:class:`RegistryError` carrying Confluent's HTTP status and ``error_code``.
+
+Semantics kept from Confluent's (and Karapace's):
+
+- registering a schema a subject already holds (not deleted) answers its id and
+  creates no version; a schema's id is the same in every subject;
+- a new version is checked against the latest (or, ``_TRANSITIVE``, every) live
+  version under the subject's level, else the global one (default ``BACKWARD``);
+  ``NONE`` checks nothing; IMPORT mode checks nothing and takes the given id/version;
+- READONLY (global or subject) refuses writes with 42205;
+- soft delete hides versions (``?deleted=true`` shows them); a permanent delete needs a
+  soft one first (40405 / 40407) and removes them;
+- a version referenced by another live schema cannot be deleted (42206).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest_gateway.server import schema_types
+from ingest_gateway.server.schema_registry_errors import (
+    check_subject, incompatible, invalid_level, invalid_mode, invalid_schema, invalid_version,
+    no_subject_level, operation_not_permitted, parse_version, reference_exists,
+    schema_not_found, subject_not_found, subject_not_soft_deleted, subject_soft_deleted,
+    unprocessable, version_not_found, version_not_soft_deleted)
+from log_layout.schema_registry import Reference, SchemaStore, StoredSchema
+
+LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
+          "FULL", "FULL_TRANSITIVE")
+MODES = ("READWRITE", "READONLY", "IMPORT")
+DEFAULT_LEVEL, DEFAULT_MODE = "BACKWARD", "READWRITE"
+#: references one schema may have, and how deep references may chain
+MAX_REFERENCES, MAX_REFERENCE_DEPTH = 100, 16
+
+
+class SchemaRegistry:
+    """The registry over a store (see the module docstring). Every method may also raise
+    OSError or CorruptDocument when the store fails."""
+
+    def __init__(self, schemas: SchemaStore):
+        self.schemas = schemas
+
+    # -- reading -------------------------------------------------------------------------
+    def _subject(self, doc: dict[str, Any], subject: str) -> dict[str, Any]:
+        entry = doc.get("subjects", {}).get(subject)
+        if entry is None or not entry.get("versions"):
+            raise subject_not_found(subject)
+        return entry
+
+    @staticmethod
+    def _live(entry: dict[str, Any], deleted: bool = False) -> list[dict[str, Any]]:
+        return [v for v in entry["versions"] if deleted or not v["deleted"]]
+
+    def subjects(self, *, deleted: bool = False, prefix: str = "") -> list[str]:
+        doc = self.schemas.registry()
+        return sorted(s for s, e in doc.get("subjects", {}).items()
+                      if s.startswith(prefix) and self._live(e, deleted))
+
+    def versions(self, subject: str, *, deleted: bool = False) -> list[int]:
+        entry = self._subject(self.schemas.registry(), subject)
+        found = [v["version"] for v in self._live(entry, deleted)]
+        if not found:
+            raise subject_not_found(subject)
+        return found
+
+    def _version(self, entry: dict[str, Any], subject: str, version: str | int,
+                 deleted: bool = False) -> dict[str, Any]:
+        number = parse_version(version)
+        live = self._live(entry, deleted)
+        if number == -1:
+            if not live:
+                raise subject_not_found(subject)
+            return live[-1]
+        for v in entry["versions"]:
+            if v["version"] == number and (deleted or not v["deleted"]):
+                return v
+        raise version_not_found(number)
+
+    def _stored(self, schema_id: int) -> StoredSchema:
+        found = self.schemas.schema(schema_id)
+        if found is None:
+            raise schema_not_found(f"Schema {schema_id} not found")
+        return found
+
+    def version(self, subject: str, version: str | int, *, deleted: bool = False) -> dict[str, Any]:
+        """Confluent's ``Schema`` of a subject's version (``latest`` or -1: the newest)."""
+        check_subject(subject)
+        parse_version(version)  # an invalid version is 42202 before any lookup
+        entry = self._subject(self.schemas.registry(), subject)
+        v = self._version(entry, subject, version, deleted)
+        return self._answer(subject, v["version"], self._stored(v["id"]))
+
+    @staticmethod
+    def _answer(subject: str, version: int, stored: StoredSchema) -> dict[str, Any]:
+        out: dict[str, Any] = {"subject": subject, "version": version, "id": stored.id,
+                               "schema": stored.schema}
+        if stored.schema_type != "AVRO":  # Confluent omits the default type
+            out["schemaType"] = stored.schema_type
+        if stored.references:
+            out["references"] = [r.to_doc() for r in stored.references]
+        return out
+
+    def by_id(self, schema_id: int) -> dict[str, Any]:
+        stored = self._stored(schema_id)
+        out: dict[str, Any] = {"schema": stored.schema}
+        if stored.schema_type != "AVRO":
+            out["schemaType"] = stored.schema_type
+        if stored.references:
+            out["references"] = [r.to_doc() for r in stored.references]
+        return out
+
+    def id_versions(self, schema_id: int, *, deleted: bool = False) -> list[dict[str, Any]]:
+        """The (subject, version) pairs holding ``schema_id``."""
+        self._stored(schema_id)
+        doc = self.schemas.registry()
+        return [{"subject": s, "version": v["version"]}
+                for s, e in sorted(doc.get("subjects", {}).items())
+                for v in self._live(e, deleted) if v["id"] == schema_id]
+
+    def referenced_by(self, subject: str, version: str | int) -> list[int]:
+        entry = self._subject(self.schemas.registry(), subject)
+        number = self._version(entry, subject, version)["version"]
+        return self._referrers(self.schemas.registry(), subject, number)
+
+    def _referrers(self, doc: dict[str, Any], subject: str, number: int) -> list[int]:
+        ids = {v["id"] for e in doc.get("subjects", {}).values() for v in self._live(e)}
+        return sorted(i for i in ids if (s := self.schemas.schema(i)) is not None and
+                      any(r.subject == subject and r.version == number for r in s.references))
+
+    # -- input ---------------------------------------------------------------------------
+    def _candidate(self, body: Any) -> tuple[str, str, tuple[Reference, ...]]:
+        """(type, normalised text, references) of a request's schema; raises 42201/422."""
+        if not isinstance(body, dict):
+            raise unprocessable("the body must be a JSON object")
+        text, kind = body.get("schema"), body.get("schemaType", "AVRO") or "AVRO"
+        if not isinstance(text, str):
+            raise invalid_schema("Empty or missing schema: 'schema' must be a string")
+        if not isinstance(kind, str) or kind.upper() not in schema_types.TYPES:
+            raise unprocessable(f"Invalid schemaType {kind!r}: one of "
+                                f"{', '.join(schema_types.TYPES)}")
+        refs_doc = body.get("references") or []
+        if not isinstance(refs_doc, list) or len(refs_doc) > MAX_REFERENCES:
+            raise unprocessable(f"'references' must be a list of at most {MAX_REFERENCES}")
+        refs = []
+        for r in refs_doc:
+            if not isinstance(r, dict) or not isinstance(r.get("name"), str) or \
+                    not isinstance(r.get("subject"), str) or \
+                    not isinstance(r.get("version"), int) or isinstance(r.get("version"), bool):
+                raise unprocessable("a reference is {\"name\": str, \"subject\": str, "
+                                    "\"version\": int}")
+            refs.append(Reference(r["name"], check_subject(r["subject"]), r["version"]))
+        try:
+            return kind.upper(), schema_types.normalize(kind.upper(), text), tuple(refs)
+        except schema_types.InvalidSchemaText as e:
+            raise invalid_schema(f"Invalid schema: {e}") from None
+
+    def _resolved(self, doc: dict[str, Any], refs: tuple[Reference, ...],
+                  depth: int = 0, seen: frozenset = frozenset()) -> list[tuple[str, str]]:
+        """The (type, text) of every schema ``refs`` reach, dependencies first; raises
+        42201 for a missing reference, a cycle or a chain too deep."""
+        out: list[tuple[str, str]] = []
+        if depth > MAX_REFERENCE_DEPTH:
+            raise invalid_schema(f"references nest deeper than {MAX_REFERENCE_DEPTH}")
+        for r in refs:
+            if (r.subject, r.version) in seen:
+                raise invalid_schema(f"reference cycle through {r.subject!r} version {r.version}")
+            entry = doc.get("subjects", {}).get(r.subject)
+            match = [v for v in (entry or {}).get("versions", ())
+                     if v["version"] == r.version and not v["deleted"]] if entry else []
+            if r.version == -1 and entry:
+                match = self._live(entry)[-1:]
+            if not match:
+                raise invalid_schema(f"Invalid schema: reference {r.name!r} names "
+                                     f"{r.subject!r} version {r.version}, which does not exist")
+            stored = self._stored(match[0]["id"])
+            out += self._resolved(doc, stored.references, depth + 1,
+                                  seen | {(r.subject, r.version)})
+            out.append((stored.schema_type, stored.schema))
+        return out
+
+    def _parsed(self, doc: dict[str, Any], kind: str, text: str,
+                refs: tuple[Reference, ...]) -> Any:
+        try:
+            return schema_types.parse(kind, text, self._resolved(doc, refs))
+        except schema_types.InvalidSchemaText as e:
+            raise invalid_schema(f"Invalid schema: {e}") from None
+
+    # -- configs and modes ---------------------------------------------------------------
+    @staticmethod
+    def level_of(doc: dict[str, Any], subject: str | None) -> str:
+        entry = doc.get("subjects", {}).get(subject) if subject else None
+        return (entry or {}).get("compatibility") or doc.get("compatibility") or DEFAULT_LEVEL
+
+    @staticmethod
+    def mode_of(doc: dict[str, Any], subject: str | None) -> str:
+        entry = doc.get("subjects", {}).get(subject) if subject else None
+        return (entry or {}).get("mode") or doc.get("mode") or DEFAULT_MODE
+
+    def config(self, subject: str | None = None, *, default_to_global: bool = False) -> dict[str, Any]:
+        doc = self.schemas.registry()
+        if subject is not None:
+            check_subject(subject)
+            entry = doc.get("subjects", {}).get(subject) or {}
+            if not entry.get("compatibility") and not default_to_global:
+                raise no_subject_level(f"Subject '{subject}' does not have subject-level "
+                                       "compatibility configured")
+        return {"compatibilityLevel": self.level_of(doc, subject)}
+
+    def set_config(self, subject: str | None, body: Any) -> dict[str, Any]:
+        level = body.get("compatibility") if isinstance(body, dict) else None
+        if not isinstance(level, str) or level.upper() not in LEVELS:
+            raise invalid_level("Invalid compatibility level. Valid values are none, backward, "
+                                "forward, full, backward_transitive, forward_transitive, "
+                                "and full_transitive")
+        level = level.upper()
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            if subject is None:
+                if doc.get("compatibility") == level:
+                    return None
+                doc["compatibility"] = level
+            else:
+                entry = doc.setdefault("subjects", {}).setdefault(subject, _empty())
+                if entry.get("compatibility") == level:
+                    return None
+                entry["compatibility"] = level
+            return doc
+
+        if subject is not None:
+            check_subject(subject)
+        self.schemas.update(change)
+        return {"compatibility": level}
+
+    def delete_config(self, subject: str | None) -> dict[str, Any]:
+        doc = self.schemas.registry()
+        previous = self.level_of(doc, subject)
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            holder = doc if subject is None else doc.get("subjects", {}).get(subject)
+            if not holder or "compatibility" not in holder:
+                return None
+            del holder["compatibility"]
+            return doc
+
+        if subject is not None:
+            check_subject(subject)
+            if subject not in doc.get("subjects", {}):
+                raise subject_not_found(subject)
+        self.schemas.update(change)
+        return {"compatibilityLevel": previous}
+
+    def mode(self, subject: str | None = None) -> dict[str, Any]:
+        return {"mode": self.mode_of(self.schemas.registry(), subject)}
+
+    def set_mode(self, subject: str | None, body: Any, *, force: bool = False) -> dict[str, Any]:
+        mode = body.get("mode") if isinstance(body, dict) else None
+        if not isinstance(mode, str) or mode.upper() not in MODES:
+            raise invalid_mode(f"Invalid mode. Valid values are {', '.join(MODES)}")
+        mode = mode.upper()
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            subjects = doc.setdefault("subjects", {})
+            if mode == "IMPORT" and not force:
+                held = [s for s, e in subjects.items() if e.get("versions") and
+                        (subject is None or s == subject)]
+                if held:
+                    raise operation_not_permitted(
+                        "Cannot import since found existing subjects (use force=true)")
+            holder = doc if subject is None else subjects.setdefault(subject, _empty())
+            if holder.get("mode") == mode:
+                return None
+            holder["mode"] = mode
+            return doc
+
+        if subject is not None:
+            check_subject(subject)
+        self.schemas.update(change)
+        return {"mode": mode}
+
+    # -- registering ---------------------------------------------------------------------
+    def lookup(self, subject: str, body: Any, *, deleted: bool = False) -> dict[str, Any]:
+        """The subject's version holding the body's schema (``POST /subjects/{s}``)."""
+        check_subject(subject)
+        kind, text, refs = self._candidate(body)
+        doc = self.schemas.registry()
+        entry = self._subject(doc, subject)
+        self._parsed(doc, kind, text, refs)
+        schema_id = self.schemas.id_of(kind, text, refs)
+        for v in self._live(entry, deleted):
+            if v["id"] == schema_id:
+                return self._answer(subject, v["version"], self._stored(schema_id))
+        raise schema_not_found("Schema not found")
+
+    def register(self, subject: str, body: Any, *, normalize: bool = False) -> dict[str, Any]:
+        """Register the body's schema under ``subject``; ``{"id": n}`` (Confluent's answer,
+        plus the version). Raises 409 if incompatible, 42201, 42205 (read-only)."""
+        check_subject(subject)
+        kind, text, refs = self._candidate(body)
+        doc = self.schemas.registry()
+        if self.mode_of(doc, subject) == "READONLY":
+            raise operation_not_permitted(f"Subject {subject} is in read-only mode")
+        parsed = self._parsed(doc, kind, text, refs)
+        importing = self.mode_of(doc, subject) == "IMPORT"
+        wanted_id, wanted_version = body.get("id"), body.get("version")
+        for name, value in (("id", wanted_id), ("version", wanted_version)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):
+                raise unprocessable(f"'{name}' must be a positive integer")
+        if wanted_id is not None and importing:
+            if not self.schemas.import_id(StoredSchema(wanted_id, kind, text, refs)):
+                raise operation_not_permitted(f"Overwrite new schema with id {wanted_id} "
+                                              "is not permitted.")
+            schema_id = wanted_id
+        elif wanted_id is not None and self.schemas.id_of(kind, text, refs) != wanted_id:
+            raise operation_not_permitted("Setting a schema id requires IMPORT mode")
+        else:
+            # the id is taken before the version: a refused registration may leave an id
+            # naming a schema no subject holds, as Confluent's can (ids are never reused)
+            schema_id = self.schemas.id_of(kind, text, refs)
+        answer: dict[str, Any] = {}
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal schema_id
+            entry = doc.setdefault("subjects", {}).setdefault(subject, _empty())
+            if self.mode_of(doc, subject) == "READONLY":
+                raise operation_not_permitted(f"Subject {subject} is in read-only mode")
+            live = self._live(entry)
+            for v in live:
+                if schema_id is not None and v["id"] == schema_id:
+                    answer.update(id=schema_id, version=v["version"])
+                    return None
+            if self.mode_of(doc, subject) != "IMPORT":
+                self._check(doc, subject, kind, parsed, live)
+            if schema_id is None:
+                schema_id = self.schemas.assign_id(kind, text, refs)
+                for v in live:  # the same content, registered by another writer meanwhile
+                    if v["id"] == schema_id:
+                        answer.update(id=schema_id, version=v["version"])
+                        return None
+            number = wanted_version if (importing and wanted_version) else entry["next"]
+            if any(v["version"] == number for v in entry["versions"]):
+                raise invalid_version(f"Version {number} already exists in {subject}")
+            entry["versions"].append({"version": number, "id": schema_id, "deleted": False})
+            entry["versions"].sort(key=lambda v: v["version"])
+            entry["next"] = max(entry["next"], number + 1)
+            answer.update(id=schema_id, version=number)
+            return doc
+
+        self.schemas.update(change)
+        return answer
+
+    def _check(self, doc: dict[str, Any], subject: str, kind: str, parsed: Any,
+               live: list[dict[str, Any]]) -> None:
+        reasons = self.compatibility_reasons(doc, subject, kind, parsed, live)
+        if reasons:
+            raise incompatible("Schema being registered is incompatible with an earlier "
+                               "schema for subject \"" + subject + "\": " + "; ".join(reasons))
+
+    def compatibility_reasons(self, doc: dict[str, Any], subject: str, kind: str, parsed: Any,
+                              previous: list[dict[str, Any]]) -> list[str]:
+        """Why ``parsed`` may not follow ``previous`` (oldest first) under the subject's
+        level; empty: it may."""
+        level = self.level_of(doc, subject)
+        if level == "NONE" or not previous:
+            return []
+        against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
+        reasons: list[str] = []
+        for v in reversed(against):
+            stored = self._stored(v["id"])
+            if stored.schema_type != kind:
+                reasons.append(f"version {v['version']} is {stored.schema_type}, not {kind}")
+                continue
+            old = self._parsed(doc, stored.schema_type, stored.schema, stored.references)
+            if level.startswith(("BACKWARD", "FULL")):
+                reasons += [f"version {v['version']} (new reads old): {r}" for r in
+                            schema_types.incompatibilities(kind, parsed, old)]
+            if level.startswith(("FORWARD", "FULL")):
+                reasons += [f"version {v['version']} (old reads new): {r}" for r in
+                            schema_types.incompatibilities(kind, old, parsed)]
+        return reasons
+
+    def check(self, subject: str, version: str | None, body: Any, *,
+              verbose: bool = False) -> dict[str, Any]:
+        """``POST /compatibility/subjects/{s}/versions[/{v}]``: would the body's schema be
+        accepted after that version (``None``: after all of them, under the level)."""
+        check_subject(subject)
+        kind, text, refs = self._candidate(body)
+        doc = self.schemas.registry()
+        parsed = self._parsed(doc, kind, text, refs)
+        entry = doc.get("subjects", {}).get(subject)
+        live = self._live(entry) if entry else []
+        if version is not None:
+            if entry is None or not entry.get("versions"):
+                raise subject_not_found(subject)
+            live = [self._version(entry, subject, version)]
+        reasons = self.compatibility_reasons(doc, subject, kind, parsed, live)
+        out: dict[str, Any] = {"is_compatible": not reasons}
+        if verbose:
+            out["messages"] = reasons
+        return out
+
+    # -- deleting ------------------------------------------------------------------------
+    def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
+        """The versions deleted (soft, or permanent after a soft delete)."""
+        check_subject(subject)
+        deleted: list[int] = []
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            deleted.clear()
+            subjects = doc.get("subjects", {})
+            entry = subjects.get(subject)
+            if entry is None or not entry.get("versions"):
+                raise subject_not_found(subject)
+            self._writable(doc, subject)
+            if permanent:
+                if any(not v["deleted"] for v in entry["versions"]):
+                    raise subject_not_soft_deleted(
+                        f"Subject '{subject}' was not deleted first before being permanently "
+                        "deleted")
+                deleted.extend(v["version"] for v in entry["versions"])
+                del subjects[subject]
+                return doc
+            live = self._live(entry)
+            if not live:
+                raise subject_soft_deleted(f"Subject '{subject}' was soft deleted. Set "
+                                           "permanent=true to delete permanently")
+            for v in live:
+                if self._referrers(doc, subject, v["version"]):
+                    raise reference_exists(f"One or more references exist to the schema "
+                                           f"{{subject={subject}, version={v['version']}}}")
+                v["deleted"] = True
+                deleted.append(v["version"])
+            return doc
+
+        self.schemas.update(change)
+        return deleted
+
+    def delete_version(self, subject: str, version: str, *, permanent: bool = False) -> int:
+        check_subject(subject)
+        number = parse_version(version)
+        found: list[int] = []
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            found.clear()
+            entry = doc.get("subjects", {}).get(subject)
+            if entry is None or not entry.get("versions"):
+                raise subject_not_found(subject)
+            self._writable(doc, subject)
+            v = self._version(entry, subject, number, deleted=permanent and number != -1)
+            if self._referrers(doc, subject, v["version"]):
+                raise reference_exists(f"One or more references exist to the schema "
+                                       f"{{subject={subject}, version={v['version']}}}")
+            if permanent:
+                if not v["deleted"]:
+                    raise version_not_soft_deleted(
+                        f"Subject '{subject}' Version {v['version']} was not deleted first "
+                        "before being permanently deleted")
+                entry["versions"].remove(v)
+                if not entry["versions"] and not entry.get("compatibility") \
+                        and not entry.get("mode"):
+                    del doc["subjects"][subject]
+            else:
+                v["deleted"] = True
+            found.append(v["version"])
+            return doc
+
+        self.schemas.update(change)
+        return found[0]
+
+    def _writable(self, doc: dict[str, Any], subject: str) -> None:
+        if self.mode_of(doc, subject) == "READONLY":
+            raise operation_not_permitted(f"Subject {subject} is in read-only mode")
+
+
+def _empty() -> dict[str, Any]:
+    return {"versions": [], "next": 1}

@@ -1,0 +1,191 @@
+"""Schema types of the registry: parse, normalise and check compatibility.
+
+- **AVRO**: parsed by Apache's ``avro`` package (names, namespaces, defaults, logical
+  types), referenced named types made visible through a shared ``Names``;
+  compatibility is ``avro.compatibility`` (the Avro specification's schema resolution
+  rules, the port of Java's ``SchemaCompatibility`` that Confluent uses).
+- **JSON**: the document must be a valid JSON Schema (``jsonschema``'s meta-schema
+  check of its declared draft, Draft 7 by default). Compatibility covers a subset of
+  Confluent's rules (see :func:`json_incompatibilities`): type narrowing, properties
+  added to or removed from closed/open content models, required properties added,
+  enum narrowing, recursively through properties and items. Numeric and string
+  bounds, combinators (``oneOf``/``anyOf``/``allOf``), ``$ref`` and
+  ``patternProperties`` are NOT compared.
+- **PROTOBUF**: stored and served as text, with references; no parser and no
+  compatibility check (every pair is compatible): said plainly in the README.
+
+Every parse is bounded: the schema text arrives inside a request body the gateway
+already bounded, and nesting deeper than :data:`MAX_DEPTH` is refused before a
+recursive parser could run out of stack.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+TYPES = ("AVRO", "JSON", "PROTOBUF")
+#: deepest nesting of a schema's JSON accepted (Avro and JSON Schema): far past any
+#: real schema, well under Python's recursion limit for the parsers that recurse
+MAX_DEPTH = 64
+
+
+class InvalidSchemaText(ValueError):
+    """The schema does not parse as its type says (the message says why)."""
+
+
+def _depth(doc: Any, limit: int) -> None:
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise InvalidSchemaText(f"nested deeper than {limit} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def _json(text: str) -> Any:
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise InvalidSchemaText(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:
+        raise InvalidSchemaText(f"not JSON: {e}") from None
+    _depth(doc, MAX_DEPTH)
+    return doc
+
+
+def normalize(schema_type: str, text: str) -> str:
+    """The text stored for a schema: compact JSON (key order kept) for AVRO and JSON,
+    the text as given for PROTOBUF. Raises InvalidSchemaText."""
+    if schema_type == "PROTOBUF":
+        if not text.strip():
+            raise InvalidSchemaText("empty Protobuf schema")
+        return text
+    return json.dumps(_json(text), separators=(",", ":"), ensure_ascii=False)
+
+
+
+
+
+def parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> Any:
+    """The parsed schema (for compatibility checks); ``referenced`` are the (type, text) of
+    the schemas it references, dependencies first. Raises InvalidSchemaText."""
+    if schema_type == "AVRO":
+        return _parse_avro(text, referenced)
+    if schema_type == "JSON":
+        return _parse_json_schema(text)
+    return text  # PROTOBUF: text only (module docstring)
+
+
+def _parse_avro(text: str, referenced: list[tuple[str, str]]) -> Any:
+    import avro.errors
+    import avro.schema
+
+    names = avro.schema.Names()
+    try:
+        for kind, ref_text in referenced:
+            if kind == "AVRO":
+                avro.schema.make_avsc_object(_json(ref_text), names)
+        return avro.schema.make_avsc_object(_json(text), names)
+    except InvalidSchemaText:
+        raise
+    except RecursionError:
+        raise InvalidSchemaText("nested too deeply to parse") from None
+    except (avro.errors.AvroException, TypeError, ValueError, AttributeError, KeyError) as e:
+        raise InvalidSchemaText(f"invalid Avro schema: {e}") from None
+
+
+def _parse_json_schema(text: str) -> Any:
+    import jsonschema
+    import jsonschema.exceptions
+    import jsonschema.validators
+
+    doc = _json(text)
+    if not isinstance(doc, (dict, bool)):
+        raise InvalidSchemaText("a JSON Schema is an object or a boolean")
+    cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
+        if isinstance(doc, dict) else jsonschema.Draft7Validator
+    try:
+        cls.check_schema(doc)
+    except jsonschema.exceptions.SchemaError as e:
+        raise InvalidSchemaText(f"invalid JSON Schema: {e.message}") from None
+    except RecursionError:
+        raise InvalidSchemaText("nested too deeply to check") from None
+    return doc
+
+
+def incompatibilities(schema_type: str, reader: Any, writer: Any) -> list[str]:
+    """Why data written with ``writer`` cannot be read with ``reader`` (empty: it can)."""
+    if schema_type == "AVRO":
+        from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
+        try:
+            result = ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+        except RecursionError:
+            return ["the schemas are nested too deeply to compare"]
+        if result.compatibility is SchemaCompatibilityType.compatible:
+            return []
+        return [f"{', '.join(sorted(i.name for i in result.incompatibilities))} at "
+                f"{', '.join(sorted(result.locations))}: {', '.join(sorted(result.messages))}"]
+    if schema_type == "JSON":
+        return json_incompatibilities(reader, writer, "#")
+    return []
+
+
+_NUMERIC = {"integer", "number"}
+
+
+def _types(schema: Mapping[str, Any]) -> set[str] | None:
+    kind = schema.get("type")
+    if kind is None:
+        return None  # any type
+    return {kind} if isinstance(kind, str) else set(kind)
+
+
+def json_incompatibilities(reader: Any, writer: Any, at: str) -> list[str]:
+    """Confluent's JSON Schema rules, the subset checked (module docstring): why a value
+    valid under ``writer`` may be invalid under ``reader``."""
+    if reader is True or reader == {}:
+        return []
+    if writer is True or writer == {}:
+        return [f"{at}: the new reader constrains what was unconstrained"]
+    if reader is False or writer is False or not isinstance(reader, dict) \
+            or not isinstance(writer, dict):
+        return [] if reader == writer else [f"{at}: boolean schema changed"]
+    out: list[str] = []
+    r_types, w_types = _types(reader), _types(writer)
+    if r_types is not None:
+        if w_types is None:
+            out.append(f"{at}: type narrowed from any to {sorted(r_types)}")
+        else:
+            widened = r_types | ({"integer"} if "number" in r_types else set())
+            if not w_types <= widened:
+                out.append(f"{at}: type changed from {sorted(w_types)} to {sorted(r_types)}")
+    if "enum" in reader:
+        if "enum" not in writer or not all(v in reader["enum"] for v in writer["enum"]):
+            out.append(f"{at}: enum narrowed")
+    r_props, w_props = reader.get("properties") or {}, writer.get("properties") or {}
+    r_closed = reader.get("additionalProperties") is False
+    w_closed = writer.get("additionalProperties") is False
+    for name, sub in r_props.items():
+        if name in w_props:
+            out += json_incompatibilities(sub, w_props[name], f"{at}/properties/{name}")
+        elif not w_closed and sub not in (True, {}):
+            # the old schema let any value through under this name
+            out.append(f"{at}/properties/{name}: property added to an open content model")
+    for name in w_props:
+        if name not in r_props and r_closed:
+            out.append(f"{at}/properties/{name}: property removed from a closed content model")
+    added = set(reader.get("required") or ()) - set(writer.get("required") or ())
+    if added:
+        out.append(f"{at}: required properties added: {sorted(added)}")
+    if isinstance(reader.get("items"), (dict, bool)) and "items" in writer:
+        out += json_incompatibilities(reader["items"], writer["items"], f"{at}/items")
+    elif isinstance(reader.get("items"), dict) and "items" not in writer and \
+            (w_types is None or "array" in w_types):
+        out.append(f"{at}/items: items constrained")
+    return out
