@@ -184,7 +184,8 @@ async def _read(broker: Broker, head: Header, req: Any, wanted: dict
     level = _isolation(getattr(req, "isolation_level", 0))
     share = max((mb for _, mb in wanted.values()), default=1)
     # a quota bounds an answer (Kafka's): one larger would be withheld every time
-    cap = throttle.fetch_max_bytes(broker.gateway.quotas, sec.CURRENT.get().principal)
+    cap = throttle.fetch_max_bytes(broker.gateway.quotas, sec.CURRENT.get().principal,
+                                   head.client_id or "")
     max_bytes = max(1, req.max_bytes if cap is None else min(req.max_bytes, cap))
     cached, cached_marks = await _from_cache(broker, positions, max_bytes, level, share)
     rest = {tp: off for tp, off in positions.items() if tp not in cached}
