@@ -43,6 +43,7 @@ validate (written by hand) is CorruptDocument as a whole.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -115,10 +116,10 @@ def rate(key: str, value: object) -> int | float:
                 and not isinstance(value, bool) else None
         except ValueError:
             number = None
-        if number is None or not 0 < number <= MAX_RATE or number != number:
+        if number is None or not math.isfinite(number) or not 0 < number <= MAX_RATE:
             raise ConfigError(key, value, "expected a percentage above 0 (of one thread)")
         return int(number) if number == int(number) else number
-    if isinstance(value, float) and value == int(value):
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
         value = int(value)  # the quota APIs carry every value as a double
     if isinstance(value, str) and value.isascii() and value.strip().isdigit():
         value = int(value.strip())

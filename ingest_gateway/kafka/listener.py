@@ -52,7 +52,7 @@ from ingest_gateway.kafka import broker as admin
 from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
                                   admin_reassign, admin_records, admin_transactions, codes,
                                   fetch, groups, produce, txn, txn_produce)
-from ingest_gateway.kafka import acl_gate, scram_admin, throttle
+from ingest_gateway.kafka import acl_gate, quota_admin, scram_admin, throttle
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.sasl import MAX_AUTH_BYTES, Session
@@ -80,7 +80,8 @@ def _handlers() -> dict[int, Any]:
             API_LIST_OFFSETS: fetch.list_offsets,
             **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
             **admin_reassign.HANDLERS,
-            **admin_configs.HANDLERS, **admin_records.HANDLERS, **scram_admin.HANDLERS}
+            **admin_configs.HANDLERS, **admin_records.HANDLERS, **scram_admin.HANDLERS,
+            **quota_admin.HANDLERS}
     return {**table, **admin_brokers.handlers(table)}
 
 
@@ -91,6 +92,7 @@ def offered(sasl: bool) -> dict[int, tuple[int, int]]:
             **admin_configs.OFFERED, **admin_records.OFFERED,
             **admin_brokers.OFFERED, **admin_partitions.OFFERED,
             **admin_transactions.OFFERED, **admin_reassign.OFFERED, **scram_admin.OFFERED,
+            **quota_admin.OFFERED,
             **(sec.SASL_OFFERED if sasl else {})}
 
 

@@ -135,3 +135,28 @@ def test_producer_performance_reauthenticates_and_runs_transactions_v2(alice, to
     # v2: every end moved the epoch on; ~took / 0.5 s transactions, one init
     assert doc["state"] == "CompleteCommit" and doc["epoch"] >= 4, doc
     assert doc.get("bumped") and doc.get("ended") is not None
+
+
+def test_kafka_configs_client_quotas_and_describing_users(alice, tools, gw):
+    from log_layout import quotas
+
+    admin = alice
+    base = ["--bootstrap-server", gw.bootstrap, "--command-config", admin]
+    java(tools, "ConfigCommand", *base, "--alter", "--entity-type", "clients",
+         "--entity-name", "etl", "--add-config", "request_percentage=50,producer_byte_rate=1024")
+    java(tools, "ConfigCommand", *base, "--alter", "--entity-type", "users",
+         "--entity-name", "alice", "--entity-type", "clients", "--entity-default",
+         "--add-config", "consumer_byte_rate=2048")
+    found = quotas.describe(gw.log.store).entries
+    assert found["Client:etl"] == {"request_percentage": 50, "producer_byte_rate": 1024}
+    assert found["User:alice/Client:<default>"] == {"consumer_byte_rate": 2048}
+    out = java(tools, "ConfigCommand", *base, "--describe", "--entity-type", "clients",
+               "--entity-name", "etl")
+    assert "request_percentage=50.0" in out and "producer_byte_rate=1024.0" in out, out
+    # users: their quotas and their SCRAM credentials (DescribeUserScramCredentials)
+    out = java(tools, "ConfigCommand", *base, "--describe", "--entity-type", "users",
+               "--entity-name", "alice")
+    assert "SCRAM-SHA-256=iterations=8192" in out and "SCRAM-SHA-512=iterations=4096" in out, out
+    java(tools, "ConfigCommand", *base, "--alter", "--entity-type", "clients",
+         "--entity-name", "etl", "--delete-config", "request_percentage")
+    assert quotas.describe(gw.log.store).entries["Client:etl"] == {"producer_byte_rate": 1024}
