@@ -1,10 +1,12 @@
-"""Byte-rate quotas on the Kafka listener (KIP-219), over a SASL_PLAINTEXT listener: a
+"""Quotas on the Kafka listener (KIP-219), over a SASL_PLAINTEXT listener: a
 principal over its ``producer_byte_rate`` or ``consumer_byte_rate`` gets answers with
 ``throttle_time_ms`` > 0 (confluent-kafka reports them to ``throttle_cb``) and every
 record is still delivered and read; a raw connection throttled answers its next request
 once the mute is over (Produce v9 answered at once, v5 held back). No wall time is
 asserted: the throttle time is what the gateway says, not what a clock measured. Each
-test uses its own user, since a user's rate is measured across all its connections."""
+test uses its own user, since a user's rate is measured across all its connections. A
+client id's quota throttles whichever user uses that client.id (and only it); a
+principal over its request_percentage gets a throttle time on its Metadata answers."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ TOPIC = "quota-t"
 #: bytes per second; the first 10 s window makes a burst of 1.4x RATE * 10 s throttled
 #: for about (1.4 - 1) * 10 s = 4 s
 RATE = 10_000
-USERS = ("producer", "consumer", "raw", "raw5")
+USERS = ("producer", "consumer", "raw", "raw5", "clientq", "busy")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,10 @@ def gw(tmp_path_factory):
     quotas = {"User:producer": {"producer_byte_rate": RATE},
               "User:raw": {"producer_byte_rate": RATE},
               "User:raw5": {"producer_byte_rate": RATE},
-              "User:consumer": {"consumer_byte_rate": RATE}}
+              "User:consumer": {"consumer_byte_rate": RATE},
+              # a client id's quota, whoever uses it; a share of request handling time
+              "Client:slow-client": {"producer_byte_rate": RATE},
+              "User:busy": {"request_percentage": 0.01}}
     with sasl_gateway(tmp_path_factory.mktemp("kafka-quotas"), users=USERS, acls=acls,
                       topics={TOPIC: 1}, quotas=quotas) as g:
         yield g
@@ -133,3 +138,41 @@ def test_a_raw_produce_over_the_rate_carries_its_throttle_time(gw, user, version
         assert int(part.error_code) == 0 and part.base_offset >= 0
         assert answer.throttle_time > datetime.timedelta(0)
         assert still_serves(s)  # answered once the mute is over
+
+
+def test_a_client_id_quota_throttles_whoever_uses_the_client_id(gw):
+    """``clientq`` has no quota of its own; its producer's client.id has one."""
+    throttled: list = []
+    p = Producer(client_conf(gw, "clientq", **{"acks": "all", "client.id": "slow-client",
+                                               "throttle_cb": throttled.append,
+                                               "message.timeout.ms": 120_000}))
+    values = _values("cq", int(1.4 * RATE * 10))
+    delivered: list = []
+    for v in values:
+        p.produce(TOPIC, v, partition=0, on_delivery=lambda err, _m: delivered.append(err))
+    assert p.flush(120) == 0 and delivered == [None] * len(values)
+    assert any(e.throttle_time > 0 for e in throttled), throttled
+    # the same user with another client id is not throttled by it
+    other: list = []
+    p = Producer(client_conf(gw, "clientq", **{"acks": "all", "client.id": "fast-client",
+                                               "throttle_cb": other.append}))
+    for v in values[:20]:
+        p.produce(TOPIC, v, partition=0)
+    assert p.flush(60) == 0
+    assert not any(e.throttle_time > 0 for e in other), other
+
+
+def test_a_principal_over_its_request_percentage_gets_a_throttle_time(gw):
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    s = logged_in(gw, "busy")
+    req = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                          include_topic_authorized_operations=False)
+    for i in range(50):  # each Metadata's handling time counts; the first throttled ends it
+        throttle = call(s, req, 12, correlation_id=10 + i)[1].throttle_time
+        if throttle > datetime.timedelta(0):
+            break
+    assert throttle > datetime.timedelta(0), f"no throttle after {i + 1} requests"
+    # the muted connection answers again once the throttle time has passed
+    s.settimeout(throttle.total_seconds() + 15)
+    assert call(s, req, 12, correlation_id=99)[0] == 99
