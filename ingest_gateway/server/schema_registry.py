@@ -390,6 +390,8 @@ class SchemaRegistry:
         """``POST /compatibility/subjects/{s}/versions[/{v}]``: would the body's schema be
         accepted after that version (``None``: after all of them, under the level)."""
         check_subject(subject)
+        if version is not None:
+            parse_version(version)  # 42202 before any lookup
         kind, text, refs = self._candidate(body)
         doc = self.schemas.registry()
         parsed = self._parsed(doc, kind, text, refs)
