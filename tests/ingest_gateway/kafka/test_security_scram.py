@@ -1,7 +1,8 @@
 """SCRAM-SHA-256/512, SaslHandshake v0 and KIP-368 re-authentication on the Kafka
 listener, over real sockets against a gateway process.
 
-confluent-kafka (librdkafka) logs in with SCRAM-SHA-256 and -512 (credentials written
+confluent-kafka (librdkafka) logs in with SCRAM-SHA-256 and -512, over SASL_PLAINTEXT
+and SASL_SSL (a listener offering SCRAM alone refuses PLAIN) (credentials written
 to the store before the gateway starts, and through AlterUserScramCredentials with
 its AdminClient), produces and consumes, and keeps working past its session lifetime
 (it re-authenticates). Raw exchanges (scramp's RFC 5802 client, then bent) show the
@@ -354,3 +355,41 @@ def test_admin_client_alters_and_describes_credentials_that_then_log_in(scram_gw
     assert user not in scram_docs.describe(open_log(scram_gw.store_url).store).users
     with pytest.raises(KafkaException, match="(?i)not exist"):
         admin.describe_user_scram_credentials([user])[user].result(timeout=30)
+
+
+# -- SASL_SSL ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scram_ssl_gw(tmp_path_factory):
+    """A SASL_SSL gateway offering SCRAM only (no password file at all)."""
+    from bench.tls_certs import Pki
+
+    root = tmp_path_factory.mktemp("kafka-scram-ssl")
+    pki = Pki(root / "pki")
+    store = str(root / "store")
+    log = open_log(store)
+    log.create_topic(TOPIC, {"partitions": 1})
+    scram_docs.alter(log.store, upsert={("alice", "SCRAM-SHA-512"):
+                                        credential("SCRAM-SHA-512", PASSWORD, iterations=8192)})
+    gw = KafkaGatewayProcess(store, log_path=str(root / "gateway.log"), settings={
+        "authentication.method": "scram", **pki.ssl_settings("none")})
+    gw.settings["gateway.kafka.listeners"] = f"SASL_SSL://127.0.0.1:{gw.kafka_port}"
+    with gw:
+        gw.pki = pki
+        yield gw
+
+
+def test_scram_over_sasl_ssl(scram_ssl_gw):
+    gw = scram_ssl_gw
+    tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": gw.pki.ca}
+    produce_one(gw, "SCRAM-SHA-512", b"over-tls", **tls)
+    assert b"over-tls" in read_all(gw, "SCRAM-SHA-512", **tls)
+    errors: list = []
+    p = Producer(conf(gw, "SCRAM-SHA-512", password="wrong", error_cb=errors.append, **tls))
+    wait_for(lambda: p.poll(0.2) is not None and False or bool(errors), timeout=30,
+             what="an authentication error")
+    # PLAIN is not offered where only scram is on
+    errors = []
+    p = Producer(conf(gw, "PLAIN", error_cb=errors.append, **tls))
+    wait_for(lambda: p.poll(0.2) is not None and False or bool(errors), timeout=30,
+             what="a mechanism error")
+    assert any("PLAIN" in str(e) or "mechanism" in str(e).lower() for e in errors), errors
