@@ -186,3 +186,38 @@ def test_fuzzed_bodies_never_fail_the_server(gw):
         assert status == 200 or (400 <= status < 500 and isinstance(doc.get("error_code"), int)), \
             (bytes(data), status, doc)
     assert http.request("GET", gw.url + "/healthz").status == 200
+
+
+@pytest.mark.slow  # a gateway with authentication and its argon2 logins: ~10 s here
+def test_same_authentication_and_authorizer_as_the_gateway(tmp_path):
+    """With ``authentication.method=basic`` and the authorizer on, the registry asks for
+    credentials as every route does (401), and for Describe on the cluster (the guard's
+    rule for a route without its own: no Subject ACLs yet); confluent-kafka's client
+    logs in with ``basic.auth.user.info``."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    from ingest_gateway.security import passwords
+    from log_layout import open_log
+    from log_layout.acls import AclBinding, add_acls
+
+    store = str(tmp_path / "store")
+    for user in ("alice", "bob"):
+        passwords.add(str(tmp_path / "passwords"), user, "secret-" + user)
+    add_acls(open_log(store).store, [AclBinding.create(
+        "Cluster", "kafka-cluster", principal="User:alice", operation="Describe")])
+    settings = {"authentication.method": "basic",
+                "authentication.password.file": str(tmp_path / "passwords"),
+                "authorizer.enabled": "true"}
+    with GatewayProcess(store, settings=settings) as gw:
+        url = gw.url + PREFIX
+        anonymous = urllib3.request("GET", url + "/subjects")
+        assert anonymous.status == 401 and "WWW-Authenticate" in anonymous.headers
+        alice = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:secret-alice"})
+        sid = alice.register_schema("a-value", Schema(avro(1), "AVRO"))
+        assert alice.get_schema(sid).schema_str == json.dumps(json.loads(avro(1)),
+                                                              separators=(",", ":"))
+        bob = SchemaRegistryClient({"url": url, "basic.auth.user.info": "bob:secret-bob"})
+        with pytest.raises(SchemaRegistryError) as e:
+            bob.get_subjects()
+        assert e.value.http_status_code == 403
