@@ -17,7 +17,9 @@ median of each; the ratio secured / plain of each):
   ``POST /fetch``);
 * **one-record requests**: REST Proxy v2 produce requests of one record, one after the
   other on one keep-alive connection (per-request cost: the TLS record layer, the
-  credentials check (cached after the first argon2id verification), the ACL lookup).
+  credentials check (cached after the first argon2id verification), the ACL lookup);
+* **SASL logins** on the Kafka listener, PLAIN beside SCRAM-SHA-256 and -512
+  (``bench/security_sasl.py``: logins per second and the gateway's CPU per login).
 
 Usage: ``python bench/security.py [--quick] [--records N] [--repeat R]``. Writes
 ``bench/results/security.json``.
@@ -40,6 +42,7 @@ sys.path.insert(0, ROOT)
 
 import urllib3  # noqa: E402
 
+from bench import security_sasl  # noqa: E402
 from bench.common import machine, write_results  # noqa: E402
 from bench.tls_certs import Pki  # noqa: E402
 from ingest_gateway.client import Consumer, Producer  # noqa: E402
@@ -141,9 +144,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--requests", type=int, default=2_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--logins", type=int, default=500, help="SASL logins per mechanism")
     args = ap.parse_args()
     if args.quick:
-        args.records, args.requests, args.repeat = 5_000, 100, 1
+        args.records, args.requests, args.repeat, args.logins = 5_000, 100, 1, 30
     load_before = machine()
     with tempfile.TemporaryDirectory(prefix="sparklog-bench-security-") as root:
         store = os.path.join(root, "store")
@@ -172,6 +176,8 @@ def main() -> None:
         _figure("fetch", "msgs/s", runs["fetch"], None, records=args.records),
         _figure("one_record_requests", "requests/s", runs["single"], None,
                 requests=args.requests)]
+    with tempfile.TemporaryDirectory(prefix="sparklog-bench-sasl-") as root:
+        figures += security_sasl.measure(root, args.logins, args.repeat)
     path = write_results("security", figures, quick=args.quick, repeat=args.repeat,
                          machine_before_run=load_before)
     for f in figures:
