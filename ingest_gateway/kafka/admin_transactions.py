@@ -32,6 +32,17 @@ no coordinator epochs (the store's exclusive versions order its changes). Under 
 broker application a partition this gateway does not lead answers
 ``NOT_LEADER_OR_FOLLOWER``, as Kafka (the admin client then asks the leader). ACL: Read
 on the topic (else ``TOPIC_AUTHORIZATION_FAILED`` for its partitions).
+
+**WriteTxnMarkers** (what ``kafka-transactions.sh abort`` sends, through
+``Admin.abortTransaction``, to end a hanging transaction): an ABORT marker for the
+producer in each partition named, at the producer's epoch there
+(``log_layout.txn_admin.abort_hanging``, ``sparklog transactions abort``'s), after which
+the partition's read_committed long-polls are woken. A partition where the producer has
+no open transaction (ended meanwhile) answers ``NONE``: there is nothing left to abort,
+as a marker written twice changes nothing; an epoch older than the producer's there
+``INVALID_PRODUCER_EPOCH`` (Kafka's check). COMMIT markers are written only by the
+transaction coordinator (EndTxn): asked for one, ``INVALID_REQUEST``. ACL: ClusterAction on
+the cluster (Kafka's; else ``CLUSTER_AUTHORIZATION_FAILED`` for every partition).
 """
 
 from __future__ import annotations
@@ -48,15 +59,18 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout import transactions
+from log_layout import InvalidProducerEpoch, transactions
 from log_layout.commit import wall_clock_ms
+from log_layout.txn_admin import NoOpenTransaction, abort_hanging
 from log_layout.txn_admin import describe_producers as _producers
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_PRODUCERS, API_DESCRIBE_TRANSACTIONS, API_LIST_TRANSACTIONS = 61, 65, 66
+API_WRITE_TXN_MARKERS = 27
 #: Kafka 4.0's version floors up to the newest kio reads
 OFFERED: dict[int, tuple[int, int]] = {
+    API_WRITE_TXN_MARKERS: (1, 2),
     API_DESCRIBE_PRODUCERS: (0, 0),
     API_DESCRIBE_TRANSACTIONS: (0, 0),
     API_LIST_TRANSACTIONS: (0, 2),
@@ -212,6 +226,48 @@ def _last_timestamp(m: Any, offset: int) -> int:
     return -1
 
 
-HANDLERS = {API_LIST_TRANSACTIONS: list_transactions,
+async def write_txn_markers(broker: Broker, head: Header, req: Any) -> Any:
+    mod = response_module(API_WRITE_TXN_MARKERS, head.api_version)
+    denied = sec.refused(broker, "ClusterAction", "Cluster")
+    out = []
+    for mk in req.markers:
+        topics = []
+        for t in mk.topics:
+            parts = []
+            for p in t.partition_indexes:
+                code = denied or (codes.INVALID_REQUEST if mk.transaction_result else 0)
+                if not code:
+                    try:
+                        await broker.batcher.run_blocking(_abort, broker, t.name, p,
+                                                          mk.producer_id, mk.producer_epoch)
+                        broker.hub().committed(t.name, p, -1)  # wake read_committed polls
+                    except Exception as e:  # noqa: BLE001 - a per-partition error code
+                        code = _code(e, "WriteTxnMarkers")
+                parts.append(make(mod.WritableTxnMarkerPartitionResult, partition_index=p,
+                                  error_code=error(code)))
+            topics.append(make(mod.WritableTxnMarkerTopicResult, name=t.name,
+                               partitions=tuple(parts)))
+        out.append(make(mod.WritableTxnMarkerResult, producer_id=mk.producer_id,
+                        topics=tuple(topics)))
+    return make(mod.WriteTxnMarkersResponse, markers=tuple(out))
+
+
+def _abort(broker: Broker, topic: str, partition: int, producer_id: int, epoch: int) -> None:
+    """Blocking: the ABORT marker of one partition (module doc). Raises UnknownTopic,
+    UnknownPartition, NotLeader, InvalidProducerEpoch (an older epoch), StoreError."""
+    from ingest_gateway.kafka.fetch import check_partition
+
+    check_partition(broker, topic, partition)
+    entry = broker.log.partition(topic, partition).snapshot().producers.get(producer_id)
+    if entry is not None and epoch < entry.epoch:
+        raise InvalidProducerEpoch(producer_id, epoch, entry.epoch)
+    try:
+        abort_hanging(broker.log, topic, partition, producer_id)
+    except NoOpenTransaction:
+        pass  # ended already: nothing left to abort
+
+
+HANDLERS = {API_WRITE_TXN_MARKERS: write_txn_markers,
+            API_LIST_TRANSACTIONS: list_transactions,
             API_DESCRIBE_TRANSACTIONS: describe_transactions,
             API_DESCRIBE_PRODUCERS: describe_producers}

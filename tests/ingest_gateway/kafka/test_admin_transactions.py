@@ -132,3 +132,21 @@ def test_a_backtracking_pattern_is_answered_at_once(kafka_gateway):
     assert resp.error_code == 0 and clock.monotonic() - t0 < 10
     assert _list(kafka_gateway, transactional_id_pattern="a" * 5000).error_code == \
         INVALID_REGULAR_EXPRESSION
+
+
+def test_write_txn_markers_aborts_only(kafka_gateway):
+    admin = AdminClient({"bootstrap.servers": kafka_gateway.bootstrap})
+    topic = f"wm-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=20)
+    m = kio("write_txn_markers", 1)
+
+    def marker(commit: bool, partitions=(0,), pid=77, epoch=0):
+        with connect(kafka_gateway) as s:
+            _, resp = call(s, m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+                producer_id=pid, producer_epoch=epoch, transaction_result=commit,
+                topics=(m.WritableTxnMarkerTopic(name=topic, partition_indexes=partitions),),
+                coordinator_epoch=0),)), 1)
+        return [p.error_code for p in resp.markers[0].topics[0].partitions]
+
+    assert marker(True) == [42]  # INVALID_REQUEST: COMMIT markers are the coordinator's
+    assert marker(False, (0, 4)) == [0, 3]  # nothing open in 0: done; 4 does not exist

@@ -115,6 +115,21 @@ def test_kafka_transactions_find_hanging(tools, gw):
     assert [(r[0], r[1], r[2]) for r in rows] == [("t", "0", str(ZOMBIE))], out
 
 
+def test_kafka_transactions_abort_ends_the_hanging_one(tools, gw):
+    from tests.log_layout.txn_helpers import values
+
+    before = values(gw.log, "t", 0, "read_committed")
+    assert b"after" not in before  # held back by the hanging transaction
+    # Kafka's tool: DescribeProducers finds the producer at that start offset, then
+    # WriteTxnMarkers aborts it at its epoch
+    run(tools, gw, "TransactionsCommand", "abort", "--topic", "t", "--partition", "0",
+        "--start-offset", "2")
+    assert values(gw.log, "t", 0, "read_committed") == before + [b"after"]
+    out = run(tools, gw, "TransactionsCommand", "find-hanging", "--topic", "t",
+              "--max-transaction-timeout", "0")
+    assert str(ZOMBIE) not in out, out
+
+
 def test_kafka_leader_election_is_not_needed(tools, gw):
     out = run(tools, gw, "LeaderElectionCommand", "--election-type", "preferred", "--topic",
               "t", "--partition", "0")
