@@ -15,7 +15,10 @@ failure 500 ``50001``. Routes (relative to the prefix)::
     GET|PUT|DELETE /config[/{s}]         GET|PUT /mode[/{s}]
     POST   /compatibility/subjects/{s}/versions[/{v}]
 
-Subjects are path segments: a subject holding ``/`` cannot be named in a URL here.
+A subject may hold ``/`` (Protobuf references name subjects after their files:
+``google/protobuf/timestamp.proto``): clients send it as ``%2F``, which the server would
+decode into a path separator before routing, so :class:`EncodedSlashes` routes on the
+raw path with ``%2F`` (and ``%25``) kept, and the handlers decode path parameters once.
 Authorization is the guard's rule for a path it has no rule for (Describe on the
 cluster): there are no ``Subject`` ACLs yet.
 """
@@ -23,12 +26,14 @@ cluster): there are no ``Subject`` ACLs yet.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, Router
 
 from conf.errors import SparklogError
 from ingest_gateway.http.body import read_json
@@ -119,7 +124,7 @@ def _subjects(r: SchemaRegistry, q: Request, b: Any) -> Any:
 
 
 def _s(q: Request) -> str:
-    return q.path_params["subject"]
+    return unquote(q.path_params["subject"])  # kept encoded by EncodedSlashes
 
 
 def _versions(r: SchemaRegistry, q: Request, b: Any) -> Any:
@@ -156,7 +161,8 @@ def _delete_version(r: SchemaRegistry, q: Request, b: Any) -> Any:
 
 
 def _subject_or_none(q: Request) -> str | None:
-    return q.path_params.get("subject")
+    subject = q.path_params.get("subject")
+    return None if subject is None else unquote(subject)
 
 
 def _config(r: SchemaRegistry, q: Request, b: Any) -> Any:
@@ -224,10 +230,30 @@ def routes() -> list[BaseRoute]:
     ]
 
 
+_KEPT = re.compile(r"(%2[fF]|%25)")
+
+
+class EncodedSlashes:
+    """Routes on the request's raw path, percent-decoded except ``%2F`` and ``%25``, so
+    a subject holding ``/`` stays one path segment (the handlers decode it)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw:
+            parts = _KEPT.split(raw.decode("latin-1"))
+            path = "".join(p.upper() if i % 2 else unquote(p)
+                           for i, p in enumerate(parts)) if len(parts) > 1 else scope["path"]
+            scope = dict(scope, path=path)
+        await self.app(scope, receive, send)
+
+
 def mount(prefix: str) -> list[BaseRoute]:
     """The registry mounted at ``prefix`` (``gateway.schema.registry.path``); none if
     empty."""
     prefix = prefix.rstrip("/")
     if not prefix:
         return []
-    return [Mount(prefix, routes=routes())]
+    return [Mount(prefix, app=EncodedSlashes(Router(routes=routes())))]

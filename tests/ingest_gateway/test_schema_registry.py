@@ -325,3 +325,17 @@ def test_compatibility_endpoint_and_errors(client, gw, http):
     assert (status, body["error_code"]) == (404, 40403)
     r = http.request("GET", gw.url + PREFIX + "/subjects")
     assert r.headers["content-type"].startswith("application/vnd.schemaregistry.v1+json")
+
+
+def test_subjects_holding_slashes_and_percents(client, gw, http):
+    """Protobuf references name subjects after files (``google/protobuf/x.proto``): a
+    subject holding ``/`` or ``%`` is one path segment, sent encoded by the client."""
+    for s in ("google/protobuf/timestamp.proto", "a%2Fb", "50%-value", "sp ace/ü"):
+        sid = client.register_schema(s, Schema('"string"', "AVRO"))
+        assert client.get_latest_version(s).schema_id == sid
+        assert s in client.get_subjects()
+        assert client.get_versions(s) == [1]
+    assert "a/b" not in client.get_subjects()  # a%2Fb stayed itself
+    status, body = call(http, gw, "GET", "/subjects/google%2Fprotobuf%2Fnothing.proto/versions")
+    assert (status, body["error_code"]) == (404, 40401)
+    assert "google/protobuf/nothing.proto" in body["message"]
