@@ -16,6 +16,8 @@ reads it); this module only stores it, replaced whole on each change
         "session_timeout_ms": 10000, "rebalance_timeout_ms": 60000,
         "assignment": [["clicks", 0], ["clicks", 1]]}],         # owned in ``generation``
      "revoking": [["clicks", 2, "c1-3f2a9b1c0d4e"]],   # cooperative: withheld, old owner
+     "type": "classic",               # Kafka's group type: "consumer" with a KIP-848 member
+     "preparing": false,              # a rebalance under way (classic members rejoining)
      "offsets": {"clicks": {"0": {"offset": 42, "metadata": "", "commit_ms": 1763...}}},
      "write_id": "5c1f0e9a7b3d2c4e"}  # fresh on every write: who wrote last
 
@@ -26,6 +28,11 @@ a gateway that becomes the group's coordinator loads it and the members carry on
 the rebalance). No liveness is stored: nothing here says a member is still alive.
 A coordinator that finds another ``write_id`` than its own last one knows another
 gateway coordinated the group meanwhile, and reloads it.
+
+A KIP-848 member (``group.protocol=consumer``) has also ``"protocol": "consumer"``,
+``member_epoch``, ``previous_epoch``, ``pending_revocation`` (partitions it still holds
+and must give up), ``target`` (its share of the last plan), ``assignor`` and ``regex``
+(null when not used); ``assignment`` is what it holds now.
 
 Compatibility: documents written before membership was kept have only ``group``,
 ``generation``, ``strategy`` and ``offsets``; they read as a group with no members
