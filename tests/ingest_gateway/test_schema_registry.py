@@ -339,3 +339,39 @@ def test_subjects_holding_slashes_and_percents(client, gw, http):
     status, body = call(http, gw, "GET", "/subjects/google%2Fprotobuf%2Fnothing.proto/versions")
     assert (status, body["error_code"]) == (404, 40401)
     assert "google/protobuf/nothing.proto" in body["message"]
+
+
+def test_protobuf_serializer_registers_its_imports_as_references(client):
+    """ProtobufSerializer registers the file a message imports as its own subject (named
+    after the file) and the message's schema with a reference to it; PROTOBUF schemas are
+    stored and served as the client sent them (no compatibility check: README)."""
+    pytest.importorskip("google.protobuf")
+    from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
+                                                          ProtobufSerializer)
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    tag = uuid.uuid4().hex[:6]
+    fdp = descriptor_pb2.FieldDescriptorProto
+    pool = descriptor_pool.DescriptorPool()
+    page = descriptor_pb2.FileDescriptorProto(name=f"demo{tag}/page.proto",
+                                              package=f"demo{tag}", syntax="proto3")
+    page.message_type.add(name="Page").field.add(name="path", number=1,
+                                                 type=fdp.TYPE_STRING, label=1)
+    click = descriptor_pb2.FileDescriptorProto(name=f"demo{tag}/click.proto",
+                                               package=f"demo{tag}", syntax="proto3",
+                                               dependency=[page.name])
+    msg = click.message_type.add(name="Click")
+    msg.field.add(name="page", number=1, type=fdp.TYPE_MESSAGE, label=1,
+                  type_name=f".demo{tag}.Page")
+    pool.Add(page)
+    pool.Add(click)
+    Click = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"demo{tag}.Click"))
+    ctx = SerializationContext(f"pb-{tag}", MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    data = ProtobufSerializer(Click, client, conf)(Click(page={"path": "/x"}), ctx)
+    latest = client.get_latest_version(f"pb-{tag}-value")
+    assert latest.schema.schema_type == "PROTOBUF"
+    assert [(r.name, r.subject) for r in latest.schema.references] == [(page.name, page.name)]
+    assert client.get_latest_version(page.name).schema.schema_type == "PROTOBUF"
+    assert ProtobufDeserializer(Click, conf)(data, ctx).page.path == "/x"
