@@ -33,7 +33,10 @@ def test_api_versions_offer_kafka_floors_and_the_caps(kafka_gateway):
     assert offered[37] == (0, 3) and offered[43] == (0, 2) and offered[35] == (1, 5)
     assert offered[61] == (0, 0) and offered[65] == (0, 0) and offered[66] == (0, 2)
     assert {19, 20, 22} <= offered.keys()
-    assert offered[24] == (0, 3) and offered[26] == (0, 4)  # transactions (txn.OFFERED)
+    assert offered[24] == (0, 3) and offered[26] == (0, 5)  # transactions (txn.OFFERED)
+    # SCRAM credentials and client quotas (scram_admin, quota_admin)
+    assert offered[50] == (0, 0) and offered[51] == (0, 0)
+    assert offered[48] == (0, 1) and offered[49] == (0, 1)
 
 
 def test_unknown_api_versions_version_answers_35_in_a_v0_body(kafka_gateway):

@@ -137,7 +137,7 @@ def test_before_the_login_only_api_versions_and_sasl_are_served(secured, pki):
         _, answer = call(s, ApiVersionsRequest(client_software_name="t",
                                                client_software_version="1"), 3)
         offered = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
-        assert offered[17] == (1, 1) and offered[36] == (0, 2)
+        assert offered[17] == (0, 1) and offered[36] == (0, 2)
         s.sendall(frame(MetadataRequest(topics=(MetadataRequestTopic(topic_id=uuid.UUID(
             int=0), name=TOPIC),), allow_auto_topic_creation=False,
             include_topic_authorized_operations=False), 12))
