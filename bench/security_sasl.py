@@ -17,8 +17,10 @@ by ``bench/security.py`` (its ``sasl_login_*`` figures). Writes
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import socket
+import struct
 import statistics
 import sys
 import tempfile
@@ -47,9 +49,29 @@ def _cpu_s(pid: int) -> float:
 
 
 def _call(s: socket.socket, request, version: int):
-    from tests.ingest_gateway.kafka.kafka_gateway import call
+    """Send one kio request (header v1, or v2 when flexible); its kio answer."""
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader, entity_writer
 
-    return call(s, request, version)[1]
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    head = struct.pack(">hhih", type(request).__api_key__, version, 1, 5) + b"bench"
+    payload = head + (b"\0" if type(request).__flexible__ else b"") + body.getvalue()
+    s.sendall(struct.pack(">i", len(payload)) + payload)
+    size = struct.unpack(">i", _exactly(s, 4))[0]
+    data = _exactly(s, size)
+    cls = load_response_schema(type(request).__api_key__, version)
+    return entity_reader(cls)(data, 4 + (1 if cls.__flexible__ else 0))[0]
+
+
+def _exactly(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the gateway closed the connection")
+        buf += chunk
+    return buf
 
 
 def login(port: int, mechanism: str) -> None:
