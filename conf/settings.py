@@ -65,6 +65,7 @@ class GatewaySettings:
     group_consumer_assignors: str
     group_consumer_heartbeat_interval_ms: int
     group_consumer_session_timeout_ms: int
+    group_consumer_migration_policy: str
     broker_id: str
     advertised_listeners: str
     access_log: bool
@@ -244,6 +245,11 @@ def load(overrides: Mapping[str, Any] | None = None, *,
     if bad:
         raise ConfigError("gateway.group.consumer.assignors", gateway.group_consumer_assignors,
                           "must list assignors among uniform, range")
+    if gateway.group_consumer_migration_policy not in ("bidirectional", "upgrade", "downgrade",
+                                                       "disabled"):
+        raise ConfigError("gateway.group.consumer.migration.policy",
+                          gateway.group_consumer_migration_policy,
+                          "must be bidirectional, upgrade, downgrade or disabled")
     for key in ("group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"):
         if getattr(gateway, key.replace(".", "_")) < 1:
             raise ConfigError(f"gateway.{key}", getattr(gateway, key.replace(".", "_")),

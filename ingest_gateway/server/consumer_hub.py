@@ -95,7 +95,8 @@ class ConsumerHub:
         self.consumer_members = ConsumerMembers(
             self.coordinator, heartbeat_interval_ms=gw.group_consumer_heartbeat_interval_ms,
             session_timeout_ms=gw.group_consumer_session_timeout_ms,
-            assignors=self.coordinator.consumer_assignors)
+            assignors=self.coordinator.consumer_assignors,
+            upgrade=gw.group_consumer_migration_policy in ("bidirectional", "upgrade"))
         #: consumer.instance.timeout.ms: the default and the longest an instance may ask for
         self.instance_timeout_ms = gw.consumer_instance_timeout_ms
         self.waiters: dict[tuple[str, int], set[asyncio.Future]] = {}

@@ -197,3 +197,18 @@ def test_a_static_member_away_keeps_its_partitions_and_a_new_process_takes_them(
     assert owners(members) == {"a2": before["a"], "b": before["b"]}
     with pytest.raises(UnknownMemberId):  # the old process's member id is gone
         beat(members, "a", epochs["a"])
+
+
+def test_without_the_upgrade_policy_a_classic_group_refuses_kip848_members(coord):
+    """group.consumer.migration.policy downgrade or disabled: a KIP-848 member may not
+    join a group of classic members (Kafka: GROUP_ID_NOT_FOUND, not a consumer group);
+    an empty group it may."""
+    from ingest_gateway.server.groups.consumer import NotConsumerGroup
+
+    strict = ConsumerMembers(coord, upgrade=False)
+    coord.join(G, ["t"], client_id="classic")
+    with pytest.raises(NotConsumerGroup, match="is not a consumer group"):
+        join(strict, "kip848")
+    assert strict.heartbeat("other", Heartbeat("x", 0, topics=frozenset({"t"}),
+                                               owned=frozenset(),
+                                               rebalance_timeout_ms=30_000)).member_epoch == 1

@@ -21,6 +21,11 @@ leaving or expired one (``group.consumer.session.timeout.ms``), a changed subscr
 or assignor, or a subscribed topic's partition count changing starts a new plan (the
 group epoch is the coordinator's generation).
 
+A KIP-848 member may join a group of classic members (Kafka's online upgrade) unless
+``group.consumer.migration.policy`` is ``downgrade`` or ``disabled`` (NotConsumerGroup,
+Kafka's GROUP_ID_NOT_FOUND); classic members may always join a consumer group, and a
+group whose last KIP-848 member left is a classic group again (as Kafka's downgrade).
+
 Refused as Kafka refuses: an epoch above the member's (FencedMemberEpoch), below it
 unless it is the previous one and the owned partitions are within the assignment (a
 lost answer), an unknown member (UnknownMemberId), an assignor outside
@@ -36,8 +41,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ingest_gateway.errors import (FencedMemberEpoch, GroupError, UnknownMemberId,
-                                   UnsupportedAssignor)
+from ingest_gateway.errors import (FencedMemberEpoch, GroupError, UnknownGroup,
+                                   UnknownMemberId, UnsupportedAssignor)
 from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
 from ingest_gateway.server.groups import epochs, static
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
@@ -68,6 +73,15 @@ class UnreleasedInstanceId(GroupError):
         self.group, self.member_id, self.instance_id = group, member_id, instance_id
         super().__init__(f"member {member_id!r} cannot join consumer group {group!r} with "
                          f"instance id {instance_id!r}: another member still has it")
+
+
+class NotConsumerGroup(UnknownGroup):
+    """A KIP-848 member joining a group of classic members while
+    group.consumer.migration.policy forbids the upgrade (Kafka's GROUP_ID_NOT_FOUND)."""
+
+    def __init__(self, group: str):
+        super().__init__(group)
+        self.args = (f"Group {group} is not a consumer group.",)
 
 
 class InvalidRegularExpression(GroupError, ValueError):
@@ -135,8 +149,12 @@ class ConsumerMembers:
     """KIP-848 members of ``coordinator``'s groups (thread-safe: under its lock)."""
 
     def __init__(self, coordinator: GroupCoordinator, *, heartbeat_interval_ms: int = 5000,
-                 session_timeout_ms: int = 45_000, assignors: Sequence[str] = epochs.ASSIGNORS):
+                 session_timeout_ms: int = 45_000, assignors: Sequence[str] = epochs.ASSIGNORS,
+                 upgrade: bool = True):
         self.coordinator = coordinator
+        #: group.consumer.migration.policy allows an upgrade: a KIP-848 member may join a
+        #: group of classic members (else NotConsumerGroup, Kafka's GROUP_ID_NOT_FOUND)
+        self.upgrade = upgrade
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.assignors = tuple(assignors)
@@ -205,6 +223,8 @@ class ConsumerMembers:
             if returned is not None:
                 m = returned
             elif m is None:
+                if g.members and g.type != CONSUMER and not self.upgrade:
+                    raise NotConsumerGroup(g.name)
                 m = g.members[hb.member_id] = Member(
                     hb.member_id, hb.client_id, frozenset(), (), self.session_timeout_ms,
                     hb.rebalance_timeout_ms or 0, now, -1, protocol=CONSUMER,
