@@ -393,3 +393,43 @@ def test_scram_over_sasl_ssl(scram_ssl_gw):
     wait_for(lambda: p.poll(0.2) is not None and False or bool(errors), timeout=30,
              what="a mechanism error")
     assert any("PLAIN" in str(e) or "mechanism" in str(e).lower() for e in errors), errors
+
+
+def test_hostile_scram_admin_values_get_kafkas_codes(scram_gw):
+    """AlterUserScramCredentials with absurd values, raw: each user its own code, the
+    connection kept; nothing stored for them."""
+    from kio.schema.alter_user_scram_credentials.v0 import request as alter
+    from kio.schema.describe_user_scram_credentials.v0 import request as describe
+
+    def up(name, mechanism=1, iterations=4096, salt=b"s" * 16, salted=b"k" * 32):
+        return alter.ScramCredentialUpsertion(name=name, mechanism=mechanism,
+                                              iterations=iterations, salt=salt,
+                                              salted_password=salted)
+
+    s, _ = scram_login(scram_gw)
+    req = alter.AlterUserScramCredentialsRequest(deletions=(
+        alter.ScramCredentialDeletion(name="ghost", mechanism=2),
+        alter.ScramCredentialDeletion(name="", mechanism=1),
+        alter.ScramCredentialDeletion(name="weird", mechanism=-1),
+    ), upsertions=(
+        up("huge-iter", iterations=2**31 - 1), up("neg-iter", iterations=-5),
+        up("no-salt", salt=b""), up("big-salt", salt=b"x" * 5000),
+        up("no-key", salted=b""), up("mech0", mechanism=0), up("mech9", mechanism=9),
+        up("twice"), up("twice"), up("fine"),
+    ))
+    answer = call(s, req, 0)[1]
+    codes = {r.user: int(r.error_code) for r in answer.results}
+    assert codes == {"ghost": 91, "": 93, "weird": 33, "huge-iter": 93, "neg-iter": 93,
+                     "no-salt": 93, "big-salt": 93, "no-key": 93, "mech0": 33,
+                     "mech9": 33, "twice": 92, "fine": 0}
+    stored = scram_docs.describe(open_log(scram_gw.store_url).store).users
+    assert "fine" in stored and not set(codes) - {"fine"} & set(stored)
+    # describe: a user named twice, an unknown one, a known one
+    answer = call(s, describe.DescribeUserScramCredentialsRequest(users=tuple(
+        describe.UserName(name=n) for n in ("fine", "fine", "nobody", "alice"))), 0)[1]
+    got = {r.user: (int(r.error_code), [(c.mechanism, c.iterations)
+                                         for c in r.credential_infos])
+           for r in answer.results}
+    assert got == {"fine": (92, []), "nobody": (91, []),
+                   "alice": (0, [(1, 4096), (2, 4096)])}
+    assert serves(s)  # the connection kept
