@@ -307,6 +307,7 @@ def test_a_reauthentication_extends_the_session_and_keeps_the_principal(scram_gw
     assert closed(s)
 
 
+@pytest.mark.slow  # three session lifetimes of waiting (~10 s)
 def test_librdkafka_reauthenticates_past_the_session_lifetime(scram_gw):
     p = Producer(conf(scram_gw, "SCRAM-SHA-512", **{"message.timeout.ms": 15_000}))
     errors: list = []

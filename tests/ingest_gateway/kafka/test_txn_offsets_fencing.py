@@ -36,6 +36,7 @@ def producer(gw, tid: str):
     return p
 
 
+@pytest.mark.slow  # a group join (~15 s); the fenced case below runs in the fast suite
 def test_offsets_of_a_member_still_in_the_group_are_committed(kafka_gateway, kafka_log):
     topic, group = new_topic(kafka_log, 1), f"g-{uuid.uuid4().hex[:8]}"
     c = joined(kafka_gateway, group, topic)
