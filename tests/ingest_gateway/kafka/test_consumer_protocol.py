@@ -222,3 +222,31 @@ def test_a_regular_expression_subscription_follows_new_topics(gateway):
                    == {("re-a", 0), ("re-a", 1), ("re-b", 0)}, "re-b joining the assignment")
     finally:
         m.c.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_mixed_group_of_classic_and_kip848_members(gateway, strategy):
+    """A classic librdkafka member (eager range, or cooperative-sticky) and a
+    group.protocol=consumer one in one group, as Kafka 4 allows: they split the partitions,
+    never both owning one, and the survivor of either kind takes everything."""
+    gw, group = gateway, f"kip848-mixed-{strategy}"
+    events: list = []
+    lock = threading.Lock()
+    new = Member(gw, group, "new", events, lock)
+    poll_until([new], lambda: len(new.owned()) == PARTITIONS, "the KIP-848 member alone")
+    old = Member(gw, group, "old", events, lock, **{
+        "group.protocol": "classic", "partition.assignment.strategy": strategy,
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    members = [new, old]
+    try:
+        poll_until(members, lambda: [len(m.owned()) for m in members] == [3, 3],
+                   "three partitions each")
+        assert new.owned() | old.owned() == set(range(PARTITIONS))
+        check_no_overlap(events)
+        new.c.close()
+        members = [old]
+        poll_until(members, lambda: len(old.owned()) == PARTITIONS, "the classic one alone")
+        check_no_overlap(events)
+    finally:
+        for m in members:
+            m.c.close()
