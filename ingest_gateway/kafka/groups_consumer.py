@@ -14,7 +14,8 @@ UNSUPPORTED_ASSIGNOR, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, NOT_COORDINATOR,
 GROUP_AUTHORIZATION_FAILED without Read on the group. ConsumerGroupDescribe answers
 GROUP_ID_NOT_FOUND for a group nobody knows and for a classic group ("is not a consumer
 group", as Kafka), GROUP_AUTHORIZATION_FAILED without Describe on it; members of a
-mixed group are each marked classic (0) or consumer (1) from v1.
+mixed group are each marked classic (0) or consumer (1) from v1; the group's authorized
+operations (KIP-430) when asked for.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kio.schema.errors import ErrorCode
 from ingest_gateway.errors import UnknownGroup
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
+from ingest_gateway.kafka.admin_brokers import requested_operations
 from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
 from ingest_gateway.kafka.groups_protocol import failed_code
 from ingest_gateway.kafka.wire import Header, error, make, response_module
@@ -190,7 +192,9 @@ async def consumer_group_describe(broker: Broker, head: Header, req: Any) -> Any
                 out.append(failed(group, GROUP_ID_NOT_FOUND,
                                   f"Group {group} is not a consumer group."))
                 continue
-            out.append(await hub.run(_described, broker, mod, head.api_version, d))
+            described = await hub.run(_described, broker, mod, head.api_version, d)
+            out.append(dataclasses.replace(described, authorized_operations=requested_operations(
+                broker, req.include_authorized_operations, "Group", group)))
         except UnknownGroup:
             out.append(failed(group, GROUP_ID_NOT_FOUND, f"Group {group} not found."))
         except Exception as e:  # noqa: BLE001 - every failure is an error code

@@ -153,5 +153,6 @@ def test_absurd_heartbeats_get_kafkas_codes_on_a_connection_kept_open(gw):
         assert codes[:3000] == [GROUP_ID_NOT_FOUND] * 3000
         assert codes[3000:3002] == [INVALID_GROUP_ID] * 2 and codes[-1] == NONE
         assert sorted(m.member_id for m in resp.groups[-1].members) == ["m1", "m2"]
+        assert resp.groups[-1].authorized_operations > 0  # asked for: every one (no ACLs)
         # leaving works on the same connection
         assert beat(s, "m1", -1, topics=None, owned=None).error_code == NONE
