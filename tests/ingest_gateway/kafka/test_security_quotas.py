@@ -39,7 +39,7 @@ def gw(tmp_path_factory):
               "User:consumer": {"consumer_byte_rate": RATE},
               # a client id's quota, whoever uses it; a share of request handling time
               "Client:slow-client": {"producer_byte_rate": RATE},
-              "User:busy": {"request_percentage": 0.01}}
+              "User:busy": {"request_percentage": 0.5}}
     with sasl_gateway(tmp_path_factory.mktemp("kafka-quotas"), users=USERS, acls=acls,
                       topics={TOPIC: 1}, quotas=quotas) as g:
         yield g
@@ -168,7 +168,7 @@ def test_a_principal_over_its_request_percentage_gets_a_throttle_time(gw):
     s = logged_in(gw, "busy")
     req = MetadataRequest(topics=None, allow_auto_topic_creation=False,
                           include_topic_authorized_operations=False)
-    for i in range(50):  # each Metadata's handling time counts; the first throttled ends it
+    for i in range(2000):  # each Metadata's handling time counts; the first throttled ends it
         throttle = call(s, req, 12, correlation_id=10 + i)[1].throttle_time
         if throttle > datetime.timedelta(0):
             break
