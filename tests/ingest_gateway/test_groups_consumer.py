@@ -212,3 +212,19 @@ def test_without_the_upgrade_policy_a_classic_group_refuses_kip848_members(coord
     assert strict.heartbeat("other", Heartbeat("x", 0, topics=frozenset({"t"}),
                                                owned=frozenset(),
                                                rebalance_timeout_ms=30_000)).member_epoch == 1
+
+
+def test_offset_fetch_checks_members_of_consumer_groups_only(coord, members):
+    """Kafka's validateOffsetFetch: a classic group checks nothing; a consumer group the
+    member's id and epoch."""
+    st = coord.join(G, ["t"], client_id="classic")
+    members.check_fetch(G, "not-a-member", 99)  # classic group: accepted
+    members.check_fetch("nobody-knows", "x", 3)
+    a = join(members, "a")  # now a consumer group (mixed)
+    members.check_fetch(G, "a", a.member_epoch)
+    members.check_fetch(G, st.member_id, coord.describe(G).generation)
+    with pytest.raises(StaleMemberEpoch):
+        members.check_fetch(G, "a", a.member_epoch + 1)
+    with pytest.raises(UnknownMemberId):
+        members.check_fetch(G, "not-a-member", 1)
+    members.check_fetch(G, "", -1)  # an admin's fetch

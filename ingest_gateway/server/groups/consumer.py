@@ -320,15 +320,18 @@ class ConsumerMembers:
             return m.topics if m is not None else frozenset()
 
     def check_fetch(self, group: str, member_id: str, member_epoch: int) -> None:
-        """OffsetFetch v9's check (Kafka's ``validateOffsetFetch``): a member's id and
-        epoch must be a member's of the group held here, at its current epoch (a classic
-        member's generation). Raises UnknownMemberId or StaleMemberEpoch / IllegalGeneration.
-        Nothing to check for an admin's fetch (no member id, epoch -1)."""
+        """OffsetFetch v9's check (Kafka's ``validateOffsetFetch``): in a consumer group
+        (one with a KIP-848 member) a member's id and epoch must be a member's, at its
+        current epoch (a classic member's generation). Raises UnknownMemberId or
+        StaleMemberEpoch / IllegalGeneration. Nothing to check for an admin's fetch (no
+        member id, epoch -1) nor in a classic group (Kafka checks none there)."""
         if not member_id and member_epoch < 0:
             return
         with self.coordinator.table.lock:
             g = self.coordinator.table.groups.get(group)
-            m = g.members.get(member_id) if g is not None else None
+            if g is None or g.type != CONSUMER:
+                return
+            m = g.members.get(member_id)
             if m is None:
                 raise UnknownMemberId(group, member_id)
             check_epoch(g, m, member_epoch)
