@@ -11,7 +11,8 @@ Describe/Alter/IncrementalAlterConfigs (``admin_configs``),
 Describe/AlterUserScramCredentials (``scram_admin``), Describe/AlterClientQuotas
 (``quota_admin``), CreatePartitions, ElectLeaders,
 DescribeLogDirs (``admin_partitions``), ListTransactions, DescribeTransactions,
-DescribeProducers, WriteTxnMarkers (``admin_transactions``), AlterReplicaLogDirs,
+DescribeProducers, WriteTxnMarkers (``admin_transactions``), DescribeAcls, CreateAcls,
+DeleteAcls (``admin_acls``), AlterReplicaLogDirs,
 AlterPartitionReassignments, ListPartitionReassignments (``admin_reassign``). Those are
 :data:`OWN_CHECKS`.
 
@@ -43,9 +44,8 @@ from ingest_gateway.kafka.wire import Header, ProtocolError, error
 
 CLUSTER = ("Cluster", sec.CLUSTER_NAME)
 #: APIs checked by their handlers (per resource), or served to anyone (ApiVersions, SASL)
-OWN_CHECKS = frozenset({0, 1, 2, 3, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 27, 28, 32, 33,
-                        34, 35, 36, 37, 43, 44, 45, 46, 48, 49, 50, 51, 61, 65,
-                        66})
+OWN_CHECKS = frozenset({0, 1, 2, 3, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 27, 28, 29, 30,
+                        31, 32, 33, 34, 35, 36, 37, 43, 44, 45, 46, 48, 49, 50, 51, 61, 65, 66})
 
 Need = tuple[str, str, str]  # (operation, resource type, name)
 

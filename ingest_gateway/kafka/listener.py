@@ -49,7 +49,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ingest_gateway.kafka import broker as admin
-from ingest_gateway.kafka import (admin_brokers, admin_configs, admin_partitions,
+from ingest_gateway.kafka import (admin_acls, admin_brokers, admin_configs, admin_partitions,
                                   admin_reassign, admin_records, admin_transactions, codes,
                                   fetch, groups, produce, txn, txn_produce)
 from ingest_gateway.kafka import acl_gate, quota_admin, scram_admin, throttle
@@ -79,7 +79,7 @@ def _handlers() -> dict[int, Any]:
             API_PRODUCE: produce.by_topic_id(txn_produce.produce), API_FETCH: fetch.fetch,
             API_LIST_OFFSETS: fetch.list_offsets,
             **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
-            **admin_reassign.HANDLERS,
+            **admin_reassign.HANDLERS, **admin_acls.HANDLERS,
             **admin_configs.HANDLERS, **admin_records.HANDLERS, **scram_admin.HANDLERS,
             **quota_admin.HANDLERS}
     return {**table, **admin_brokers.handlers(table)}
@@ -92,7 +92,7 @@ def offered(sasl: bool) -> dict[int, tuple[int, int]]:
             **admin_configs.OFFERED, **admin_records.OFFERED,
             **admin_brokers.OFFERED, **admin_partitions.OFFERED,
             **admin_transactions.OFFERED, **admin_reassign.OFFERED, **scram_admin.OFFERED,
-            **quota_admin.OFFERED,
+            **quota_admin.OFFERED, **admin_acls.OFFERED,
             **(sec.SASL_OFFERED if sasl else {})}
 
 

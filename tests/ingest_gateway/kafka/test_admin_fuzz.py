@@ -1,6 +1,6 @@
 """Hostile input to the APIs issue 31 added (CreatePartitions, ElectLeaders,
 DescribeLogDirs, ListTransactions, DescribeTransactions, DescribeProducers,
-WriteTxnMarkers, the reassignment APIs, Produce v13, Fetch v18 with fetch sessions,
+WriteTxnMarkers, the reassignment and ACL APIs, Produce v13, Fetch v18 with fetch sessions,
 Metadata v13) against a real gateway process:
 
 - fuzzed bodies (random, cut short, bytes flipped, huge lengths spliced in:
@@ -29,8 +29,8 @@ from log_layout import open_log
 ck = pytest.importorskip("confluent_kafka")
 
 #: (api key, lowest version fuzzed): the new APIs whole, the new versions of old ones
-NEW = {37: 0, 43: 0, 35: 1, 61: 0, 65: 0, 66: 0, 27: 1, 34: 1, 45: 0, 46: 0, 0: 13, 1: 18,
-       3: 13}
+NEW = {37: 0, 43: 0, 35: 1, 61: 0, 65: 0, 66: 0, 27: 1, 34: 1, 45: 0, 46: 0, 29: 1, 30: 1,
+       31: 1, 0: 13, 1: 18, 3: 13}
 INVALID_PARTITIONS, UNKNOWN_TOPIC_OR_PARTITION = 37, 3
 
 

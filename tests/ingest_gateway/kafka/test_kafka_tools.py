@@ -204,3 +204,25 @@ def test_the_java_consumer_reads_in_a_fetch_session(tools, gw):
         proc.kill()
     assert seen == 1 and partitions >= 8, (seen, partitions)
     assert _metric(gw, "sparklog_gateway_kafka_fetch_sessions") == before
+
+
+def test_kafka_acls_adds_lists_and_removes(tools, gw):
+    run(tools, gw, "AclCommand", "--add", "--allow-principal", "User:alice", "--operation",
+        "Read", "--topic", "t", "--group", "g-", "--resource-pattern-type", "prefixed")
+    out = run(tools, gw, "AclCommand", "--list", "--topic", "t", "--resource-pattern-type",
+              "prefixed")
+    assert "name=t, patternType=PREFIXED" in out and \
+        "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in out, out
+    # the producer shortcut: Write, Describe, Create on the topic (literal)
+    run(tools, gw, "AclCommand", "--add", "--allow-principal", "User:bob", "--producer",
+        "--topic", "t")
+    from log_layout.acls import list_acls
+
+    stored = {(b.principal, b.resource_type, b.name, b.operation)
+              for b in list_acls(gw.log.store)}
+    assert {("User:bob", "Topic", "t", op) for op in ("Write", "Describe", "Create")} <= stored
+    run(tools, gw, "AclCommand", "--remove", "--force", "--allow-principal", "User:bob",
+        "--producer", "--topic", "t")
+    run(tools, gw, "AclCommand", "--remove", "--force", "--topic", "t", "--group", "g-",
+        "--resource-pattern-type", "prefixed")
+    assert list_acls(gw.log.store) == []
