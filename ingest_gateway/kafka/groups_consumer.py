@@ -139,7 +139,8 @@ async def consumer_group_heartbeat(broker: Broker, head: Header, req: Any) -> An
     return make(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO,
                 error_code=error(codes.NONE), error_message=None, member_id=ans.member_id,
                 member_epoch=ans.member_epoch,
-                heartbeat_interval=datetime.timedelta(milliseconds=ans.heartbeat_interval_ms), assignment=assignment)
+                heartbeat_interval=datetime.timedelta(milliseconds=ans.heartbeat_interval_ms),
+                assignment=assignment)
 
 
 def _assignment(mod: Any, broker: Broker, pairs: Iterable[dict[str, Any]]) -> Any:

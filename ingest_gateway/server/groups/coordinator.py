@@ -63,8 +63,8 @@ from ingest_gateway.errors import (
 from ingest_gateway.server.groups import assignors, epochs, static
 from ingest_gateway.server.groups.state import (
     CONSUMER, DEFAULT_REBALANCE_TIMEOUT_MS, DEFAULT_SESSION_TIMEOUT_MS, MAX_METADATA_CHARS,
-    MAX_TIMEOUT_MS,     MIN_SESSION_TIMEOUT_MS, Group, GroupDescription, Member, check_client_id, check_epoch,
-    check_rebalance_timeout)
+    MAX_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS, Group, GroupDescription, Member, check_client_id,
+    check_epoch, check_rebalance_timeout)
 from ingest_gateway.protocol.group_offsets import checked_offsets
 from ingest_gateway.server.groups.store import partition_counts, partition_lags
 from ingest_gateway.server.groups.table import Cluster, GroupTable

@@ -9,8 +9,8 @@ against a real gateway process:
   stays open: epochs below -2 and above the member's, a first heartbeat without its
   subscription or with owned partitions, an empty or 10,000-character member id, a
   regular expression RE2 refuses or a backtracking bomb, an assignor nobody offers,
-  20,000 subscribed topics, owned partitions of unknown topic ids and negative partitions, a describe of 3,000
-  groups with bad names among them; commits and offset fetches with a stale epoch
+  20,000 subscribed topics, owned partitions of unknown topic ids and negative
+  partitions, a describe of 3,000 groups with bad names among them; commits and offset fetches with a stale epoch
   (STALE_MEMBER_EPOCH), a KIP-848 member's commit below v9 (UNSUPPORTED_VERSION).
 """
 
