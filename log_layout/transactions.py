@@ -49,7 +49,9 @@ written at E+1 as *strict* markers (``txn_writes``: they end only records of old
 epochs) and the producer gets E+1 back for its next transaction. So a marker of
 transaction N that a recovering caller writes late finds transaction N+1's records at
 its own epoch and leaves them open: the window the check below leaves is closed for
-these producers. A retried end at E (its answer lost) is recognised by ``ended`` and
+these producers. A v1 end (no bump) closes it another way: before its commit point it
+reads each partition's end offset (``"bounds"``), and its markers end only a
+transaction opened below it (``txn_writes``): the producer's next one opens above. A retried end at E (its answer lost) is recognised by ``ended`` and
 answered with the current pair. At Kafka's last epoch (32766) the end hands out a new
 producer id at epoch 0 instead, as Kafka's coordinator does. An abort by the timeout,
 an operator or ``init_transactions`` bumps the epoch too and writes strict markers.
@@ -183,7 +185,7 @@ def _abort_ongoing(log: Any, tid: str, seen: Mapping[str, Any], now_ms: int | No
                 (seen["producer_id"], seen["epoch"]):
             raise _Busy()
         return {**doc, "state": PREPARE_ABORT, "epoch": doc["epoch"] + 1, "bumped": True,
-                "ended": None, "updated_ms": _now(now_ms)}
+                "ended": None, "bounds": [], "updated_ms": _now(now_ms)}
 
     try:
         new = _doc(log, tid).update(prepare)
@@ -269,6 +271,7 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
     done_state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
     operation = "commit" if commit else "abort"
     ended = [producer_id, epoch, commit]
+    bounds = [] if bump else _bounds(log, tid)
 
     def prepare(cur: Version) -> dict[str, Any] | None:
         doc = cur.doc
@@ -279,6 +282,7 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
         if state == ONGOING:
             if not bump:
                 return {**doc, "state": prepare_state, "bumped": False, "ended": None,
+                        "bounds": [b for b in bounds if b[:2] in doc["partitions"]],
                         "updated_ms": _now(now_ms)}
             return {**doc, "state": prepare_state, "epoch": epoch + 1, "bumped": True,
                     "ended": ended, "updated_ms": _now(now_ms)}
@@ -354,18 +358,21 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
     name its transaction, only its producer and epoch."""
     commit = doc["state"] == PREPARE_COMMIT
     strict = bool(doc.get("bumped"))  # the records are of an older epoch: txn_writes
+    bound = {(t, p): off for t, p, off in doc.get("bounds") or ()}
     d = _doc(log, tid)
     if check:
         for topic, p in doc["partitions"]:
             if not _same(d, doc):
                 return (d.newest() or Version(0, {})).doc.get("state", doc["state"])
-            _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms, strict)
+            _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms, strict,
+                    bound.get((topic, p)))
     else:
         # the producer ending its own transaction: nobody else completes it meanwhile,
         # so its markers go side by side (each waits on its own fsyncs; "remote" threads,
         # as the fsyncs of each commit take the "io" ones)
         futures = [workers.submit(_marker, log, topic, p, doc["producer_id"], doc["epoch"],
-                                  commit, now_ms, strict, kind="remote")
+                                  commit, now_ms, strict, bound.get((topic, p)),
+                                  kind="remote")
                    for topic, p in doc["partitions"]]
         concurrent.futures.wait(futures)
         for f in futures:
@@ -392,6 +399,22 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
     return (d.newest() or Version(0, {})).doc.get("state", done)
 
 
+def _bounds(log: Any, tid: str) -> list[list[Any]]:
+    """[topic, partition, end offset] of each partition of ``tid``'s ongoing
+    transaction, read before its commit point (a v1 end's late-marker guard, module
+    doc); a partition that cannot be read gets none."""
+    doc = describe(log, tid) or {}
+    if doc.get("state") != ONGOING:
+        return []
+    out = []
+    for topic, p in doc["partitions"]:
+        try:
+            out.append([topic, p, log.partition(topic, p).snapshot().next_offset])
+        except (UnknownTopic, UnknownPartition):
+            continue
+    return out
+
+
 def _same(d: VersionedDoc, doc: Mapping[str, Any]) -> bool:
     """Whether the newest document is still ``doc``'s transaction in ``doc``'s state."""
     cur = (d.newest() or Version(0, {})).doc
@@ -399,13 +422,16 @@ def _same(d: VersionedDoc, doc: Mapping[str, Any]) -> bool:
 
 
 def _marker(log: Any, topic: str, partition: int, producer_id: int, epoch: int,
-            commit: bool, now_ms: int | None, strict: bool = False) -> None:
-    """One partition's marker (``strict``: of a bumped end, ``txn_writes``); retried
-    when a claim fences the writer meanwhile. A deleted topic needs none."""
+            commit: bool, now_ms: int | None, strict: bool = False,
+            before: int | None = None) -> None:
+    """One partition's marker (``strict``: of a bumped end; ``before``: the partition's
+    end at the commit point of a v1 end; ``txn_writes``); retried when a claim fences
+    the writer meanwhile. A deleted topic needs none."""
     for attempt in range(MARKER_ATTEMPTS):
         try:
             log.partition(topic, partition).writer().write_marker(
-                producer_id, epoch, commit, now_ms=_now(now_ms), strict=strict)
+                producer_id, epoch, commit, now_ms=_now(now_ms), strict=strict,
+                before=before)
             return
         except (UnknownTopic, UnknownPartition):
             return

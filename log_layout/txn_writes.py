@@ -23,6 +23,12 @@ transaction (it got that epoch back from EndTxn), so a marker of the previous
 transaction arriving late -- a recovering gateway's, after the producer finished it
 itself -- leaves them open instead of ending them early (Kafka's TV2 check that a
 marker's epoch exceed the partition's).
+
+**Transactions v1** keep their epoch from one transaction to the next, so the epoch
+cannot tell them apart; the coordinator records each partition's end offset when a
+transaction reaches its commit point (``before``): every record of that transaction is
+below it, and a transaction the producer opens in the partition afterwards starts at
+or above it (after this one's marker), so a late marker leaves it open.
 """
 
 from __future__ import annotations
@@ -94,16 +100,21 @@ def transactional_changes(m: Manifest, producer_id: int, base: int) -> dict:
 
 
 def plan_marker(m: Manifest, producer_id: int, epoch: int, commit: bool,
-                ts: int, *, strict: bool = False) -> tuple[dict, dict] | dict | None:
+                ts: int, *, strict: bool = False,
+                before: int | None = None) -> tuple[dict, dict] | dict | None:
     """A marker's next version on ``m``: ``(stats, changes)`` for a marker segment, a
     dict of changes for an epoch-only version, None for nothing to do. ``strict``: a
-    transactions v2 marker (module doc), which leaves records of its own epoch open.
-    Raises InvalidProducerEpoch for an epoch older than the producer's."""
+    transactions v2 marker (module doc), which leaves records of its own epoch open;
+    ``before``: the partition's end when the transaction reached its commit point, so a
+    transaction opened at or after it is a later one, left open (module doc). Raises
+    InvalidProducerEpoch for an epoch older than the producer's."""
     entry = m.producers.get(producer_id)
     if entry is not None and entry.epoch > epoch:
         raise InvalidProducerEpoch(producer_id, epoch, entry.epoch)
     if strict and entry is not None and entry.epoch == epoch:
         return None  # written already, or the next transaction's records: not this one's
+    if before is not None and m.open_txns.get(producer_id, -1) >= before:
+        return None  # the producer's next transaction, opened after this one ended
     kept = entry.batches if entry is not None and entry.epoch == epoch else ()
     producers = {**m.producers, producer_id: ProducerEntry(epoch, kept)}
     first = m.open_txns.get(producer_id)

@@ -248,10 +248,12 @@ class PartitionWriter:
         return stats, changes
 
     def write_marker(self, producer_id: int, epoch: int, commit: bool, *,
-                     now_ms: int | None = None, strict: bool = False) -> Manifest | None:
+                     now_ms: int | None = None, strict: bool = False,
+                     before: int | None = None) -> Manifest | None:
         """End ``producer_id``'s transaction here with a COMMIT or ABORT control marker
         (one offset), recording ``epoch`` as the producer's (see ``txn_writes``;
-        ``strict``: a transactions v2 marker, ending only records of older epochs).
+        ``strict``: a transactions v2 marker, ending only records of older epochs;
+        ``before``: ending only a transaction opened below that offset).
         Returns the version committed, None if there was nothing to do (no open
         transaction, epoch already recorded). Raises Fenced or InvalidProducerEpoch."""
         p = self.partition
@@ -262,7 +264,8 @@ class PartitionWriter:
 
         def build(m: Manifest) -> tuple[dict, dict] | dict | None:
             self._check_epoch(m)
-            return txn_writes.plan_marker(m, producer_id, epoch, commit, ts, strict=strict)
+            return txn_writes.plan_marker(m, producer_id, epoch, commit, ts, strict=strict,
+                                          before=before)
 
         if self.journal is not None:
             return self.journal.submit(Pending(self, build, table, config.compression)).result()
