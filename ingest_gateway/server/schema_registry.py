@@ -1,12 +1,10 @@
 """The Schema Registry's operations, as Confluent's Schema Registry answers them.
 
-One implementation for every adapter (the HTTP routes of ``http.schema_registry``, the
-CLI through them). Storage is ``log_layout.schema_registry`` (ids created exclusively,
-subjects in one versioned document); schema types and compatibility are
-``schema_types``. Answers are plain dicts in Confluent's JSON shapes; refusals are
-:class:`RegistryError` carrying Confluent's HTTP status and ``error_code``.
-
-Semantics kept from Confluent's (and Karapace's):
+One implementation for the HTTP routes (``http.schema_registry``) and ``sparklog
+schemas``. Storage: ``log_layout.schema_registry``; types and compatibility:
+``schema_types``. Answers are dicts in Confluent's JSON shapes; refusals are
+:class:`RegistryError` with Confluent's HTTP status and ``error_code``. Confluent's
+(and Karapace's) semantics:
 
 - registering a schema a subject already holds (not deleted) answers its id and
   creates no version; a schema's id is the same in every subject;
@@ -21,6 +19,8 @@ Semantics kept from Confluent's (and Karapace's):
 
 from __future__ import annotations
 
+import collections
+import threading
 from typing import Any
 
 from ingest_gateway.server import schema_types
@@ -34,6 +34,7 @@ from log_layout.schema_registry import Reference, SchemaStore, StoredSchema
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
           "FULL", "FULL_TRANSITIVE")
 MODES = ("READWRITE", "READONLY", "IMPORT")
+PARSED_CACHE = 256  # parsed schemas kept by id (a few KB each, typically)
 DEFAULT_LEVEL, DEFAULT_MODE = "BACKWARD", "READWRITE"
 #: references one schema may have, and how deep references may chain
 MAX_REFERENCES, MAX_REFERENCE_DEPTH = 100, 16
@@ -45,6 +46,10 @@ class SchemaRegistry:
 
     def __init__(self, schemas: SchemaStore):
         self.schemas = schemas
+        # parsed schemas by id (an id's text and references never change): a registration
+        # compares against earlier versions without parsing them again
+        self._parsed_ids: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
     def _subject(self, doc: dict[str, Any], subject: str) -> dict[str, Any]:
@@ -124,9 +129,9 @@ class SchemaRegistry:
                 for v in self._live(e, deleted) if v["id"] == schema_id]
 
     def referenced_by(self, subject: str, version: str | int) -> list[int]:
-        entry = self._subject(self.schemas.registry(), subject)
-        number = self._version(entry, subject, version)["version"]
-        return self._referrers(self.schemas.registry(), subject, number)
+        doc = self.schemas.registry()
+        return self._referrers(doc, subject, self._version(self._subject(doc, subject), subject,
+                                                           version)["version"])
 
     def _referrers(self, doc: dict[str, Any], subject: str, number: int) -> list[int]:
         ids = {v["id"] for e in doc.get("subjects", {}).values() for v in self._live(e)}
@@ -190,6 +195,19 @@ class SchemaRegistry:
             return schema_types.parse(kind, text, self._resolved(doc, refs))
         except schema_types.InvalidSchemaText as e:
             raise invalid_schema(f"Invalid schema: {e}") from None
+
+    def _parsed_id(self, doc: dict[str, Any], stored: StoredSchema) -> Any:
+        with self._lock:
+            found = self._parsed_ids.get(stored.id)
+            if found is not None:
+                self._parsed_ids.move_to_end(stored.id)
+                return found
+        parsed = self._parsed(doc, stored.schema_type, stored.schema, stored.references)
+        with self._lock:
+            self._parsed_ids[stored.id] = parsed
+            while len(self._parsed_ids) > PARSED_CACHE:
+                self._parsed_ids.popitem(last=False)
+        return parsed
 
     # -- configs and modes ---------------------------------------------------------------
     @staticmethod
@@ -303,8 +321,7 @@ class SchemaRegistry:
         check_subject(subject)
         kind, text, refs = self._candidate(body)
         doc = self.schemas.registry()
-        if self.mode_of(doc, subject) == "READONLY":
-            raise operation_not_permitted(f"Subject {subject} is in read-only mode")
+        self._writable(doc, subject)
         parsed = self._parsed(doc, kind, text, refs)
         importing = self.mode_of(doc, subject) == "IMPORT"
         wanted_id, wanted_version = body.get("id"), body.get("version")
@@ -328,8 +345,7 @@ class SchemaRegistry:
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
             nonlocal schema_id
             entry = doc.setdefault("subjects", {}).setdefault(subject, _empty())
-            if self.mode_of(doc, subject) == "READONLY":
-                raise operation_not_permitted(f"Subject {subject} is in read-only mode")
+            self._writable(doc, subject)
             live = self._live(entry)
             for v in live:
                 if schema_id is not None and v["id"] == schema_id:
@@ -376,7 +392,7 @@ class SchemaRegistry:
             if stored.schema_type != kind:
                 reasons.append(f"version {v['version']} is {stored.schema_type}, not {kind}")
                 continue
-            old = self._parsed(doc, stored.schema_type, stored.schema, stored.references)
+            old = self._parsed_id(doc, stored)
             if level.startswith(("BACKWARD", "FULL")):
                 reasons += [f"version {v['version']} (new reads old): {r}" for r in
                             schema_types.incompatibilities(kind, parsed, old)]

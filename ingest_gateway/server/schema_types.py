@@ -29,6 +29,14 @@ TYPES = ("AVRO", "JSON", "PROTOBUF")
 #: deepest nesting of a schema's JSON accepted (Avro and JSON Schema): far past any
 #: real schema, well under Python's recursion limit for the parsers that recurse
 MAX_DEPTH = 64
+#: Bounds on an Avro schema's shape, because Apache avro's parser is quadratic in a
+#: record's fields (20,000 fields: 4.7 s) and its compatibility checker cubic in a
+#: union's branches (it hashes a union's whole JSON at every memoised step: 1,000
+#: branches, 67 s), all of it holding the GIL the gateway's event loop needs.
+#: 5,000 fields parse in ~0.4-1.2 s here; a union of n branches costs ~n^2 steps of
+#: ~30 us to compare, so the sum of n^2 over a schema's unions is bounded too (20,000:
+#: 5,000 optional ["null", T] fields, or two unions of 100; at most ~0.6 s).
+MAX_FIELDS, MAX_UNION, MAX_UNION_WORK = 5000, 100, 20_000
 
 
 class InvalidSchemaText(ValueError):
@@ -81,16 +89,57 @@ def parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> Any
     return text  # PROTOBUF: text only (module docstring)
 
 
+def _avro_shape(doc: Any) -> Any:
+    """``doc`` if within :data:`MAX_FIELDS`, :data:`MAX_UNION` and :data:`MAX_UNION_WORK`;
+    raises InvalidSchemaText."""
+    stack, work = [doc], 0
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            if len(node) > MAX_UNION:
+                raise InvalidSchemaText(f"a union of {len(node)} branches: at most {MAX_UNION}")
+            work += len(node) ** 2
+            if work > MAX_UNION_WORK:
+                raise InvalidSchemaText("too many union branches in all: the sum of their "
+                                        f"squares passes {MAX_UNION_WORK}")
+            stack.extend(node)
+        elif isinstance(node, dict):
+            fields = node.get("fields")
+            if isinstance(fields, list) and len(fields) > MAX_FIELDS:
+                raise InvalidSchemaText(f"a record of {len(fields)} fields: at most {MAX_FIELDS}")
+            stack.extend(v for k, v in node.items() if k in ("type", "items", "values"))
+            if isinstance(fields, list):
+                stack.extend(fields)
+    return doc
+
+
+def _cache_record_fields() -> None:
+    """Make ``RecordSchema.fields_dict`` computed once per record: avro 1.12 rebuilds the
+    dict at every access, and its compatibility checker reads it once per field, which
+    made a check quadratic in a record's fields (20,000 fields: 68 s; now linear). A
+    parsed record's fields never change, so the cached dict stays right."""
+    import functools
+
+    import avro.schema
+
+    prop = avro.schema.RecordSchema.__dict__.get("fields_dict")
+    if isinstance(prop, property):
+        cached = functools.cached_property(prop.fget)
+        cached.__set_name__(avro.schema.RecordSchema, "fields_dict")
+        avro.schema.RecordSchema.fields_dict = cached  # type: ignore[assignment]
+
+
 def _parse_avro(text: str, referenced: list[tuple[str, str]]) -> Any:
     import avro.errors
     import avro.schema
 
+    _cache_record_fields()
     names = avro.schema.Names()
     try:
         for kind, ref_text in referenced:
             if kind == "AVRO":
-                avro.schema.make_avsc_object(_json(ref_text), names)
-        return avro.schema.make_avsc_object(_json(text), names)
+                avro.schema.make_avsc_object(_avro_shape(_json(ref_text)), names)
+        return avro.schema.make_avsc_object(_avro_shape(_json(text)), names)
     except InvalidSchemaText:
         raise
     except RecursionError:
