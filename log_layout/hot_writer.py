@@ -16,8 +16,10 @@ one entry, whatever the number of partitions:
   ``_log``). This process is the partition's only writer (its claim fences every
   other), and entries commit in order, so that state is what the partition will be
   when the flush commits: a partition may be in several flushes being uploaded at
-  once (at most ``uploads_in_flight``, one append of it per flush), and a flush
-  planned on one that then fails fails too (its planned state never came to be);
+  once (at most ``uploads_in_flight``), a flush takes every append of a partition
+  that waits (each planned on the one before; one delta line for them all in the
+  entry), and a flush planned on one that then fails fails too (its planned state
+  never came to be);
 * objects are uploaded at once, entries are committed strictly in order: the entry of
   a flush takes the journal's next sequence number after its upload and after the
   entry before it. An entry that loses its number to a seal fails the sealed
@@ -98,16 +100,20 @@ class PredecessorFailed(Exception):
 
 
 class _Item:
-    """One append planned into a flush: ``new`` is the partition's state once it
-    commits, planned on ``base`` (the state the flushes before it leave); ``planned``
-    is ``new`` without its segments, the writer's head after the commit."""
+    """One partition's appends planned into a flush, in order, each on the state the
+    one before leaves: ``appends`` pairs each with its partition state once committed,
+    the first planned on ``base`` (the state the flushes before leave); ``planned`` is
+    the last state without its segments, the writer's head after the commit; ``line``
+    the partition's one delta line in the entry."""
 
-    __slots__ = ("pending", "base", "new", "planned", "line", "generation")
+    __slots__ = ("writer", "key", "base", "appends", "planned", "line", "generation")
 
-    def __init__(self, pending: Pending, base: Manifest, new: Manifest, line: bytes,
-                 generation: int):
-        self.pending, self.base, self.new, self.line = pending, base, new, line
-        self.planned = without_segments(new)
+    def __init__(self, writer: Any, key: Key, base: Manifest,
+                 appends: list[tuple[Pending, Manifest]], generation: int):
+        self.writer, self.key, self.base, self.appends = writer, key, base, appends
+        last = appends[-1][1]
+        self.planned = without_segments(last)
+        self.line = last.to_json(delta_of=base)
         #: the partition's planning generation (a failure starts the next one)
         self.generation = generation
 
@@ -229,9 +235,9 @@ class JournalWriter:
                     self._cond.wait(wait if ready and wait < 3600 else None)
                 taken, kept = [], collections.deque()
                 keys: set[Key] = set()
-                for p in self._pending:  # at most one append of a partition per flush
+                for p in self._pending:  # every append of a partition with a slot free
                     key = p.key
-                    if key in keys or self._in_flight[key] >= self.uploads_in_flight:
+                    if key not in keys and self._in_flight[key] >= self.uploads_in_flight:
                         kept.append(p)
                     else:
                         taken.append(p)
@@ -270,46 +276,59 @@ class JournalWriter:
         return self._last_start + self.interval_s - self._clock()
 
     def _plan(self, taken: list[Pending]) -> _Flush:
-        """Plan each append on its partition's state and encode its segment."""
+        """Plan each partition's appends, in order, on its state and encode their
+        segments."""
         obj = paths.hot_object_path(self.name, self.next_seq)
         chunks: list[Any] = []
         items: list[_Item] = []
         position = 0
+        by_key: dict[Key, list[Pending]] = {}
         for p in taken:
-            w = p.writer
-            if w.fenced is not None:
-                p.future.set_exception(w.fenced)
-                continue
+            by_key.setdefault(p.key, []).append(p)
+        for key, pendings in by_key.items():
+            w = pendings[-1].writer  # the partition's writer now (an earlier one is fenced)
             with self._cond:
-                last = self._planned.get(p.key)
-                generation = self._generation[p.key]
-            head = last[1] if last is not None and last[0] is w else w.head
-            try:
-                plan = p.build(head)
-                if plan is None:
-                    p.future.set_result(None)
+                last = self._planned.get(key)
+                generation = self._generation[key]
+            base = cur = last[1] if last is not None and last[0] is w else w.head
+            appends: list[tuple[Pending, Manifest]] = []
+            for p in pendings:
+                if p.writer.fenced is not None or p.writer is not w:
+                    p.future.set_exception(p.writer.fenced or Fenced(
+                        key[0], key[1], p.writer.epoch, w.epoch))
                     continue
-                if isinstance(plan, dict):
-                    new = head.next(hot=True, **plan)
-                else:
-                    stats, changes = plan
-                    assert p.records is not None
-                    encoded = segment.encode_append(p.records, stats["base_offset"],
-                                                    compression=p.compression)
-                    info = SegmentInfo(file=obj, position=position, bytes=encoded.size,
-                                       crc32=encoded.checksum(), **stats)
-                    chunks += encoded.chunks
-                    position += encoded.size
-                    new = head.next(segments=head.segments + (info,), hot=True, **changes)
-                item = _Item(p, head, new, new.to_json(delta_of=head), generation)
-            except BaseException as exc:  # noqa: BLE001 -- the append's own failure
-                p.future.set_exception(exc)
+                try:
+                    plan = p.build(cur)
+                    if plan is None:
+                        p.future.set_result(None)
+                        continue
+                    if isinstance(plan, dict):
+                        new = cur.next(hot=True, **plan)
+                    else:
+                        stats, changes = plan
+                        assert p.records is not None
+                        encoded = segment.encode_append(p.records, stats["base_offset"],
+                                                        compression=p.compression)
+                        info = SegmentInfo(file=obj, position=position, bytes=encoded.size,
+                                           crc32=encoded.checksum(), **stats)
+                        chunks += encoded.chunks
+                        position += encoded.size
+                        new = cur.next(segments=cur.segments + (info,), hot=True, **changes)
+                except BaseException as exc:  # noqa: BLE001 -- the append's own failure
+                    p.future.set_exception(exc)
+                    continue
+                appends.append((p, new))
+                # the next is planned on this one, at the same version: the entry holds
+                # one delta line, one version, for all of them
+                cur = new.with_fields(version=base.version)
+            if not appends:
                 continue
+            item = _Item(w, key, base, appends, generation)
             items.append(item)
             with self._cond:
-                if self._generation[p.key] == generation:  # else a failure came between
-                    self._planned[p.key] = (w, item.planned)
-        return _Flush({p.key for p in taken}, obj if chunks else None, chunks, items)
+                if self._generation[key] == generation:  # else a failure came between
+                    self._planned[key] = (w, item.planned)
+        return _Flush(set(by_key), obj if chunks else None, chunks, items)
 
     def _upload(self, flush: _Flush) -> None:
         data = b"".join(flush.chunks)  # one PUT: the store needs the whole body
@@ -354,14 +373,15 @@ class JournalWriter:
         next appends on what is committed (those planned after them fail too)."""
         with self._cond:
             for item in items:
-                key = item.pending.key
+                key = item.key
                 if item.generation == self._generation[key]:
                     # what was planned after it is doomed: plan afresh on the head
                     # (entries commit in order, so all before it has been decided)
                     self._generation[key] += 1
                     self._planned.pop(key, None)
         for item in items:
-            item.pending.future.set_exception(exc)
+            for p, _ in item.appends:
+                p.future.set_exception(exc)
 
     def _commit(self, flush: _Flush) -> None:
         items = flush.items
@@ -377,19 +397,18 @@ class JournalWriter:
         if self.broken is not None:
             self._fail(items, self.broken)
             return
-        orphans = [i for i in items if i.base is not i.pending.writer.head]
+        orphans = [i for i in items if i.base is not i.writer.head]
         if orphans:  # planned after a flush that failed
-            items = [i for i in items if i.base is i.pending.writer.head]
+            items = [i for i in items if i.base is i.writer.head]
             for item in orphans:
-                key = item.pending.key
-                self._fail([item], PredecessorFailed(*key))
+                self._fail([item], PredecessorFailed(*item.key))
         entry_id = paths.unique_id()
         seq = self.next_seq
         while items:
             data = hot_journal.encode_entry(
                 entry_id, flush.obj, wall_clock_ms(),
-                [(i.pending.key[0], i.pending.writer.topic_id, i.pending.key[1],
-                  i.pending.writer.epoch, i.line) for i in items])
+                [(i.key[0], i.writer.topic_id, i.key[1], i.writer.epoch, i.line)
+                 for i in items])
             try:
                 won = self._create(seq, data, entry_id)
             except Exception as exc:  # the store keeps failing: outcome unknown
@@ -406,8 +425,9 @@ class JournalWriter:
         self.next_seq = seq + 1
         self.stats["entries"] += 1
         for item in items:
-            item.pending.writer.head = item.planned
-            item.pending.future.set_result(item.new)
+            item.writer.head = item.planned
+            for p, new in item.appends:
+                p.future.set_result(new)
 
     def _create(self, seq: int, data: bytes, entry_id: str) -> bool:
         """Create entry ``seq``; True if it is ours (also after a try whose outcome was
@@ -437,7 +457,7 @@ class JournalWriter:
             return items
         kept = []
         with self._cond:
-            sealed = [w for w in (*self._writers.values(), *(i.pending.writer for i in items))
+            sealed = [w for w in (*self._writers.values(), *(i.writer for i in items))
                       if (s := other.seals.get((w.partition.topic, w.partition.partition)))
                       is not None and s[0] == w.topic_id and s[1] > w.epoch]
             for w in sealed:
@@ -445,7 +465,7 @@ class JournalWriter:
                     w.fenced = Fenced(w.partition.topic, w.partition.partition, w.epoch,
                                       other.seals[(w.partition.topic, w.partition.partition)][1])
         for item in items:
-            w = item.pending.writer
+            w = item.writer
             if w.fenced is not None:
                 self._fail([item], w.fenced)
             else:

@@ -49,10 +49,8 @@ accepted still flushed (or fenced by the new leader's claim), then forgotten.
 
 The hot tier (``gateway.hot.enable``): partitions are claimed with the gateway's
 journal (``log_layout.hot_writer``), which gathers every partition's flush into one
-shared object and one commit, and plans a partition's flush on the ones in flight
-before it: a hot partition has up to ``gateway.hot.uploads.in.flight`` flushes out at
-once, each batch's sequences sorted out after theirs. The rest holds unchanged (acks=all
-waits for the entry).
+shared object and one commit; a hot partition has up to ``hot.uploads.in.flight``
+flushes out at once (each planned after those). acks=all waits for the entry.
 """
 
 from __future__ import annotations
@@ -198,7 +196,7 @@ class Batcher:
             if state.stopped is None:
                 return state
             if not state.idle or not (isinstance(state.writer.fenced, JournalBroken) or
-                                      await self.run_blocking(_taken_back, state)):
+                                      await self.run_blocking(state.taken_back)):
                 raise state.stopped
             del self._states[key]  # not fenced by a leader: claim again
         claim = self._claims.get(key)
@@ -378,10 +376,8 @@ class Batcher:
 
     def _flush(self, state: PartitionState) -> None:
         """Start flushing the next batch; while ``state.flush_limit`` flushes are in
-        flight (one on the per-partition path; a hot journal's uploads in flight), a full
-        open batch is closed into the queue (so no flush grows past batch.size /
-        flush.messages and holds the GIL long) and one that is only due is marked for
-        later."""
+        flight, a full open batch is closed into the queue (so no flush grows past
+        batch.size / flush.messages and holds the GIL long), a due one marked for later."""
         if len(state.flushing) >= state.flush_limit:
             if state.current is not None:
                 if self._full(state.current):
@@ -502,13 +498,3 @@ class Batcher:
             await asyncio.get_running_loop().run_in_executor(None, self.journal.close)
         self.executor.shutdown(wait=True)
 
-
-def _taken_back(state: PartitionState) -> bool:
-    """Whether a hot partition's writer was fenced by an append to ``_log`` at its own
-    epoch (a transaction marker written by another process, a Spark sink's task), which
-    takes the partition back from the journal, rather than by another leader's claim:
-    nobody leads it then, and this gateway may claim it again. Reads the store."""
-    if state.writer.journal is None:
-        return False
-    m = state.plog.snapshot()
-    return m.leader_epoch == state.writer.epoch and m.hot_journal is None

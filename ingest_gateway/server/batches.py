@@ -106,6 +106,17 @@ class PartitionState:
                 return False
         return True
 
+    def taken_back(self) -> bool:
+        """Whether this hot partition's writer was fenced by an append to ``_log`` at its
+        own epoch (a transaction marker written by another process, a Spark sink's
+        task), which takes the partition back from the journal, rather than by another
+        leader's claim: nobody leads it then, and this gateway may claim it again.
+        Reads the store."""
+        if self.writer.journal is None:
+            return False
+        m = self.plog.snapshot()
+        return m.leader_epoch == self.writer.epoch and m.hot_journal is None
+
     def wake_held(self) -> None:
         """Wake the requests held for an earlier sequence of this partition."""
         waiter, self.sequence_changed = self.sequence_changed, None

@@ -351,3 +351,32 @@ def test_a_failed_upload_fails_the_flushes_planned_after_it_and_nothing_half_sho
         assert _values(fresh.partition("t", 0).read_table(0)) == [b"v0", b"after"]
     finally:
         journal.close()
+
+
+def test_appends_of_one_partition_waiting_together_go_in_one_flush(log, store):
+    """Appends of a partition waiting when a flush starts go into it together, each
+    planned on the one before: one object, one entry, their own offsets."""
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a")
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        gate, planning = threading.Event(), threading.Event()
+        real = journal._plan
+        journal._plan = lambda taken: (planning.set(), gate.wait(30), real(taken))[2]
+        futures = [w.append_async(pa.table({"value": [b"v0"] * 2}))]
+        assert planning.wait(30)  # the first flush holds the first append alone
+        futures += [w.append_async(pa.table({"value": [f"v{i}".encode()] * 2}))
+                    for i in (1, 2, 3)]
+        gate.set()
+        results = [f.result(timeout=60) for f in futures]
+        assert [(r.base_offset, r.last_offset) for r in results] == \
+            [(0, 1), (2, 3), (4, 5), (6, 7)]
+        entries, objects = _hot_files(log, journal.name)
+        assert (len(entries), len(objects)) == (2, 2)  # the three others went together
+        fresh = open_log(*store[:1], storage_options=store[1])
+        assert _values(fresh.partition("t", 0).read_table(0)) == \
+            [f"v{i}".encode() for i in range(4) for _ in range(2)]
+        assert [s.base_offset for s in fresh.partition("t", 0).snapshot().segments] == \
+            [0, 2, 4, 6]
+    finally:
+        journal.close()
