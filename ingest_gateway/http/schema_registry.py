@@ -12,7 +12,8 @@ failure 500 ``50001``. Routes (relative to the prefix)::
     GET    /subjects/{s}/versions        POST   /subjects/{s}/versions      (register)
     GET    /subjects/{s}/versions/{v}[/schema|/referencedby]
     DELETE /subjects/{s}[?permanent=true]  /subjects/{s}/versions/{v}[?permanent=true]
-    GET|PUT|DELETE /config[/{s}]         GET|PUT /mode[/{s}]
+    GET|PUT|DELETE /config[/{s}]         GET|PUT /mode[/{s}]   DELETE /mode/{s}
+    GET    /contexts                     (the default context, ".", only)
     POST   /compatibility/subjects/{s}/versions[/{v}]
 
 A subject may hold ``/`` (Protobuf references name subjects after their files:
@@ -166,23 +167,31 @@ def _subject_or_none(q: Request) -> str | None:
 
 
 def _config(r: SchemaRegistry, q: Request, b: Any) -> Any:
-    return r.config(_subject_or_none(q), default_to_global=_flag(q, "defaultToGlobal"))
+    return r.configs.config(_subject_or_none(q), default_to_global=_flag(q, "defaultToGlobal"))
 
 
 def _set_config(r: SchemaRegistry, q: Request, b: Any) -> Any:
-    return r.set_config(_subject_or_none(q), b)
+    return r.configs.set_config(_subject_or_none(q), b)
 
 
 def _delete_config(r: SchemaRegistry, q: Request, b: Any) -> Any:
-    return r.delete_config(_subject_or_none(q))
+    return r.configs.delete_config(_subject_or_none(q))
 
 
 def _mode(r: SchemaRegistry, q: Request, b: Any) -> Any:
-    return r.mode(_subject_or_none(q))
+    return r.configs.mode(_subject_or_none(q))
 
 
 def _set_mode(r: SchemaRegistry, q: Request, b: Any) -> Any:
-    return r.set_mode(_subject_or_none(q), b, force=_flag(q, "force"))
+    return r.configs.set_mode(_subject_or_none(q), b, force=_flag(q, "force"))
+
+
+def _delete_mode(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.configs.delete_mode(_s(q))
+
+
+def _contexts(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return ["."]  # the default context only: contexts are not served
 
 
 def _check(r: SchemaRegistry, q: Request, b: Any) -> Any:
@@ -225,6 +234,8 @@ def routes() -> list[BaseRoute]:
         route("/mode", _set_mode, "PUT"),
         route("/mode/{subject}", _mode, "GET"),
         route("/mode/{subject}", _set_mode, "PUT"),
+        route("/mode/{subject}", _delete_mode, "DELETE"),
+        route("/contexts", _contexts, "GET"),
         route("/compatibility/subjects/{subject}/versions", _check, "POST"),
         route("/compatibility/subjects/{subject}/versions/{version}", _check, "POST"),
     ]

@@ -25,17 +25,15 @@ from typing import Any
 
 from ingest_gateway.server import schema_types
 from ingest_gateway.server.schema_registry_errors import (
-    check_subject, incompatible, invalid_level, invalid_mode, invalid_schema, invalid_version,
-    no_subject_level, operation_not_permitted, parse_version, reference_exists,
-    schema_not_found, subject_not_found, subject_not_soft_deleted, subject_soft_deleted,
-    unprocessable, version_not_found, version_not_soft_deleted)
+    check_subject, incompatible, invalid_schema, invalid_version, operation_not_permitted,
+    parse_version, reference_exists, schema_not_found, subject_not_found,
+    subject_not_soft_deleted, subject_soft_deleted, unprocessable, version_not_found,
+    version_not_soft_deleted)
+from ingest_gateway.server.schema_registry_config import (RegistryConfigs, empty_subject,
+                                                          level_of, mode_of)
 from log_layout.schema_registry import Reference, SchemaStore, StoredSchema
 
-LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
-          "FULL", "FULL_TRANSITIVE")
-MODES = ("READWRITE", "READONLY", "IMPORT")
 PARSED_CACHE = 256  # parsed schemas kept by id (a few KB each, typically)
-DEFAULT_LEVEL, DEFAULT_MODE = "BACKWARD", "READWRITE"
 #: references one schema may have, and how deep references may chain
 MAX_REFERENCES, MAX_REFERENCE_DEPTH = 100, 16
 
@@ -46,6 +44,7 @@ class SchemaRegistry:
 
     def __init__(self, schemas: SchemaStore):
         self.schemas = schemas
+        self.configs = RegistryConfigs(schemas)  # compatibility levels and modes
         # parsed schemas by id (an id's text and references never change): a registration
         # compares against earlier versions without parsing them again
         self._parsed_ids: collections.OrderedDict[int, Any] = collections.OrderedDict()
@@ -209,98 +208,6 @@ class SchemaRegistry:
                 self._parsed_ids.popitem(last=False)
         return parsed
 
-    # -- configs and modes ---------------------------------------------------------------
-    @staticmethod
-    def level_of(doc: dict[str, Any], subject: str | None) -> str:
-        entry = doc.get("subjects", {}).get(subject) if subject else None
-        return (entry or {}).get("compatibility") or doc.get("compatibility") or DEFAULT_LEVEL
-
-    @staticmethod
-    def mode_of(doc: dict[str, Any], subject: str | None) -> str:
-        entry = doc.get("subjects", {}).get(subject) if subject else None
-        return (entry or {}).get("mode") or doc.get("mode") or DEFAULT_MODE
-
-    def config(self, subject: str | None = None, *, default_to_global: bool = False) -> dict[str, Any]:
-        doc = self.schemas.registry()
-        if subject is not None:
-            check_subject(subject)
-            entry = doc.get("subjects", {}).get(subject) or {}
-            if not entry.get("compatibility") and not default_to_global:
-                raise no_subject_level(f"Subject '{subject}' does not have subject-level "
-                                       "compatibility configured")
-        return {"compatibilityLevel": self.level_of(doc, subject)}
-
-    def set_config(self, subject: str | None, body: Any) -> dict[str, Any]:
-        level = body.get("compatibility") if isinstance(body, dict) else None
-        if not isinstance(level, str) or level.upper() not in LEVELS:
-            raise invalid_level("Invalid compatibility level. Valid values are none, backward, "
-                                "forward, full, backward_transitive, forward_transitive, "
-                                "and full_transitive")
-        level = level.upper()
-
-        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
-            if subject is None:
-                if doc.get("compatibility") == level:
-                    return None
-                doc["compatibility"] = level
-            else:
-                entry = doc.setdefault("subjects", {}).setdefault(subject, _empty())
-                if entry.get("compatibility") == level:
-                    return None
-                entry["compatibility"] = level
-            return doc
-
-        if subject is not None:
-            check_subject(subject)
-        self.schemas.update(change)
-        return {"compatibility": level}
-
-    def delete_config(self, subject: str | None) -> dict[str, Any]:
-        doc = self.schemas.registry()
-        previous = self.level_of(doc, subject)
-
-        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
-            holder = doc if subject is None else doc.get("subjects", {}).get(subject)
-            if not holder or "compatibility" not in holder:
-                return None
-            del holder["compatibility"]
-            return doc
-
-        if subject is not None:
-            check_subject(subject)
-            if subject not in doc.get("subjects", {}):
-                raise subject_not_found(subject)
-        self.schemas.update(change)
-        return {"compatibilityLevel": previous}
-
-    def mode(self, subject: str | None = None) -> dict[str, Any]:
-        return {"mode": self.mode_of(self.schemas.registry(), subject)}
-
-    def set_mode(self, subject: str | None, body: Any, *, force: bool = False) -> dict[str, Any]:
-        mode = body.get("mode") if isinstance(body, dict) else None
-        if not isinstance(mode, str) or mode.upper() not in MODES:
-            raise invalid_mode(f"Invalid mode. Valid values are {', '.join(MODES)}")
-        mode = mode.upper()
-
-        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
-            subjects = doc.setdefault("subjects", {})
-            if mode == "IMPORT" and not force:
-                held = [s for s, e in subjects.items() if e.get("versions") and
-                        (subject is None or s == subject)]
-                if held:
-                    raise operation_not_permitted(
-                        "Cannot import since found existing subjects (use force=true)")
-            holder = doc if subject is None else subjects.setdefault(subject, _empty())
-            if holder.get("mode") == mode:
-                return None
-            holder["mode"] = mode
-            return doc
-
-        if subject is not None:
-            check_subject(subject)
-        self.schemas.update(change)
-        return {"mode": mode}
-
     # -- registering ---------------------------------------------------------------------
     def lookup(self, subject: str, body: Any, *, deleted: bool = False) -> dict[str, Any]:
         """The subject's version holding the body's schema (``POST /subjects/{s}``)."""
@@ -323,7 +230,7 @@ class SchemaRegistry:
         doc = self.schemas.registry()
         self._writable(doc, subject)
         parsed = self._parsed(doc, kind, text, refs)
-        importing = self.mode_of(doc, subject) == "IMPORT"
+        importing = mode_of(doc, subject) == "IMPORT"
         wanted_id, wanted_version = body.get("id"), body.get("version")
         for name, value in (("id", wanted_id), ("version", wanted_version)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
@@ -344,14 +251,14 @@ class SchemaRegistry:
 
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
             nonlocal schema_id
-            entry = doc.setdefault("subjects", {}).setdefault(subject, _empty())
+            entry = doc.setdefault("subjects", {}).setdefault(subject, empty_subject())
             self._writable(doc, subject)
             live = self._live(entry)
             for v in live:
                 if schema_id is not None and v["id"] == schema_id:
                     answer.update(id=schema_id, version=v["version"])
                     return None
-            if self.mode_of(doc, subject) != "IMPORT":
+            if mode_of(doc, subject) != "IMPORT":
                 self._check(doc, subject, kind, parsed, live)
             if schema_id is None:
                 schema_id = self.schemas.assign_id(kind, text, refs)
@@ -382,7 +289,7 @@ class SchemaRegistry:
                               previous: list[dict[str, Any]]) -> list[str]:
         """Why ``parsed`` may not follow ``previous`` (oldest first) under the subject's
         level; empty: it may."""
-        level = self.level_of(doc, subject)
+        level = level_of(doc, subject)
         if level == "NONE" or not previous:
             return []
         against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
@@ -492,9 +399,5 @@ class SchemaRegistry:
         return found[0]
 
     def _writable(self, doc: dict[str, Any], subject: str) -> None:
-        if self.mode_of(doc, subject) == "READONLY":
+        if mode_of(doc, subject) == "READONLY":
             raise operation_not_permitted(f"Subject {subject} is in read-only mode")
-
-
-def _empty() -> dict[str, Any]:
-    return {"versions": [], "next": 1}

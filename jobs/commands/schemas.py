@@ -87,6 +87,7 @@ def _read(path: str) -> str:
 
 
 def _list(registry, args) -> int:
+    from ingest_gateway.server.schema_registry_config import level_of
     from jobs.cli_output import console, table
 
     subjects = registry.subjects(deleted=args.deleted, prefix=args.prefix)
@@ -98,12 +99,13 @@ def _list(registry, args) -> int:
     for s in subjects:
         versions = registry.versions(s, deleted=args.deleted)
         latest = registry.version(s, versions[-1], deleted=args.deleted)
-        t.add_row(s, ",".join(map(str, versions)), latest["id"], registry.level_of(doc, s))
+        t.add_row(s, ",".join(map(str, versions)), latest["id"], level_of(doc, s))
     t.print()
     return 0
 
 
 def _describe(registry, args) -> int:
+    from ingest_gateway.server.schema_registry_config import level_of
     from jobs.cli_output import console
 
     found = registry.version(args.subject, args.version)
@@ -114,7 +116,7 @@ def _describe(registry, args) -> int:
     out = console()
     out.print(f"subject {found['subject']}: versions "
               f"{', '.join(map(str, registry.versions(args.subject)))}; compatibility "
-              f"{registry.level_of(doc, args.subject)}")
+              f"{level_of(doc, args.subject)}")
     out.print(f"version {found['version']}, id {found['id']}, type "
               f"{found.get('schemaType', 'AVRO')}"
               + (f", references {found['references']}" if found.get("references") else ""))
@@ -171,7 +173,7 @@ def _compatibility(registry, args) -> int:
     from jobs.cli_output import console
 
     if args.level:
-        registry.set_config(args.subject, {"compatibility": args.level})
-    level = registry.config(args.subject, default_to_global=True)["compatibilityLevel"]
+        registry.configs.set_config(args.subject, {"compatibility": args.level})
+    level = registry.configs.config(args.subject, default_to_global=True)["compatibilityLevel"]
     console().print(f"{args.subject or 'global'}: {level}")
     return 0

@@ -129,7 +129,7 @@ def accepted(registry: SchemaRegistry, subject: str, schema: dict) -> bool:
                         "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"]))
 def test_levels_follow_their_definition(evolution, level):
     reg = SchemaRegistry(SchemaStore(open_store(f"memory://levels-{uuid.uuid4().hex}")))
-    reg.set_config("s", {"compatibility": level})
+    reg.configs.set_config("s", {"compatibility": level})
     kept: list[dict] = []
     for spec in evolution:
         schema = schema_of(spec)

@@ -291,6 +291,11 @@ def test_modes(client, gw, http):
     assert call(http, gw, "PUT", f"/mode/{s}", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
     _refused(client, s, record(F_URL, F_MS_DEFAULT), code=422)
     assert call(http, gw, "GET", f"/mode/{s}") == (200, {"mode": "READONLY"})
+    assert client.delete_mode(s) == "READONLY"  # back to the global mode
+    assert call(http, gw, "GET", f"/mode/{s}") == (200, {"mode": "READWRITE"})
+    client.register_schema(s, record(F_URL, F_MS_DEFAULT))
+    assert client.get_contexts() == ["."]
+    assert call(http, gw, "PUT", f"/mode/{s}", {"mode": "READONLY"})[0] == 200
     status, body = call(http, gw, "PUT", f"/mode/{s}", {"mode": "SIDEWAYS"})
     assert (status, body["error_code"]) == (422, 42204)
     # IMPORT on a subject holding versions needs force; then the given id is kept
