@@ -123,7 +123,13 @@ class GatewayProcess:
             cmd += ["--storage-options", json.dumps(self.storage_options)]
         env = {**os.environ, "PYTHONPATH": self.root}
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        finally:  # the child has its own copy; the parent's was left to the collector,
+            # whose ResourceWarning then failed whichever test ran at that moment
+            if out is not subprocess.DEVNULL:
+                out.close()
         try:
             wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
         except BaseException:
