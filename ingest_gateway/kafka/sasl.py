@@ -31,6 +31,8 @@ Re-authentication (KIP-368, ``gateway.kafka.connections.max.reauth.ms``, Kafka's
 ``connections.max.reauth.ms``; 0: off): a successful SaslAuthenticate (v1+) tells the
 client its session's lifetime; the client logs in again on the same connection
 (SaslHandshake v1 with the same mechanism, then SaslAuthenticate) before it runs out.
+An OAUTHBEARER session also ends with its token's ``exp``, re-authentication on or off
+(Kafka's: the sooner of the two is the lifetime told).
 A request other than those arriving after the session expired closes the connection
 (Kafka's ``serverAuthenticationSessionExpired``), whatever the client's version. A
 re-authentication must prove the same principal (else SASL_AUTHENTICATION_FAILED and
@@ -78,10 +80,12 @@ class Who:
 
 
 class _OneStep:
-    """PLAIN and OAUTHBEARER: one message proves the principal."""
+    """PLAIN and OAUTHBEARER: one message proves the principal. ``expires_s``: when the
+    credential ends (an OAUTHBEARER token's ``exp``, wall-clock seconds; None: never)."""
 
     def __init__(self, mechanism: str):
         self.mechanism = mechanism
+        self.expires_s: float | None = None
 
 
 class Login:
@@ -146,6 +150,11 @@ class Login:
         if not isinstance(exchange, _OneStep):  # SCRAM: its credentials may need a LIST
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._verifiers, exchange.step, message)
+        if exchange.mechanism == "OAUTHBEARER" and self.bearer is not None:
+            if len(message) > MAX_AUTH_BYTES:
+                raise NotAuthenticated("the SASL message is too long")
+            name, exchange.expires_s = self.bearer.verify_until(_oauthbearer(message))
+            return b"", f"User:{name}"
         return b"", await self.check(exchange.mechanism, message)
 
     async def check(self, mechanism: str, message: bytes) -> str:
@@ -239,11 +248,23 @@ class Session:
                                                                f"{e.reason}")
         if principal is None:
             return _reply(cls, 0, None, auth_bytes=challenge)
-        if not self._done(principal):
+        lifetime_ms = self._lifetime_ms()
+        if not self._done(principal, lifetime_ms):
             return self._fail(cls, SASL_AUTHENTICATION_FAILED,
                               "Cannot change principals during re-authentication")
         return _reply(cls, 0, None, auth_bytes=challenge,
-                      session_lifetime=datetime.timedelta(milliseconds=self.login.reauth_ms))
+                      session_lifetime=datetime.timedelta(milliseconds=lifetime_ms or 0))
+
+    def _lifetime_ms(self) -> int | None:
+        """The session's lifetime (Kafka's ``calcCompletionTimesAndReturnSessionLifetimeMs``):
+        ``connections.max.reauth.ms`` and the credential's own end, the sooner; None when
+        neither bounds it."""
+        assert self.login is not None
+        bounds = [self.login.reauth_ms] if self.login.reauth_ms > 0 else []
+        expires_s = getattr(self.exchange, "expires_s", None)
+        if expires_s is not None:
+            bounds.append(max(0, int((expires_s - time.time()) * 1000)))
+        return min(bounds) if bounds else None
 
     def _handshake(self, cls: type, head: Header, req: Any) -> Any:
         assert self.login is not None
@@ -273,21 +294,19 @@ class Session:
         except NotAuthenticated as e:
             raise ProtocolError(f"SASL login failed: {e.reason}") from None
         if principal is not None:
-            self._done(principal)
+            self._done(principal, self._lifetime_ms())
         return challenge
 
-    def _done(self, principal: str) -> bool:
-        """End the exchange as ``principal``; False (nothing changed) when a
-        re-authentication proved another one."""
-        assert self.login is not None
+    def _done(self, principal: str, lifetime_ms: int | None) -> bool:
+        """End the exchange as ``principal``, the session lasting ``lifetime_ms`` (None:
+        for ever); False (nothing changed) when a re-authentication proved another one."""
         self.exchange, self.raw = None, False
         if self.reauth_of is not None and principal != self.reauth_of:
             return False
         self.reauth_of = None
         self.who = Who(principal, self.who.host)
         self.logged_in = True
-        reauth_ms = self.login.reauth_ms
-        self.expires_at = self.clock() + reauth_ms / 1000 if reauth_ms > 0 else None
+        self.expires_at = None if lifetime_ms is None else self.clock() + lifetime_ms / 1000
         return True
 
     def _fail(self, cls: type, code: int, message: str | None, **more: Any) -> Any:

@@ -119,16 +119,21 @@ class BearerVerifier:
         """The user name the token's principal claim holds (from the cache if it passed
         before and has not expired). Raises NotAuthenticated (never repeating the
         token) for any token that does not pass."""
+        return self.verify_until(token)[0]
+
+    def verify_until(self, token: bytes) -> tuple[str, float]:
+        """(:meth:`verify`'s user name, the token's ``exp`` in wall-clock seconds): a SASL
+        session ends with its token (KIP-368). Raises NotAuthenticated as ``verify``."""
         digest = hmac.digest(self._hmac_key, token, "sha256")
         hit = self._ok.get(digest)
         if hit is not None and self._wall() < hit[1]:
-            return hit[0]
+            return hit
         name, expires = self._check(token)
         with self._lock:
             if len(self._ok) >= CACHE_SIZE:
                 self._ok.pop(next(iter(self._ok)), None)  # the oldest entry
             self._ok[digest] = (name, expires)
-        return name
+        return name, expires
 
     def _check(self, token: bytes) -> tuple[str, float]:
         """(user, exp) of a token that passes every check; NotAuthenticated otherwise."""

@@ -72,3 +72,30 @@ def test_a_token_signed_by_another_key_is_an_authentication_error(oauth_gateway,
     wait_for(lambda: p.poll(0.2) is not None or bool(errors), timeout=30,
              what="an authentication error")
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_an_oauthbearer_session_ends_with_its_token(oauth_gateway, keys):
+    """KIP-368: the session lifetime told is the token's remaining life (re-authentication
+    is off on this listener), and a request after it closes the connection."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from tests.ingest_gateway.kafka.kafka_gateway import call, connect, frame, read_frame
+
+    now = int(time.time())
+    token = jwt.encode({"sub": "carol", "exp": now + 3, "iat": now}, keys[0], algorithm="ES256")
+    s = connect(oauth_gateway)
+    assert int(call(s, SaslHandshakeRequest(mechanism="OAUTHBEARER"), 1)[1].error_code) == 0
+    answer = call(s, SaslAuthenticateRequest(
+        auth_bytes=f"n,,\x01auth=Bearer {token}\x01\x01".encode()), 2)[1]
+    assert int(answer.error_code) == 0
+    lifetime_ms = answer.session_lifetime.total_seconds() * 1000
+    assert 0 < lifetime_ms <= 3000, lifetime_ms
+    req = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                          include_topic_authorized_operations=False)
+    assert call(s, req, 12)[0] == 7  # served while the token lives
+    time.sleep(lifetime_ms / 1000 + 0.5)
+    s.sendall(frame(req, 12))
+    s.settimeout(10)
+    assert read_frame(s) is None  # closed: the session ended with its token
