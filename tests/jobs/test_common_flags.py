@@ -27,6 +27,9 @@ COMMANDS = {
     ("transactions", "list"): [], ("transactions", "describe"): ["--transactional-id", "x"],
     ("transactions", "describe-producers"): ["--topic", "t", "--partition", "0"],
     ("transactions", "find-hanging"): [], ("transactions", "abort"): ["--transactional-id", "x"],
+    ("schemas", "list"): [], ("schemas", "describe"): ["s"], ("schemas", "register"): ["s", "f"],
+    ("schemas", "check"): ["s", "f"], ("schemas", "delete"): ["s"],
+    ("schemas", "compatibility"): [],
 }
 
 
