@@ -139,13 +139,78 @@ def _parse_avro(text: str, referenced: list[tuple[str, str]]) -> Any:
         for kind, ref_text in referenced:
             if kind == "AVRO":
                 avro.schema.make_avsc_object(_avro_shape(_json(ref_text)), names)
-        return avro.schema.make_avsc_object(_avro_shape(_json(text)), names)
+        parsed = avro.schema.make_avsc_object(_avro_shape(_json(text)), names)
     except InvalidSchemaText:
         raise
     except RecursionError:
         raise InvalidSchemaText("nested too deeply to parse") from None
     except (avro.errors.AvroException, TypeError, ValueError, AttributeError, KeyError) as e:
         raise InvalidSchemaText(f"invalid Avro schema: {e}") from None
+    _check_defaults(parsed)
+    return parsed
+
+
+_INTS = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+
+
+def _valid_default(schema: Any, value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` (JSON, as written in the schema) is a valid default for
+    ``schema``: Java's ``Schema.isValidDefault``, which Confluent's registry applies. A
+    union's default may match any branch (Avro 1.12; 1.11 took the first only)."""
+    kind = schema.type
+    if depth > MAX_DEPTH:
+        return True  # nested past any real default; the parser's bounds already hold
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind in _INTS:
+        low, high = _INTS[kind]
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    if kind in ("float", "double"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in ("string", "bytes", "fixed"):
+        return isinstance(value, str)
+    if kind == "enum":
+        return value in schema.symbols
+    if kind == "array":
+        return isinstance(value, list) and all(_valid_default(schema.items, v, depth + 1)
+                                               for v in value)
+    if kind == "map":
+        return isinstance(value, dict) and all(_valid_default(schema.values, v, depth + 1)
+                                               for v in value.values())
+    if kind in ("record", "error"):
+        return isinstance(value, dict) and all(
+            _valid_default(f.type, value[f.name], depth + 1) if f.name in value
+            else f.has_default for f in schema.fields)
+    if kind == "union":
+        return any(_valid_default(branch, value, depth + 1) for branch in schema.schemas)
+    return True
+
+
+def _check_defaults(schema: Any) -> None:
+    """Raise InvalidSchemaText for a field whose default does not fit its type."""
+    seen: set[int] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        kind = node.type
+        if kind in ("record", "error"):
+            for f in node.fields:
+                if f.has_default and not _valid_default(f.type, f.default):
+                    raise InvalidSchemaText(f"invalid default for field {f.name!r} of "
+                                            f"{node.fullname}: {json.dumps(f.default)[:80]} "
+                                            f"does not fit its type ({f.type.type})")
+                stack.append(f.type)
+        elif kind == "array":
+            stack.append(node.items)
+        elif kind == "map":
+            stack.append(node.values)
+        elif kind == "union":
+            stack.extend(node.schemas)
 
 
 def _parse_json_schema(text: str) -> Any:

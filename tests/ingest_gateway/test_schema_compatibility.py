@@ -71,6 +71,31 @@ def test_avro_resolution_corpus(reader, writer, expected):
     assert compatible(reader, writer) is expected
 
 
+# (type, default, valid): Java's Schema.isValidDefault, which Confluent applies
+DEFAULT_CORPUS = [
+    ("int", 1, True), ("int", "x", False), ("int", True, False), ("int", 2**40, False),
+    ("long", 2**40, True), ("double", 1, True), ("string", 3, False),
+    (["null", "string"], None, True), (["null", "string"], "x", True),
+    (["null", "string"], 3, False),
+    ({"type": "enum", "name": "E", "symbols": ["A"]}, "B", False),
+    ({"type": "array", "items": "int"}, [1, "x"], False),
+    ({"type": "map", "values": "int"}, {"k": 1}, True),
+    ({"type": "record", "name": "In", "fields": [f("x", "int")]}, {"x": 1}, True),
+    ({"type": "record", "name": "In", "fields": [f("x", "int")]}, {}, False),
+]
+
+
+@pytest.mark.parametrize("kind,default,valid", DEFAULT_CORPUS,
+                         ids=[str(i) for i in range(len(DEFAULT_CORPUS))])
+def test_avro_defaults_must_fit_their_types(kind, default, valid):
+    text = json.dumps(rec(f("a", kind, default=default)))
+    if valid:
+        schema_types.parse("AVRO", text, [])
+    else:
+        with pytest.raises(schema_types.InvalidSchemaText, match="invalid default"):
+            schema_types.parse("AVRO", text, [])
+
+
 # -- hypothesis: record evolutions against fastavro ------------------------------------
 PRIMITIVES = {"int": 7, "long": 2**40, "float": 1.5, "double": 2.5, "string": "s",
               "bytes": b"b", "boolean": True}

@@ -133,6 +133,8 @@ HOSTILE: list[tuple[str, object, tuple[int, ...]]] = [
      (422,)),
     ("/subjects/a/versions", {"schema": '{"type": "enum", "name": "E", "symbols": [1]}'},
      (422,)),
+    ("/subjects/a/versions", {"schema": json.dumps({"type": "record", "name": "D", "fields": [
+        {"name": "n", "type": "int", "default": "seven"}]})}, (422,)),
     ("/subjects/a/versions", {"schema": '{"type": "object", "properties": 3}',
                               "schemaType": "JSON"}, (422,)),
     ("/subjects/a/versions", {"schema": "[" * 50_000, "schemaType": "JSON"}, (422,)),
