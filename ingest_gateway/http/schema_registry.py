@@ -7,7 +7,7 @@ answers in ``application/vnd.schemaregistry.v1+json``. Refusals are Confluent's:
 (``error_code`` 400 or the gateway's own for a body too large or too deep), a store
 failure 500 ``50001``. Routes (relative to the prefix)::
 
-    GET    /  /schemas/types  /schemas/ids/{id}[/schema|/versions|/subjects]
+    GET    /  /schemas  /schemas/types  /schemas/ids/{id}[/schema|/versions|/subjects]
     GET    /subjects                     POST   /subjects/{s}               (lookup)
     GET    /subjects/{s}/versions        POST   /subjects/{s}/versions      (register)
     GET    /subjects/{s}/versions/{v}[/schema|/referencedby]
@@ -101,6 +101,11 @@ def _root(r: SchemaRegistry, q: Request, b: Any) -> Any:
 
 def _types(r: SchemaRegistry, q: Request, b: Any) -> Any:
     return list(TYPES)
+
+
+def _all_schemas(r: SchemaRegistry, q: Request, b: Any) -> Any:
+    return r.all_schemas(prefix=q.query_params.get("subjectPrefix", ""),
+                         deleted=_flag(q, "deleted"), latest_only=_flag(q, "latestOnly"))
 
 
 def _by_id(r: SchemaRegistry, q: Request, b: Any) -> Any:
@@ -210,6 +215,7 @@ def routes() -> list[BaseRoute]:
     s, v = "/subjects/{subject}", "/subjects/{subject}/versions/{version}"
     return [
         route("/", _root, "GET"),
+        route("/schemas", _all_schemas, "GET"),
         route("/schemas/types", _types, "GET"),
         route("/schemas/ids/{id}", _by_id, "GET"),
         route("/schemas/ids/{id}/schema", _by_id_text, "GET"),

@@ -119,6 +119,17 @@ class SchemaRegistry:
             out["references"] = [r.to_doc() for r in stored.references]
         return out
 
+    def all_schemas(self, *, prefix: str = "", deleted: bool = False,
+                    latest_only: bool = False) -> list[dict[str, Any]]:
+        """``GET /schemas``: every (live) version of the subjects starting with ``prefix``,
+        as :meth:`version` answers it; only each subject's newest with ``latest_only``."""
+        doc, out = self.schemas.registry(), []
+        for subject, entry in sorted(doc.get("subjects", {}).items()):
+            versions = self._live(entry, deleted) if subject.startswith(prefix) else []
+            for v in versions[-1:] if latest_only else versions:
+                out.append(self._answer(subject, v["version"], self._stored(v["id"])))
+        return out
+
     def id_versions(self, schema_id: int, *, deleted: bool = False) -> list[dict[str, Any]]:
         """The (subject, version) pairs holding ``schema_id``."""
         self._stored(schema_id)

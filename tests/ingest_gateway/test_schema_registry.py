@@ -89,6 +89,10 @@ def test_register_lookup_and_read_back(client, gw, http):
     assert status == 200 and raw["fields"] == [F_URL]
     assert s in client.get_subjects()
     assert call(http, gw, "GET", "/schemas/types") == (200, ["AVRO", "JSON", "PROTOBUF"])
+    status, listed = call(http, gw, "GET", f"/schemas?subjectPrefix={s}")
+    assert status == 200 and [(x["subject"], x["version"]) for x in listed] == [(s, 1), (s, 2)]
+    status, listed = call(http, gw, "GET", f"/schemas?subjectPrefix={s}&latestOnly=true")
+    assert [(x["version"], x["id"]) for x in listed] == [(2, second)]
 
 
 def test_avro_serializer_through_the_kafka_listener(client, gw):
