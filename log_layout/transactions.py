@@ -257,7 +257,7 @@ def add_offsets(log: Any, tid: str, producer_id: int, epoch: int, group: str,
 def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bool,
                     now_ms: int | None = None, *,
                     commit_offsets: OffsetsWriter | None = None,
-                    bump: bool = False) -> tuple[int, int]:
+                    bump: bool = False, bound_markers: bool = True) -> tuple[int, int]:
     """Commit or abort the ongoing transaction (the module doc's steps 1-4); returns the
     producer id and epoch the producer goes on with (with ``bump``, transactions v2:
     the next epoch, or a new id at epoch 0 past MAX_EPOCH; else the same pair). Ending
@@ -266,12 +266,16 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
     offsets (default: merged into the group's document here); a gateway passes its
     group coordinator's, so a group it holds in memory takes them too and its next
     write of the document keeps them. Raises ProducerFenced, InvalidTxnState (the
-    other outcome was decided)."""
+    other outcome was decided). ``bound_markers`` (a v1 end): the late-marker guard of
+    the module doc, for callers whose records are all committed before they end the
+    transaction (Kafka's producers, at acks=all; this module's own appends); a caller
+    that may still be flushing records of the transaction (HTTP produce at acks 0 or 1)
+    passes False, as a guard read before those land would leave them open."""
     prepare_state = PREPARE_COMMIT if commit else PREPARE_ABORT
     done_state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
     operation = "commit" if commit else "abort"
     ended = [producer_id, epoch, commit]
-    bounds = [] if bump else _bounds(log, tid)
+    bounds = _bounds(log, tid) if bound_markers and not bump else []
 
     def prepare(cur: Version) -> dict[str, Any] | None:
         doc = cur.doc

@@ -299,7 +299,8 @@ async def end_txn(broker: Broker, head: Header, req: Any) -> Any:
         validate_topic_name(req.transactional_id)
         pid, epoch = await end_transaction(
             broker.gateway, req.transactional_id, req.producer_id, req.producer_epoch,
-            bool(req.committed), bump=head.api_version >= TV2_END_TXN)
+            bool(req.committed), bump=head.api_version >= TV2_END_TXN,
+            bound_markers=True)  # Kafka's transactional producers send at acks=all
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code, pid, epoch = code_of(e, head), -1, -1
     return make(mod.EndTxnResponse, throttle_time=ZERO, error_code=error(code),

@@ -36,11 +36,13 @@ CLUSTER_ABORT_CHECK_S = 10.0
 
 
 async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
-                          commit: bool, *, bump: bool = False) -> tuple[int, int]:
+                          commit: bool, *, bump: bool = False,
+                          bound_markers: bool = False) -> tuple[int, int]:
     """Commit (``commit``) or abort the transaction of ``tid`` by producer ``pid`` at
     ``epoch``; the producer id and epoch to go on with (``bump``: transactions v2,
-    KIP-890, the epoch after; ``log_layout.transactions``). Raises ProducerFenced,
-    InvalidTxnState, StoreError."""
+    KIP-890, the epoch after; ``log_layout.transactions``; ``bound_markers``: its records
+    were all committed before the end, as a Kafka producer's at acks=all, so the v1
+    late-marker guard applies). Raises ProducerFenced, InvalidTxnState, StoreError."""
     store, hub = gateway.log, gateway.hub()
 
     def direct(group: str, offsets: Any) -> None:
@@ -50,7 +52,8 @@ async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
     before = await run(transactions.describe, store, tid) or {}
     after = await run(functools.partial(
         transactions.end_transaction, store, tid, pid, epoch, commit, gateway.clock_ms(),
-        commit_offsets=offsets_writer(hub.coordinator, direct), bump=bump))
+        commit_offsets=offsets_writer(hub.coordinator, direct), bump=bump,
+        bound_markers=bound_markers))
     for topic, partition in before.get("partitions", ()):
         hub.committed(topic, partition, -1)
     return after

@@ -113,3 +113,25 @@ def test_the_marker_rule_itself(kafka_log, strict):
     txn_append(kafka_log, topic, 0, 77, 3, [b"x"])
     kafka_log.partition(topic, 0).writer().write_marker(77, 3, True, strict=strict)
     assert (77 in kafka_log.partition(topic, 0).snapshot().open_txns) == strict
+
+
+def test_a_v1_end_over_kafka_bounds_its_markers(kafka_gateway, kafka_log):
+    """EndTxn v4 (librdkafka's): no bump, but the Prepare document holds each partition's
+    end offset, which its markers respect (log_layout.transactions)."""
+    import json
+
+    from log_layout import paths
+    from tests.ingest_gateway.kafka.test_transactions import _add, _end, _produce
+
+    topic, tid = new_topic(kafka_log, 1), f"v1-{uuid.uuid4().hex[:8]}"
+    with connect(kafka_gateway) as s:
+        init = _init(s, tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert _add(s, tid, pid, epoch, topic, [0]) == [0]
+        assert _produce(s, tid, topic, 0, pid, epoch) == 0
+        assert _end(s, tid, pid, epoch, True, 4) == 0
+    folder = paths.transaction_folder(tid)
+    docs = [json.loads(kafka_log.store.read(f"{folder}/{f.name}"))
+            for f in kafka_log.store.list(folder)]
+    prepared = [d for d in docs if d["state"] == "PrepareCommit"][-1]
+    assert prepared["bounds"] == [[topic, 0, 1]] and prepared["epoch"] == epoch
