@@ -221,14 +221,20 @@ def _parse_json_schema(text: str) -> Any:
     doc = _json(text)
     if not isinstance(doc, (dict, bool)):
         raise InvalidSchemaText("a JSON Schema is an object or a boolean")
-    cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
-        if isinstance(doc, dict) else jsonschema.Draft7Validator
+    if isinstance(doc, dict) and not isinstance(doc.get("$schema", ""), str):
+        raise InvalidSchemaText("$schema must be a string (the URI of a meta-schema)")
     try:
+        cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
+            if isinstance(doc, dict) else jsonschema.Draft7Validator
         cls.check_schema(doc)
     except jsonschema.exceptions.SchemaError as e:
         raise InvalidSchemaText(f"invalid JSON Schema: {e.message}") from None
     except RecursionError:
         raise InvalidSchemaText("nested too deeply to check") from None
+    except (TypeError, ValueError, AttributeError, LookupError) as e:
+        # what jsonschema raises on shapes its meta-schema check did not expect: the
+        # client's schema is at fault, not the registry (never a 500)
+        raise InvalidSchemaText(f"invalid JSON Schema: {e}") from None
     return doc
 
 

@@ -138,6 +138,8 @@ HOSTILE: list[tuple[str, object, tuple[int, ...]]] = [
     ("/subjects/a/versions", {"schema": '{"type": "object", "properties": 3}',
                               "schemaType": "JSON"}, (422,)),
     ("/subjects/a/versions", {"schema": "[" * 50_000, "schemaType": "JSON"}, (422,)),
+    ("/subjects/a/versions", {"schema": '{"$schema": 5}', "schemaType": "JSON"}, (422,)),
+    ("/subjects/a/versions", {"schema": '{"$schema": []}', "schemaType": "JSON"}, (422,)),
     # a reference to the subject's own first version, which does not exist: a cycle
     ("/subjects/cyc/versions", {"schema": '"int"', "references": [
         {"name": "cyc", "subject": "cyc", "version": 1}]}, (422,)),
