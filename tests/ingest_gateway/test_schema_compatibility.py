@@ -211,3 +211,28 @@ def test_protobuf_is_stored_unchecked(registry):
                                        "schemaType": "PROTOBUF"})
     assert first["id"] != changed["id"]  # no compatibility check: said in the README
     assert registry.version("p", 1)["schemaType"] == "PROTOBUF"
+
+
+# -- hypothesis: arbitrary JSON as a schema is accepted or refused with a 4xx ---------
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(
+        ["int", "long", "string", "record", "enum", "array", "map", "fixed", "null", "R",
+         "object", "number", "integer", "x", ""]),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "name", "fields", "items", "values", "symbols", "size",
+                         "default", "properties", "required", "enum",
+                         "additionalProperties", "$schema", "namespace", "aliases"]),
+        children, max_size=5),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["AVRO", "JSON"]), json_values, json_values)
+def test_arbitrary_json_schemas_never_fail_the_registry(kind, first, second):
+    reg = SchemaRegistry(SchemaStore(open_store(f"memory://fuzz-{uuid.uuid4().hex}")))
+    reg.configs.set_config(None, {"compatibility": "FULL_TRANSITIVE"})
+    for doc in (first, second):
+        try:
+            reg.register("s", {"schema": json.dumps(doc), "schemaType": kind})
+        except RegistryError as e:
+            assert 400 <= e.status < 500 and e.error_code in (409, 422, 42201), e
