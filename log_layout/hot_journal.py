@@ -53,7 +53,7 @@ import collections
 import json
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from log_layout import paths
@@ -220,12 +220,18 @@ class Journals:
                 _, old = self._cache.popitem(last=False)
                 self._bytes -= old.size
 
-    def commit(self, journal: str, seq: int, data: bytes) -> bool:
-        """Create entry ``seq`` exclusively; True if this call made it (then cached)."""
+    def commit(self, journal: str, seq: int, data: bytes,
+               deltas: Mapping[Key, Any] | None = None) -> bool:
+        """Create entry ``seq`` exclusively; True if this call made it (then cached).
+        ``deltas`` are the writer's own delta manifests of its lines, by partition:
+        cached as parsed, so this process's readers of a partition parse none of them."""
         path = paths.hot_entry_path(journal, seq)
         if not self.store.put_exclusive(path, data):
             return False
-        self.remember(journal, seq, decode_entry(data, path))
+        entry = decode_entry(data, path)
+        if deltas:
+            entry._parsed.update(deltas)
+        self.remember(journal, seq, entry)
         return True
 
     def end(self, journal: str, start: int) -> int:

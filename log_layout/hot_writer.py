@@ -410,7 +410,8 @@ class JournalWriter:
                 [(i.key[0], i.writer.topic_id, i.key[1], i.writer.epoch, i.line)
                  for i in items])
             try:
-                won = self._create(seq, data, entry_id)
+                won = self._create(seq, data, entry_id,
+                                   {i.key: i.appends[-1][1] for i in items})
             except Exception as exc:  # the store keeps failing: outcome unknown
                 self._break(JournalBroken(self.name, exc))
                 self._fail(items, self.broken)
@@ -429,12 +430,13 @@ class JournalWriter:
             for p, new in item.appends:
                 p.future.set_result(new)
 
-    def _create(self, seq: int, data: bytes, entry_id: str) -> bool:
+    def _create(self, seq: int, data: bytes, entry_id: str,
+                deltas: dict[Key, Manifest]) -> bool:
         """Create entry ``seq``; True if it is ours (also after a try whose outcome was
         unknown). Raises the store's error after STORE_TRIES tries."""
         for attempt in range(STORE_TRIES):
             try:
-                if self.journals.commit(self.name, seq, data):
+                if self.journals.commit(self.name, seq, data, deltas):
                     return True
                 found = self.journals.entry(self.name, seq, trust_own=False)
                 return found is not None and found.id == entry_id

@@ -128,10 +128,10 @@ def test_a_frozen_writers_late_entry_is_never_served(hot, store):
     woke = threading.Event()
     real_commit = journal.journals.commit
 
-    def stalled_commit(name, seq, data):
+    def stalled_commit(*args):
         frozen.set()
         woke.wait(60)
-        return real_commit(name, seq, data)
+        return real_commit(*args)
 
     journal.journals.commit = stalled_commit
     late = writers[3].append_async(pa.table({"value": [b"late"]}))
