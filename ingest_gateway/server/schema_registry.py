@@ -31,7 +31,7 @@ from ingest_gateway.server.schema_registry_errors import (
     version_not_soft_deleted)
 from ingest_gateway.server.schema_registry_config import (RegistryConfigs, empty_subject,
                                                           level_of, mode_of)
-from log_layout.schema_registry import Reference, SchemaStore, StoredSchema
+from log_layout.schema_registry import Reference, SchemaStore, StoredSchema, fingerprint
 
 PARSED_CACHE = 256  # parsed schemas kept by id (a few KB each, typically)
 #: references one schema may have, and how deep references may chain
@@ -227,11 +227,19 @@ class SchemaRegistry:
         doc = self.schemas.registry()
         entry = self._subject(doc, subject)
         self._parsed(doc, kind, text, refs)
-        schema_id = self.schemas.id_of(kind, text, refs)
-        for v in self._live(entry, deleted):
-            if v["id"] == schema_id:
-                return self._answer(subject, v["version"], self._stored(schema_id))
-        raise schema_not_found("Schema not found")
+        held = self._holding(self._live(entry, deleted), fingerprint(kind, text, refs))
+        if held is None:
+            raise schema_not_found("Schema not found")
+        return self._answer(subject, held["version"], self._stored(held["id"]))
+
+    def _holding(self, versions: list[dict[str, Any]], content: str) -> dict[str, Any] | None:
+        """The version among ``versions`` whose schema has the fingerprint ``content``
+        (compared by content, not id: an IMPORT may give one content a second id)."""
+        for v in versions:
+            stored = self.schemas.schema(v["id"])
+            if stored is not None and stored.fingerprint == content:
+                return v
+        return None
 
     def register(self, subject: str, body: Any, *, normalize: bool = False) -> dict[str, Any]:
         """Register the body's schema under ``subject``; ``{"id": n}`` (Confluent's answer,
@@ -255,28 +263,25 @@ class SchemaRegistry:
         elif wanted_id is not None and self.schemas.id_of(kind, text, refs) != wanted_id:
             raise operation_not_permitted("Setting a schema id requires IMPORT mode")
         else:
-            # the id is taken before the version: a refused registration may leave an id
-            # naming a schema no subject holds, as Confluent's can (ids are never reused)
-            schema_id = self.schemas.id_of(kind, text, refs)
+            schema_id = None  # assigned once the checks pass
         answer: dict[str, Any] = {}
+        content = fingerprint(kind, text, refs)
 
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
             nonlocal schema_id
             entry = doc.setdefault("subjects", {}).setdefault(subject, empty_subject())
             self._writable(doc, subject)
             live = self._live(entry)
-            for v in live:
-                if schema_id is not None and v["id"] == schema_id:
-                    answer.update(id=schema_id, version=v["version"])
-                    return None
+            held = self._holding(live, content)
+            if held is not None:  # already a live version: its id, no new version
+                answer.update(id=held["id"], version=held["version"])
+                return None
             if mode_of(doc, subject) != "IMPORT":
                 self._check(doc, subject, kind, parsed, live)
             if schema_id is None:
+                # after the check, so a refusal takes no id; a lost race re-runs this
+                # and gets the same id back (assign_id is one id per content)
                 schema_id = self.schemas.assign_id(kind, text, refs)
-                for v in live:  # the same content, registered by another writer meanwhile
-                    if v["id"] == schema_id:
-                        answer.update(id=schema_id, version=v["version"])
-                        return None
             number = wanted_version if (importing and wanted_version) else entry["next"]
             if any(v["version"] == number for v in entry["versions"]):
                 raise invalid_version(f"Version {number} already exists in {subject}")

@@ -315,6 +315,20 @@ def test_modes(client, gw, http):
     status, body = call(http, gw, "POST", f"/subjects/{imported}/versions",
                         {"schema": '"int"', "id": 900001, "version": 8})
     assert (status, body["error_code"]) == (422, 42205)
+    # a content already known by id gets a second id by IMPORT; the subject still finds it
+    # by content, and registering it again there adds no version
+    known = client.register_schema(subject(), record(F_URL, F_REF_DEFAULT))
+    status, body = call(http, gw, "POST", f"/subjects/{imported}/versions",
+                        {"schema": record(F_URL, F_REF_DEFAULT).schema_str, "id": 900002,
+                         "version": 9})
+    assert status == 200 and body["id"] == 900002 != known
+    assert call(http, gw, "PUT", f"/mode/{imported}", {"mode": "READWRITE"})[0] == 200
+    status, body = call(http, gw, "POST", f"/subjects/{imported}",
+                        {"schema": record(F_URL, F_REF_DEFAULT).schema_str})
+    assert (status, body["version"], body["id"]) == (200, 9, 900002)
+    status, body = call(http, gw, "POST", f"/subjects/{imported}/versions",
+                        {"schema": record(F_URL, F_REF_DEFAULT).schema_str})
+    assert (status, body["version"], body["id"]) == (200, 9, 900002)
 
 
 def test_compatibility_endpoint_and_errors(client, gw, http):
