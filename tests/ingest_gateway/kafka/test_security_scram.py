@@ -260,7 +260,7 @@ def test_handshake_v0_then_bare_plain_and_scram_tokens(scram_gw):
 def test_handshake_v0_failures_close_without_an_answer(scram_gw):
     s = connect(scram_gw)
     assert int(call(s, Handshake0(mechanism="PLAIN"), 0)[1].error_code) == 0
-    assert bare(s, f"\0bob\0wrong".encode()) is None
+    assert bare(s, "\0bob\0wrong".encode()) is None
     s = connect(scram_gw)
     assert int(call(s, Handshake0(mechanism="PLAIN"), 0)[1].error_code) == 0
     s.sendall(struct.pack(">i", 1 << 20))  # a token larger than any SASL message
