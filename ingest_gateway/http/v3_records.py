@@ -24,7 +24,8 @@ characters, unique) and answers 207 ``{"successes": [...], "failures": [{"id",
 Data types: ``BINARY`` (base64), ``JSON`` (any JSON value, stored as its compact
 text), ``STRING`` (stored as UTF-8); a key or value that is absent or null is
 null (a null value is a tombstone). Schema Registry types (AVRO, PROTOBUF,
-JSONSCHEMA, schema ids) are refused with 400: sparklog has no Schema Registry.
+JSONSCHEMA, schema ids) are refused with 400: the gateway's Schema Registry
+(``schema_registry``) does not reach REST Proxy records yet.
 Records go to the same service as v2 produce and Kafka's Produce
 (``Batcher.produce``, acks=all): validated whole before anything is written, then
 one batch for the request.
@@ -69,8 +70,8 @@ def _data(row: str, which: str, raw: Any) -> tuple[bytes | None, dict[str, Any] 
     kind = raw.get("type")
     if kind is None or any(raw.get(f) is not None for f in ("schema", "schema_id",
                                                           "schema_version", "subject")):
-        raise BadRequest(f"{row}: {which} names a schema; sparklog has no Schema Registry: "
-                         f"give type BINARY, JSON or STRING")
+        raise BadRequest(f"{row}: {which} names a schema; REST Proxy records with Schema "
+                         "Registry types are not served yet: give type BINARY, JSON or STRING")
     if kind not in TYPES:
         raise BadRequest(f"{row}: {which} type must be BINARY, JSON or STRING, not {kind!r:.50}")
     data = raw.get("data")
