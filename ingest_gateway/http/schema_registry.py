@@ -3,9 +3,10 @@
 A thin adapter over ``server.schema_registry.SchemaRegistry``: each handler reads its
 path, query and body, runs the operation off the event loop (it reads the store) and
 answers in ``application/vnd.schemaregistry.v1+json``. Refusals are Confluent's:
-``{"error_code": 40401, "message": "Subject 'x' not found."}``; a malformed body is 400
-(``error_code`` 400 or the gateway's own for a body too large or too deep), a store
-failure 500 ``50001``. Routes (relative to the prefix)::
+``{"error_code": 40401, "message": "Subject 'x' not found."}``; a body that is not JSON
+or nests too deep is 400 (``error_code`` 400), one too large 413 (``error_code`` 413; a
+declared length over the limit is refused before routing, with the gateway's own body),
+a store failure 500 ``50001``. Routes (relative to the prefix)::
 
     GET    /  /schemas  /schemas/types  /schemas/ids/{id}[/schema|/versions|/subjects]
     GET    /subjects                     POST   /subjects/{s}               (lookup)
@@ -40,8 +41,7 @@ from conf.errors import SparklogError
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.errors import status_of
 from ingest_gateway.server.schema_registry import SchemaRegistry
-from ingest_gateway.server.schema_registry_errors import (RegistryError, schema_not_found,
-                                                          unprocessable)
+from ingest_gateway.server.schema_registry_errors import RegistryError, schema_not_found
 from ingest_gateway.server.schema_types import TYPES
 from log_layout.schema_registry import SchemaStore
 
@@ -201,10 +201,6 @@ def _contexts(r: SchemaRegistry, q: Request, b: Any) -> Any:
 
 def _check(r: SchemaRegistry, q: Request, b: Any) -> Any:
     return r.check(_s(q), q.path_params.get("version"), b, verbose=_flag(q, "verbose"))
-
-
-def _not_allowed(r: SchemaRegistry, q: Request, b: Any) -> Any:
-    raise unprocessable("unknown request")
 
 
 def routes() -> list[BaseRoute]:
