@@ -30,6 +30,7 @@ COMMANDS = {
     ("schemas", "list"): [], ("schemas", "describe"): ["s"], ("schemas", "register"): ["s", "f"],
     ("schemas", "check"): ["s", "f"], ("schemas", "delete"): ["s"],
     ("schemas", "compatibility"): [],
+    ("users", "add"): ["u"], ("users", "remove"): ["u"], ("users", "list"): [],
 }
 
 
