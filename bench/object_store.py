@@ -88,8 +88,8 @@ KEY_BYTES, VALUE_BYTES = 16, 184
 RECORD_BYTES = KEY_BYTES + VALUE_BYTES
 POOL = 1 << 16  # random keys and values, cycled
 TOPIC = "bench_store"
-#: ProducerPerformance's batch.size (--client java)
-JAVA_BATCH_BYTES = 1 << 20
+#: ProducerPerformance's batch.size and buffer.memory (--client java): 1,024 open batches fit
+JAVA_BATCH_BYTES, JAVA_BUFFER_BYTES = 128 << 10, 256 << 20
 PUT_BUDGET = 20.0  # PUT/s per gateway at 4 MB/s (issue 30)
 S3_KINDS = ("PUT", "GET", "LIST", "HEAD", "DELETE", "POST")
 
@@ -393,17 +393,19 @@ def java_load(classpath: str, bootstrap: str, rate: float, seconds: float, count
     """Kafka's ``ProducerPerformance`` sending ``rate`` records/s for ``seconds`` s
     (acks=all, idempotent, linger 5 ms, round-robin over the partitions), the counter
     reset as it starts: (its summary, the counts, the window in seconds)."""
-    from bench.kafka_side.kafka_clients import PERF_LINE
+    from bench.kafka_side.kafka_clients import perf_summary
 
     records = max(1, int(rate * seconds))
-    cmd = ["java", "-Xmx512M", "-cp", classpath, "org.apache.kafka.tools.ProducerPerformance",
+    cmd = ["java", "-Xmx1G", "-cp", classpath, "org.apache.kafka.tools.ProducerPerformance",
            "--topic", TOPIC, "--num-records", str(records), "--record-size", str(RECORD_BYTES),
            "--throughput", str(int(rate)), "--producer-props", f"bootstrap.servers={bootstrap}",
            "acks=all", "enable.idempotence=true", "linger.ms=5", "compression.type=none",
            # one batch of a partition per request: Java's default 16 KB x 5 requests in
            # flight caps a partition at 80 KB per round trip to the store (the diskless
-           # Kafkas advise batches as large as the store's latency asks)
-           f"batch.size={JAVA_BATCH_BYTES}",
+           # Kafkas advise batches as large as the store's latency asks); each open
+           # batch holds batch.size of buffer.memory (32 MiB by default: 1 MiB batches
+           # at 64 partitions blocked send() for want of it)
+           f"batch.size={JAVA_BATCH_BYTES}", f"buffer.memory={JAVA_BUFFER_BYTES}",
            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"]
     counter.reset()
     t0 = time.perf_counter()
@@ -411,14 +413,7 @@ def java_load(classpath: str, bootstrap: str, rate: float, seconds: float, count
                           check=False)
     window = time.perf_counter() - t0
     counts, top = counter.snapshot()
-    m = None
-    for line in proc.stdout.splitlines():
-        m = PERF_LINE.search(line) or m
-    if proc.returncode != 0 or m is None:
-        raise RuntimeError(f"ProducerPerformance failed ({proc.returncode}): "
-                           f"{(proc.stdout + proc.stderr)[-1500:]}")
-    return {"records": int(m.group(1)), "per_s": float(m.group(2)), "p50_ms": float(m.group(5)),
-            "p99_ms": float(m.group(7)), "counts": counts, "top": top, "window_s": window}
+    return {**perf_summary(proc), "counts": counts, "top": top, "window_s": window}
 
 
 def knows_setting(tree: str, key: str) -> bool:

@@ -205,12 +205,20 @@ def producer_performance(tools_classpath: str, bootstrap: str, topic: str, recor
            "acks=all", f"linger.ms={int(linger_ms)}", "compression.type=none",
            "enable.idempotence=true", f"batch.size={BATCH_BYTES}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    summary = perf_summary(proc)
+    return {"msgs_per_s": summary["per_s"], "records": summary["records"],
+            "elapsed_s": summary["records"] / summary["per_s"],
+            "p50_ms": summary["p50_ms"], "p99_ms": summary["p99_ms"]}
+
+
+def perf_summary(proc: subprocess.CompletedProcess) -> dict:
+    """The final line of a ``ProducerPerformance`` run: records sent, records/s, p50 and
+    p99 in ms. Raises RuntimeError (with its output) if it failed or printed none."""
     m = None
     for line in proc.stdout.splitlines():
         m = PERF_LINE.search(line) or m
     if proc.returncode != 0 or m is None:
         raise RuntimeError(f"ProducerPerformance failed ({proc.returncode}): "
                            f"{(proc.stdout + proc.stderr)[-1500:]}")
-    sent, per_s = int(m.group(1)), float(m.group(2))
-    return {"msgs_per_s": per_s, "records": sent, "elapsed_s": sent / per_s,
+    return {"records": int(m.group(1)), "per_s": float(m.group(2)),
             "p50_ms": float(m.group(5)), "p99_ms": float(m.group(7))}
