@@ -27,7 +27,8 @@ from conf.topic import InvalidTopicName
 from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatch, FencedInstanceId,
                                    FencedMemberEpoch, StaleMemberEpoch, UnsupportedAssignor,
                                    FlushFailed, GroupFieldTooLong, IllegalGeneration,
-                                   InconsistentGroupProtocol, InvalidCommitOffset, InvalidGroupId,
+                                   GroupNotEmpty, InconsistentGroupProtocol,
+                                   InvalidCommitOffset, InvalidGroupId,
                                    InvalidKey, InvalidPartitions, InvalidRequiredAcks,
                                    InvalidSessionTimeout,
                                    InvalidValue, MissingKey, NotAuthenticated, NotAuthorized,
@@ -110,6 +111,7 @@ TABLE: MappingProxyType[type[BaseException], Answer] = MappingProxyType({
     # rebalance, and ILLEGAL_GENERATION makes every Kafka client rejoin
     PartitionNotAssigned: _a(409, 40913, E.illegal_generation),
     InconsistentGroupProtocol: _a(409, 40914, E.inconsistent_group_protocol),
+    GroupNotEmpty: _a(409, 40919, E.non_empty_group),
     InvalidGroupId: _a(400, 40011, E.invalid_group_id),
     # negative or past the high watermark (Kafka itself takes any offset)
     InvalidCommitOffset: _a(400, 40012, E.offset_out_of_range),

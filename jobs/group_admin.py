@@ -27,23 +27,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from conf.errors import ConfigError, SparklogError
+from conf.errors import ConfigError
+from ingest_gateway.errors import GroupNotEmpty  # noqa: F401 - raised here, caught by callers
 from log_layout import Log
-
-
-class GroupNotEmpty(SparklogError):
-    """Kafka's NON_EMPTY_GROUP: the group has active members, so it is left as it is."""
-
-    code = "non_empty_group"
-
-    def __init__(self, group: str, action: str, members: Sequence[str], source: str):
-        self.group, self.action, self.members = group, action, tuple(members)
-        shown = ", ".join(members[:3]) + (", ..." if len(members) > 3 else "")
-        from jobs.cli_output import plural
-
-        super().__init__(f"cannot {action} consumer group {group!r}: it has "
-                         f"{plural(len(members), 'active member')} ({shown}, {source}); "
-                         f"stop its consumers first")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -350,21 +350,30 @@ def _run_reset(args, url: Gateways, lg, group: str, out) -> int:
 
 
 def _run_delete(args, url: Gateways, lg, group: str, out) -> int:
+    """``delete`` / ``delete-offsets``: the gateway's own operation
+    (``ingest_gateway.server.groups.deletes``, what Kafka's DeleteGroups and OffsetDelete
+    run) on the store, once the coordinator (or the document) says the group is empty."""
     from ingest_gateway.errors import UnknownGroup
+    from ingest_gateway.server.groups import deletes
+    from ingest_gateway.server.groups.table import GroupTable
     from jobs import group_admin
     from jobs.cli_output import confirm, plural
-    from log_layout.group_offsets import delete_group_offsets
+    from log_layout import wall_clock_ms
 
     doc = lg.read_group_offsets(group)
     if doc is None:
         raise UnknownGroup(group)
+    description = _describe(url, group)
+    # whose members count: the coordinator's when one answered (a standalone gateway's
+    # restart forgets the members its document still names), else the document's
+    table = GroupTable(lg, wall_clock_ms, load_members=description is None)
     if args.action == "delete":
-        group_admin.check_empty(_describe(url, group), lg, group, "delete")
+        group_admin.check_empty(description, lg, group, "delete")
         confirm(f"Delete consumer group {group!r} and its committed offsets?", yes=args.yes)
-        delete_group_offsets(lg.store, group)
+        deletes.delete_group(table, group)
         out.print(f"deleted consumer group {group}")
         return 0
-    group_admin.check_empty(_describe(url, group), lg, group, "delete offsets of")
+    group_admin.check_empty(description, lg, group, "delete offsets of")
     gone = [tp for tp in group_admin.selected_partitions(lg, group, args.topic)
             if str(tp[1]) in doc.get("offsets", {}).get(tp[0], {})]
     if not gone:
@@ -372,11 +381,10 @@ def _run_delete(args, url: Gateways, lg, group: str, out) -> int:
         return 0
     confirm(f"Delete {plural(len(gone), 'committed offset')} of consumer group {group!r}?",
             yes=args.yes)
-    doc = lg.read_group_offsets(group) or doc  # re-read: the least to lose to a racing commit
-    for topic, p in gone:
-        doc.get("offsets", {}).get(topic, {}).pop(str(p), None)
-        if not doc.get("offsets", {}).get(topic, True):
-            del doc["offsets"][topic]
-    lg.write_group_offsets(group, doc)
+    kept = [tp for tp, why in deletes.delete_offsets(table, group, gone).items() if why]
+    if kept:  # a member joined since the check and reads these topics
+        raise group_admin.GroupNotEmpty(group, "delete offsets of",
+                                        ["a member that joined just now"],
+                                        "as its store document says")
     out.print(f"deleted {plural(len(gone), 'committed offset')} of consumer group {group}")
     return 0
