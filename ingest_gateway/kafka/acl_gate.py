@@ -5,7 +5,8 @@ The APIs whose answers carry an error code per resource check in their handlers,
 Kafka's ``KafkaApis`` does, so that a denied topic, partition, group or config resource
 gets its own code and the others are served: Produce, Fetch, ListOffsets, Metadata
 (``kafka.security.allowed``), OffsetCommit, OffsetFetch, DescribeGroups, ListGroups
-(``groups_offsets``), CreateTopics, DeleteTopics (``broker``), DeleteRecords,
+(``groups_offsets``), DeleteGroups, OffsetDelete (``groups_delete``), CreateTopics,
+DeleteTopics (``broker``), DeleteRecords,
 OffsetForLeaderEpoch (``admin_records``), AddPartitionsToTxn, TxnOffsetCommit (``txn``),
 Describe/Alter/IncrementalAlterConfigs (``admin_configs``),
 Describe/AlterUserScramCredentials (``scram_admin``), Describe/AlterClientQuotas
@@ -45,7 +46,8 @@ from ingest_gateway.kafka.wire import Header, ProtocolError, error
 CLUSTER = ("Cluster", sec.CLUSTER_NAME)
 #: APIs checked by their handlers (per resource), or served to anyone (ApiVersions, SASL)
 OWN_CHECKS = frozenset({0, 1, 2, 3, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 27, 28, 29, 30,
-                        31, 32, 33, 34, 35, 36, 37, 43, 44, 45, 46, 48, 49, 50, 51, 61, 65, 66})
+                        31, 32, 33, 34, 35, 36, 37, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51,
+                        61, 65, 66})
 
 Need = tuple[str, str, str]  # (operation, resource type, name)
 

@@ -2,8 +2,8 @@
 (``ingest_gateway.server.groups``): FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup here; OffsetCommit, OffsetFetch, DescribeGroups, ListGroups in
 ``groups_offsets``; KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe in
-``groups_consumer``. :data:`OFFERED` and :data:`HANDLERS` are what the listener adds
-to its own tables.
+``groups_consumer``; DeleteGroups and OffsetDelete in ``groups_delete``. :data:`OFFERED`
+and :data:`HANDLERS` are what the listener adds to its own tables.
 
 **One group, whichever protocol its members speak.** A Kafka member is a member of
 the coordinator's group like an HTTP one: JoinGroup is the coordinator's ``join``
@@ -56,7 +56,7 @@ from typing import Any
 
 from conf.topic import InvalidTopicName
 from ingest_gateway.protocol.groups import STRATEGIES, MemberState, validate_group_id
-from ingest_gateway.kafka import codes, groups_consumer, groups_offsets
+from ingest_gateway.kafka import codes, groups_consumer, groups_delete, groups_offsets
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
@@ -282,6 +282,7 @@ OFFERED: dict[int, tuple[int, int]] = {
     API_DESCRIBE_GROUPS: (0, 5),
     API_LIST_GROUPS: (0, 5),
     **groups_consumer.OFFERED,
+    **groups_delete.OFFERED,
 }
 
 HANDLERS = {
@@ -295,4 +296,5 @@ HANDLERS = {
     API_DESCRIBE_GROUPS: groups_offsets.describe_groups,
     API_LIST_GROUPS: groups_offsets.list_groups,
     **groups_consumer.HANDLERS,
+    **groups_delete.HANDLERS,
 }

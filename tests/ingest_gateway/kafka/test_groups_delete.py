@@ -1,0 +1,198 @@
+"""DeleteGroups (42) and OffsetDelete (47) on a gateway subprocess's Kafka listener:
+confluent-kafka's AdminClient ``delete_consumer_groups`` (an empty group deleted with
+its offsets, a group with a live member refused NON_EMPTY_GROUP, an unknown one
+GROUP_ID_NOT_FOUND), and OffsetDelete over a raw socket (confluent-kafka has no call for
+it): offsets of one partition deleted and the others kept, a subscribed topic refused
+GROUP_SUBSCRIBED_TO_TOPIC, unknown partitions and groups answered with Kafka's codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.gateway_process import wait_for
+from log_layout import open_log
+from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
+from tests.ingest_gateway.kafka.test_groups_wire import RawClient
+from tests.ingest_gateway.test_fetch_http import produce
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import KafkaError, KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+TOPIC, OTHER, PARTITIONS = "deletes", "kept", 3
+NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 68, 69, 86
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    url = str(tmp_path_factory.mktemp("kafka-group-deletes") / "store")
+    lg = open_log(url, fsync=False)
+    for t in (TOPIC, OTHER):
+        lg.create_topic(t, {"partitions": PARTITIONS})
+    with KafkaGatewayProcess(url, {"gateway.group.min.session.timeout.ms": 1000}) as g:
+        for t in (TOPIC, OTHER):
+            for p in range(PARTITIONS):
+                produce(g, t, p, [b"r%d" % i for i in range(10)])
+        g.log = lg
+        yield g
+
+
+@pytest.fixture
+def raw(gw):
+    c = RawClient(gw.kafka_port)
+    yield c
+    c.close()
+
+
+def commit(gw, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """A member-less commit (an ``assign()`` consumer), which leaves the group empty."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": gw.bootstrap, "group.id": group,
+                                  "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                 asynchronous=False)
+    finally:
+        c.close()
+
+
+def committed(gw, group: str) -> dict[tuple[str, int], int]:
+    doc = gw.log.read_group_offsets(group) or {}
+    return {(t, int(p)): e["offset"] for t, parts in doc.get("offsets", {}).items()
+            for p, e in parts.items()}
+
+
+def delete_groups(gw, *groups: str) -> dict[str, int]:
+    """AdminClient's DeleteGroups: each group's Kafka error code (0: deleted)."""
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    out = {}
+    for g, fut in admin.delete_consumer_groups(list(groups), request_timeout=15).items():
+        try:
+            fut.result()
+            out[g] = 0
+        except KafkaException as e:
+            out[g] = e.args[0].code()
+    return out
+
+
+def member(gw, group: str):
+    """A live subscribed member of ``group`` (reading TOPIC), once it has partitions."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": gw.bootstrap, "group.id": group,
+                                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                                  "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False})
+    c.subscribe([TOPIC])
+
+    def assigned():
+        c.poll(0.1)
+        return bool(c.assignment())
+    wait_for(assigned, timeout=30, interval=0, what="the member's assignment")
+    return c
+
+
+def offset_delete(raw, group: str, parts: dict[str, list[int]]):
+    return raw.call(47, 0, group_id=group, topics=tuple(
+        _topic(t, ps) for t, ps in parts.items()))
+
+
+def _topic(name: str, parts: list[int]):
+    from kio.schema.offset_delete.v0.request import (OffsetDeleteRequestPartition,
+                                                     OffsetDeleteRequestTopic)
+    return OffsetDeleteRequestTopic(name=name, partitions=tuple(
+        OffsetDeleteRequestPartition(partition_index=p) for p in parts))
+
+
+def codes_of(resp) -> dict[tuple[str, int], int]:
+    return {(t.name, p.partition_index): p.error_code.value
+            for t in resp.topics for p in t.partitions}
+
+
+def test_an_empty_group_is_deleted_with_its_offsets(gw):
+    commit(gw, "empty", {(TOPIC, 0): 4, (TOPIC, 1): 7})
+    assert committed(gw, "empty") == {(TOPIC, 0): 4, (TOPIC, 1): 7}
+    assert delete_groups(gw, "empty") == {"empty": 0}
+    assert gw.log.read_group_offsets("empty") is None
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=15).result()
+    assert "empty" not in {g.group_id for g in listed.valid}
+    # the name is free: deleting it again is GROUP_ID_NOT_FOUND
+    assert delete_groups(gw, "empty") == {"empty": GROUP_ID_NOT_FOUND}
+
+
+def test_a_group_with_a_live_member_is_refused_and_kept(gw):
+    c = member(gw, "busy")
+    try:
+        c.commit(offsets=[TopicPartition(TOPIC, p, 2) for p in range(PARTITIONS)],
+                 asynchronous=False)
+        codes = delete_groups(gw, "busy", "nobody-knows-me")
+        assert codes == {"busy": NON_EMPTY_GROUP, "nobody-knows-me": GROUP_ID_NOT_FOUND}
+        assert committed(gw, "busy") == {(TOPIC, p): 2 for p in range(PARTITIONS)}
+    finally:
+        c.close()  # leaves: the group is empty now
+    assert delete_groups(gw, "busy") == {"busy": 0}
+    assert gw.log.read_group_offsets("busy") is None
+
+
+def test_offset_delete_of_an_empty_group(gw, raw):
+    commit(gw, "od", {(TOPIC, 0): 1, (TOPIC, 1): 2, (OTHER, 0): 3})
+    resp = offset_delete(raw, "od", {TOPIC: [0, 2, 99], "no-such-topic": [0]})
+    assert resp.error_code.value == 0
+    assert codes_of(resp) == {(TOPIC, 0): 0, (TOPIC, 2): 0,  # 2 had none: no error
+                              (TOPIC, 99): UNKNOWN_TOPIC_OR_PARTITION,
+                              ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    assert committed(gw, "od") == {(TOPIC, 1): 2, (OTHER, 0): 3}
+    # the coordinator's view agrees (what OffsetFetch answers)
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    fut = admin.list_consumer_group_offsets(
+        [confluent_kafka.ConsumerGroupTopicPartitions("od", [TopicPartition(TOPIC, 0),
+                                                             TopicPartition(TOPIC, 1)])],
+        request_timeout=15)["od"]
+    got = {tp.partition: tp.offset for tp in fut.result().topic_partitions}
+    assert got == {0: -1001, 1: 2}  # OFFSET_INVALID: none committed
+
+
+def test_offset_delete_refuses_a_topic_a_member_reads(gw, raw):
+    commit(gw, "od-live", {(OTHER, 0): 5, (OTHER, 1): 6})
+    c = member(gw, "od-live")
+    try:
+        c.commit(offsets=[TopicPartition(TOPIC, p, 3) for p in range(PARTITIONS)],
+                 asynchronous=False)
+        resp = offset_delete(raw, "od-live", {TOPIC: [0, 1], OTHER: [0]})
+        assert resp.error_code.value == 0
+        assert codes_of(resp) == {(TOPIC, 0): GROUP_SUBSCRIBED_TO_TOPIC,
+                                  (TOPIC, 1): GROUP_SUBSCRIBED_TO_TOPIC, (OTHER, 0): 0}
+        after = committed(gw, "od-live")
+        assert after[(TOPIC, 0)] == 3 and (OTHER, 0) not in after and after[(OTHER, 1)] == 6
+        # the member carries on: it still commits and the group still has it
+        c.commit(offsets=[TopicPartition(TOPIC, 0, 4)], asynchronous=False)
+        assert committed(gw, "od-live")[(TOPIC, 0)] == 4
+    finally:
+        c.close()
+
+
+def test_offset_delete_of_an_unknown_or_invalid_group(gw, raw):
+    resp = offset_delete(raw, "never-seen", {TOPIC: [0]})
+    assert resp.error_code.value == GROUP_ID_NOT_FOUND and resp.topics == ()
+    resp = offset_delete(raw, "", {TOPIC: [0]})
+    assert resp.error_code.value == 24  # INVALID_GROUP_ID
+    codes = delete_groups(gw, "a/b")
+    assert codes == {"a/b": 24}
+
+
+def test_the_cli_deletes_through_the_same_operation(gw):
+    """``sparklog groups delete`` refuses a live group as DeleteGroups does (the one
+    operation in ``ingest_gateway.server.groups.deletes``)."""
+    from ingest_gateway.errors import GroupNotEmpty
+    from ingest_gateway.server.groups import deletes
+    from ingest_gateway.server.groups.table import GroupTable
+    from log_layout import wall_clock_ms
+
+    commit(gw, "cli", {(TOPIC, 0): 1})
+    gw.log.write_group_offsets("cli", {**gw.log.read_group_offsets("cli"), "members": [
+        {"member_id": "m-1", "client_id": "c", "topics": [TOPIC], "strategies": ["range"],
+         "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "assignment": []}]})
+    table = GroupTable(gw.log, wall_clock_ms, load_members=True)
+    with pytest.raises(GroupNotEmpty):
+        deletes.delete_group(table, "cli")
+    assert deletes.delete_offsets(table, "cli", [(TOPIC, 0)]) == {(TOPIC, 0): "subscribed"}
+    assert committed(gw, "cli") == {(TOPIC, 0): 1}
