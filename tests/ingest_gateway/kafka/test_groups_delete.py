@@ -3,7 +3,8 @@ confluent-kafka's AdminClient ``delete_consumer_groups`` (an empty group deleted
 its offsets, a group with a live member refused NON_EMPTY_GROUP, an unknown one
 GROUP_ID_NOT_FOUND), and OffsetDelete over a raw socket (confluent-kafka has no call for
 it): offsets of one partition deleted and the others kept, a subscribed topic refused
-GROUP_SUBSCRIBED_TO_TOPIC, unknown partitions and groups answered with Kafka's codes."""
+GROUP_SUBSCRIBED_TO_TOPIC, unknown partitions and groups answered with Kafka's codes; hostile requests of both;
+Kafka's ACLs over a SASL listener."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.ingest_gateway.kafka.test_groups_wire import RawClient
 from tests.ingest_gateway.test_fetch_http import produce
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import KafkaError, KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka import KafkaException, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 TOPIC, OTHER, PARTITIONS = "deletes", "kept", 3
@@ -196,3 +197,89 @@ def test_the_cli_deletes_through_the_same_operation(gw):
         deletes.delete_group(table, "cli")
     assert deletes.delete_offsets(table, "cli", [(TOPIC, 0)]) == {(TOPIC, 0): "subscribed"}
     assert committed(gw, "cli") == {(TOPIC, 0): 1}
+
+
+# -- hostile input ---------------------------------------------------------------------
+def test_hostile_deletes_are_answered_and_the_gateway_serves_on(gw):
+    """Well-formed but hostile fields (thousands of groups, names Kafka refuses,
+    partitions out of range, a topic name that is a path), then fuzzed bodies of both
+    APIs (``fuzz_cases``: truncated, flipped, huge lengths): each answered with Kafka's
+    codes or the connection closed, and the gateway answers a plain request after."""
+    import random
+    import socket
+
+    from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+
+    from tests.ingest_gateway.kafka import fuzz_cases
+    from tests.ingest_gateway.kafka.kafka_gateway import call, connect, read_frame
+
+    names = tuple(f"h-{i}" for i in range(3000)) + ("", "x" * 300, "../etc", "a\x00b")
+    with connect(gw) as s:
+        resp = call(s, DeleteGroupsRequest(groups_names=names), 2)[1]
+    got = {r.group_id: r.error_code.value for r in resp.results}
+    assert all(got[f"h-{i}"] == GROUP_ID_NOT_FOUND for i in range(3000))
+    assert got[""] == got["x" * 300] == got["../etc"] == got["a\x00b"] == 24  # INVALID_GROUP_ID
+
+    commit(gw, "hostile", {(TOPIC, 0): 1})
+    c = RawClient(gw.kafka_port)
+    try:
+        resp = offset_delete(c, "hostile", {TOPIC: [-1, 2**31 - 1, 0], "../x": [0], "": [0]})
+        assert codes_of(resp) == {(TOPIC, -1): UNKNOWN_TOPIC_OR_PARTITION,
+                                  (TOPIC, 2**31 - 1): UNKNOWN_TOPIC_OR_PARTITION,
+                                  (TOPIC, 0): 0, ("../x", 0): UNKNOWN_TOPIC_OR_PARTITION,
+                                  ("", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    finally:
+        c.close()
+
+    rnd = random.Random(31)
+    for key, version in [(42, 0), (42, 1), (42, 2), (47, 0)]:
+        for body in fuzz_cases.valid_bodies(key, version, 4):
+            for _ in range(15):
+                with socket.create_connection(("127.0.0.1", gw.kafka_port), timeout=30) as s:
+                    s.sendall(fuzz_cases.framed(key, version, fuzz_cases.mutate(rnd, body)))
+                    s.shutdown(socket.SHUT_WR)
+                    read_frame(s)  # an answer, or None: the connection closed
+    assert delete_groups(gw, "hostile") == {"hostile": 0}  # still serving
+
+
+# -- ACLs ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    from tests.ingest_gateway.kafka.sasl_gateway import allow, sasl_gateway
+
+    acls = [allow("Group", "den-del", "alice", "Delete"),
+            allow("Topic", TOPIC, "alice", "Read")]
+    with sasl_gateway(tmp_path_factory.mktemp("kafka-delete-acls"), users=("alice", "mallory"),
+                      acls=acls, topics={TOPIC: 1, OTHER: 1}) as g:
+        g.log = open_log(g.store_url)
+        yield g
+
+
+def test_acls_are_kafkas(secured):
+    """DeleteGroups: Delete on each group (GROUP_AUTHORIZATION_FAILED 30 for the others);
+    OffsetDelete: Delete on the group (30, top level), Read on each topic
+    (TOPIC_AUTHORIZATION_FAILED 29 on its partitions, the others deleted)."""
+    from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+    from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+
+    from tests.ingest_gateway.kafka.kafka_gateway import call
+    from tests.ingest_gateway.kafka.sasl_gateway import logged_in, still_serves
+
+    for g in ("den-del", "den-other"):
+        secured.log.write_group_offsets(g, {"group": g, "generation": 1, "offsets": {
+            TOPIC: {"0": {"offset": 1}}, OTHER: {"0": {"offset": 2}}}})
+    od = OffsetDeleteRequest(group_id="den-del", topics=(_topic(TOPIC, [0]), _topic(OTHER, [0])))
+    with logged_in(secured, "mallory") as s:
+        resp = call(s, od, 0)[1]
+        assert resp.error_code.value == 30 and resp.topics == ()
+        resp = call(s, DeleteGroupsRequest(groups_names=("den-del",)), 2)[1]
+        assert [r.error_code.value for r in resp.results] == [30]
+        assert still_serves(s)
+    with logged_in(secured, "alice") as s:
+        assert codes_of(call(s, od, 0)[1]) == {(TOPIC, 0): 0, (OTHER, 0): 29}
+        assert committed(secured, "den-del") == {(OTHER, 0): 2}
+        resp = call(s, DeleteGroupsRequest(groups_names=("den-del", "den-other")), 2)[1]
+        assert {r.group_id: r.error_code.value for r in resp.results} == \
+            {"den-del": 0, "den-other": 30}
+    assert secured.log.read_group_offsets("den-del") is None
+    assert secured.log.read_group_offsets("den-other") is not None
