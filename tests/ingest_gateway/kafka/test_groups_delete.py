@@ -4,7 +4,8 @@ its offsets, a group with a live member refused NON_EMPTY_GROUP, an unknown one
 GROUP_ID_NOT_FOUND), and OffsetDelete over a raw socket (confluent-kafka has no call for
 it): offsets of one partition deleted and the others kept, a subscribed topic refused
 GROUP_SUBSCRIBED_TO_TOPIC, unknown partitions and groups answered with Kafka's codes; hostile requests of both;
-Kafka's ACLs over a SASL listener."""
+Kafka's ACLs over a SASL listener. Slow: Kafka's own ``kafka-consumer-groups.sh``
+(ConsumerGroupCommand) ``--delete`` and ``--delete-offsets``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from jobs.gateway_process import wait_for
 from log_layout import open_log
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.ingest_gateway.kafka.test_groups_wire import RawClient
+from tests.ingest_gateway.kafka.test_kafka_tools import run, tools  # noqa: F401 - fixture
 from tests.ingest_gateway.test_fetch_http import produce
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -283,3 +285,33 @@ def test_acls_are_kafkas(secured):
             {"den-del": 0, "den-other": 30}
     assert secured.log.read_group_offsets("den-del") is None
     assert secured.log.read_group_offsets("den-other") is not None
+
+
+# -- Kafka's own kafka-consumer-groups.sh ----------------------------------------------
+@pytest.mark.slow
+@pytest.mark.kafka_broker
+def test_kafka_consumer_groups_delete_and_delete_offsets(tools, gw):  # noqa: F811
+    """ConsumerGroupCommand (kafka-tools, as ``test_kafka_tools`` runs the others):
+    ``--delete-offsets`` of one topic, ``--delete`` refused while a member is live,
+    then done once it left."""
+    cmd = "consumer.group.ConsumerGroupCommand"
+    commit(gw, "tool", {(TOPIC, 0): 3, (TOPIC, 1): 4, (OTHER, 0): 5})
+    out = run(tools, gw, cmd, "--delete-offsets", "--group", "tool", "--topic", OTHER)
+    assert "Request succeed for deleting offsets" in out, out
+    assert committed(gw, "tool") == {(TOPIC, 0): 3, (TOPIC, 1): 4}
+
+    c = member(gw, "tool")
+    try:
+        out = run(tools, gw, cmd, "--delete-offsets", "--group", "tool", "--topic", TOPIC,
+                  ok=False)
+        assert "GroupSubscribedToTopic" in out or "subscribed" in out.lower(), out[-2000:]
+        out = run(tools, gw, cmd, "--delete", "--group", "tool", ok=False)
+        assert "GroupNotEmptyException" in out or "not empty" in out.lower(), out[-2000:]
+        assert committed(gw, "tool") == {(TOPIC, 0): 3, (TOPIC, 1): 4}
+    finally:
+        c.close()
+    out = run(tools, gw, cmd, "--delete", "--group", "tool")
+    assert "Deletion of requested consumer groups ('tool') was successful." in out, out
+    assert gw.log.read_group_offsets("tool") is None
+    out = run(tools, gw, cmd, "--delete", "--group", "tool", ok=False)
+    assert "GroupIdNotFoundException" in out or "does not exist" in out, out[-2000:]
