@@ -27,7 +27,7 @@ from conf.topic import InvalidTopicName
 from ingest_gateway.errors import (BadRequest, BufferFull, ConsumerFormatMismatch, FencedInstanceId,
                                    FencedMemberEpoch, StaleMemberEpoch, UnsupportedAssignor,
                                    FlushFailed, GroupFieldTooLong, IllegalGeneration,
-                                   GroupNotEmpty, InconsistentGroupProtocol,
+                                   InconsistentGroupProtocol,
                                    InvalidCommitOffset, InvalidGroupId,
                                    InvalidKey, InvalidPartitions, InvalidRequiredAcks,
                                    InvalidSessionTimeout,
@@ -44,6 +44,7 @@ from log_layout import (CorruptManifest, CorruptSegment, Fenced, InvalidProducer
                         OutOfOrderSequence, ProducerFenced, RecordTooLarge, StoreError,
                         TopicExists, UnknownPartition, UnknownTopic)
 from log_layout.errors import InvalidAcl
+from ingest_gateway.protocol.groups import GroupNotEmpty
 
 E = ErrorCode
 

@@ -307,20 +307,6 @@ class RebalanceInProgress(GroupError):
                          f"{generation}: rejoin the group")
 
 
-class GroupNotEmpty(GroupError):
-    """Kafka's NON_EMPTY_GROUP: the group has active members, so it is not deleted (nor
-    its offsets reset) while they consume."""
-
-    code = "non_empty_group"
-
-    def __init__(self, group: str, action: str, members: Sequence[str], source: str):
-        self.group, self.action, self.members = group, action, tuple(members)
-        shown = ", ".join(members[:3]) + (", ..." if len(members) > 3 else "")
-        count = f"{len(members)} active member{'' if len(members) == 1 else 's'}"
-        super().__init__(f"cannot {action} consumer group {group!r}: it has {count} "
-                         f"({shown}, {source}); stop its consumers first")
-
-
 class PartitionNotAssigned(GroupError):
     """A commit for a partition the member does not own in its generation."""
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from conf.errors import ConfigError
-from ingest_gateway.errors import GroupNotEmpty  # noqa: F401 - raised here, caught by callers
+from ingest_gateway.protocol.groups import GroupNotEmpty  # noqa: F401 - callers catch it
 from log_layout import Log
 
 

@@ -1,4 +1,5 @@
-"""The consumer-group protocol as both sides see it: strategies, a member's state, group ids.
+"""The consumer-group protocol as both sides see it: strategies, a member's state, group ids,
+and GroupNotEmpty (Kafka's NON_EMPTY_GROUP, which the CLI and the coordinator both raise).
 
 The coordinator (``ingest_gateway.server.groups``) answers join and heartbeat
 with a :class:`MemberState`; the gateway sends it as JSON (``to_json``) and the
@@ -9,11 +10,11 @@ shape, and holds no server code, so a client process may load it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from conf.topic import TOPIC_NAME_RE
-from ingest_gateway.errors import InvalidGroupId
+from ingest_gateway.errors import GroupError, InvalidGroupId
 
 COOPERATIVE = "cooperative-sticky"
 STRATEGIES = ("range", "roundrobin", "sticky", COOPERATIVE)
@@ -77,3 +78,17 @@ class Coordinator(Protocol):
 
     def committed(self, group: str, partitions: Iterable[TopicPartition] | None = None,
                   ) -> dict[TopicPartition, int]: ...
+
+
+class GroupNotEmpty(GroupError):
+    """Kafka's NON_EMPTY_GROUP: the group has active members, so it is not deleted (nor
+    its offsets reset) while they consume."""
+
+    code = "non_empty_group"
+
+    def __init__(self, group: str, action: str, members: Sequence[str], source: str):
+        self.group, self.action, self.members = group, action, tuple(members)
+        shown = ", ".join(members[:3]) + (", ..." if len(members) > 3 else "")
+        count = f"{len(members)} active member{'' if len(members) == 1 else 's'}"
+        super().__init__(f"cannot {action} consumer group {group!r}: it has {count} "
+                         f"({shown}, {source}); stop its consumers first")

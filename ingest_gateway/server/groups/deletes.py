@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ingest_gateway.errors import GroupNotEmpty, RebalanceInProgress, UnknownGroup
-from ingest_gateway.protocol.groups import TopicPartition, validate_group_id
+from ingest_gateway.errors import RebalanceInProgress, UnknownGroup
+from ingest_gateway.protocol.groups import GroupNotEmpty, TopicPartition, validate_group_id
 from ingest_gateway.server.groups.table import GroupTable
 from log_layout.group_offsets import delete_group_offsets
 

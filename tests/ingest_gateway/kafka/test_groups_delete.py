@@ -3,8 +3,8 @@ confluent-kafka's AdminClient ``delete_consumer_groups`` (an empty group deleted
 its offsets, a group with a live member refused NON_EMPTY_GROUP, an unknown one
 GROUP_ID_NOT_FOUND), and OffsetDelete over a raw socket (confluent-kafka has no call for
 it): offsets of one partition deleted and the others kept, a subscribed topic refused
-GROUP_SUBSCRIBED_TO_TOPIC, unknown partitions and groups answered with Kafka's codes; hostile requests of both;
-Kafka's ACLs over a SASL listener. Slow: Kafka's own ``kafka-consumer-groups.sh``
+GROUP_SUBSCRIBED_TO_TOPIC, unknown partitions and groups answered with Kafka's codes;
+hostile requests of both; Kafka's ACLs over a SASL listener. Slow: Kafka's own ``kafka-consumer-groups.sh``
 (ConsumerGroupCommand) ``--delete`` and ``--delete-offsets``."""
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def test_offset_delete_of_an_unknown_or_invalid_group(gw, raw):
 def test_the_cli_deletes_through_the_same_operation(gw):
     """``sparklog groups delete`` refuses a live group as DeleteGroups does (the one
     operation in ``ingest_gateway.server.groups.deletes``)."""
-    from ingest_gateway.errors import GroupNotEmpty
+    from ingest_gateway.protocol.groups import GroupNotEmpty
     from ingest_gateway.server.groups import deletes
     from ingest_gateway.server.groups.table import GroupTable
     from log_layout import wall_clock_ms
