@@ -16,9 +16,12 @@ is the safe side).
 Where a change goes: a reset is a member-less commit at the coordinator when one
 answers (it refuses the commit if a member joined since the check: one step
 there, as in Kafka), else straight to the store (``commit_to_store``). Deletes
-change the store's document: a group without members is held by no gateway
-(``GroupTable.release``), so no coordinator's copy overwrites it; a member joining
-between the check and the write is the window left (no gateway route deletes).
+run the gateway's own operation (``ingest_gateway.server.groups.deletes``, Kafka's
+DeleteGroups and OffsetDelete) on the store: a group without members is held by no
+gateway (``GroupTable.release``), so no coordinator's copy overwrites it; a member
+joining between the check and the write is the window left (Kafka's
+``kafka-consumer-groups.sh --delete`` against the listener has no such window: the
+coordinator checks and deletes in one step).
 """
 
 from __future__ import annotations
