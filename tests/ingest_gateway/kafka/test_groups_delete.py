@@ -315,3 +315,43 @@ def test_kafka_consumer_groups_delete_and_delete_offsets(tools, gw):  # noqa: F8
     assert gw.log.read_group_offsets("tool") is None
     out = run(tools, gw, cmd, "--delete", "--group", "tool", ok=False)
     assert "GroupIdNotFoundException" in out or "does not exist" in out, out[-2000:]
+
+
+# -- NOT_COORDINATOR -------------------------------------------------------------------
+@pytest.mark.slow  # two gateway processes
+def test_not_the_coordinator_deletes_nothing(tmp_path):
+    """Slots 0 and 1 of one broker application, slot 0 the group's coordinator: slot 1
+    answers NOT_COORDINATOR to both APIs and leaves the document alone; slot 0 deletes."""
+    from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+    from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+
+    from tests.ingest_gateway.kafka.kafka_gateway import call
+    from tests.ingest_gateway.kafka.test_consumer_protocol_failover import (
+        GROUP, TOPIC as FTOPIC, Application)
+    import socket
+
+    app = Application(str(tmp_path / "store"))
+    app.log.create_topic(FTOPIC, {"partitions": 4})
+    app.log.write_group_offsets(GROUP, {"group": GROUP, "generation": 1,
+                                        "offsets": {FTOPIC: {"0": {"offset": 1}}}})
+
+    def ask(port: int, req, version: int):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            return call(s, req, version)[1]
+
+    dg = DeleteGroupsRequest(groups_names=(GROUP,))
+    od = OffsetDeleteRequest(group_id=GROUP, topics=(_topic(FTOPIC, [0]),))
+    with app.running():
+        a, b = app.kafka_ports[0], app.kafka_ports[1]
+        app.coordinate(0, (0, 1))
+        wait_for(lambda: ask(b, dg, 2).results[0].error_code.value == 16, timeout=20,
+                 what="slot 1 refusing the group")
+        assert ask(b, od, 0).error_code.value == 16
+        assert app.log.read_group_offsets(GROUP)["offsets"] == {FTOPIC: {"0": {"offset": 1}}}
+        got = {}
+        wait_for(lambda: got.setdefault("r", ask(a, od, 0)).error_code.value != 16
+                 or got.pop("r") is None, timeout=20, what="slot 0 coordinating the group")
+        assert got["r"].error_code.value == 0 and codes_of(got["r"]) == {(FTOPIC, 0): 0}
+        assert app.log.read_group_offsets(GROUP)["offsets"] == {}
+        assert ask(a, dg, 2).results[0].error_code.value == 0
+        assert app.log.read_group_offsets(GROUP) is None
