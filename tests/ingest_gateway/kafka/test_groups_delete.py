@@ -297,7 +297,9 @@ def test_kafka_consumer_groups_delete_and_delete_offsets(tools, gw):  # noqa: F8
     cmd = "consumer.group.ConsumerGroupCommand"
     commit(gw, "tool", {(TOPIC, 0): 3, (TOPIC, 1): 4, (OTHER, 0): 5})
     out = run(tools, gw, cmd, "--delete-offsets", "--group", "tool", "--topic", OTHER)
-    assert "Request succeed for deleting offsets" in out, out
+    assert "Request succeeded for deleting offsets from group tool." in out, out
+    rows = [line.split() for line in out.splitlines() if line.startswith(OTHER)]
+    assert rows == [[OTHER, str(p), "Successful"] for p in range(PARTITIONS)], out
     assert committed(gw, "tool") == {(TOPIC, 0): 3, (TOPIC, 1): 4}
 
     c = member(gw, "tool")
