@@ -5,7 +5,6 @@ swept. On every store."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pyarrow as pa
 import pytest
@@ -277,6 +276,35 @@ def test_dump_log_shows_the_journal_and_the_records_of_a_hot_partition(hot):
         == ["a-2", "b-2"]
 
 
+class _HeldUploads:
+    """A journal's uploads held until ``gate`` is set; the ``fail``-th (from 1) raises."""
+
+    def __init__(self, journal: JournalWriter, fail: int | None = None):
+        self.gate, self.cond, self.started = threading.Event(), threading.Condition(), 0
+        real = journal._upload
+
+        def held(flush) -> None:
+            with self.cond:
+                self.started += 1
+                n = self.started
+                self.cond.notify_all()
+            assert self.gate.wait(30)
+            if n == fail:
+                raise OSError("the store refused this object")
+            real(flush)
+
+        journal._upload = held
+
+    def append_each_in_a_flush(self, writer, tables: list[pa.Table]) -> list:
+        """Append each table once the one before is being uploaded (its own flush)."""
+        futures = []
+        for table in tables:
+            futures.append(writer.append_async(table))
+            with self.cond:
+                assert self.cond.wait_for(lambda: self.started == len(futures), 30)
+        return futures
+
+
 def test_a_partition_is_in_several_uploads_at_once_and_commits_in_order(log, store):
     """Each flush of a partition is planned on the ones in flight before it: with the
     uploads held, four flushes of one partition are out together, then commit in order
@@ -285,23 +313,11 @@ def test_a_partition_is_in_several_uploads_at_once_and_commits_in_order(log, sto
     journal = JournalWriter(log.journals, "gw-a", interval_ms=0, uploads_in_flight=4)
     try:
         w = log.partition("t", 0).claim("gw-a", journal)
-        gate, started = threading.Event(), []
-        real = journal._upload
-
-        def held(flush):
-            started.append(flush.obj)
-            assert gate.wait(30)
-            real(flush)
-
-        journal._upload = held
-        futures = []
-        for i in range(4):
-            futures.append(w.append_async(pa.table({"value": [f"v{i}".encode()] * 3})))
-            deadline = time.monotonic() + 30
-            while len(started) < i + 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-        assert len(started) == 4  # four uploads of the one partition out together
-        gate.set()
+        held = _HeldUploads(journal)
+        futures = held.append_each_in_a_flush(
+            w, [pa.table({"value": [f"v{i}".encode()] * 3}) for i in range(4)])
+        assert held.started == 4  # four uploads of the one partition out together
+        held.gate.set()
         results = [f.result(timeout=60) for f in futures]
         assert [(r.base_offset, r.last_offset) for r in results] == \
             [(0, 2), (3, 5), (6, 8), (9, 11)]
@@ -322,25 +338,10 @@ def test_a_failed_upload_fails_the_flushes_planned_after_it_and_nothing_half_sho
     journal = JournalWriter(log.journals, "gw-a", interval_ms=0, uploads_in_flight=4)
     try:
         w = log.partition("t", 0).claim("gw-a", journal)
-        gate, started = threading.Event(), []
-        real = journal._upload
-
-        def second_fails(flush):
-            started.append(flush.obj)
-            n = len(started)
-            assert gate.wait(30)
-            if n == 2:
-                raise OSError("the store refused this object")
-            real(flush)
-
-        journal._upload = second_fails
-        futures = []
-        for i in range(3):
-            futures.append(w.append_async(pa.table({"value": [f"v{i}".encode()]})))
-            deadline = time.monotonic() + 30
-            while len(started) < i + 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-        gate.set()
+        held = _HeldUploads(journal, fail=2)
+        futures = held.append_each_in_a_flush(
+            w, [pa.table({"value": [f"v{i}".encode()]}) for i in range(3)])
+        held.gate.set()
         assert futures[0].result(timeout=60).base_offset == 0
         with pytest.raises(OSError):
             futures[1].result(timeout=60)
