@@ -24,7 +24,6 @@ TOPIC_AUTHORIZATION_FAILED for each of its partitions, the others are served.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -37,7 +36,6 @@ from log_layout.delete_records import delete_records as _delete_records
 from log_layout import leader_epochs
 from log_layout.partition import PartitionLog
 
-log = logging.getLogger("sparklog.gateway.kafka")
 
 API_DELETE_RECORDS, API_OFFSET_FOR_LEADER_EPOCH = 21, 23
 #: Kafka 4.0's version floors up to what current clients use
@@ -50,13 +48,6 @@ FENCED_LEADER_EPOCH = ErrorCode.fenced_leader_epoch
 UNKNOWN_LEADER_EPOCH = ErrorCode.unknown_leader_epoch
 #: Kafka's answer for an epoch it cannot place
 UNDEFINED = (-1, -1)
-
-
-def _code(e: Exception, what: str) -> int:
-    code = codes.code_of(e)
-    if code == codes.UNKNOWN_SERVER_ERROR:
-        log.warning("%s failed: %s", what, e)
-    return code
 
 
 async def delete_records(broker: Broker, head: Header, req: Any) -> Any:
@@ -83,7 +74,7 @@ async def _delete_one(broker: Broker, topic: str, partition: int,
         m = await broker.batcher.run_blocking(_delete_records, plog, offset)
         return codes.NONE, m.log_start_offset
     except Exception as e:  # noqa: BLE001 - per-partition error codes
-        return _code(e, "DeleteRecords"), -1
+        return codes.code_logged(e, "DeleteRecords"), -1
 
 
 async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any:
@@ -102,7 +93,7 @@ async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any
                         _epoch_end, broker.log, t.topic, p.partition, p.leader_epoch,
                         p.current_leader_epoch)
             except Exception as e:  # noqa: BLE001 - per-partition error codes
-                code = _code(e, "OffsetForLeaderEpoch")
+                code = codes.code_logged(e, "OffsetForLeaderEpoch")
             parts.append(make(mod.EpochEndOffset, error_code=error(code),
                               partition=p.partition, leader_epoch=epoch, end_offset=end))
         topics.append(make(mod.OffsetForLeaderTopicResult, topic=t.topic,

@@ -48,7 +48,6 @@ the cluster (Kafka's; else ``CLUSTER_AUTHORIZATION_FAILED`` for every partition)
 from __future__ import annotations
 
 import datetime
-import logging
 from typing import Any
 
 import re2
@@ -64,7 +63,6 @@ from log_layout.commit import wall_clock_ms
 from log_layout.txn_admin import NoOpenTransaction, abort_hanging
 from log_layout.txn_admin import describe_producers as _producers
 
-log = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_PRODUCERS, API_DESCRIBE_TRANSACTIONS, API_LIST_TRANSACTIONS = 61, 65, 66
 API_WRITE_TXN_MARKERS = 27
@@ -83,13 +81,6 @@ TRANSACTIONAL_ID_NOT_FOUND = ErrorCode.transactional_id_not_found
 INVALID_REGULAR_EXPRESSION = ErrorCode.invalid_regular_expression
 #: the longest transactional id pattern compiled (as the group regexes' bound)
 MAX_PATTERN_CHARS = 4096
-
-
-def _code(e: Exception, what: str) -> int:
-    code = codes.code_of(e)
-    if code == codes.UNKNOWN_SERVER_ERROR:
-        log.warning("%s failed: %s", what, e)
-    return code
 
 
 async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
@@ -111,7 +102,7 @@ async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
         try:
             docs = await broker.batcher.run_blocking(_listed, broker.log, matcher)
         except Exception as e:  # noqa: BLE001 - the answer's error code
-            code, docs = _code(e, "ListTransactions"), []
+            code, docs = codes.code_logged(e, "ListTransactions"), []
         wanted_states = set(req.state_filters)
         pids = set(req.producer_id_filters)
         duration = getattr(req, "duration_filter", -1)
@@ -158,7 +149,7 @@ async def describe_transactions(broker: Broker, head: Header, req: Any) -> Any:
                 if doc is None:
                     code = TRANSACTIONAL_ID_NOT_FOUND
             except Exception as e:  # noqa: BLE001 - a per-id error code
-                code = _code(e, "DescribeTransactions")
+                code = codes.code_logged(e, "DescribeTransactions")
         out.append(_state(broker, mod, tid, code, doc or {}))
     return make(mod.DescribeTransactionsResponse, throttle_time=ZERO,
                 transaction_states=tuple(out))
@@ -193,7 +184,7 @@ async def describe_producers(broker: Broker, head: Header, req: Any) -> Any:
                 try:
                     found = await broker.batcher.run_blocking(_states, broker, t.name, p)
                 except Exception as e:  # noqa: BLE001 - a per-partition error code
-                    code, message = _code(e, "DescribeProducers"), str(e)
+                    code, message = codes.code_logged(e, "DescribeProducers"), str(e)
             parts.append(make(mod.PartitionResponse, partition_index=p, error_code=error(code),
                               error_message=message, active_producers=tuple(
                                   make(mod.ProducerState, producer_id=s.producer_id,
@@ -242,7 +233,7 @@ async def write_txn_markers(broker: Broker, head: Header, req: Any) -> Any:
                                                           mk.producer_id, mk.producer_epoch)
                         broker.hub().committed(t.name, p, -1)  # wake read_committed polls
                     except Exception as e:  # noqa: BLE001 - a per-partition error code
-                        code = _code(e, "WriteTxnMarkers")
+                        code = codes.code_logged(e, "WriteTxnMarkers")
                 parts.append(make(mod.WritableTxnMarkerPartitionResult, partition_index=p,
                                   error_code=error(code)))
             topics.append(make(mod.WritableTxnMarkerTopicResult, name=t.name,

@@ -9,6 +9,7 @@ are kio's ``ErrorCode`` members (ints), for handlers that answer a code directly
 
 from __future__ import annotations
 
+import logging
 from types import MappingProxyType
 
 from kio.schema.errors import ErrorCode
@@ -45,3 +46,12 @@ def code_of(exc: BaseException) -> int:
         return AUTHORIZATION_FAILED.get(exc.resource_type,
                                         ErrorCode.cluster_authorization_failed)
     return answer_of(exc).kafka
+
+
+def code_logged(exc: BaseException, what: str) -> int:
+    """``code_of(exc)``, logging ``exc`` when it is unknown (UNKNOWN_SERVER_ERROR): a
+    failure of ``what`` the client only sees as a code."""
+    code = code_of(exc)
+    if code == UNKNOWN_SERVER_ERROR:
+        logging.getLogger("sparklog.gateway.kafka").warning("%s failed: %s", what, exc)
+    return code
