@@ -120,3 +120,15 @@ def read_in_group(bootstrap: str, topic: str, group: str, count: int, *, timeout
     finally:
         c.close()
     return got, [tp.offset for tp in committed]
+
+
+@pytest.fixture(scope="module")
+def tools():
+    """kafka-tools' class path (newest served version), or skip when Maven cannot fetch it."""
+    from bench.kafka_side.fetch import TOOLS_VERSIONS, _newest
+
+    notes: list[str] = []
+    jars = _newest("kafka-tools", TOOLS_VERSIONS, notes, log=lambda *_: None)
+    if jars is None:
+        pytest.skip(f"kafka-tools not fetched: {notes}")
+    return jars

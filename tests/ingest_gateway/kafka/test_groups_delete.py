@@ -15,7 +15,7 @@ from jobs.gateway_process import wait_for
 from log_layout import open_log
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.ingest_gateway.kafka.test_groups_wire import RawClient
-from tests.ingest_gateway.kafka.test_kafka_tools import run, tools  # noqa: F401 - fixture
+from tests.ingest_gateway.kafka.test_kafka_tools import run
 from tests.ingest_gateway.test_fetch_http import produce
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -27,18 +27,6 @@ ZOMBIE = 4242  # a producer id no transactional id names
 
 
 @pytest.fixture(scope="module")
-def tools():
-    """kafka-tools' class path (newest served version), or skip when Maven cannot fetch it."""
-    from bench.kafka_side.fetch import TOOLS_VERSIONS, _newest
-
-    notes: list[str] = []
-    jars = _newest("kafka-tools", TOOLS_VERSIONS, notes, log=lambda *_: None)
-    if jars is None:
-        pytest.skip(f"kafka-tools not fetched: {notes}")
-    return jars
-
-
-@pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     store = f"file://{tmp_path_factory.mktemp('tools') / 'store'}"
     log = open_log(store)

@@ -35,18 +35,6 @@ ALICE_PW = "alice-pw-1"
 
 
 @pytest.fixture(scope="module")
-def tools():
-    """kafka-tools' class path (newest served version), or skip when Maven cannot fetch it."""
-    from bench.kafka_side.fetch import TOOLS_VERSIONS, _newest
-
-    notes: list[str] = []
-    jars = _newest("kafka-tools", TOOLS_VERSIONS, notes, log=lambda *_: None)
-    if jars is None:
-        pytest.skip(f"kafka-tools not fetched: {notes}")
-    return jars
-
-
-@pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     root = tmp_path_factory.mktemp("tools-sec")
     store = f"file://{root / 'store'}"
