@@ -240,9 +240,6 @@ def _interrupted(*_: object) -> None:
 def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
     """The rebalance case alone (a gateway and a Kafka broker of their own); its figures
     replace those of the same names in the results file (``--out`` or the default)."""
-    import json
-
-    from bench.common import results_path
     from log_layout import open_log
 
     jars, _tools, _notes = fetch_kafka(tools=False, log=log)
@@ -262,6 +259,20 @@ def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
     new = rebalance.figures(results)
     print_table(f"10-member rebalance, KIP-848 vs classic, sparklog vs Kafka {jars.version}, "
                 f"median of {repeat}", new, "ms; ratio = Kafka / sparklog (higher is better)")
+    return _merge_results(args, new, "rebalance", {
+        "repeat": repeat, "members": rebalance.MEMBERS, "partitions": rebalance.PARTITIONS,
+        "kafka": jars.version}, log)
+
+
+def _merge_results(args: argparse.Namespace, new: list[dict], section: str, run: dict,
+                   log) -> int:
+    """Put ``new`` figures into the results file (``--out`` or the default) in place of
+    those of the same names; the others keep their own run's time and machine, and
+    ``run`` (this run's settings, with its time and machine) goes under ``section``."""
+    import json
+
+    from bench.common import machine, results_path
+
     path = args.out or results_path("kafka_protocol", args.quick)
     try:
         with open(path) as f:
@@ -272,13 +283,8 @@ def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
     figures = [f for f in doc["figures"] if f["name"] not in names] + new
     meta = {k: v for k, v in doc.items() if k not in ("bench", "when", "machine", "figures",
                                                     "quick", "out")}
-    from bench.common import machine
-
-    # the other figures keep their own run's time and machine; these carry theirs
-    meta["rebalance"] = {"repeat": repeat, "members": rebalance.MEMBERS,
-                         "partitions": rebalance.PARTITIONS, "kafka": jars.version,
-                         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                         "machine": machine()}
+    meta[section] = {**run, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "machine": machine()}
     path = write_results("kafka_protocol", figures, quick=args.quick, out=path, **meta)
     with open(path) as f:
         written = json.load(f)
@@ -295,9 +301,6 @@ def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
     a Kafka broker of their own, then the two sessions gateways); their figures replace
     those of the same names in the results file (``--out`` or the default), the others
     are kept with their own run's time and machine."""
-    import json
-
-    from bench.common import machine, results_path
     from log_layout import open_log
 
     jars, tools, _notes = fetch_kafka(tools=True, log=log)
@@ -337,31 +340,10 @@ def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
     new += extra.sessions_figures(sessions)
     print_table(f"Kafka's perf tools {tools.version} vs Kafka {jars.version}; fetch sessions "
                 f"on vs off; median of {repeat}", new, "see bench/kafka_side/protocol_extra.py")
-    path = args.out or results_path("kafka_protocol", args.quick)
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        doc = {"bench": "kafka_protocol", "figures": []}
-    names = {f["name"] for f in new}
-    figures = [f for f in doc["figures"] if f["name"] not in names] + new
-    meta = {k: v for k, v in doc.items() if k not in ("bench", "when", "machine", "figures",
-                                                    "quick", "out")}
-    meta["extra"] = {"repeat": repeat, "perf_records": perf_records,
-                     "session_records": session_records,
-                     "session_partitions": extra.SESSION_PARTITIONS, "kafka": jars.version,
-                     "kafka_tools": tools.version,
-                     "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                     "machine": machine()}
-    path = write_results("kafka_protocol", figures, quick=args.quick, out=path, **meta)
-    with open(path) as f:
-        written = json.load(f)
-    written.update({k: doc[k] for k in ("when", "machine") if k in doc})
-    with open(path, "w") as f:
-        json.dump(written, f, indent=1)
-        f.write("\n")
-    log(f"wrote {path}")
-    return 0
+    return _merge_results(args, new, "extra", {
+        "repeat": repeat, "perf_records": perf_records, "session_records": session_records,
+        "session_partitions": extra.SESSION_PARTITIONS, "kafka": jars.version,
+        "kafka_tools": tools.version}, log)
 
 
 def main(argv: list[str] | None = None) -> int:
