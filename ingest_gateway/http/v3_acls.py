@@ -1,5 +1,6 @@
 """REST Proxy v3 ACLs: Kafka's DescribeAcls, CreateAcls and DeleteAcls over the store's
-ACLs (``log_layout.acls``, the ones every gateway's authorizer enforces).
+ACLs (the ones every gateway's authorizer enforces), through ``server.acl_admin`` as
+Kafka's requests go.
 
 Routes (under ``/v3/clusters/{cluster_id}``)::
 
@@ -39,7 +40,6 @@ answers 204).
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -52,12 +52,12 @@ from starlette.routing import BaseRoute, Route
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import query_param
-from ingest_gateway.http.topics import batcher_of, check_cluster, log_of
+from ingest_gateway.http.topics import check_cluster
 from ingest_gateway.http.v3_links import cluster_url
-from log_layout import acls
-from log_layout.acls import (OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES,
-                             SUPPORTED_OPERATIONS, AclBinding, AclFilter)
-from log_layout.errors import InvalidAcl
+from ingest_gateway.server import acl_admin
+from ingest_gateway.server.acl_admin import (OPERATIONS, PATTERN_TYPES, PERMISSIONS,
+                                             RESOURCE_TYPES, SUPPORTED_OPERATIONS, AclBinding,
+                                             AclFilter, InvalidAcl)
 
 #: at most this many ACLs in one batch (a body is bounded anyway)
 MAX_BATCH = 10_000
@@ -175,21 +175,14 @@ def acl_doc(request: Request, cid: str, b: AclBinding) -> dict[str, Any]:
             "cluster_id": cid, **dict(zip(FIELDS, _rest_values(b)))}
 
 
-async def _run(request: Request, fn: Any, *args: Any) -> Any:
-    return await batcher_of(request).run_blocking(functools.partial(fn, *args))
-
-
-async def _enforce_now(request: Request) -> None:
-    """This gateway's authorizer reads the ACLs just written (one LIST, one read)."""
-    authorizer = request.app.state.gateway.authorizer
-    if authorizer is not None:
-        await _run(request, authorizer.refresh)
+def _gateway(request: Request) -> Any:
+    return request.app.state.gateway
 
 
 async def list_acls(request: Request) -> Response:
     cid = await check_cluster(request)
     f = acl_filter(request, required=False)
-    found = [] if f is None else await _run(request, acls.list_acls, log_of(request).store, [f])
+    found = [] if f is None else await acl_admin.describe(_gateway(request), f)
     return JSONResponse({"kind": "KafkaAclList",
                          "metadata": {"self": str(request.url), "next": None},
                          "data": [acl_doc(request, cid, b) for b in sorted(found, key=_order)]})
@@ -198,8 +191,7 @@ async def list_acls(request: Request) -> Response:
 async def create_acl(request: Request) -> Response:
     cid = await check_cluster(request)
     b = binding(await read_json(request))
-    await _run(request, acls.add_acls, log_of(request).store, [b])
-    await _enforce_now(request)
+    await acl_admin.create(_gateway(request), [b])
     return Response(status_code=201, headers={"Location": acl_url(request, cid, b)})
 
 
@@ -210,17 +202,14 @@ async def create_acls(request: Request) -> Response:
     if not isinstance(data, list) or not data or len(data) > MAX_BATCH:
         raise BadRequest(f"field 'data' must be a list of 1..{MAX_BATCH} ACLs")
     bindings = [binding(item) for item in data]  # all valid before any is written
-    await _run(request, acls.add_acls, log_of(request).store, bindings)
-    await _enforce_now(request)
+    await acl_admin.create(_gateway(request), bindings)
     return Response(status_code=201)
 
 
 async def delete_acls(request: Request) -> Response:
     cid = await check_cluster(request)
     f = acl_filter(request, required=True)
-    gone = [] if f is None else await _run(request, acls.remove_acls, log_of(request).store, [f])
-    if gone:
-        await _enforce_now(request)
+    gone = [] if f is None else await acl_admin.delete(_gateway(request), f)
     return JSONResponse({"data": [acl_doc(request, cid, b) for b in sorted(gone, key=_order)]})
 
 

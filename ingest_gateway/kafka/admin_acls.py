@@ -1,7 +1,8 @@
 """DescribeAcls, CreateAcls and DeleteAcls over the Kafka protocol: what ``kafka-acls.sh``
 sends.
 
-The ACLs are the store's (``log_layout.acls``), the ones every gateway's authorizer
+The ACLs are the store's, read and written by ``server.acl_admin`` (as REST v3's
+routes do), the ones every gateway's authorizer
 enforces and ``sparklog acls`` and REST v3's ``/acls`` routes manage: a create or a delete
 is one exclusively created version of the ACL document (all of a request's creations,
 or all of one filter's deletions, at once), after which this gateway's authorizer reads
@@ -30,9 +31,8 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout import acls
-from log_layout.acls import AclBinding, AclFilter
-from log_layout.errors import InvalidAcl
+from ingest_gateway.server import acl_admin
+from ingest_gateway.server.acl_admin import AclBinding, AclFilter, InvalidAcl
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -96,13 +96,6 @@ def _wire(b: AclBinding) -> dict[str, Any]:
             "permission_type": _BACK["perm"][b.permission]}
 
 
-async def _refresh(broker: Broker) -> None:
-    """This gateway's authorizer reads the ACLs just written."""
-    authorizer = broker.gateway.authorizer
-    if authorizer is not None:
-        await broker.batcher.run_blocking(authorizer.refresh)
-
-
 async def describe_acls(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_ACLS, head.api_version)
     code, message, found = sec.refused(broker, "Describe", "Cluster"), None, []
@@ -111,8 +104,7 @@ async def describe_acls(broker: Broker, head: Header, req: Any) -> Any:
     else:
         try:
             f = _filter(req, "pattern_type_filter")
-            found = [] if f is None else await broker.batcher.run_blocking(
-                acls.list_acls, broker.log.store, [f])
+            found = [] if f is None else await acl_admin.describe(broker.gateway, f)
         except (_Refused, InvalidAcl) as e:
             code, message = codes.INVALID_REQUEST, str(e)
     by_resource: dict[tuple, list[Any]] = {}
@@ -158,8 +150,7 @@ async def create_acls(broker: Broker, head: Header, req: Any) -> Any:
             results.append((codes.INVALID_REQUEST, str(e)))
     if valid:
         try:
-            await broker.batcher.run_blocking(acls.add_acls, broker.log.store, valid)
-            await _refresh(broker)
+            await acl_admin.create(broker.gateway, valid)
         except Exception as e:  # noqa: BLE001 - every valid creation's error code
             code = codes.code_of(e)
             log.warning("CreateAcls failed: %s", e)
@@ -172,15 +163,12 @@ async def delete_acls(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_DELETE_ACLS, head.api_version)
     denied = sec.refused(broker, "Alter", "Cluster")
     out = []
-    changed = False
     for f in req.filters:
         code, message, gone = denied, "Cluster authorization failed." if denied else None, []
         if not denied:
             try:
                 flt = _filter(f, "pattern_type_filter")
-                gone = [] if flt is None else await broker.batcher.run_blocking(
-                    acls.remove_acls, broker.log.store, [flt])
-                changed = changed or bool(gone)
+                gone = [] if flt is None else await acl_admin.delete(broker.gateway, flt)
             except (_Refused, InvalidAcl) as e:
                 code, message = codes.INVALID_REQUEST, str(e)
             except Exception as e:  # noqa: BLE001 - this filter's error code
@@ -189,8 +177,6 @@ async def delete_acls(broker: Broker, head: Header, req: Any) -> Any:
                         error_message=message, matching_acls=tuple(
                             make(mod.DeleteAclsMatchingAcl, error_code=error(codes.NONE),
                                  error_message=None, **_wire(b)) for b in gone)))
-    if changed:
-        await _refresh(broker)
     return make(mod.DeleteAclsResponse, throttle_time=ZERO, filter_results=tuple(out))
 
 
