@@ -156,6 +156,13 @@ def _heaviness(item) -> int:
     return 2
 
 
+def pytest_configure(config):
+    """Per-test CPU into ``$SPARKLOG_TEST_CPU_LOG`` when it is set (tests/cpu_time.py)."""
+    from tests.cpu_time import register
+
+    register(config)
+
+
 def pytest_sessionstart(session):
     """On the xdist controller, before its workers start: fill the download caches the
     selected tests need, one download at a time (tests/warm_caches.py)."""
