@@ -27,7 +27,6 @@ CLUSTER_AUTHORIZATION_FAILED for the request), AlterConfigs on the cluster to al
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -36,8 +35,8 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout import quotas as quota_docs
-from log_layout.quotas import CLIENT, CONFIGS, DEFAULT
+from ingest_gateway.server import security_admin
+from ingest_gateway.server.security_admin import CLIENT, CONFIGS, DEFAULT
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -68,7 +67,7 @@ def entity_of(components: dict[str, str | None]) -> str:
         name = components[CLIENT_ID]
         parts.append(f"{CLIENT}{DEFAULT if name is None else name}")
     try:
-        return quota_docs.entity("/".join(parts))
+        return security_admin.quota_entity("/".join(parts))
     except ConfigError as e:
         raise _Refused(str(e)) from None
 
@@ -100,7 +99,7 @@ async def describe_client_quotas(broker: Broker, head: Header, req: Any) -> Any:
     except _Refused as e:
         return answer(codes.INVALID_REQUEST, str(e), None)
     try:
-        found = await broker.batcher.run_blocking(quota_docs.describe, broker.log.store)
+        found = await security_admin.describe_quotas(broker.gateway)
     except Exception as e:  # noqa: BLE001 - the request's error
         log.warning("DescribeClientQuotas failed: %s", e)
         return answer(codes.code_of(e), "the quotas could not be read", None)
@@ -160,9 +159,8 @@ async def alter_client_quotas(broker: Broker, head: Header, req: Any) -> Any:
             try:
                 who, add, delete = _alteration(entry)
                 if not req.validate_only:
-                    await broker.batcher.run_blocking(functools.partial(
-                        quota_docs.alter_quotas, broker.log.store, who, add=add,
-                        delete=delete))
+                    await security_admin.alter_quotas(broker.gateway, who, add=add,
+                                                      delete=delete)
             except _Refused as e:
                 code, message = codes.INVALID_REQUEST, str(e)
             except Exception as e:  # noqa: BLE001 - this entry's error
@@ -195,7 +193,7 @@ def _alteration(entry: Any) -> tuple[str, dict[str, Any], list[str]]:
             delete.append(op.key)
             continue
         try:
-            add[op.key] = quota_docs.rate(op.key, op.value)
+            add[op.key] = security_admin.quota_rate(op.key, op.value)
         except ConfigError as e:
             raise _Refused(str(e)) from None
     return who, add, delete

@@ -2,8 +2,8 @@
 so ``kafka-configs.sh --bootstrap-server ... --entity-type users --alter --add-config
 'SCRAM-SHA-256=[iterations=8192,password=...]'`` (and ``--describe``) work unchanged.
 
-The credentials are the store's (``log_layout.scram``), the same ``sparklog users``
-writes; every gateway's SCRAM logins see a change within ``authorizer.refresh.ms``.
+The credentials are the store's, read and written through ``server.security_admin``
+(the same documents ``sparklog users`` writes); every gateway's SCRAM logins see a change within ``authorizer.refresh.ms``.
 
 **Alter** follows Kafka's ``ScramControlManager``, answered per user: a second
 alteration of the same user and mechanism in one request is DUPLICATE_RESOURCE (two
@@ -27,7 +27,6 @@ RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -38,7 +37,8 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.security.scram import from_salted_password
-from log_layout import scram as scram_format
+from ingest_gateway.server import security_admin
+from ingest_gateway.server.security_admin import MECHANISMS, MIN_ITERATIONS
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -48,7 +48,7 @@ OFFERED: dict[int, tuple[int, int]] = {
     API_ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 #: Kafka's ScramMechanism type bytes
-MECHANISM_OF = {t: name for name, (t, _) in scram_format.MECHANISMS.items()}
+MECHANISM_OF = {t: name for name, (t, _) in MECHANISMS.items()}
 TYPE_OF = {name: t for t, name in MECHANISM_OF.items()}
 
 RESOURCE_NOT_FOUND = ErrorCode.resource_not_found
@@ -103,8 +103,8 @@ async def alter_user_scram_credentials(broker: Broker, head: Header, req: Any) -
     names = list(dict.fromkeys(k[0] for k in (*deletions, *upserts)))
     if names:
         try:
-            _, missing = await broker.batcher.run_blocking(functools.partial(
-                scram_format.alter, broker.log.store, upsert=upserts, delete=set(deletions)))
+            missing = await security_admin.alter_credentials(
+                broker.gateway, upsert=upserts, delete=set(deletions))
         except Exception as e:  # noqa: BLE001 - every user of the request is answered
             log.warning("AlterUserScramCredentials failed: %s", e)
             code = codes.code_of(e)
@@ -119,7 +119,7 @@ async def alter_user_scram_credentials(broker: Broker, head: Header, req: Any) -
 
 def _unacceptable(item: Any, reason: str) -> str:
     if "iterations" in reason:
-        return "Too few iterations" if item.iterations < scram_format.MIN_ITERATIONS \
+        return "Too few iterations" if item.iterations < MIN_ITERATIONS \
             else "Too many iterations"
     return f"Unacceptable credential: {reason}"
 
@@ -143,7 +143,7 @@ async def describe_user_scram_credentials(broker: Broker, head: Header, req: Any
     if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):
         return answer(sec.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
-        found = await broker.batcher.run_blocking(scram_format.describe, broker.log.store)
+        found = await security_admin.describe_credentials(broker.gateway)
     except Exception as e:  # noqa: BLE001 - the request's error
         log.warning("DescribeUserScramCredentials failed: %s", e)
         return answer(codes.code_of(e), "the credentials could not be read")
