@@ -45,6 +45,8 @@ from log_layout import (CorruptManifest, CorruptSegment, Fenced, InvalidProducer
                         TopicExists, UnknownPartition, UnknownTopic)
 from log_layout.errors import InvalidAcl
 from ingest_gateway.protocol.groups import GroupNotEmpty
+from ingest_gateway.server.schema_codec_errors import (InvalidEmbeddedSchema,
+                                                       SchemaSerializationFailed)
 
 E = ErrorCode
 
@@ -119,6 +121,9 @@ TABLE: MappingProxyType[type[BaseException], Answer] = MappingProxyType({
     InvalidSessionTimeout: _a(400, 40013, E.invalid_session_timeout),
     GroupFieldTooLong: _a(400, 40014, E.invalid_request),  # Kafka adapter: metadata's own
     RecordNotJson: _a(422, 42206, E.unknown_server_error),  # Kafka: a client-side error
+    # REST Proxy's embedded formats (server/schema_codec_errors.py; HTTP only)
+    InvalidEmbeddedSchema: _a(422, 42205, E.invalid_record),
+    SchemaSerializationFailed: _a(422, 42207, E.invalid_record),
     ConsumerFormatMismatch: _a(406, 40601, E.unknown_server_error),  # REST Proxy's
     SubscriptionConflict: _a(409, 40903, E.unknown_server_error),  # REST Proxy's
     UnknownTopicConfig: _a(404, 40405, E.invalid_config),

@@ -40,10 +40,10 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from conf.errors import SparklogError
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.errors import status_of
+from ingest_gateway.server.schema_codec import codec_of
 from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.schema_registry_errors import RegistryError, schema_not_found
 from ingest_gateway.server.schema_types import TYPES
-from log_layout.schema_registry import SchemaStore
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -54,11 +54,7 @@ def _json(status: int, doc: Any) -> Response:
 
 
 def registry_of(request: Request) -> SchemaRegistry:
-    state = request.app.state
-    registry = getattr(state, "schema_registry", None)
-    if registry is None:  # one per app: it caches immutable schemas by id
-        registry = state.schema_registry = SchemaRegistry(SchemaStore(state.log.store))
-    return registry
+    return codec_of(request.app.state).registry  # one per app: it caches schemas by id
 
 
 def _flag(request: Request, name: str) -> bool:

@@ -54,7 +54,11 @@ JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 PLAIN_JSON = "application/json"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-CONTENT_TYPES = (JSON_V2, BINARY_V2, PLAIN_JSON, ARROW_STREAM)
+#: REST Proxy's embedded formats with a schema (``schema_codec``; Protobuf is not served)
+AVRO_V2 = "application/vnd.kafka.avro.v2+json"
+JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
+SCHEMA_FORMATS = {AVRO_V2: "AVRO", JSONSCHEMA_V2: "JSON"}
+CONTENT_TYPES = (JSON_V2, BINARY_V2, PLAIN_JSON, ARROW_STREAM, AVRO_V2, JSONSCHEMA_V2)
 V2_RESPONSE_TYPE = "application/vnd.kafka.v2+json"
 
 #: defaults of gateway.max.json.nesting.depth and gateway.max.uncompressed.request.size

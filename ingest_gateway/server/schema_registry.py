@@ -130,6 +130,12 @@ class SchemaRegistry:
                 out.append(self._answer(subject, v["version"], self._stored(v["id"])))
         return out
 
+    def with_references(self, schema_id: int) -> tuple[StoredSchema, list[tuple[str, str]]]:
+        """The schema of ``schema_id`` and the (type, text) of every schema its references
+        reach, dependencies first (what a serializer needs). Raises 40403, 42201."""
+        stored = self._stored(schema_id)
+        return stored, self._resolved(self.schemas.registry(), stored.references)
+
     def id_versions(self, schema_id: int, *, deleted: bool = False) -> list[dict[str, Any]]:
         """The (subject, version) pairs holding ``schema_id``."""
         self._stored(schema_id)

@@ -1,0 +1,306 @@
+"""Keys and values in Confluent's wire format, through the gateway's Schema Registry:
+REST Proxy's embedded formats (v2 ``vnd.kafka.avro.v2+json`` / ``jsonschema``, v3
+records with ``"type": "AVRO" | "JSON"``) and the v2 consumers that read them back.
+
+**The wire format** (Confluent's serializers): byte 0 is the magic byte ``0``, bytes 1-4
+the schema id (big-endian), then the payload: Avro's binary encoding of the datum
+(schemaless, the writer's schema is the id's) or, for JSON Schema, the datum's JSON
+text. Protobuf (a message-index list before the payload, and a ``.proto`` parser to
+map JSON to messages) is NOT served here: refused by the adapters.
+
+**Which schema** (``kafka-rest``'s ``SchemaManagerImpl``): an id (the schema of that id);
+a subject and version, or a version alone (the topic's ``{topic}-key`` /
+``{topic}-value`` subject, Confluent's TopicNameStrategy); schema text (looked up in
+that subject, registered there when absent); or nothing (the subject's latest version).
+
+**Data as JSON**: Avro data is Avro's JSON encoding, as Confluent's REST Proxy takes
+and answers it (a union's branch named, ``{"string": "x"}``; bytes as ISO-8859-1
+text), read and written by ``fastavro``; a JSON Schema value is any JSON, validated by
+``jsonschema``. A record that does not fit its schema is refused (42203) before the
+schema is registered and before anything is produced: a request is all or nothing.
+
+Schemas are parsed once per id (ids never change their schema) and kept in a small LRU.
+Every method may block on the store: adapters call them off the event loop.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import json
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ingest_gateway.errors import InvalidKey, InvalidValue
+from ingest_gateway.server import schema_types
+from ingest_gateway.server.schema_codec_errors import (InvalidEmbeddedSchema,
+                                                       RecordNotMatchingSchema,
+                                                       SchemaSerializationFailed)
+from ingest_gateway.server.schema_registry import SchemaRegistry
+from ingest_gateway.server.schema_registry_errors import RegistryError
+
+MAGIC = 0
+_HEADER = struct.Struct(">bI")
+#: parsed schemas kept by id
+CACHE = 256
+#: REST Proxy's embedded format names (v2 media types and consumer ``format``) and v3's
+#: data types, to the registry's schema types; the ones served
+V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON"}
+V3_TYPES = {"AVRO": "AVRO", "JSON": "JSON", "JSONSCHEMA": "JSON"}
+
+_compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaChoice:
+    """What a request names for its keys or values (see the module docstring)."""
+
+    schema_type: str
+    text: str | None = None
+    schema_id: int | None = None
+    subject: str | None = None
+    version: int | str | None = None
+
+
+@dataclasses.dataclass
+class Writer:
+    """A resolved schema: its id (None until text is registered), type, subject, text
+    and the parsed form the encoder uses."""
+
+    schema_type: str
+    subject: str
+    schema_id: int | None
+    text: str | None
+    parsed: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A request's keys and values in the wire format, and the ids they carry."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    key_schema_id: int | None
+    value_schema_id: int | None
+
+
+def codec_of(state: Any) -> SchemaCodec:
+    """The gateway's one codec (and registry, ``state.schema_registry``), made at first use
+    on the event loop: both cache parsed schemas by id."""
+    found = getattr(state, "schema_codec", None)
+    if found is None:
+        from log_layout.schema_registry import SchemaStore
+
+        registry = getattr(state, "schema_registry", None)
+        if registry is None:
+            registry = state.schema_registry = SchemaRegistry(SchemaStore(state.log.store))
+        found = state.schema_codec = SchemaCodec(registry)
+    return found
+
+
+class NotWireFormat(ValueError):
+    """Bytes that do not start with the magic byte and a known schema id."""
+
+
+class SchemaCodec:
+    """Encodes and decodes records by the registry's schemas (the module docstring)."""
+
+    def __init__(self, registry: SchemaRegistry):
+        self.registry = registry
+        self._by_id: collections.OrderedDict[int, Writer] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- which schema ----------------------------------------------------------------
+    def writer(self, topic: str, choice: SchemaChoice, *, is_key: bool) -> Writer:
+        """The schema ``choice`` names for ``topic``'s keys or values. Raises
+        InvalidEmbeddedSchema (text that does not parse), SchemaSerializationFailed
+        (an id, subject or version the registry does not hold, or of another type)."""
+        subject = choice.subject or f"{topic}-{'key' if is_key else 'value'}"
+        try:
+            if choice.schema_id is not None:
+                found = self._by_schema_id(choice.schema_id)
+            elif choice.text is not None:
+                return self._from_text(subject, choice)
+            else:
+                doc = self.registry.version(subject, "latest" if choice.version is None
+                                            else choice.version)
+                found = self._by_schema_id(doc["id"])
+        except RegistryError as e:
+            raise SchemaSerializationFailed(f"Error when fetching the schema of subject "
+                                            f"{subject[:200]!r}: {e}", e.error_code) from None
+        if found.schema_type != choice.schema_type:
+            raise SchemaSerializationFailed(f"schema {found.schema_id} is {found.schema_type}, "
+                                            f"not {choice.schema_type}")
+        return dataclasses.replace(found, subject=subject)
+
+    def _from_text(self, subject: str, choice: SchemaChoice) -> Writer:
+        if not isinstance(choice.text, str):
+            raise InvalidEmbeddedSchema("the schema must be a string")
+        try:
+            text = schema_types.normalize(choice.schema_type, choice.text)
+            schema_types.parse(choice.schema_type, text, [])  # bounds, names, defaults
+        except schema_types.InvalidSchemaText as e:
+            raise InvalidEmbeddedSchema(str(e)) from None
+        return Writer(choice.schema_type, subject, None, text,
+                      _parse(choice.schema_type, text, []))
+
+    def _by_schema_id(self, schema_id: int) -> Writer:
+        with self._lock:
+            found = self._by_id.get(schema_id)
+            if found is not None:
+                self._by_id.move_to_end(schema_id)
+                return found
+        stored, referenced = self.registry.with_references(schema_id)
+        if stored.schema_type not in ("AVRO", "JSON"):
+            raise SchemaSerializationFailed(f"schema {schema_id} is {stored.schema_type}: "
+                                            "only AVRO and JSON schemas are served here")
+        writer = Writer(stored.schema_type, "", schema_id, stored.schema,
+                        _parse(stored.schema_type, stored.schema, referenced))
+        with self._lock:
+            self._by_id[schema_id] = writer
+            while len(self._by_id) > CACHE:
+                self._by_id.popitem(last=False)
+        return writer
+
+    def registered_id(self, writer: Writer) -> int:
+        """The id of ``writer``'s schema, registering its text under its subject when the
+        subject does not hold it yet (Confluent looks up, then registers). Raises
+        SchemaSerializationFailed (incompatible: the registry's 409 kept; read-only)."""
+        if writer.schema_id is not None:
+            return writer.schema_id
+        body = {"schema": writer.text, "schemaType": writer.schema_type}
+        try:
+            try:
+                return int(self.registry.lookup(writer.subject, body)["id"])
+            except RegistryError as e:
+                if e.error_code not in (40401, 40403):
+                    raise
+            return int(self.registry.register(writer.subject, body)["id"])
+        except RegistryError as e:
+            raise SchemaSerializationFailed(f"Error when registering schema. subject = "
+                                            f"{writer.subject[:200]}: {e}", e.error_code) from None
+
+    # -- encoding --------------------------------------------------------------------
+    def encode_request(self, topic: str, keys: Sequence[Any], values: Sequence[Any],
+                       key_choice: SchemaChoice | None, value_choice: SchemaChoice | None,
+                       *, labels: Sequence[str] | None = None) -> Encoded:
+        """Every key and value of a request (JSON data; None stays None: a tombstone or
+        no key) in the wire format. All are encoded before any schema is registered, so
+        a refusal leaves the registry and the log as they were. Raises InvalidKey /
+        InvalidValue (data without a schema: 42201 / 42202), RecordNotMatchingSchema,
+        InvalidEmbeddedSchema, SchemaSerializationFailed."""
+        labels = labels or [f"record {i}" for i in range(len(values))]
+        out: dict[str, tuple[list[bytes | None], int | None]] = {}
+        for field, data, choice, missing in (("key", keys, key_choice, InvalidKey),
+                                             ("value", values, value_choice, InvalidValue)):
+            present = [i for i, d in enumerate(data) if d is not None]
+            if not present:
+                out[field] = ([None] * len(data), None)
+                continue
+            if choice is None:
+                raise missing(f"{labels[present[0]]}: the request has {field}s and uses a "
+                              f"format that requires schemas, but gives no {field}_schema or "
+                              f"{field}_schema_id")
+            writer = self.writer(topic, choice, is_key=field == "key")
+            payloads = [None if d is None else _encode(writer, d, f"{labels[i]}'s {field}")
+                        for i, d in enumerate(data)]
+            out[field] = (payloads, writer)  # type: ignore[assignment]
+        framed = {}
+        for field, (payloads, writer) in out.items():
+            if writer is None:
+                framed[field] = (payloads, None)
+                continue
+            schema_id = self.registered_id(writer)  # type: ignore[arg-type]
+            head = _HEADER.pack(MAGIC, schema_id)
+            framed[field] = ([None if p is None else head + p for p in payloads], schema_id)
+        return Encoded(framed["key"][0], framed["value"][0], framed["key"][1],
+                       framed["value"][1])
+
+    # -- decoding --------------------------------------------------------------------
+    def decode(self, data: bytes | None, schema_type: str) -> Any:
+        """A stored key or value in the wire format as JSON data (Avro's JSON encoding, or
+        the JSON Schema value); None stays None. Raises NotWireFormat when ``data`` is
+        not in the wire format, names an unknown id, an id of another type, or does not
+        decode by its schema."""
+        if data is None:
+            return None
+        if len(data) < _HEADER.size or data[0] != MAGIC:
+            raise NotWireFormat("not in Confluent's wire format (no magic byte 0 and schema id)")
+        schema_id = _HEADER.unpack_from(data)[1]
+        try:
+            writer = self._by_schema_id(schema_id)
+        except (RegistryError, SchemaSerializationFailed) as e:
+            raise NotWireFormat(f"schema id {schema_id}: {e}") from None
+        if writer.schema_type != schema_type:
+            raise NotWireFormat(f"schema id {schema_id} is {writer.schema_type}, not {schema_type}")
+        payload = memoryview(data)[_HEADER.size:]
+        try:
+            if schema_type == "JSON":
+                return json.loads(bytes(payload))
+            import fastavro
+
+            datum = fastavro.schemaless_reader(io.BytesIO(payload), writer.parsed, None)
+            text = io.StringIO()
+            fastavro.json_writer(text, writer.parsed, [datum])
+            return json.loads(text.getvalue())
+        except Exception as e:  # noqa: BLE001 - any decoder failure means bytes it cannot read
+            raise NotWireFormat(f"does not decode by schema {schema_id}: "
+                                f"{type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> Any:
+    """The encoder's form of a schema the registry's parser already accepted: a
+    ``fastavro`` parsed schema, or a ``jsonschema`` validator."""
+    if schema_type == "AVRO":
+        import fastavro
+
+        named: dict[str, Any] = {}
+        for kind, ref_text in referenced:
+            if kind == "AVRO":
+                fastavro.parse_schema(json.loads(ref_text), named_schemas=named)
+        return fastavro.parse_schema(json.loads(text), named_schemas=named)
+    import jsonschema.validators
+
+    doc = json.loads(text)
+    cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
+        if isinstance(doc, dict) else jsonschema.Draft7Validator
+    return cls(doc)
+
+
+def _encode(writer: Writer, datum: Any, where: str) -> bytes:
+    """The payload of ``datum`` (JSON data) under ``writer``; raises
+    RecordNotMatchingSchema saying where and why."""
+    if writer.schema_type == "JSON":
+        try:
+            error = next(iter(writer.parsed.iter_errors(datum)), None)
+        except RecursionError:
+            raise RecordNotMatchingSchema(f"{where} is nested too deeply") from None
+        except Exception as e:  # noqa: BLE001 - referencing's Unresolvable and kin
+            raise SchemaSerializationFailed(f"{where}: the JSON Schema cannot be applied: "
+                                            f"{str(e)[:200]}") from None
+        if error is not None:
+            path = "/".join(str(p) for p in error.absolute_path)
+            raise RecordNotMatchingSchema(f"{where} does not match its JSON Schema at "
+                                          f"'/{path}': {error.message[:300]}")
+        try:
+            return _compact(datum).encode()
+        except (ValueError, UnicodeEncodeError) as e:
+            raise RecordNotMatchingSchema(f"{where}: {e}") from None
+    import fastavro
+    from fastavro.validation import validate
+
+    try:
+        record = next(iter(fastavro.json_reader(io.StringIO(_compact(datum)), writer.parsed)))
+        validate(record, writer.parsed, raise_errors=True, strict=True)
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, writer.parsed, record)
+    except RecursionError:
+        raise RecordNotMatchingSchema(f"{where} is nested too deeply") from None
+    except Exception as e:  # noqa: BLE001 - fastavro raises many types for data that does not fit
+        raise RecordNotMatchingSchema(f"{where} does not match its Avro schema: "
+                                      f"{' '.join(str(e).split())[:300]}") from None
+    return out.getvalue()
+
