@@ -1,7 +1,7 @@
 """DeleteRecords and OffsetForLeaderEpoch over the Kafka protocol.
 
 **DeleteRecords** moves each partition's log start offset forward with
-``log_layout.delete_records`` (the same commit as ``sparklog records delete``): one
+``server.records_admin`` (the same commit as ``sparklog records delete``): one
 manifest version, so every reader stops returning the records below it at once, and
 the partition's leader rebases its next append on it. Offset -1 means the high
 watermark (Kafka's convention). Answered per partition with the new low watermark,
@@ -9,7 +9,7 @@ or ``OFFSET_OUT_OF_RANGE`` (past the high watermark, or below -1) or
 ``UNKNOWN_TOPIC_OR_PARTITION``.
 
 **OffsetForLeaderEpoch.** A partition's leader epochs are its manifest's history
-(``log_layout.leader_epochs``: each claim adds its epoch at the log end offset),
+(``server.records_admin.epoch_end``: each claim adds its epoch at the log end offset),
 and the answer is Kafka's (``LeaderEpochFileCache.endOffsetFor``): the current epoch
 answers the log end offset; an older one the largest epoch at most the requested
 one with the first offset written after it; an epoch after the current one, or one
@@ -32,9 +32,7 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout.delete_records import delete_records as _delete_records
-from log_layout import leader_epochs
-from log_layout.partition import PartitionLog
+from ingest_gateway.server import records_admin
 
 
 API_DELETE_RECORDS, API_OFFSET_FOR_LEADER_EPOCH = 21, 23
@@ -70,9 +68,8 @@ async def _delete_one(broker: Broker, topic: str, partition: int,
                       offset: int) -> tuple[int, int]:
     """(error code, the new low watermark or -1) of one partition's DeleteRecords."""
     try:
-        plog = await broker.batcher.run_blocking(broker.log.partition, topic, partition)
-        m = await broker.batcher.run_blocking(_delete_records, plog, offset)
-        return codes.NONE, m.log_start_offset
+        return codes.NONE, await records_admin.delete_records(broker.gateway, topic, partition,
+                                                              offset)
     except Exception as e:  # noqa: BLE001 - per-partition error codes
         return codes.code_logged(e, "DeleteRecords"), -1
 
@@ -89,9 +86,9 @@ async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any
             code, (epoch, end) = denied, UNDEFINED
             try:
                 if not denied:
-                    code, epoch, end = await broker.batcher.run_blocking(
-                        _epoch_end, broker.log, t.topic, p.partition, p.leader_epoch,
-                        p.current_leader_epoch)
+                    found = await records_admin.epoch_end(broker.gateway, t.topic,
+                                                          p.partition, p.leader_epoch)
+                    code, epoch, end = _fenced(p.current_leader_epoch, found)
             except Exception as e:  # noqa: BLE001 - per-partition error codes
                 code = codes.code_logged(e, "OffsetForLeaderEpoch")
             parts.append(make(mod.EpochEndOffset, error_code=error(code),
@@ -101,18 +98,13 @@ async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any
     return make(mod.OffsetForLeaderEpochResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-def _epoch_end(lg: Any, topic: str, partition: int, wanted: int,
-               current: int) -> tuple[int, int, int]:
-    """Blocking: (error code, epoch, end offset) for ``wanted`` (see the module doc);
-    raises UnknownTopic, UnknownPartition, StoreError."""
-    plog: PartitionLog = lg.partition(topic, partition)
-    m = plog.snapshot()
-    if current >= 0 and current != m.leader_epoch:
-        code = FENCED_LEADER_EPOCH if current < m.leader_epoch else UNKNOWN_LEADER_EPOCH
-        return (code, *UNDEFINED)
-    if wanted == m.leader_epoch:
-        return codes.NONE, m.leader_epoch, m.next_offset
-    return (codes.NONE, *leader_epochs.end_offset_for(m.epochs, wanted, m.next_offset))
+def _fenced(current: int, found: records_admin.EpochEnd) -> tuple[int, int, int]:
+    """(error code, epoch, end offset): ``current_leader_epoch`` fences as Kafka's (module
+    doc)."""
+    if current >= 0 and current != found.current:
+        return (FENCED_LEADER_EPOCH if current < found.current else UNKNOWN_LEADER_EPOCH,
+                *UNDEFINED)
+    return codes.NONE, found.epoch, found.end_offset
 
 
 HANDLERS = {API_DELETE_RECORDS: delete_records,
