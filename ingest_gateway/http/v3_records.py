@@ -23,9 +23,15 @@ characters, unique) and answers 207 ``{"successes": [...], "failures": [{"id",
 
 Data types: ``BINARY`` (base64), ``JSON`` (any JSON value, stored as its compact
 text), ``STRING`` (stored as UTF-8); a key or value that is absent or null is
-null (a null value is a tombstone). Schema Registry types (AVRO, PROTOBUF,
-JSONSCHEMA, schema ids) are refused with 400: the gateway's Schema Registry
-(``schema_registry``) does not reach REST Proxy records yet.
+null (a null value is a tombstone). With a schema, as Confluent's v3 API: ``{"type":
+"AVRO" | "JSONSCHEMA", "schema": "<text>", "data": ...}`` (looked up in, else registered
+under, the topic's ``-key``/``-value`` subject or the given ``subject``), ``{"schema_id":
+3, "data": ...}``, ``{"schema_version": 2, "subject": "s", "data": ...}`` or a type alone
+(the subject's latest): the data is encoded in Confluent's wire format
+(``server.schema_codec``) and the report adds ``subject``, ``schema_id`` and
+``schema_version``. Refused: PROTOBUF (400, not served), ``subject_name_strategy`` other
+than TOPIC_NAME (400), data not fitting its schema (422 42203), an unknown id or a
+registration the registry refuses (422 42207): each record on its own.
 Records go to the same service as v2 produce and Kafka's Produce
 (``Batcher.produce``, acks=all): validated whole before anything is written, then
 one batch for the request.
@@ -54,29 +60,72 @@ from ingest_gateway.http import v3_stream
 from ingest_gateway.http.produce import record_offsets
 from ingest_gateway.http.topics import batcher_of, check_cluster
 from ingest_gateway.http.v3_stream import DuplexResponse
-from ingest_gateway.server import codec_json
+from ingest_gateway.server import codec_json, schema_codec
+from ingest_gateway.server.schema_codec import SchemaChoice, SchemaCodec, codec_of
 from log_layout import UnknownPartition
 
 TYPES = ("BINARY", "JSON", "STRING")
+SCHEMA_FIELDS = ("schema", "schema_id", "schema_version", "subject", "subject_name_strategy")
 MAX_ID = 80
 
 
-def _data(row: str, which: str, raw: Any) -> tuple[bytes | None, dict[str, Any] | None]:
-    """(stored bytes, {"type", "size"}) of a record's key or value; raises BadRequest."""
+def _schema_choice(row: str, which: str, raw: dict[str, Any]) -> SchemaChoice | None:
+    """The schema a key or value names (Confluent's v3 ``schema``, ``schema_id``,
+    ``subject`` / ``schema_version``, or a schema type alone: the subject's latest), None
+    for the schemaless types; raises BadRequest for a combination REST Proxy refuses."""
+    kind = raw.get("type")
+    named = {f: raw.get(f) for f in SCHEMA_FIELDS if raw.get(f) is not None}
+    if not named and kind in TYPES:
+        return None
+    if kind in TYPES:
+        raise BadRequest(f"{row}: {which} type {kind} does not support schemas")
+    if kind == "PROTOBUF":
+        raise BadRequest(f"{row}: {which} type PROTOBUF is not served (no .proto parser in "
+                         "the gateway): give AVRO, JSONSCHEMA, BINARY, JSON or STRING")
+    if kind is not None and kind not in schema_codec.V3_TYPES:
+        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO or "
+                         f"JSONSCHEMA, not {kind!r:.50}")
+    strategy = named.pop("subject_name_strategy", "TOPIC_NAME")
+    if strategy != "TOPIC_NAME":
+        raise BadRequest(f"{row}: {which} subject_name_strategy {strategy!r:.40} is not served: "
+                         "give TOPIC_NAME or a subject")
+    schema_id, version = named.get("schema_id"), named.get("schema_version")
+    subject, text = named.get("subject"), named.get("schema")
+    for name, value in (("schema_id", schema_id), ("schema_version", version)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 1 <= value <= 2**31 - 1):
+            raise BadRequest(f"{row}: {which} {name} must be an integer from 1 to 2^31-1")
+    if subject is not None and not isinstance(subject, str):
+        raise BadRequest(f"{row}: {which} subject must be a string")
+    if text is not None and not isinstance(text, str):
+        raise BadRequest(f"{row}: {which} schema must be the schema's text (a string)")
+    if sum(x is not None for x in (schema_id, version, text)) > 1 or \
+            (kind is not None and (schema_id is not None or version is not None)) or \
+            (text is not None and kind is None):
+        raise BadRequest(f"{row}: {which} takes one of schema_id, schema_version or (type and "
+                         "schema), with subject optional; a type goes with a schema or alone")
+    return SchemaChoice(None if kind is None else schema_codec.V3_TYPES[kind], text=text,
+                        schema_id=schema_id, subject=subject, version=version)
+
+
+def _data(row: str, which: str, raw: Any
+          ) -> tuple[bytes | None, dict[str, Any] | None, SchemaChoice | None]:
+    """(stored bytes, {"type", "size"}, None) of a record's key or value, or (None, None,
+    the schema it names) when it is to be encoded by a schema; raises BadRequest."""
     if raw is None:
-        return None, None
+        return None, None, None
     if not isinstance(raw, dict):
         raise BadRequest(f"{row}: {which} must be an object with type and data")
+    choice = _schema_choice(row, which, raw)
+    if choice is not None:
+        return None, None, choice
     kind = raw.get("type")
-    if kind is None or any(raw.get(f) is not None for f in ("schema", "schema_id",
-                                                          "schema_version", "subject")):
-        raise BadRequest(f"{row}: {which} names a schema; REST Proxy records with Schema "
-                         "Registry types are not served yet: give type BINARY, JSON or STRING")
     if kind not in TYPES:
-        raise BadRequest(f"{row}: {which} type must be BINARY, JSON or STRING, not {kind!r:.50}")
+        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO or "
+                         f"JSONSCHEMA, not {kind!r:.50}")
     data = raw.get("data")
     if data is None:
-        return None, {"type": kind, "size": 0}
+        return None, {"type": kind, "size": 0}, None
     if kind == "BINARY":
         if not isinstance(data, str):
             raise BadRequest(f"{row}: {which} data={data!r:.50} is not a base64 string")
@@ -94,7 +143,7 @@ def _data(row: str, which: str, raw: Any) -> tuple[bytes | None, dict[str, Any] 
     else:
         out = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8",
                                                                                  "surrogatepass")
-    return out, {"type": kind, "size": len(out)}
+    return out, {"type": kind, "size": len(out)}, None
 
 
 def _timestamp(row: str, raw: Any) -> tuple[int | None, str | None]:
@@ -140,6 +189,8 @@ class _Record:
     timestamp_ms: int | None
     headers: list[dict[str, Any]] | None
     known: dict[str, Any]
+    #: (field, schema, JSON data) of a key or value still to encode by its schema
+    pending: list[tuple[str, SchemaChoice, Any]] = dataclasses.field(default_factory=list)
 
 
 def _record(row: str, doc: Any, topic: str, partitions: int) -> _Record:
@@ -152,11 +203,45 @@ def _record(row: str, doc: Any, topic: str, partitions: int) -> _Record:
             raise BadRequest(f"{row}: partition_id must be an integer, not {p!r:.50}")
         if not 0 <= p < partitions:
             raise UnknownPartition(topic, p, partitions)
-    key, key_doc = _data(row, "key", doc.get("key"))
-    value, value_doc = _data(row, "value", doc.get("value"))
+    key, key_doc, key_choice = _data(row, "key", doc.get("key"))
+    value, value_doc, value_choice = _data(row, "value", doc.get("value"))
     ms, stamp = _timestamp(row, doc.get("timestamp"))
-    return _Record(p, key, value, ms, _headers(row, doc.get("headers")),
-                   {"timestamp": stamp, "key": key_doc, "value": value_doc})
+    record = _Record(p, key, value, ms, _headers(row, doc.get("headers")),
+                     {"timestamp": stamp, "key": key_doc, "value": value_doc, "row": row})
+    for field, choice in (("key", key_choice), ("value", value_choice)):
+        if choice is not None:
+            record.pending.append((field, choice, doc[field].get("data")))
+    return record
+
+
+def _encode_pending(codec: SchemaCodec, topic: str, records: list[Any]) -> list[Any]:
+    """Each record with its schema-typed key and value encoded in the wire format, or the
+    SparklogError refusing it (each record on its own, as REST Proxy's v3; a schema is
+    resolved and registered once per request). Blocking: the registry reads the store."""
+    memo: dict[Any, Any] = {}
+    out: list[Any] = []
+    for record in records:
+        if isinstance(record, SparklogError) or not record.pending:
+            out.append(record)
+            continue
+        try:
+            for field, choice, data in record.pending:
+                if data is None:  # a null value is a tombstone, whatever the schema
+                    record.known[field] = {"type": _type_name(choice), "size": 0}
+                    continue
+                where = f"{record.known['row']}'s {field}"
+                framed, info = codec.encode_field(topic, choice, data,
+                                                  is_key=field == "key", where=where, memo=memo)
+                setattr(record, field, framed)
+                record.known[field] = {"size": len(framed), **info}
+            out.append(record)
+        except SparklogError as e:
+            out.append(e)
+    return out
+
+
+def _type_name(choice: SchemaChoice) -> str:
+    return {"JSON": "JSONSCHEMA", None: "AVRO"}.get(choice.schema_type, choice.schema_type)
 
 
 def _documents(text: str, max_depth: int) -> list[Any]:
@@ -246,6 +331,14 @@ async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list
             where.append(i)
         except SparklogError as e:
             out[i] = e
+    if any(r.pending for r in todo):  # Avro / JSON Schema: the registry, off the loop
+        encoded = await asyncio.to_thread(_encode_pending, codec_of(request.app.state), topic,
+                                          todo)
+        for i, r in zip(list(where), encoded):
+            if isinstance(r, SparklogError):
+                out[i] = r
+        todo, where = ([r for r in encoded if not isinstance(r, SparklogError)],
+                       [i for i, r in zip(where, encoded) if not isinstance(r, SparklogError)])
     if todo:
         offsets = await _produce(request, topic, info.partitions, todo)
         for i, record, got in zip(where, todo, offsets):

@@ -49,7 +49,8 @@ CACHE = 256
 #: REST Proxy's embedded format names (v2 media types and consumer ``format``) and v3's
 #: data types, to the registry's schema types; the ones served
 V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON"}
-V3_TYPES = {"AVRO": "AVRO", "JSON": "JSON", "JSONSCHEMA": "JSON"}
+V3_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON"}
+V3_NAMES = {"AVRO": "AVRO", "JSON": "JSONSCHEMA"}
 
 _compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 
@@ -58,7 +59,7 @@ _compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii
 class SchemaChoice:
     """What a request names for its keys or values (see the module docstring)."""
 
-    schema_type: str
+    schema_type: str | None  # None: whatever type the id or version has
     text: str | None = None
     schema_id: int | None = None
     subject: str | None = None
@@ -131,7 +132,7 @@ class SchemaCodec:
         except RegistryError as e:
             raise SchemaSerializationFailed(f"Error when fetching the schema of subject "
                                             f"{subject[:200]!r}: {e}", e.error_code) from None
-        if found.schema_type != choice.schema_type:
+        if choice.schema_type is not None and found.schema_type != choice.schema_type:
             raise SchemaSerializationFailed(f"schema {found.schema_id} is {found.schema_type}, "
                                             f"not {choice.schema_type}")
         return dataclasses.replace(found, subject=subject)
@@ -218,6 +219,35 @@ class SchemaCodec:
             framed[field] = ([None if p is None else head + p for p in payloads], schema_id)
         return Encoded(framed["key"][0], framed["value"][0], framed["key"][1],
                        framed["value"][1])
+
+    def encode_field(self, topic: str, choice: SchemaChoice, datum: Any, *, is_key: bool,
+                     where: str, memo: dict[Any, Any]) -> tuple[bytes, dict[str, Any]]:
+        """One key or value (JSON data, not None) in the wire format, and what REST Proxy
+        v3 reports of it (``type``, ``subject``, ``schema_id``, ``schema_version``). ``memo`` (one
+        per request) keeps each schema resolved and registered once. The datum is
+        encoded before its schema is registered. Raises as :meth:`encode_request`."""
+        key = (choice, is_key)
+        if key not in memo:
+            memo[key] = [self.writer(topic, choice, is_key=is_key), None]
+        writer, info = memo[key]
+        payload = _encode(writer, datum, where)
+        if info is None:
+            schema_id, version = self._id_and_version(writer)
+            # REST Proxy v3's names: the format (JSONSCHEMA for JSON) and the schema
+            info = memo[key][1] = {"type": V3_NAMES[writer.schema_type],
+                                   "subject": writer.subject, "schema_id": schema_id,
+                                   "schema_version": version}
+        return _HEADER.pack(MAGIC, info["schema_id"]) + payload, info
+
+    def _id_and_version(self, writer: Writer) -> tuple[int, int | None]:
+        """(id, the subject's version holding it, None when the subject does not)."""
+        schema_id = self.registered_id(writer)
+        try:
+            found = self.registry.lookup(writer.subject, {"schema": writer.text,
+                                                          "schemaType": writer.schema_type})
+            return schema_id, int(found["version"])
+        except RegistryError:
+            return schema_id, None
 
     # -- decoding --------------------------------------------------------------------
     def decode(self, data: bytes | None, schema_type: str) -> Any:
