@@ -128,3 +128,27 @@ class InvalidSinkColumn(SparklogError, ValueError):
     def __init__(self, column: str, reason: str):
         self.column, self.reason = column, reason
         super().__init__(f"sparklog sink column {column!r}: {reason}")
+
+
+class UnusableSchema(SparklogError, ValueError):
+    """A registry subject cannot give the column type asked for: no such subject or
+    version, another schema type, or a construct with no Spark type (named by path)."""
+
+    code = "unusable_schema"
+
+    def __init__(self, subject: str, reason: str):
+        self.subject, self.reason = subject, reason
+        super().__init__(f"schema of subject {subject!r}: {reason}")
+
+
+class UndecodableRecord(SparklogError, ValueError):
+    """A record's key or value cannot be decoded by the registry (``mode=FAILFAST``): no
+    magic byte, an id the registry does not hold, or bytes its schema does not read."""
+
+    code = "undecodable_record"
+
+    def __init__(self, topic: str, partition: int, offset: int, column: str, reason: str):
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.column, self.reason = column, reason
+        super().__init__(f"{topic}-{partition} offset {offset}: the {column} cannot be decoded: "
+                         f"{reason} (mode=PERMISSIVE reads it as null)")

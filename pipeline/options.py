@@ -42,6 +42,18 @@ Splitting and behaviour:
                                never returns an aborted transaction's records; offsets
                                keep their gaps (markers, aborted records)
 
+Decoding by the Schema Registry in the same store (sparklog's; :mod:`pipeline.registry_decode`):
+    ``valueFormat``            ``avro`` | ``jsonschema``: ``value`` becomes the typed value
+    ``keyFormat``              (Confluent's wire format), and ``valueSchemaId`` / ``keySchemaId``
+                               (int) the writer schema's id each record carried
+    ``valueSubject``           the reader schema's subject (default ``<topic>-value`` /
+    ``keySubject``             ``<topic>-key``: one topic, or name the subject)
+    ``valueSchemaVersion``     ``latest`` (default, taken when the DataFrame is made) or a
+    ``keySchemaVersion``       version number
+    ``mode``                   ``FAILFAST`` (default: an undecodable record fails the query,
+                               naming its offset) | ``PERMISSIVE`` (it reads as null), as
+                               ``from_avro``'s
+
 The store (sparklog's own options):
     ``store``                  fsspec URL of the log (default: setting ``store.url``)
     ``storageOptions``         JSON of fsspec storage options (e.g. s3fs ``key``, ``secret``,
@@ -77,7 +89,11 @@ _KNOWN = {
     "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
     "isolation.level", "kafka.isolation.level",
+    "valueformat", "keyformat", "valuesubject", "keysubject", "valueschemaversion",
+    "keyschemaversion", "mode",
 }
+DECODE_FORMATS = ("avro", "jsonschema")
+FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
 _IGNORED = {"groupidprefix", "fetchoffset.numretries", "fetchoffset.retryintervalms",
             "kafkaconsumer.polltimeoutms"}
 _STREAM_ONLY = ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")
@@ -112,6 +128,19 @@ class SourceOptions:
     include_headers: bool
     isolation_level: str  # READ_UNCOMMITTED | READ_COMMITTED
     given: frozenset[str]  # option names the user set (lower case)
+    #: (column, format, subject or None for the topic's, version "latest" or a number)
+    decode: tuple[tuple[str, str, str | None, str | int], ...] = ()
+    mode: str = FAILFAST
+
+    def subject_topic(self) -> str:
+        """The one topic whose ``-key`` / ``-value`` subjects are the default ones.
+        Raises InvalidSourceOption when the query reads several or a pattern."""
+        topics = self.subscribe or tuple(self.assign or ())
+        if len(topics) != 1:
+            raise InvalidSourceOption(
+                "valueSubject", None, "decoding several topics, or a pattern, needs the "
+                "subject named (valueSubject / keySubject): each topic has its own")
+        return topics[0]
 
     def check_batch(self) -> None:
         """Reject what a batch query cannot mean (Kafka's rules)."""
@@ -282,6 +311,29 @@ def parse_store(opts: Mapping[str, str]) -> tuple[str, dict[str, Any] | None]:
     return str(url), storage or None
 
 
+def _decode(opts: Mapping[str, str]) -> tuple[tuple[str, str, str | None, str | int], ...]:
+    """The ``keyFormat`` / ``valueFormat`` options and their subjects and versions."""
+    out = []
+    for column in ("key", "value"):
+        name = f"{column}format"
+        if name not in opts:
+            for extra, shown in (("subject", "Subject"), ("schemaversion", "SchemaVersion")):
+                if f"{column}{extra}" in opts:
+                    raise InvalidSourceOption(f"{column}{shown}", opts[f"{column}{extra}"],
+                                              f"needs {column}Format")
+            continue
+        fmt = str(opts[name]).strip().lower()
+        if fmt not in DECODE_FORMATS:
+            raise InvalidSourceOption(f"{column}Format", opts[name], "must be avro or "
+                                      "jsonschema (Protobuf is not decoded yet)")
+        subject = str(opts.get(f"{column}subject", "")).strip() or None
+        raw = str(opts.get(f"{column}schemaversion", "latest")).strip().lower()
+        version: str | int = raw if raw == "latest" else \
+            _int(f"{column}SchemaVersion", raw, 1)
+        out.append((column, fmt, subject, version))
+    return tuple(out)
+
+
 def parse(options: Mapping[str, str]) -> SourceOptions:
     """Parse the data source's options; raises InvalidSourceOption naming the bad one."""
     opts = {str(k).lower(): v for k, v in options.items()}
@@ -351,4 +403,13 @@ def parse(options: Mapping[str, str]) -> SourceOptions:
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
         isolation_level=_isolation(opts),
         given=frozenset(opts),
+        decode=_decode(opts),
+        mode=_mode(opts.get("mode", FAILFAST)),
     )
+
+
+def _mode(raw: str) -> str:
+    mode = str(raw).strip().upper()
+    if mode not in (FAILFAST, PERMISSIVE):
+        raise InvalidSourceOption("mode", raw, "must be FAILFAST or PERMISSIVE")
+    return mode

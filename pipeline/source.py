@@ -11,7 +11,9 @@ Schema: ``key binary, value binary, topic string, partition int, offset long,
 timestamp timestamp, timestampType int`` (0 CreateTime, 1 LogAppendTime, from
 the topic's ``message.timestamp.type``), plus ``headers
 array<struct<key string, value binary>>`` with ``includeHeaders=true``.
-Options: see :mod:`pipeline.options`.
+Options: see :mod:`pipeline.options`. With ``valueFormat`` / ``keyFormat`` (``avro``,
+``jsonschema``) the value / key is decoded by the store's Schema Registry into a typed
+column and ``valueSchemaId`` / ``keySchemaId`` follow (:mod:`pipeline.registry_decode`).
 
 Batch: the driver plans from the partition manifests (:mod:`pipeline.planning`):
 an input partition reads consecutive segments of one partition (about 128 MB,
@@ -57,6 +59,7 @@ from pipeline import planning
 from pipeline.errors import PartitionsRemoved
 from pipeline.options import SourceOptions, parse
 from pipeline.planning import TP, Slice
+from pipeline.registry_decode import ColumnPlan, decode_batch, plan_column
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
               "timestamp timestamp, timestampType int")
@@ -79,6 +82,7 @@ class SparklogDataSource(DataSource):
     def __init__(self, options):
         super().__init__(options)
         self._parsed: SourceOptions | None = None
+        self._plans: tuple[ColumnPlan, ...] | None = None
         # Spark's planner constructs the data source it asks for a writer; its streaming
         # commit runner unpickles one (see __setstate__ and pipeline.sink_stream).
         self._planning = True
@@ -95,20 +99,39 @@ class SparklogDataSource(DataSource):
             self._parsed = parse(dict(self.options))
         return self._parsed
 
+    @property
+    def plans(self) -> tuple[ColumnPlan, ...]:
+        """How keys and values are decoded by the registry (none without ``keyFormat`` /
+        ``valueFormat``): the reader schemas, chosen once, in ``schema()`` at ``load()``;
+        Spark pickles this object after it, so the readers decode to the same type.
+        Raises InvalidSourceOption, UnusableSchema."""
+        if self._plans is None:
+            opts = self.parsed
+            self._plans = tuple(
+                plan_column(opts.store_description, column, fmt,
+                            subject or f"{opts.subject_topic()}-{column}", version, opts.mode)
+                for column, fmt, subject, version in opts.decode)
+        return self._plans
+
     @classmethod
     def name(cls) -> str:
         return "sparklog"
 
-    def schema(self) -> str:
-        return SCHEMA_DDL + (", " + HEADERS_DDL if self.parsed.include_headers else "")
+    def schema(self) -> str | StructType:
+        if not self.plans:
+            return SCHEMA_DDL + (", " + HEADERS_DDL if self.parsed.include_headers else "")
+        from pipeline.registry_types import spark_type
+
+        return spark_type(pa.struct(list(typed_schema(self.plans,
+                                                      self.parsed.include_headers))))
 
     def reader(self, schema: StructType) -> "BatchReader":
         self.parsed.check_batch()
-        return BatchReader(self.parsed)
+        return BatchReader(self.parsed, self.plans)
 
     def streamReader(self, schema: StructType) -> "StreamReader":
         self.parsed.check_stream()
-        return StreamReader(self.parsed)
+        return StreamReader(self.parsed, plans=self.plans)
 
     def writer(self, schema: StructType, overwrite: bool):
         """``df.write``: the sink (pipeline.sink), one transaction per job."""
@@ -128,6 +151,18 @@ class SparklogDataSource(DataSource):
         if self._planning:
             return StreamWriter.plan(opts, schema, overwrite)
         return StreamWriter.for_commit(opts)
+
+
+def typed_schema(plans: tuple[ColumnPlan, ...], include_headers: bool) -> pa.Schema:
+    """The source's Arrow schema with the planned columns typed and their
+    ``<column>SchemaId`` columns appended."""
+    schema = ARROW_SCHEMA_HEADERS if include_headers else ARROW_SCHEMA
+    for plan in plans:
+        i = schema.get_field_index(plan.column)
+        schema = schema.set(i, pa.field(plan.column, plan.arrow_type))
+    for plan in plans:
+        schema = schema.append(pa.field(plan.id_column, pa.int32()))
+    return schema
 
 
 # -- the executor side ------------------------------------------------------------
@@ -163,14 +198,18 @@ def to_spark(batch: pa.RecordBatch, s: Slice, *, include_headers: bool) -> pa.Re
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def read_task(opts: SourceOptions, slices: tuple[Slice, ...] | None) -> Iterator[pa.RecordBatch]:
-    """The records of one task's slices as Spark batches (runs in a Python worker).
+def read_task(opts: SourceOptions, slices: tuple[Slice, ...] | None,
+              plans: tuple[ColumnPlan, ...] = ()) -> Iterator[pa.RecordBatch]:
+    """The records of one task's slices as Spark batches (runs in a Python worker),
+    keys and values decoded as ``plans`` say (raises UndecodableRecord in FAILFAST mode).
 
     ``None`` reads nothing: Spark plans one ``InputPartition(None)`` when the
     reader planned none.
     """
     for s in slices or ():
-        yield from read_slice(opts, s)
+        for batch in read_slice(opts, s):
+            yield decode_batch(batch, plans, opts.store_description, s.topic, s.partition) \
+                if plans else batch
 
 
 def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
@@ -199,8 +238,9 @@ def read_slice(opts: SourceOptions, s: Slice) -> Iterator[pa.RecordBatch]:
 class BatchReader(DataSourceReader):
     """A batch query: offsets resolved once on the driver, one task per group of slices."""
 
-    def __init__(self, opts: SourceOptions):
+    def __init__(self, opts: SourceOptions, plans: tuple[ColumnPlan, ...] = ()):
         self.opts = opts
+        self.plans = plans
 
     def partitions(self) -> list["SliceInput"]:
         log = shared_log(**self.opts.store_description)
@@ -211,7 +251,7 @@ class BatchReader(DataSourceReader):
         return [SliceInput(t) for t in tasks]
 
     def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
-        return read_task(self.opts, partition.value)
+        return read_task(self.opts, partition.value, self.plans)
 
 
 class SliceInput(InputPartition):
@@ -239,9 +279,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     parameter so tests need not wait.
     """
 
-    def __init__(self, opts: SourceOptions, clock=_now_ms):
+    def __init__(self, opts: SourceOptions, clock=_now_ms, plans: tuple[ColumnPlan, ...] = ()):
         self.opts = opts
         self.clock = clock
+        self.plans = plans
         self._target: dict[TP, int] | None = None  # Trigger.AvailableNow stops here
         self._last_trigger_ms: int | None = None
 
@@ -350,7 +391,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [SliceInput(t) for t in planning.plan(log, ranges, self.opts)]
 
     def read(self, partition: "SliceInput") -> Iterator[pa.RecordBatch]:
-        return read_task(self.opts, partition.value)
+        return read_task(self.opts, partition.value, self.plans)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the store keeps no per-consumer state (Spark's checkpoint does)."""

@@ -1,0 +1,308 @@
+"""Keys and values decoded by the Schema Registry kept in the same store (Confluent's
+wire format), for the ``sparklog`` source's ``keyFormat`` / ``valueFormat`` options.
+
+Confluent's wire format: byte 0 is the magic byte ``0``, bytes 1-4 the schema id (big
+endian), the rest the encoded record: Avro's binary encoding (``avro``), or UTF-8 JSON
+(``jsonschema``). Protobuf (message indexes after the id) is not decoded.
+
+The **reader schema** is a subject's version (default: the topic's ``-value`` /
+``-key`` subject, latest version), chosen on the driver when the DataFrame is made
+(:func:`plan_column`): its type (:mod:`pipeline.registry_types`) is the column's, for
+the query's whole life. A streaming query therefore sees a newer version's fields after
+it restarts (``materialize``'s next run), as a Spark query's schema is fixed.
+
+Each record carries its **writer schema**'s id. Avro records are decoded with their
+writer schema and resolved to the reader schema by the Avro specification's rules
+(fastavro: a field the reader added takes its default, a field it dropped is skipped,
+int widens to long ...), so a topic written with several versions reads as one type.
+JSON values need no resolution: the reader schema's fields are taken, others ignored,
+missing ones null; the id must still be one the registry holds.
+
+A record that cannot be decoded (no magic byte, shorter than 5 bytes, an unknown id,
+bytes its writer schema does not read, a JSON value that does not fit the column) fails
+the read with :class:`~pipeline.errors.UndecodableRecord` naming topic, partition and
+offset (``mode=FAILFAST``, the default, as ``from_avro``'s), or reads as null with
+``mode=PERMISSIVE``. A null key or value stays null. Beside the decoded column,
+``valueSchemaId`` / ``keySchemaId`` give the writer id each record carried (null for a
+null, or in PERMISSIVE mode a headerless, key or value).
+
+Measured (fastavro + ``pyarrow.array`` in one Python worker, a 6-field record, 2 cores
+at load ~7): ~300k records/s decoded with the reader's own schema, ~130k records/s
+resolved from an older writer schema; building the Arrow column adds ~10-20 %.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import struct
+import threading
+from typing import Any
+
+import pyarrow as pa
+
+from log_layout import shared_log
+from log_layout.schema_registry import SchemaStore, StoredSchema
+from pipeline.errors import UndecodableRecord, UnusableSchema
+from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type, plain_logical
+
+FORMATS = {"avro": "AVRO", "jsonschema": "JSON"}  # option value -> registry schemaType
+FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
+MAGIC = 0
+_HEADER = struct.Struct(">bi")  # the id is a Java int, signed, as Confluent reads it
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnPlan:
+    """How one column (``key`` or ``value``) is decoded: picklable, made on the driver."""
+
+    column: str
+    format: str           # "avro" | "jsonschema"
+    subject: str
+    version: int
+    reader_id: int
+    arrow_type: pa.DataType
+    mode: str             # FAILFAST | PERMISSIVE
+
+    @property
+    def id_column(self) -> str:
+        return f"{self.column}SchemaId"
+
+
+# -- the driver: a subject's version -> the column's type -------------------------------
+def _versions(doc: dict[str, Any], subject: str) -> list[dict[str, Any]]:
+    info = (doc.get("subjects") or {}).get(subject)
+    live = [v for v in (info or {}).get("versions", ()) if not v.get("deleted")]
+    if not live:
+        raise UnusableSchema(subject, "no such subject in the registry (register a schema "
+                             "first, or name the subject with valueSubject / keySubject)")
+    return live
+
+
+def plan_column(store_description: dict[str, Any], column: str, fmt: str, subject: str,
+                version: str | int, mode: str) -> ColumnPlan:
+    """The reader schema of ``subject`` (``version``: ``latest`` or a number) and its column
+    type. Raises UnusableSchema (no such subject or version, another schema type, a schema
+    with no Spark type), OSError."""
+    registry = _registry(store_description)
+    live = _versions(registry.store.registry(), subject)
+    if version == "latest":
+        chosen = max(live, key=lambda v: v["version"])
+    else:
+        chosen = next((v for v in live if v["version"] == version), None)
+        if chosen is None:
+            raise UnusableSchema(subject, f"has no version {version} (versions: "
+                                 f"{', '.join(str(v['version']) for v in live)})")
+    stored = registry.schema(int(chosen["id"]))
+    if stored is None:
+        raise UnusableSchema(subject, f"version {chosen['version']} names schema id "
+                             f"{chosen['id']}, which the registry does not hold")
+    if stored.schema_type != FORMATS[fmt]:
+        raise UnusableSchema(subject, f"holds a {stored.schema_type} schema, not the "
+                             f"{FORMATS[fmt]} that {column}Format={fmt} reads")
+    return ColumnPlan(column, fmt, subject, int(chosen["version"]), stored.id,
+                      registry.arrow_type(stored, subject), mode)
+
+
+# -- one process's view of the registry (driver and Python workers) ---------------------
+class _Registry:
+    """Schemas by id and their parsed forms, cached for the process (ids never change)."""
+
+    def __init__(self, store_description: dict[str, Any]):
+        self.store = SchemaStore(shared_log(**store_description).store)
+        self._parsed: dict[int, Any] = {}  # id -> fastavro schema | parsed JSON | None
+        self._lock = threading.Lock()
+
+    def schema(self, schema_id: int) -> StoredSchema | None:
+        return self.store.schema(schema_id)
+
+    def _reference(self, ref, subject: str) -> StoredSchema:
+        for v in _versions(self.store.registry(), ref.subject):
+            if v["version"] == ref.version:
+                found = self.schema(int(v["id"]))
+                if found is not None:
+                    return found
+        raise UnusableSchema(subject, f"reference {ref.name!r} names {ref.subject} version "
+                             f"{ref.version}, which the registry does not hold")
+
+    def _avro_named(self, stored: StoredSchema, subject: str, named: dict, depth: int = 0):
+        """Parse ``stored``'s references, then ``stored``, into ``named``; its parsed form."""
+        import fastavro
+
+        if depth > 32:
+            raise UnusableSchema(subject, "references nested deeper than 32 levels (a cycle?)")
+        for ref in stored.references:
+            self._avro_named(self._reference(ref, subject), subject, named, depth + 1)
+        try:
+            return fastavro.parse_schema(plain_logical(json.loads(stored.schema)),
+                                         named_schemas=named)
+        except Exception as e:  # fastavro raises several types for a schema it refuses
+            raise UnusableSchema(subject, f"schema id {stored.id} does not parse ({e})") from None
+
+    def avro(self, stored: StoredSchema, subject: str) -> tuple[Any, dict]:
+        """(parsed schema, its named types) of an Avro schema, parsed once per id."""
+        with self._lock:
+            found = self._parsed.get(stored.id)
+        if found is None:
+            named: dict = {}
+            found = (self._avro_named(stored, subject, named), named)
+            with self._lock:
+                self._parsed[stored.id] = found
+        return found
+
+    def arrow_type(self, stored: StoredSchema, subject: str) -> pa.DataType:
+        if stored.schema_type == "AVRO":
+            parsed, named = self.avro(stored, subject)
+            return avro_arrow_type(parsed, named, subject=subject)
+        refs = {r.name: r for r in stored.references}
+
+        def resolve(name: str):
+            ref = refs.get(name)
+            return None if ref is None else json.loads(self._reference(ref, subject).schema)
+
+        return json_schema_arrow_type(json.loads(stored.schema), subject=subject,
+                                      resolve=resolve)
+
+
+_registries: dict[str, _Registry] = {}
+_registries_lock = threading.Lock()
+
+
+def _registry(store_description: dict[str, Any]) -> _Registry:
+    key = json.dumps(store_description, sort_keys=True, default=str)
+    with _registries_lock:
+        found = _registries.get(key)
+        if found is None:
+            found = _registries[key] = _Registry(store_description)
+        return found
+
+
+# -- the executor: a binary column -> typed column + writer ids --------------------------
+class _Failure(Exception):
+    """One record's reason for not decoding (becomes UndecodableRecord or a null)."""
+
+
+def _header(raw: bytes) -> int:
+    if len(raw) < 5:
+        raise _Failure(f"{len(raw)} bytes is shorter than Confluent's 5-byte header")
+    magic, schema_id = _HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        raise _Failure(f"the first byte is {raw[0]:#04x}, not Confluent's magic byte 0x00 "
+                       "(not written by a Schema Registry serializer?)")
+    return schema_id
+
+
+class _Decoder:
+    """Decodes one column's records for one plan (per process: parsed schemas cached)."""
+
+    def __init__(self, plan: ColumnPlan, store_description: dict[str, Any]):
+        self.plan = plan
+        self.registry = _registry(store_description)
+        reader = self.registry.schema(plan.reader_id)
+        self.reader = self.registry.avro(reader, plan.subject)[0] if plan.format == "avro" \
+            else None
+
+    def _writer(self, schema_id: int):
+        stored = self.registry.schema(schema_id) if schema_id > 0 else None
+        if stored is None:
+            raise _Failure(f"schema id {schema_id} is not in the registry")
+        if stored.schema_type != FORMATS[self.plan.format]:
+            raise _Failure(f"schema id {schema_id} is a {stored.schema_type} schema, not "
+                           f"{FORMATS[self.plan.format]}")
+        return self.registry.avro(stored, self.plan.subject)[0] if self.plan.format == "avro" \
+            else None
+
+    def one(self, raw: bytes) -> tuple[Any, int]:
+        """(decoded value, writer id) of one record. Raises _Failure."""
+        from fastavro import schemaless_reader
+
+        schema_id = _header(raw)
+        writer = self._writer(schema_id)
+        try:
+            if self.plan.format == "jsonschema":
+                return json.loads(raw[5:]), schema_id
+            reader = None if schema_id == self.plan.reader_id else self.reader
+            return schemaless_reader(io.BytesIO(raw[5:]), writer, reader), schema_id
+        except Exception as e:  # fastavro and json raise many types for bad bytes
+            raise _Failure(f"schema id {schema_id} does not read it "
+                           f"({type(e).__name__}: {e})") from None
+
+    def column(self, raw: pa.Array, where: tuple[str, int], offsets: pa.Array
+               ) -> tuple[pa.Array, pa.Array]:
+        """(typed column, writer ids) of a binary column. Raises UndecodableRecord
+        (FAILFAST) naming the record's offset."""
+        values: list[Any] = []
+        ids: list[int | None] = []
+        for i, item in enumerate(raw.to_pylist()):
+            if item is None:
+                values.append(None)
+                ids.append(None)
+                continue
+            try:
+                value, schema_id = self.one(item)
+            except _Failure as e:
+                self._fail(where, offsets, i, str(e))
+                values.append(None)
+                ids.append(_id_or_none(item))
+                continue
+            values.append(value)
+            ids.append(schema_id)
+        return self._arrow(values, where, offsets), pa.array(ids, pa.int32())
+
+    def _arrow(self, values: list[Any], where: tuple[str, int], offsets: pa.Array) -> pa.Array:
+        try:
+            return pa.array(values, type=self.plan.arrow_type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+        # find which records do not fit (only a JSON value can: Avro's decode fits its type)
+        for i, value in enumerate(values):
+            try:
+                pa.array([value], type=self.plan.arrow_type)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+                self._fail(where, offsets, i, f"does not fit the column's type "
+                           f"{self.plan.arrow_type} ({e})")
+                values[i] = None
+        return pa.array(values, type=self.plan.arrow_type)
+
+    def _fail(self, where: tuple[str, int], offsets: pa.Array, i: int, reason: str) -> None:
+        if self.plan.mode == FAILFAST:
+            raise UndecodableRecord(where[0], where[1], offsets[i].as_py(), self.plan.column,
+                                    reason)
+
+
+def _id_or_none(raw: bytes) -> int | None:
+    try:
+        return _header(raw)
+    except _Failure:
+        return None
+
+
+_decoders: dict[tuple, _Decoder] = {}
+_decoders_lock = threading.Lock()
+
+
+def decoder(plan: ColumnPlan, store_description: dict[str, Any]) -> _Decoder:
+    """The process's decoder for ``plan`` (schemas parsed once per Python worker)."""
+    key = (plan, json.dumps(store_description, sort_keys=True, default=str))
+    with _decoders_lock:
+        found = _decoders.get(key)
+    if found is None:
+        found = _Decoder(plan, store_description)
+        with _decoders_lock:
+            _decoders[key] = found
+    return found
+
+
+def decode_batch(batch: pa.RecordBatch, plans: tuple[ColumnPlan, ...],
+                 store_description: dict[str, Any], topic: str, partition: int
+                 ) -> pa.RecordBatch:
+    """``batch`` (the source's Arrow columns) with each planned column decoded and its
+    ``<column>SchemaId`` appended. Raises UndecodableRecord (FAILFAST)."""
+    columns = dict(zip(batch.schema.names, batch.columns))
+    for plan in plans:
+        typed, ids = decoder(plan, store_description).column(
+            columns[plan.column], (topic, partition), columns["offset"])
+        columns[plan.column] = typed
+        columns[plan.id_column] = ids
+    return pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))

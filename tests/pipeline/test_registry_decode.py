@@ -1,0 +1,215 @@
+"""The ``sparklog`` source's registry decoding without Spark: the reader tasks' Arrow
+batches (what Spark's Python workers yield) for Avro written with several schema
+versions, JSON Schema, the column types of schemas, and hostile records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import InvalidSourceOption, UndecodableRecord, UnusableSchema
+from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type
+from pipeline.source import SparklogDataSource
+from tests.pipeline.conftest import append, source_options
+from tests.pipeline.registry_records import avro, header, jsonschema, record, register
+
+URL = {"name": "url", "type": "string"}
+MS_INT = {"name": "ms", "type": "int"}
+MS_LONG = {"name": "ms", "type": "long"}
+REF = {"name": "ref", "type": ["null", "string"], "default": None}
+V1 = record("Click", URL, MS_INT)
+V2 = record("Click", URL, MS_LONG, REF)  # BACKWARD: int widens to long, a field with a default
+
+
+def rows(log, **options) -> list[dict]:
+    """Every row the source reads (its schema() first, as Spark's load() does)."""
+    ds = SparklogDataSource(source_options(log, **options))
+    ds.schema()
+    reader = ds.reader(None)
+    return [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+
+
+def decoded(log, **options) -> list:
+    return [(r["offset"], r["value"], r["valueSchemaId"]) for r in rows(log, **options)]
+
+
+@pytest.fixture
+def clicks(local_log):
+    local_log.create_topic("clicks", {"partitions": 1})
+    return local_log
+
+
+def test_two_writer_versions_read_as_the_latest(clicks):
+    id1 = register(clicks, "clicks-value", V1)
+    append(clicks, "clicks", 0, [avro(V1, id1, {"url": "/a", "ms": 1}), None])
+    id2 = register(clicks, "clicks-value", V2)
+    append(clicks, "clicks", 0, [avro(V2, id2, {"url": "/b", "ms": 2 ** 40, "ref": "x"})])
+    assert decoded(clicks, subscribe="clicks", valueFormat="avro") == [
+        (0, {"url": "/a", "ms": 1, "ref": None}, id1),  # resolved: int -> long, ref's default
+        (1, None, None),                                # a tombstone stays null
+        (2, {"url": "/b", "ms": 2 ** 40, "ref": "x"}, id2)]
+    # an older version as the reader: a long cannot be read as an int (Avro's rules)
+    with pytest.raises(UndecodableRecord, match=f"clicks-0 offset 2: .*schema id {id2} does "
+                                                "not read it"):
+        decoded(clicks, subscribe="clicks", valueFormat="avro", valueSchemaVersion=1)
+    assert decoded(clicks, subscribe="clicks", valueFormat="avro", valueSchemaVersion=1,
+                   endingOffsets='{"clicks": {"0": 2}}')[0] == (0, {"url": "/a", "ms": 1}, id1)
+
+
+def test_keys_decode_by_their_own_subject(clicks):
+    key_id = register(clicks, "clicks-key", "string")
+    value_id = register(clicks, "clicks-value", V1)
+    append(clicks, "clicks", 0, [avro(V1, value_id, {"url": "/a", "ms": 1})],
+           keys=[avro("string", key_id, "user-7")])
+    (row,) = rows(clicks, subscribe="clicks", valueFormat="avro", keyFormat="avro")
+    assert (row["key"], row["keySchemaId"], row["value"]["url"]) == ("user-7", key_id, "/a")
+
+
+def test_logical_types_become_spark_types(clicks):
+    schema = record("T", {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+                    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal",
+                                               "precision": 9, "scale": 2}},
+                    {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+                    {"name": "tags", "type": {"type": "map", "values": "int"}},
+                    {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["A", "B"]}})
+    sid = register(clicks, "clicks-value", schema)
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=dt.timezone.utc)
+    value = {"day": dt.date(2026, 1, 2), "at": at, "price": decimal.Decimal("12.34"),
+             "id": "0b7e9a5c-0000-4000-8000-000000000001", "tags": {"a": 1}, "kind": "B"}
+    append(clicks, "clicks", 0, [avro(schema, sid, value)])
+    (row,) = rows(clicks, subscribe="clicks", valueFormat="avro")
+    assert row["value"] == {**value, "tags": [("a", 1)]}
+
+
+def test_json_schema_values(clicks):
+    schema = {"type": "object", "properties": {
+        "user": {"type": "string"}, "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "where": {"$ref": "#/$defs/place"}},
+        "$defs": {"place": {"type": ["object", "null"],
+                            "properties": {"city": {"type": "string"}}}}}
+    sid = register(clicks, "clicks-value", schema, "JSON")
+    append(clicks, "clicks", 0, [jsonschema(sid, {"user": "u", "n": 3, "tags": ["a"],
+                                                  "where": {"city": "Oslo"}, "extra": 1}),
+                                 jsonschema(sid, {"user": "v"}),
+                                 jsonschema(sid, {"user": "w", "n": "three"})])
+    with pytest.raises(UndecodableRecord, match=r"clicks-0 offset 2: the value .* does not fit"):
+        rows(clicks, subscribe="clicks", valueFormat="jsonschema")
+    assert decoded(clicks, subscribe="clicks", valueFormat="jsonschema", mode="permissive") == [
+        (0, {"user": "u", "n": 3, "tags": ["a"], "where": {"city": "Oslo"}}, sid),
+        (1, {"user": "v", "n": None, "tags": None, "where": None}, sid),
+        (2, None, sid)]
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b"{}", "shorter than Confluent's 5-byte header"),
+    (b'{"a": 1}', "first byte is 0x7b, not Confluent's magic byte"),
+    (header(999) + b"\x02", "schema id 999 is not in the registry"),
+    (b"@", "shorter than"),
+])
+def test_undecodable_records_name_their_offset(clicks, raw, reason):
+    sid = register(clicks, "clicks-value", V1)
+    append(clicks, "clicks", 0, [avro(V1, sid, {"url": "/a", "ms": 1}), raw])
+    with pytest.raises(UndecodableRecord, match=f"clicks-0 offset 1: the value cannot be "
+                                                f"decoded: .*{reason}"):
+        rows(clicks, subscribe="clicks", valueFormat="avro")
+    got = decoded(clicks, subscribe="clicks", valueFormat="avro", mode="PERMISSIVE")
+    assert got[1][:2] == (1, None) and got[0][1] == {"url": "/a", "ms": 1}
+
+
+def test_bytes_the_writer_schema_does_not_read(clicks):
+    sid = register(clicks, "clicks-value", V1)
+    # a string whose length runs past the record's end
+    append(clicks, "clicks", 0, [header(sid) + b"\x7f/a"])
+    with pytest.raises(UndecodableRecord, match=f"offset 0: .*schema id {sid} does not read"):
+        rows(clicks, subscribe="clicks", valueFormat="avro")
+
+
+def test_options_and_subjects_refused_clearly(clicks):
+    clicks.create_topic("other", {"partitions": 1})
+    with pytest.raises(UnusableSchema, match="'clicks-value': no such subject"):
+        rows(clicks, subscribe="clicks", valueFormat="avro")
+    register(clicks, "clicks-value", V1)
+    with pytest.raises(UnusableSchema, match="has no version 5"):
+        rows(clicks, subscribe="clicks", valueFormat="avro", valueSchemaVersion=5)
+    with pytest.raises(UnusableSchema, match="holds a AVRO schema, not the JSON"):
+        rows(clicks, subscribe="clicks", valueFormat="jsonschema")
+    with pytest.raises(InvalidSourceOption, match="valueFormat.*must be avro or jsonschema"):
+        rows(clicks, subscribe="clicks", valueFormat="protobuf")
+    with pytest.raises(InvalidSourceOption, match="needs the subject named"):
+        rows(clicks, subscribe="clicks,other", valueFormat="avro")
+    with pytest.raises(InvalidSourceOption, match="keySubject.*needs keyFormat"):
+        rows(clicks, subscribe="clicks", keySubject="x")
+    with pytest.raises(InvalidSourceOption, match="mode.*FAILFAST or PERMISSIVE"):
+        rows(clicks, subscribe="clicks", valueFormat="avro", mode="DROPMALFORMED")
+    # several topics read with one named subject
+    assert rows(clicks, subscribe="clicks,other", valueFormat="avro",
+                valueSubject="clicks-value") == []
+
+
+@pytest.mark.parametrize("schema, reason", [
+    (["int", "string"], "a union of 2 non-null types"),
+    (record("Node", {"name": "next", "type": ["null", "test.Node"]}), "contains itself"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 0}, "38 digits"),
+])
+def test_avro_schemas_without_a_spark_type(schema, reason):
+    import fastavro
+
+    named: dict = {}
+    parsed = fastavro.parse_schema(schema, named_schemas=named)
+    with pytest.raises(UnusableSchema, match=reason):
+        avro_arrow_type(parsed, named, subject="s")
+
+
+@pytest.mark.parametrize("schema, reason", [
+    ({"type": "object"}, r"\$: an object without properties"),
+    ({"type": "object", "properties": {"a": {"allOf": []}}}, r"\$\.a: a schema without a type"
+     r"|\$\.a: type None"),
+    ({"type": "object", "properties": {"a": {"type": ["string", "integer"]}}}, "no one column"),
+    ({"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}},
+      "$ref": "#/$defs/n"}, "contains itself"),
+    ({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}, "points at nothing"),
+    ({"type": "array"}, "needs one items schema"),
+])
+def test_json_schemas_without_a_spark_type(schema, reason):
+    with pytest.raises(UnusableSchema, match=reason):
+        json_schema_arrow_type(schema, subject="s")
+
+
+def test_json_schema_types():
+    t = json_schema_arrow_type({"type": "object", "properties": {
+        "a": {"type": "number"}, "b": {"oneOf": [{"type": "null"}, {"type": "boolean"}]},
+        "c": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "d": {"enum": ["x", "y"]}}}, subject="s")
+    assert t == pa.struct([("a", pa.float64()), ("b", pa.bool_()),
+                           ("c", pa.map_(pa.string(), pa.int64())), ("d", pa.string())])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.binary(max_size=40),
+                          st.binary(max_size=30).map(lambda b: header(1) + b),
+                          st.integers(0, 2 ** 32 - 1).map(lambda i: b"\0" + struct.pack(">I", i)))
+                , min_size=1, max_size=20))
+def test_hostile_records_fail_as_undecodable_or_read_as_null(tmp_path_factory, raws):
+    """Whatever the bytes: FAILFAST raises UndecodableRecord only, PERMISSIVE never raises
+    and gives a value for every record."""
+    from log_layout import open_log
+
+    log = open_log(str(tmp_path_factory.mktemp("fuzz")))
+    log.create_topic("f", {"partitions": 1})
+    register(log, "f-value", record("R", {"name": "s", "type": "string"},
+                                    {"name": "xs", "type": {"type": "array", "items": "long"}}))
+    append(log, "f", 0, raws)
+    try:
+        rows(log, subscribe="f", valueFormat="avro")
+    except UndecodableRecord as e:
+        assert e.topic == "f" and 0 <= e.offset < len(raws)
+    got = rows(log, subscribe="f", valueFormat="avro", mode="PERMISSIVE")
+    assert [r["offset"] for r in got] == list(range(len(raws)))
