@@ -1,5 +1,6 @@
 """Transactions over HTTP, in REST Proxy v3's style (Kafka's transactional producer
-requests, KIP-98), over the coordinator in ``log_layout.transactions``.
+requests, KIP-98), over the coordinator Kafka's requests use too
+(``server.transaction_service``; the reads ``server.transaction_admin``).
 
 Routes::
 
@@ -26,14 +27,14 @@ producer, not a malformed request, so 409 and not 400); a call the state does no
 allow 409 ``invalid_txn_state`` (40916); an unknown id on GET 404
 ``unknown_transactional_id``.
 
-Every store call runs on the batcher's pool, off the event loop. Commit and abort are
-``server.transaction_service``'s (Kafka's EndTxn calls it too), as is the aborter of
+Every store call runs on the batcher's pool, off the event loop. Every operation is
+``server.transaction_service``'s (Kafka's InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn call it too), as is the aborter of
 transactions older than their ``transaction_timeout_ms`` (Kafka's transaction.timeout.ms).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from starlette.requests import Request
@@ -45,8 +46,9 @@ from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import BadRequest, UnknownTransactionalId
 from ingest_gateway.http import access
 from ingest_gateway.http.body import read_json
+from ingest_gateway.server import transaction_admin
+from ingest_gateway.server import transaction_service as coordinator
 from ingest_gateway.server.transaction_service import end_transaction
-from log_layout import UnknownPartition, transactions
 
 
 #: Kafka's transaction.timeout.ms default
@@ -56,12 +58,8 @@ MAX_ITEMS = 10_000
 _INT64 = 2**63 - 1
 
 
-def _now(request: Request) -> int:
-    return request.app.state.gateway.clock_ms()
-
-
-async def _run(request: Request, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    return await request.app.state.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
+def _gateway(request: Request) -> Any:
+    return request.app.state.gateway
 
 
 def _int(doc: dict, name: str, lo: int, hi: int, default: Any = ...) -> int:
@@ -96,16 +94,6 @@ def _items(doc: dict, name: str) -> list[dict]:
     return items
 
 
-async def _check_partitions(request: Request, pairs: list[tuple[str, int]]) -> None:
-    """UnknownTopic / UnknownPartition unless every pair exists (Kafka's
-    UNKNOWN_TOPIC_OR_PARTITION)."""
-    for topic in sorted({t for t, _ in pairs}):
-        info = await request.app.state.batcher.topic_info(topic)
-        for t, p in pairs:
-            if t == topic and p >= info.partitions:
-                raise UnknownPartition(topic, p, info.partitions)
-
-
 def _tid(request: Request) -> str:
     return validate_topic_name(request.path_params["tid"])
 
@@ -113,10 +101,9 @@ def _tid(request: Request) -> str:
 async def init(request: Request) -> Response:
     tid = _tid(request)
     doc = _object(await read_json(request, empty={}))
-    timeout = _int(doc, "transaction_timeout_ms", 1, transactions.MAX_TIMEOUT_MS,
+    timeout = _int(doc, "transaction_timeout_ms", 1, coordinator.MAX_TIMEOUT_MS,
                    DEFAULT_TIMEOUT_MS)
-    pid, epoch = await _run(request, transactions.init_transactions, request.app.state.log,
-                            tid, timeout, _now(request))
+    pid, epoch = await coordinator.init(_gateway(request), tid, timeout)
     return JSONResponse({"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch})
 
 
@@ -127,9 +114,7 @@ async def add_partitions(request: Request) -> Response:
     pairs = [(it["topic"], it["partition"]) for it in _items(doc, "partitions")]
     for topic in sorted({t for t, _ in pairs}):
         access.require(request, "Write", "Topic", topic)  # Kafka's AddPartitionsToTxn
-    await _check_partitions(request, pairs)
-    await _run(request, transactions.add_partitions, request.app.state.log, tid, pid, epoch,
-               pairs, now_ms=_now(request))
+    await coordinator.add_partitions(_gateway(request), tid, pid, epoch, pairs)
     return Response(status_code=204)
 
 
@@ -144,15 +129,14 @@ async def add_offsets(request: Request) -> Response:
         offsets.setdefault(it["topic"], {})[it["partition"]] = _int(it, "offset", 0, _INT64)
     for topic in sorted(offsets):
         access.require(request, "Read", "Topic", topic)  # Kafka's TxnOffsetCommit
-    await _run(request, transactions.add_offsets, request.app.state.log, tid, pid, epoch,
-               group, offsets, now_ms=_now(request))
+    await coordinator.add_offsets(_gateway(request), tid, pid, epoch, group, offsets)
     return Response(status_code=204)
 
 
 async def _end(request: Request, commit: bool) -> Response:
     tid = _tid(request)
     pid, epoch = _producer(_object(await read_json(request)))
-    await end_transaction(request.app.state.gateway, tid, pid, epoch, commit)
+    await end_transaction(_gateway(request), tid, pid, epoch, commit)
     return Response(status_code=204)
 
 
@@ -177,21 +161,15 @@ def _view(doc: dict[str, Any]) -> dict[str, Any]:
 
 async def get_transaction(request: Request) -> Response:
     tid = _tid(request)
-    doc = await _run(request, transactions.describe, request.app.state.log, tid)
+    doc = await transaction_admin.describe(_gateway(request), tid)
     if doc is None:
         raise UnknownTransactionalId(tid)
     return JSONResponse(_view(doc))
 
 
 async def list_transactions(request: Request) -> Response:
-    store = request.app.state.log
-
-    def work() -> list[dict[str, Any]]:
-        docs = (transactions.describe(store, t) for t in transactions.list_transactions(store))
-        return [d for d in docs if d]
-
-    docs = access.visible(request, "TransactionalId", await _run(request, work),
-                          lambda d: d["transactional_id"])
+    found = [doc for _, doc in await transaction_admin.list_all(_gateway(request))]
+    docs = access.visible(request, "TransactionalId", found, lambda d: d["transactional_id"])
     return JSONResponse({"kind": "KafkaTransactionList", "data": [_view(d) for d in docs]})
 
 

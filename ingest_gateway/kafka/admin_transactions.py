@@ -2,11 +2,10 @@
 what ``kafka-transactions.sh list``, ``describe``, ``describe-producers`` and
 ``find-hanging`` send.
 
-Read only, from the one place the state lives: the transaction log
-(``log_layout.transactions``: ``describe`` and ``list_transactions``, which REST v3
-``GET /v3/transactions`` and ``sparklog transactions`` read too) and each partition's
-manifest (``log_layout.txn_admin.describe_producers``, ``sparklog transactions
-producers``'s). Every read runs off the event loop.
+Read only, from the one place the state lives, through ``server.transaction_admin``
+(which REST v3 ``GET /v3/transactions`` reads too): the transaction log and each
+partition's manifest (``sparklog transactions producers`` reads the same). Every read
+runs off the event loop.
 
 **ListTransactions** (v0-v2) answers every transactional id with its producer id and
 state (Kafka's state names: the log keeps them), filtered as Kafka's
@@ -36,7 +35,7 @@ on the topic (else ``TOPIC_AUTHORIZATION_FAILED`` for its partitions).
 **WriteTxnMarkers** (what ``kafka-transactions.sh abort`` sends, through
 ``Admin.abortTransaction``, to end a hanging transaction): an ABORT marker for the
 producer in each partition named, at the producer's epoch there
-(``log_layout.txn_admin.abort_hanging``, ``sparklog transactions abort``'s), after which
+(``server.transaction_admin.abort_partition``, as ``sparklog transactions abort``), after which
 the partition's read_committed long-polls are woken. A partition where the producer has
 no open transaction (ended meanwhile) answers ``NONE``: there is nothing left to abort,
 as a marker written twice changes nothing; an epoch older than the producer's there
@@ -58,10 +57,7 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
-from log_layout import InvalidProducerEpoch, transactions
-from log_layout.commit import wall_clock_ms
-from log_layout.txn_admin import NoOpenTransaction, abort_hanging
-from log_layout.txn_admin import describe_producers as _producers
+from ingest_gateway.server import transaction_admin
 
 
 API_DESCRIBE_PRODUCERS, API_DESCRIBE_TRANSACTIONS, API_LIST_TRANSACTIONS = 61, 65, 66
@@ -100,13 +96,13 @@ async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
             code = INVALID_REGULAR_EXPRESSION
     if code == codes.NONE:
         try:
-            docs = await broker.batcher.run_blocking(_listed, broker.log, matcher)
+            docs = await transaction_admin.list_all(broker.gateway, matcher)
         except Exception as e:  # noqa: BLE001 - the answer's error code
             code, docs = codes.code_logged(e, "ListTransactions"), []
         wanted_states = set(req.state_filters)
         pids = set(req.producer_id_filters)
         duration = getattr(req, "duration_filter", -1)
-        now = wall_clock_ms()
+        now = broker.gateway.clock_ms()
         for tid, doc in docs:
             if doc["state"] == "Dead" or (pids and doc["producer_id"] not in pids):
                 continue
@@ -123,19 +119,6 @@ async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
                 unknown_state_filters=unknown, transaction_states=tuple(states))
 
 
-def _listed(lg: Any, matcher: Any) -> list[tuple[str, dict]]:
-    """Blocking: (transactional id, its document) of every id (whose whole name
-    ``matcher`` matches, when given)."""
-    out = []
-    for tid in transactions.list_transactions(lg):
-        if matcher is not None and matcher(tid) is None:
-            continue
-        doc = transactions.describe(lg, tid)
-        if doc:
-            out.append((tid, doc))
-    return out
-
-
 async def describe_transactions(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_TRANSACTIONS, head.api_version)
     out = []
@@ -145,7 +128,7 @@ async def describe_transactions(broker: Broker, head: Header, req: Any) -> Any:
             code = sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         else:
             try:
-                doc = await broker.batcher.run_blocking(transactions.describe, broker.log, tid)
+                doc = await transaction_admin.describe(broker.gateway, tid)
                 if doc is None:
                     code = TRANSACTIONAL_ID_NOT_FOUND
             except Exception as e:  # noqa: BLE001 - a per-id error code
@@ -182,7 +165,7 @@ async def describe_producers(broker: Broker, head: Header, req: Any) -> Any:
             code, message, found = denied, None, []
             if not denied:
                 try:
-                    found = await broker.batcher.run_blocking(_states, broker, t.name, p)
+                    found = await transaction_admin.producers(broker.gateway, t.name, p)
                 except Exception as e:  # noqa: BLE001 - a per-partition error code
                     code, message = codes.code_logged(e, "DescribeProducers"), str(e)
             parts.append(make(mod.PartitionResponse, partition_index=p, error_code=error(code),
@@ -194,27 +177,6 @@ async def describe_producers(broker: Broker, head: Header, req: Any) -> Any:
                                   for s, ts in found)))
         topics.append(make(mod.TopicResponse, name=t.name, partitions=tuple(parts)))
     return make(mod.DescribeProducersResponse, throttle_time=ZERO, topics=tuple(topics))
-
-
-def _states(broker: Broker, topic: str, partition: int) -> list[tuple[Any, int]]:
-    """Blocking: (``txn_admin.ProducerState``, last timestamp ms or -1) of each producer
-    of the partition. Raises UnknownTopic, UnknownPartition, NotLeader."""
-    from ingest_gateway.kafka.fetch import check_partition
-
-    check_partition(broker, topic, partition)
-    m = broker.log.partition(topic, partition).snapshot()
-    return [(s, _last_timestamp(m, s.last_offset))
-            for s in _producers(broker.log, topic, partition)]
-
-
-def _last_timestamp(m: Any, offset: int) -> int:
-    """The largest record timestamp (ms) of the segment holding ``offset`` (-1: none)."""
-    if offset < 0:
-        return -1
-    for s in m.segments:
-        if s.base_offset <= offset <= s.last_offset:
-            return s.max_ts
-    return -1
 
 
 async def write_txn_markers(broker: Broker, head: Header, req: Any) -> Any:
@@ -229,9 +191,8 @@ async def write_txn_markers(broker: Broker, head: Header, req: Any) -> Any:
                 code = denied or (codes.INVALID_REQUEST if mk.transaction_result else 0)
                 if not code:
                     try:
-                        await broker.batcher.run_blocking(_abort, broker, t.name, p,
-                                                          mk.producer_id, mk.producer_epoch)
-                        broker.hub().committed(t.name, p, -1)  # wake read_committed polls
+                        await transaction_admin.abort_partition(
+                            broker.gateway, t.name, p, mk.producer_id, mk.producer_epoch)
                     except Exception as e:  # noqa: BLE001 - a per-partition error code
                         code = codes.code_logged(e, "WriteTxnMarkers")
                 parts.append(make(mod.WritableTxnMarkerPartitionResult, partition_index=p,
@@ -241,21 +202,6 @@ async def write_txn_markers(broker: Broker, head: Header, req: Any) -> Any:
         out.append(make(mod.WritableTxnMarkerResult, producer_id=mk.producer_id,
                         topics=tuple(topics)))
     return make(mod.WriteTxnMarkersResponse, markers=tuple(out))
-
-
-def _abort(broker: Broker, topic: str, partition: int, producer_id: int, epoch: int) -> None:
-    """Blocking: the ABORT marker of one partition (module doc). Raises UnknownTopic,
-    UnknownPartition, NotLeader, InvalidProducerEpoch (an older epoch), StoreError."""
-    from ingest_gateway.kafka.fetch import check_partition
-
-    check_partition(broker, topic, partition)
-    entry = broker.log.partition(topic, partition).snapshot().producers.get(producer_id)
-    if entry is not None and epoch < entry.epoch:
-        raise InvalidProducerEpoch(producer_id, epoch, entry.epoch)
-    try:
-        abort_hanging(broker.log, topic, partition, producer_id)
-    except NoOpenTransaction:
-        pass  # ended already: nothing left to abort
 
 
 HANDLERS = {API_WRITE_TXN_MARKERS: write_txn_markers,

@@ -1,7 +1,7 @@
 """Transactions over Kafka's protocol (KIP-98): FindCoordinator for transactional ids,
 InitProducerId with a ``transactional_id``, AddPartitionsToTxn, AddOffsetsToTxn,
 TxnOffsetCommit and EndTxn, over the coordinator the HTTP routes use
-(``log_layout.transactions``; ``http.v3_transactions``). Transactional Produce is
+(``server.transaction_service``; ``http.v3_transactions``). Transactional Produce is
 ``txn_produce``.
 
 **The coordinator is the store.** Every transition of a transactional id is one
@@ -33,7 +33,7 @@ TxnOffsetCommit v3; older: ``INVALID_PRODUCER_EPOCH``, 47); a call before
 InitProducerId ``INVALID_PRODUCER_ID_MAPPING`` (49, Kafka's answer for an id without a
 transaction); a transaction being completed (Prepare*) ``CONCURRENT_TRANSACTIONS``
 (51, retriable); any other state that does not allow the call ``INVALID_TXN_STATE``
-(48); a timeout outside 1..``transactions.MAX_TIMEOUT_MS``
+(48); a timeout outside 1..``coordinator.MAX_TIMEOUT_MS``
 ``INVALID_TRANSACTION_TIMEOUT`` (50); a transactional id that breaks the topic-name
 rules sparklog keeps them to ``INVALID_REQUEST``; the store failing (StoreError,
 OSError) ``COORDINATOR_NOT_AVAILABLE`` (15, retriable: the client asks again).
@@ -65,9 +65,10 @@ from ingest_gateway.kafka.groups_protocol import INVALID_GROUP_ID
 from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups.txn_offsets import check_txn_committer
-from ingest_gateway.server.transaction_service import end_transaction
-from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, transactions
-from log_layout.errors import InvalidTxnState, ProducerFenced
+from ingest_gateway.server import transaction_service as coordinator
+from ingest_gateway.server.transaction_service import (PREPARED, InvalidProducerEpoch,
+                                                       InvalidTxnState, StoreError,
+                                                       end_transaction)
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -107,7 +108,7 @@ def code_of(e: BaseException, head: Header) -> int:
     if isinstance(e, InvalidTxnState):
         if e.state == "Unknown":
             return INVALID_PRODUCER_ID_MAPPING
-        return CONCURRENT_TRANSACTIONS if e.state in transactions.PREPARED \
+        return CONCURRENT_TRANSACTIONS if e.state in PREPARED \
             else INVALID_TXN_STATE
     if isinstance(e, InvalidTopicName):
         return codes.INVALID_REQUEST
@@ -117,10 +118,6 @@ def code_of(e: BaseException, head: Header) -> int:
     if code == codes.UNKNOWN_SERVER_ERROR:
         log.error("Kafka transaction call (api key %d) failed", head.api_key, exc_info=e)
     return code
-
-
-def _now(broker: Broker) -> int:
-    return broker.gateway.clock_ms()
 
 
 async def _run(broker: Broker, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -145,7 +142,7 @@ async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
 
 
 async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
-    """With a ``transactional_id``: ``transactions.init_transactions`` (a new epoch,
+    """With a ``transactional_id``: ``transaction_service.init`` (a new epoch,
     fencing the older producer, its open transaction aborted); without: an idempotent
     producer id, as ``broker.init_producer_id``."""
     tid = req.transactional_id
@@ -154,29 +151,15 @@ async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_INIT_PRODUCER_ID, head.api_version)
     pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
     timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
-    if not 0 < timeout_ms <= transactions.MAX_TIMEOUT_MS:
+    if not 0 < timeout_ms <= coordinator.MAX_TIMEOUT_MS:
         return _init_answer(mod, INVALID_TRANSACTION_TIMEOUT, -1, -1)
     try:
         validate_topic_name(tid)
-        new = await _run(broker, _init, broker.log, tid, timeout_ms, pid, epoch, _now(broker))
+        new = await coordinator.init(broker.gateway, tid, timeout_ms, producer_id=pid,
+                                     epoch=epoch)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         return _init_answer(mod, code_of(e, head), -1, -1)
     return _init_answer(mod, codes.NONE, *new)
-
-
-def _init(log_: Any, tid: str, timeout_ms: int, pid: int, epoch: int,
-          now_ms: int) -> tuple[int, int]:
-    """``init_transactions``; with KIP-360's current producer id and epoch named, only if
-    they are still the id's (else ProducerFenced), and a retried bump (the epoch just
-    before the current, nothing begun since) answers the current pair again."""
-    if pid >= 0:
-        doc = transactions.describe(log_, tid)
-        if doc is None or doc["producer_id"] != pid or epoch < doc["epoch"] - 1:
-            cur = (doc or {}).get("producer_id", -1), (doc or {}).get("epoch", -1)
-            raise ProducerFenced(tid, pid, epoch, *cur)
-        if epoch == doc["epoch"] - 1 and doc["state"] == transactions.EMPTY:
-            return doc["producer_id"], doc["epoch"]
-    return transactions.init_transactions(log_, tid, timeout_ms, now_ms)
 
 
 def _init_answer(mod: Any, code: int, pid: int, epoch: int) -> Any:
@@ -195,14 +178,8 @@ async def add_partitions(broker: Broker, head: Header, req: Any) -> Any:
     try:
         if code == codes.NONE:
             validate_topic_name(tid)
-            for topic in sorted({t for t, _ in pairs}):
-                info = await broker.batcher.topic_info(topic)
-                for t, p in pairs:
-                    if t == topic and not 0 <= p < info.partitions:
-                        raise UnknownPartition(topic, p, info.partitions)
-            await _run(broker, transactions.add_partitions, broker.log, tid,
-                       req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, pairs,
-                       now_ms=_now(broker))
+            await coordinator.add_partitions(broker.gateway, tid, req.v3_and_below_producer_id,
+                                             req.v3_and_below_producer_epoch, pairs)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = code_of(e, head)
     results = tuple(make(mod.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
@@ -227,8 +204,8 @@ async def add_offsets(broker: Broker, head: Header, req: Any) -> Any:
     try:
         validate_topic_name(req.transactional_id)
         validate_group_id(req.group_id)
-        await _run(broker, transactions.add_offsets, broker.log, req.transactional_id,
-                   req.producer_id, req.producer_epoch, req.group_id, {}, now_ms=_now(broker))
+        await coordinator.add_offsets(broker.gateway, req.transactional_id, req.producer_id,
+                                      req.producer_epoch, req.group_id, {})
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = _group_code(e, head)
     return make(mod.AddOffsetsToTxnResponse, throttle_time=ZERO, error_code=error(code))
@@ -240,7 +217,7 @@ def _group_code(e: BaseException, head: Header) -> int:
 
 async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
     """TxnOffsetCommit: the offsets are pending in the transaction until EndTxn commits
-    them (``transactions.add_offsets``, as the HTTP route); all or nothing (of the
+    them (``transaction_service.add_offsets``, as the HTTP route); all or nothing (of the
     topics the principal may commit: module doc)."""
     mod = response_module(API_TXN_OFFSET_COMMIT, head.api_version)
     whole = sec.refused(broker, "Write", "TransactionalId", req.transactional_id) \
@@ -262,7 +239,7 @@ async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
 
 async def _add_txn_offsets(broker: Broker, head: Header, req: Any,
                            offsets: dict[str, dict[int, int]]) -> int:
-    """``transactions.add_offsets`` of a TxnOffsetCommit; its error code."""
+    """``transaction_service.add_offsets`` of a TxnOffsetCommit; its error code."""
     try:
         validate_topic_name(req.transactional_id)
         validate_group_id(req.group_id)
@@ -275,9 +252,8 @@ async def _add_txn_offsets(broker: Broker, head: Header, req: Any,
                    req.group_id, getattr(req, "member_id", "") or "",
                    getattr(req, "generation_id", -1),
                    getattr(req, "group_instance_id", None))
-        await _run(broker, transactions.add_offsets, broker.log, req.transactional_id,
-                   req.producer_id, req.producer_epoch, req.group_id, offsets,
-                   now_ms=_now(broker))
+        await coordinator.add_offsets(broker.gateway, req.transactional_id, req.producer_id,
+                                      req.producer_epoch, req.group_id, offsets)
     except _BadOffset:
         return codes.INVALID_REQUEST
     except Exception as e:  # noqa: BLE001 - every failure is an error code

@@ -23,7 +23,6 @@ coordinator. Adding a partition already in it writes nothing.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from typing import Any
 
@@ -33,8 +32,8 @@ from ingest_gateway.kafka.broker import Broker
 from ingest_gateway.kafka.txn import INVALID_TXN_STATE
 from ingest_gateway.kafka.wire import Header
 from ingest_gateway.server.codec import Parsed
-from log_layout import InvalidProducerEpoch, UnknownPartition, transactions
-from log_layout.errors import InvalidTxnState
+from ingest_gateway.server import transaction_service as coordinator
+from ingest_gateway.server.transaction_service import InvalidProducerEpoch, InvalidTxnState
 
 log = logging.getLogger("sparklog.gateway.kafka")
 #: the first Produce version whose transactional clients add partitions implicitly
@@ -110,9 +109,5 @@ async def _join(broker: Broker, tid: str, producer_id: int, epoch: int, topic: s
                 partition: int) -> None:
     """Add ``topic``-``partition`` to the producer's transaction (transactions v2).
     Raises UnknownPartition, ProducerFenced, InvalidTxnState, StoreError."""
-    info = await broker.batcher.topic_info(topic)
-    if not 0 <= partition < info.partitions:
-        raise UnknownPartition(topic, partition, info.partitions)
-    await broker.batcher.run_blocking(functools.partial(
-        transactions.add_partitions, broker.log, tid, producer_id, epoch, [(topic, partition)],
-        now_ms=broker.gateway.clock_ms()))
+    await coordinator.add_partitions(broker.gateway, tid, producer_id, epoch,
+                                     [(topic, partition)])

@@ -20,7 +20,7 @@ from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.consumer_hub import ConsumerHub
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_admin import TopicAdmin
-from log_layout import Log, wall_clock_ms
+from log_layout import Log, UnknownPartition, wall_clock_ms
 
 
 @dataclasses.dataclass(eq=False)
@@ -73,6 +73,16 @@ class Gateway:
         where = self.cluster.leader(topic, partition)
         slot = where.get("slot") if where else None
         return slot if isinstance(slot, int) else -1
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        """Blocking (reads the store: off the loop): raise unless ``topic``-``partition``
+        exists and this gateway leads it. Raises UnknownTopic, UnknownPartition,
+        NotLeader, StoreError."""
+        info = self.log.topic(topic)
+        if not 0 <= partition < info.partitions:
+            raise UnknownPartition(topic, partition, info.partitions)
+        if self.cluster is not None:
+            self.cluster.check_leader(topic, partition)
 
     def clock_ms(self) -> int:
         """``now_ms()``, or the wall clock."""

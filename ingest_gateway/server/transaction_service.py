@@ -1,5 +1,12 @@
-"""Ending transactions: the one implementation REST v3 ``:commit``/``:abort`` and Kafka's
-EndTxn call, and the aborter of transactions older than their timeout.
+"""The transaction coordinator's operations: the one implementation REST v3's
+``/v3/transactions`` routes and Kafka's InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, TxnOffsetCommit and EndTxn call, and the aborter of transactions older
+than their timeout.
+
+The coordinator's state is the transaction log (``log_layout.transactions``); every call
+runs on the batcher's pool, off the event loop, at the gateway's clock. Its errors
+(ProducerFenced, InvalidProducerEpoch, InvalidTxnState, UnknownPartition, StoreError)
+are re-exported here with the log's constants, for the adapters' codes.
 
 ``log_layout.transactions.end_transaction`` writes the markers and the transaction's
 consumer-group offsets; here the offsets go through this gateway's group coordinator
@@ -20,10 +27,19 @@ from typing import Any
 
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.groups.txn_offsets import offsets_writer
-from log_layout import transactions
+from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, transactions
 from log_layout.commit import wall_clock_ms
+from log_layout.errors import InvalidTxnState, ProducerFenced
 
 log = logging.getLogger("sparklog.gateway")
+
+__all__ = ["InvalidProducerEpoch", "InvalidTxnState", "ProducerFenced", "StoreError",
+           "UnknownPartition", "MAX_TIMEOUT_MS", "PREPARED", "init", "add_partitions",
+           "add_offsets", "end_transaction", "TimeoutAborter"]
+
+#: the longest transaction.timeout.ms a producer may ask for; the states an ending
+#: transaction is in (a call then is Kafka's CONCURRENT_TRANSACTIONS)
+MAX_TIMEOUT_MS, PREPARED = transactions.MAX_TIMEOUT_MS, transactions.PREPARED
 
 #: how often the gateway aborts timed-out transactions (Kafka's
 #: transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s; shorter here
@@ -33,6 +49,54 @@ ABORT_CHECK_S = 1.0
 #: slot coordinating ClusterMember.TIMEOUTS_OWNER): Kafka's 10 s, a LIST of the store
 #: each time (issue 33: an idle application's store requests)
 CLUSTER_ABORT_CHECK_S = 10.0
+
+
+async def _run(gateway: Gateway, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return await gateway.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
+
+
+async def init(gateway: Gateway, tid: str, timeout_ms: int, *, producer_id: int = -1,
+               epoch: int = -1) -> tuple[int, int]:
+    """A new epoch for ``tid`` (fencing its older producer, whose open transaction is
+    aborted); its (producer id, epoch). With KIP-360's current ``producer_id`` and
+    ``epoch`` named, only if they are still the id's (else ProducerFenced), and a retried
+    bump (the epoch just before the current, nothing begun since) answers the current
+    pair again. Raises ProducerFenced, InvalidTxnState, StoreError."""
+    def work() -> tuple[int, int]:
+        if producer_id >= 0:
+            doc = transactions.describe(gateway.log, tid)
+            if doc is None or doc["producer_id"] != producer_id or epoch < doc["epoch"] - 1:
+                cur = (doc or {}).get("producer_id", -1), (doc or {}).get("epoch", -1)
+                raise ProducerFenced(tid, producer_id, epoch, *cur)
+            if epoch == doc["epoch"] - 1 and doc["state"] == transactions.EMPTY:
+                return doc["producer_id"], doc["epoch"]
+        return transactions.init_transactions(gateway.log, tid, timeout_ms, now)
+
+    now = gateway.clock_ms()
+    return await gateway.batcher.run_blocking(work)
+
+
+async def add_partitions(gateway: Gateway, tid: str, producer_id: int, epoch: int,
+                         pairs: list[tuple[str, int]]) -> None:
+    """Add the (topic, partition) ``pairs`` to the producer's transaction, all or none:
+    an unknown topic or partition is refused before anything is added. Raises
+    UnknownTopic, UnknownPartition, ProducerFenced, InvalidTxnState, StoreError."""
+    for topic in sorted({t for t, _ in pairs}):
+        info = await gateway.batcher.topic_info(topic)
+        for t, p in pairs:
+            if t == topic and not 0 <= p < info.partitions:
+                raise UnknownPartition(topic, p, info.partitions)
+    await _run(gateway, transactions.add_partitions, gateway.log, tid, producer_id, epoch,
+               pairs, now_ms=gateway.clock_ms())
+
+
+async def add_offsets(gateway: Gateway, tid: str, producer_id: int, epoch: int, group: str,
+                      offsets: dict[str, dict[int, int]]) -> None:
+    """The group joins the producer's transaction with ``offsets`` (topic -> partition ->
+    offset; may be empty), committed by the transaction's end. Raises ProducerFenced,
+    InvalidTxnState, StoreError."""
+    await _run(gateway, transactions.add_offsets, gateway.log, tid, producer_id, epoch, group,
+               offsets, now_ms=gateway.clock_ms())
 
 
 async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
