@@ -17,7 +17,12 @@ exactly once across restarts:
 
 ``value_format`` decodes values: ``raw`` (binary), ``string`` (UTF-8 key and
 value), ``json`` (the value's fields become columns; ``schema`` as a DDL
-string, or inferred from the records there are now).
+string, or inferred from the records there are now), ``avro`` / ``jsonschema``
+(Confluent's wire format, decoded by the Schema Registry in the same store: the
+subject's latest version's fields become typed columns, :mod:`pipeline.registry_decode`;
+``key_format`` likewise decodes keys). Each run takes the subject's latest version and
+evolves the table to it first (:mod:`pipeline.table_evolution`: added fields become
+columns, widened types widen, what Delta cannot follow is refused naming the field).
 
 Where tables live: ``warehouse`` (default: ``<store>/_tables``, beside the log:
 a local folder, ``s3://`` through S3A, ``hdfs://`` or ``webhdfs://``; a
@@ -45,8 +50,10 @@ from urllib.parse import urlsplit
 
 from log_layout import Log, open_log, open_log_from_settings
 from pipeline.errors import TableError
+from pipeline.table_evolution import create_or_evolve
 
-VALUE_FORMATS = ("raw", "string", "json")
+VALUE_FORMATS = ("raw", "string", "json", "avro", "jsonschema")
+REGISTRY_FORMATS = ("avro", "jsonschema")  # decoded by the source (pipeline.registry_decode)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _META = ("topic", "partition", "offset", "timestamp", "timestampType")
 CHECKPOINTS = "_checkpoints"
@@ -102,10 +109,14 @@ def source_options(log: Log, topic: str, *, extra: Mapping[str, str] | None = No
 def decode(df, value_format: str, value_schema):
     """Columns of the table from the source's columns: key and value decoded as asked."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
 
     if value_format == "raw":
         return df.select("key", "value", *_META)
-    key = F.col("key").cast("string").alias("key")
+    key = F.col("key").cast("string").alias("key") \
+        if isinstance(df.schema["key"].dataType, BinaryType) else F.col("key")
+    if value_format in REGISTRY_FORMATS:
+        return _registry_columns(df, key)
     if value_format == "string":
         return df.select(key, F.col("value").cast("string").alias("value"), *_META)
     parsed = F.from_json(F.col("value").cast("string"), value_schema)
@@ -113,6 +124,24 @@ def decode(df, value_format: str, value_schema):
               if f.name not in ("key", *_META)]
     return df.select(key, parsed.alias("_v"), F.col("value").isNull().alias("_tombstone"),
                      *_META).select("key", *fields, "_tombstone", *_META)
+
+
+def _registry_columns(df, key):
+    """The decoded value's fields as columns (a value that is not a record: ``value``); a
+    field named as one of the table's own columns (``key``, ``timestamp``, ...) becomes
+    ``value_<name>``. A tombstone is a null value that carried no schema id."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    value_type = df.schema["value"].dataType
+    taken = {"key", "_tombstone", *_META}
+    if isinstance(value_type, StructType):
+        fields = [F.col("value").getField(f.name).alias(
+            f"value_{f.name}" if f.name in taken else f.name) for f in value_type.fields]
+    else:
+        fields = [F.col("value")]
+    tomb = (F.col("value").isNull() & F.col("valueSchemaId").isNull()).alias("_tombstone")
+    return df.select(key, *fields, tomb, *_META)
 
 
 def infer_json_schema(spark, log: Log, topic: str, *, sample: int = 10_000):
@@ -138,6 +167,9 @@ def _value_schema(spark, log: Log, topic: str, table: str, value_format: str, sc
         raise TableError(table, f"value_format must be one of {', '.join(VALUE_FORMATS)}, "
                          f"not {value_format!r}")
     if value_format != "json":
+        if schema is not None and value_format in REGISTRY_FORMATS:
+            raise TableError(table, f"value_format={value_format!r} takes its schema from the "
+                             "Schema Registry (the topic's -value subject), not a DDL string")
         if schema is not None:
             raise TableError(table, "a schema is only used with value_format='json'")
         return None
@@ -158,7 +190,7 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
                 once: bool = True, value_format: str = "raw", schema=None,
                 warehouse: str | None = None, checkpoint: str | None = None,
                 options: Mapping[str, str] | None = None, trigger_ms: int | None = None,
-                wait: bool = True):
+                wait: bool = True, key_format: str | None = None):
     """Materialise ``topic`` into the Delta table ``table``; returns the StreamingQuery.
 
     ``once=True`` runs ``Trigger.AvailableNow`` and waits for it to finish (unless
@@ -184,7 +216,9 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     path = table_path(warehouse, table)
     checkpoint = checkpoint or table_path(table_path(warehouse, CHECKPOINTS), table)
 
-    src = {"startingOffsets": "earliest", **(options or {})}
+    src = {"startingOffsets": "earliest", **(options or {}),
+           **_registry_options(table, value_format, key_format, info.config.compacted,
+                               options or {})}
     stream = (spark.readStream.format("sparklog")
               .options(**source_options(log, topic, extra=src)).load())
     rows = decode(stream, value_format, value_schema)
@@ -194,8 +228,7 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     if compacted:
         rows = rows.where(F.col("key").isNotNull())  # Kafka refuses null keys in compacted topics
     columns = [c for c in rows.columns if c != "_tombstone"]
-    empty = spark.createDataFrame([], rows.select(*columns).schema)
-    empty.write.format("delta").mode("ignore").save(path)
+    create_or_evolve(spark, path, rows.select(*columns).schema, table)
     register(spark, table, path)
 
     writer = rows.writeStream.option("checkpointLocation", checkpoint).queryName(
@@ -212,6 +245,25 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     if once and wait:
         query.awaitTermination()
     return query
+
+
+def _registry_options(table: str, value_format: str, key_format: str | None,
+                      compacted: bool, given: Mapping[str, str]) -> dict[str, str]:
+    """The source options decoding keys and values by the registry. Raises TableError
+    for ``mode=PERMISSIVE`` on a compacted topic."""
+    modes = [str(v).strip().upper() for k, v in given.items() if k.lower() == "mode"]
+    out: dict[str, str] = {}
+    if value_format in REGISTRY_FORMATS:
+        out["valueFormat"] = value_format
+    if key_format is not None:
+        if key_format not in REGISTRY_FORMATS or value_format == "raw":
+            raise TableError(table, f"key_format must be one of {', '.join(REGISTRY_FORMATS)} "
+                             f"(with a value_format other than raw), not {key_format!r}")
+        out["keyFormat"] = key_format
+    if out and compacted and "PERMISSIVE" in modes:
+        raise TableError(table, "mode=PERMISSIVE cannot materialise a compacted topic: a "
+                         "record it cannot decode would read as a tombstone and delete its key")
+    return out
 
 
 def _merge_batch(path: str, columns: list[str], value_format: str):

@@ -25,8 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--table", required=True, metavar="NAME", help="table name (letters, digits, _)")
     p.add_argument("--once", action="store_true",
                    help="read what the topic holds now, then stop (Trigger.AvailableNow)")
-    p.add_argument("--value-format", choices=("raw", "string", "json"), default="raw",
-                   help="decode values: raw bytes, UTF-8 text, or JSON fields as columns")
+    p.add_argument("--value-format", choices=("raw", "string", "json", "avro", "jsonschema"),
+                   default="raw",
+                   help="decode values: raw bytes, UTF-8 text, JSON fields as columns, or "
+                        "Avro / JSON Schema by the Schema Registry (Confluent's wire format; "
+                        "the subject's latest version's fields as typed columns, the table "
+                        "evolving with the subject)")
+    p.add_argument("--key-format", choices=("avro", "jsonschema"), default=None,
+                   help="decode keys by the Schema Registry too (the TOPIC-key subject)")
     p.add_argument("--schema", metavar="DDL",
                    help="schema of JSON values, e.g. 'user STRING, n INT' (default: inferred)")
     p.add_argument("--warehouse", metavar="DIR|URL",
@@ -66,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             spark, args.topic, args.table, log=log, once=args.once,
             value_format=args.value_format, schema=args.schema, warehouse=warehouse,
             checkpoint=args.checkpoint, options=dict(args.option), trigger_ms=args.trigger,
-            wait=False)
+            wait=False, key_format=args.key_format)
         if not args.once:
             console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")
         try:

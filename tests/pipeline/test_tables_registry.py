@@ -1,0 +1,112 @@
+"""Topics written by confluent-kafka's AvroSerializer (through the gateway's Kafka
+listener and its Schema Registry) materialised as typed Delta tables that evolve with
+their subject, and queried by field with ``sparklog sql``; a compacted topic of JSON
+Schema values MERGEd by key."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from jobs.cli import main
+from log_layout import open_log
+from pipeline import tables
+from pipeline.errors import TableError
+from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
+from tests.pipeline.conftest import append
+from tests.pipeline.registry_records import jsonschema, record, register
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+URL = {"name": "url", "type": "string"}
+V1 = record("Click", URL, {"name": "ms", "type": "int"})
+# BACKWARD-compatible: int widens to long, a field added with a default
+V2 = record("Click", URL, {"name": "ms", "type": "long"},
+            {"name": "ref", "type": ["null", "string"], "default": None})
+# not Avro-compatible (set NONE to register it), and not a type Delta can widen to
+V3 = record("Click", URL, {"name": "ms", "type": "string"},
+            {"name": "ref", "type": ["null", "string"], "default": None})
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('registry-tables')}") as g:
+        yield g
+
+
+def produce(gw, topic: str, schema: dict, values: list[dict]) -> None:
+    """``values`` through AvroSerializer (auto-registering ``schema`` under <topic>-value)
+    and the gateway's Kafka listener."""
+    import confluent_kafka as ck
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
+    ser = AvroSerializer(client, json.dumps(schema))
+    producer = ck.Producer({"bootstrap.servers": gw.bootstrap})
+    for value in values:
+        producer.produce(topic, ser(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+
+
+def sql(store: str, query: str, capsys) -> list[dict]:
+    capsys.readouterr()
+    assert main(["--store", store, "sql", query, "--output", "json"]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_avro_topic_becomes_a_typed_table_that_evolves(spark, gw, capsys):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    topic = f"reg_{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
+    store = gw.store_url
+    produce(gw, topic, V1, [{"url": "/a", "ms": 1}, {"url": "/b", "ms": 2}])
+    args = ["--store", store, "materialize", topic, "--table", topic, "--once",
+            "--value-format", "avro"]
+    assert main(args) == 0
+    assert sql(store, f"SELECT url, ms FROM {topic} ORDER BY ms", capsys) == [
+        {"url": "/a", "ms": 1}, {"url": "/b", "ms": 2}]
+    assert spark.table(topic).schema["ms"].dataType.simpleString() == "int"
+
+    # v2: ms widened to long, ref added; the next run evolves the table, then appends
+    produce(gw, topic, V2, [{"url": "/c", "ms": 2 ** 40, "ref": "mail"}])
+    assert main(args) == 0
+    assert sql(store, f"SELECT url, ms, ref FROM {topic} WHERE ms > 1 ORDER BY ms", capsys) == [
+        {"url": "/b", "ms": 2, "ref": None}, {"url": "/c", "ms": 2 ** 40, "ref": "mail"}]
+    schema = spark.read.format("delta").load(tables.table_path(
+        tables.default_warehouse(open_log(store)), topic)).schema
+    assert [(f.name, f.dataType.simpleString()) for f in schema.fields][:3] == [
+        ("key", "string"), ("url", "string"), ("ms", "bigint")]
+
+    # v3 (registered under NONE): ms becomes a string, which Delta cannot follow
+    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
+    client.set_compatibility(f"{topic}-value", "NONE")
+    register(open_log(store), f"{topic}-value", V3)
+    with pytest.raises(TableError, match=r"Delta cannot follow \(ms: bigint -> string\)"):
+        tables.materialize(spark, topic, topic, store=store, value_format="avro")
+    assert sql(store, f"SELECT count(*) AS n FROM {topic}", capsys) == [{"n": 3}]
+
+
+def test_compacted_json_schema_topic_merges_by_key(spark, local_log, capsys):
+    local_log.create_topic("reg_users", {"partitions": 1, "cleanup.policy": "compact"})
+    sid = register(local_log, "reg_users-value", {
+        "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                         "timestamp": {"type": "string"}}}, "JSON")
+    append(local_log, "reg_users", 0,
+           [jsonschema(sid, {"name": "Ann", "age": 30, "timestamp": "t1"}),
+            jsonschema(sid, {"name": "Bob", "age": 40}),
+            jsonschema(sid, {"name": "Ann", "age": 31}), None],
+           keys=["ann", "bob", "ann", "bob"])
+    tables.materialize(spark, "reg_users", "reg_users", log=local_log,
+                       value_format="jsonschema")
+    rows = spark.table("reg_users").select("key", "name", "age", "value_timestamp").collect()
+    assert [tuple(r) for r in rows] == [("ann", "Ann", 31, None)]  # bob's tombstone deleted him
+    with pytest.raises(TableError, match="mode=PERMISSIVE cannot materialise a compacted"):
+        tables.materialize(spark, "reg_users", "reg_users", log=local_log,
+                           value_format="jsonschema", options={"mode": "permissive"})
