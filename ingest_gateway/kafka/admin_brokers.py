@@ -7,8 +7,8 @@ gateway writes its Kafka listener's address in its registration
 hands it to ``ClusterMember.kafka_address`` when it listens, :func:`register`), so
 every slot can name every other. The brokers listed are this gateway and the
 slots the current assignment calls live whose registration names a Kafka listener.
-The registrations are read at most every ``DIRECTORY_TTL_S`` (one listing and one
-read per slot), shared by all requests of the gateway. A standalone gateway is one
+The registrations are read at most every ``broker_directory.DIRECTORY_TTL_S`` (one
+listing and one read per slot), shared by all requests of the gateway. A standalone gateway is one
 broker, node 0, leading everything (``broker.Broker.leader``).
 
 **Metadata** names each partition's leader from the assignment, with its leader
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import time
 from typing import Any
 
 from conf.errors import ConfigError
@@ -40,13 +39,11 @@ from ingest_gateway.kafka.broker import NO_TOPIC_ID, topic_metadata, topic_uuid
 from ingest_gateway.kafka.groups_protocol import COORDINATOR_NOT_AVAILABLE
 from ingest_gateway.kafka.wire import API_METADATA, Header, error, make, response_module
 from log_layout import UnknownTopic
-from log_layout.brokers import BrokerRegistry, GatewayInfo, tp_key
+from ingest_gateway.server.broker_directory import BrokerDirectory, GatewayInfo, tp_key
 
 API_FIND_COORDINATOR, API_DESCRIBE_CLUSTER = 10, 60
 #: Kafka 4.0's version floors up to what current clients use
 OFFERED: dict[int, tuple[int, int]] = {API_DESCRIBE_CLUSTER: (0, 2)}
-#: how long the slots' registrations read are reused (a heartbeat is 1 s)
-DIRECTORY_TTL_S = 1.0
 NO_AUTHORIZED_OPERATIONS = -2147483648
 #: Kafka's AclOperation codes of the operations each resource type supports
 #: (``AclEntry.supportedOperations``), the bits of an authorized-operations field
@@ -106,21 +103,12 @@ def register(broker: Broker) -> None:
         broker.cluster.kafka_address = (broker.host, broker.port)
 
 
-@dataclasses.dataclass
-class _Directory:
-    read_at: float = -1e9
-    gateways: dict[int, GatewayInfo] = dataclasses.field(default_factory=dict)
-
-
 async def _registrations(broker: Broker) -> dict[int, GatewayInfo]:
-    """Every slot's registration, read at most every DIRECTORY_TTL_S."""
-    d = broker.registrations
-    if d is None:
-        d = broker.registrations = _Directory()
-    if time.monotonic() - d.read_at >= DIRECTORY_TTL_S:
-        d.gateways = await broker.batcher.run_blocking(BrokerRegistry(broker.log.store).gateways)
-        d.read_at = time.monotonic()
-    return d.gateways
+    """Every slot's registration (``server.broker_directory``: read at most every
+    second, shared by the gateway's requests)."""
+    if broker.registrations is None:
+        broker.registrations = BrokerDirectory(broker.gateway)
+    return await broker.registrations.registrations()
 
 
 async def brokers(broker: Broker) -> dict[int, tuple[str, int]]:

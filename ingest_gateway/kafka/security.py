@@ -43,7 +43,7 @@ from ingest_gateway.kafka.sasl import API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
 from ingest_gateway.security import ANONYMOUS
 from ingest_gateway.security.authentication import subject_dn
 from ingest_gateway.security.tls import peer_subject, server_context
-from log_layout.acls import CLUSTER_NAME
+from ingest_gateway.server.acl_admin import CLUSTER_NAME
 
 SCHEMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
