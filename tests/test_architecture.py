@@ -77,6 +77,31 @@ GATEWAY_PARTS_APART: dict[str, set[str]] = {
 # Arrows between the parts not removed yet (issue 29): each is a debt with its reason,
 # and the test fails when one is paid (remove it here) or a new one appears.
 GATEWAY_ARROWS_OWED: set[tuple[str, str]] = set()
+# What the protocol adapters (http/, kafka/) may import from the storage layer: its typed
+# errors and the types and constants of its format, never an operation. An operation the
+# gateway exposes is a server/ service's (STYLE.md 13: one implementation per operation),
+# which may re-export the types its callers need. module -> the names allowed ("*": any);
+# on ``log_layout`` itself, its typed errors (log_layout/errors.py's classes) too.
+ADAPTERS = ("ingest_gateway.http", "ingest_gateway.kafka")
+ADAPTER_LOG_LAYOUT_ALLOWED: dict[str, set[str]] = {
+    "log_layout.errors": {"*"},
+    # Log as a type (annotations); the segment schema records are encoded into
+    "log_layout": {"Log", "SEGMENT_SCHEMA"},
+    # the format's columns and arrays: the record codecs build segment tables in them
+    "log_layout.segment_schema": {"*"},
+    # the control records a transaction marker is, as a Fetch encodes them (a codec)
+    "log_layout.txn_writes": {"marker_records"},
+    # a pure look-up in a manifest's epoch list already read (no store access)
+    "log_layout.leader_epochs": {"epoch_at"},
+    # the names of the isolation levels a fetch may ask for
+    "log_layout.reader": {"ISOLATION_LEVELS"},
+    # the names of ACL resources, for an adapter's authorization checks (constants)
+    "log_layout.acls": {"CLUSTER_NAME", "SUBJECT"},
+}
+# Adapter imports of log_layout operations not moved into a server/ service yet
+# ("source module -> log_layout module.name"): each a debt; the test fails when one is
+# paid (remove it here) or a new one appears.
+ADAPTER_LOG_LAYOUT_OWED: set[str] = set()
 # Loaded by a client process means the server came along.
 SERVER_LIBRARIES = {"starlette", "uvicorn", "pyspark"}
 
@@ -286,6 +311,82 @@ def test_gateway_parts_import_only_what_they_may():
     paid = sorted(f"{s} -> {t}" for s, t in GATEWAY_ARROWS_OWED - arrows)
     assert not new, "arrows between gateway parts that must stay apart:\n" + "\n".join(new)
     assert not paid, "debts paid: remove them from GATEWAY_ARROWS_OWED:\n" + "\n".join(paid)
+
+
+def _log_layout_errors(root: Path) -> set[str]:
+    """The class names of ``log_layout/errors.py`` (the typed errors ``log_layout``
+    re-exports)."""
+    path = root / "log_layout" / "errors.py"
+    if not path.is_file():
+        return set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def adapter_storage_imports(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """(where, source module, "log_layout.module.name") of every import by an adapter
+    (``ADAPTERS``) of a ``log_layout`` name that ``ADAPTER_LOG_LAYOUT_ALLOWED`` does
+    not allow (``import log_layout.x`` names ``x`` itself)."""
+    modules = modules_of(root, [p.split(".")[0] for p in ADAPTERS][:1])
+    errors = _log_layout_errors(root)
+    found = []
+    for module, path in modules.items():
+        if not any(module == a or module.startswith(a + ".") for a in ADAPTERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute_base(node, module, path)
+                names = [(base, alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [tuple(alias.name.rpartition(".")[::2]) for alias in node.names]
+            else:
+                continue
+            for base, name in names:
+                if base != "log_layout" and not base.startswith("log_layout."):
+                    continue
+                allowed = ADAPTER_LOG_LAYOUT_ALLOWED.get(base, set())
+                if "*" in allowed or name in allowed or (base == "log_layout" and name in errors):
+                    continue
+                found.append((f"{path.relative_to(root)}:{node.lineno}", module,
+                              f"{base}.{name}"))
+    return found
+
+
+def test_adapters_call_no_storage_operation():
+    found = adapter_storage_imports()
+    used = {f"{source} -> {target}" for _, source, target in found}
+    new = sorted(f"{where}: {source} -> {target}" for where, source, target in found
+                 if f"{source} -> {target}" not in ADAPTER_LOG_LAYOUT_OWED)
+    paid = sorted(ADAPTER_LOG_LAYOUT_OWED - used)
+    assert not new, ("http/ and kafka/ import log_layout operations (call a server/ service; "
+                     "it may re-export types and errors):\n" + "\n".join(new))
+    assert not paid, "debts paid: remove them from ADAPTER_LOG_LAYOUT_OWED:\n" + "\n".join(paid)
+
+
+_ADAPTER_TREE = {
+    "log_layout/__init__.py": "",
+    "log_layout/errors.py": "class UnknownTopic(Exception):\n    pass\n",
+    "log_layout/transactions.py": "",
+    "ingest_gateway/__init__.py": "",
+    "ingest_gateway/kafka/__init__.py": "",
+    "ingest_gateway/kafka/txn.py": (
+        "from log_layout import UnknownTopic, Log, transactions\n"
+        "from log_layout.errors import Anything\n"
+        "def f():\n    import log_layout.transactions\n"),
+    "ingest_gateway/server/__init__.py": "",
+    "ingest_gateway/server/txn.py": "from log_layout import transactions\n",
+}
+
+
+def test_adapter_storage_imports_finds_an_operation(tmp_path):
+    for name, text in _ADAPTER_TREE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert adapter_storage_imports(tmp_path) == [
+        ("ingest_gateway/kafka/txn.py:1", "ingest_gateway.kafka.txn", "log_layout.transactions"),
+        ("ingest_gateway/kafka/txn.py:4", "ingest_gateway.kafka.txn", "log_layout.transactions"),
+    ]  # errors, Log and log_layout.errors pass; server/ may call the store
 
 
 def test_no_forbidden_third_party_import():
