@@ -45,7 +45,8 @@ from log_layout import hot_journal, paths, segment
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import Fenced
 from log_layout.hot_journal import Journals
-from log_layout.manifest import Manifest, SegmentInfo
+from log_layout.hot_plan import PartitionPlan
+from log_layout.manifest import Manifest
 
 #: tries of a store call before a flush (an upload) or the journal (an entry) gives up
 STORE_TRIES = 4
@@ -277,7 +278,7 @@ class JournalWriter:
 
     def _plan(self, taken: list[Pending]) -> _Flush:
         """Plan each partition's appends, in order, on its state and encode their
-        segments."""
+        segments (``hot_plan``)."""
         obj = paths.hot_object_path(self.name, self.next_seq)
         chunks: list[Any] = []
         items: list[_Item] = []
@@ -290,40 +291,16 @@ class JournalWriter:
             with self._cond:
                 last = self._planned.get(key)
                 generation = self._generation[key]
-            base = cur = last[1] if last is not None and last[0] is w else w.head
-            appends: list[tuple[Pending, Manifest]] = []
+            base = last[1] if last is not None and last[0] is w else w.head
+            plan = PartitionPlan(w, key, base, obj, position)
             for p in pendings:
-                if p.writer.fenced is not None or p.writer is not w:
-                    p.future.set_exception(p.writer.fenced or Fenced(
-                        key[0], key[1], p.writer.epoch, w.epoch))
-                    continue
-                try:
-                    plan = p.build(cur)
-                    if plan is None:
-                        p.future.set_result(None)
-                        continue
-                    if isinstance(plan, dict):
-                        new = cur.next(hot=True, **plan)
-                    else:
-                        stats, changes = plan
-                        assert p.records is not None
-                        encoded = segment.encode_append(p.records, stats["base_offset"],
-                                                        compression=p.compression)
-                        info = SegmentInfo(file=obj, position=position, bytes=encoded.size,
-                                           crc32=encoded.checksum(), **stats)
-                        chunks += encoded.chunks
-                        position += encoded.size
-                        new = cur.next(segments=cur.segments + (info,), hot=True, **changes)
-                except BaseException as exc:  # noqa: BLE001 -- the append's own failure
-                    p.future.set_exception(exc)
-                    continue
-                appends.append((p, new))
-                # the next is planned on this one, at the same version: the entry holds
-                # one delta line, one version, for all of them
-                cur = new.with_fields(version=base.version)
-            if not appends:
+                plan.add(p)
+            plan.finish()
+            chunks += plan.chunks
+            position = plan.position
+            if not plan.appends:
                 continue
-            item = _Item(w, key, base, appends, generation)
+            item = _Item(w, key, base, plan.appends, generation)
             items.append(item)
             with self._cond:
                 if self._generation[key] == generation:  # else a failure came between
@@ -425,6 +402,10 @@ class JournalWriter:
             return
         self.next_seq = seq + 1
         self.stats["entries"] += 1
+        # partitions and appends committed: their ratio is how many appends of a
+        # partition a flush takes (the appends of one partition share a segment)
+        self.stats["partitions"] += len(items)
+        self.stats["appends"] += sum(len(i.appends) for i in items)
         for item in items:
             item.writer.head = item.planned
             for p, new in item.appends:

@@ -377,7 +377,101 @@ def test_appends_of_one_partition_waiting_together_go_in_one_flush(log, store):
         fresh = open_log(*store[:1], storage_options=store[1])
         assert _values(fresh.partition("t", 0).read_table(0)) == \
             [f"v{i}".encode() for i in range(4) for _ in range(2)]
-        assert [s.base_offset for s in fresh.partition("t", 0).snapshot().segments] == \
-            [0, 2, 4, 6]
+        # the three that waited together are one segment (hot_plan: one encode)
+        assert [(s.base_offset, s.last_offset, s.count)
+                for s in fresh.partition("t", 0).snapshot().segments] == [(0, 1, 2), (2, 7, 6)]
+    finally:
+        journal.close()
+
+
+def _held_flush(journal):
+    """Hold the journal's next flush until the returned event is set (the appends made
+    meanwhile wait together); the first flush's start is awaited on ``planning``."""
+    gate, planning = threading.Event(), threading.Event()
+    real = journal._plan
+    journal._plan = lambda taken: (planning.set(), gate.wait(30), real(taken))[2]
+    return gate, planning
+
+
+def test_a_run_of_plain_appends_is_one_segment_and_a_transaction_ends_it(log, store):
+    """Plain appends waiting together become one segment; a transactional append (its
+    segment holds one producer's records) and the marker stand alone, and the plain
+    appends after them start a new segment. Keys, timestamps and headers of every
+    append read back as written, at their offsets; read_committed leaves the aborted
+    records out."""
+    from log_layout.manifest import ProducerBatch
+
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a")
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        gate, planning = _held_flush(journal)
+        first = w.append_async(pa.table({"value": [b"first"]}))
+        assert planning.wait(30)
+        header = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        futures = [
+            w.append_async(pa.table({"key": [b"k1", None], "value": [b"a", b"b"],
+                                     "timestamp": pa.array([1000, 3000], pa.int64())})),
+            w.append_async(pa.table({"value": [b"c"],
+                                     "headers": pa.array([[{"key": "h", "value": b"x"}]],
+                                                         header)})),
+            w.append_async(pa.table({"value": [b"t1", b"t2"]}), transactional=True,
+                           producer_batches=[(ProducerBatch(42, 0, 0, 2), 0)]),
+            w.append_async(pa.table({"key": [b"k2"], "value": [b"d"]})),
+            w.append_async(pa.table({"value": [b"e"],
+                                     "timestamp": pa.array([2000], pa.int64())})),
+        ]
+        gate.set()
+        assert first.result(timeout=60).base_offset == 0
+        assert [(r.base_offset, r.last_offset) for r in
+                (f.result(timeout=60) for f in futures)] == [(1, 2), (3, 3), (4, 5), (6, 6),
+                                                             (7, 7)]
+        w.write_marker(42, 0, False)  # abort
+        fresh = open_log(*store[:1], storage_options=store[1]).partition("t", 0)
+        assert [(s.base_offset, s.count) for s in fresh.snapshot().segments] == \
+            [(0, 1), (1, 3), (4, 2), (6, 2), (8, 1)]
+        t = fresh.read_table(0)
+        assert t.column("offset").to_pylist() == list(range(8))
+        assert _values(t) == [b"first", b"a", b"b", b"c", b"t1", b"t2", b"d", b"e"]
+        assert t.column("key").to_pylist()[1:3] == [b"k1", None]
+        assert t.column("key").to_pylist()[6] == b"k2"
+        stamps = [x.timestamp() * 1000 for x in t.column("timestamp").to_pylist()]
+        assert stamps[1:3] == [1000, 3000] and stamps[7] == 2000
+        assert t.column("headers").to_pylist()[3] == [{"key": "h", "value": b"x"}]
+        assert _values(fresh.read_table(0, isolation_level="read_committed")) == \
+            [b"first", b"a", b"b", b"c", b"d", b"e"]
+    finally:
+        journal.close()
+
+
+def test_a_run_whose_encoding_fails_fails_alone_and_takes_no_offsets(log, store, monkeypatch):
+    """A run whose records cannot be written fails its appends; nothing of it is
+    visible, and the next append takes the offsets it would have had."""
+    from log_layout import hot_plan
+
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a")
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        gate, planning = _held_flush(journal)
+        first = w.append_async(pa.table({"value": [b"first"]}))
+        assert planning.wait(30)
+        real = hot_plan.concat
+
+        def broken(parts):
+            if len(parts) > 1:
+                raise pa.ArrowInvalid("hostile records")
+            return real(parts)
+        monkeypatch.setattr(hot_plan, "concat", broken)
+        doomed = [w.append_async(pa.table({"value": [b"x"]})) for _ in range(3)]
+        gate.set()
+        assert first.result(timeout=60).base_offset == 0
+        for f in doomed:
+            with pytest.raises(pa.ArrowInvalid):
+                f.result(timeout=60)
+        assert w.append(pa.table({"value": [b"after"]})).base_offset == 1
+        fresh = open_log(*store[:1], storage_options=store[1]).partition("t", 0)
+        assert _values(fresh.read_table(0)) == [b"first", b"after"]
+        assert fresh.high_watermark() == 2
     finally:
         journal.close()
