@@ -85,6 +85,15 @@ class PartitionState:
         #: changes: requests held for an earlier sequence check again
         self.sequence_changed: asyncio.Future | None = None
 
+    def committed_producers(self) -> dict:
+        """The producers' committed sequences. A hot writer's own head: it is the
+        partition's only writer and its head is what its last entry committed (the
+        snapshot would merge the journal's new entries on every request: 7% of a
+        gateway's time at 1,024 partitions, issue 30); else the cached snapshot's."""
+        if self.writer.journal is not None:
+            return self.writer.head.producers
+        return self.plog.snapshot(refresh=False).producers
+
     @property
     def idle(self) -> bool:
         """Nothing open, queued or being flushed."""
@@ -150,7 +159,7 @@ def check_sequence(state: PartitionState, pb: ProducerBatch):
     """None for the next batch; a committed duplicate's (base, last) offsets; or
     (Batch, part) of a pending duplicate. Raises the idempotence errors
     (the rules: ``log_layout.idempotence``)."""
-    committed = state.plog.snapshot(refresh=False).producers.get(pb.producer_id)
+    committed = state.committed_producers().get(pb.producer_id)
     pending = state.pending.get(pb.producer_id) or []
     verdict = check_with_pending(committed, [q for q, _, _ in pending], pb, state.partition)
     if verdict.pending is not None:
@@ -206,7 +215,7 @@ def _accepted(state: PartitionState, batch: Batch) -> tuple[pa.Table, list]:
     """The batch's records to write, and its producer batches with their first rows:
     parts whose sequence no longer fits are dropped (``batch.dropped``). Raises
     NothingToWrite if none is left."""
-    producers = state.plog.snapshot(refresh=False).producers
+    producers = state.committed_producers()
     for earlier in state.flushing:  # hot: this flush is planned after those in flight
         if earlier is not batch:
             producers = after_appends(producers, [(pb, -1) for pb, part in earlier.producers
