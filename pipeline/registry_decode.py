@@ -183,6 +183,14 @@ class _Failure(Exception):
     """One record's reason for not decoding (becomes UndecodableRecord or a null)."""
 
 
+def _schemaless_reader(*args):
+    from fastavro import schemaless_reader
+
+    global _schemaless_reader
+    _schemaless_reader = schemaless_reader  # imported on first use: JSON never needs it
+    return schemaless_reader(*args)
+
+
 def _header(raw: bytes) -> int:
     if len(raw) < 5:
         raise _Failure(f"{len(raw)} bytes is shorter than Confluent's 5-byte header")
@@ -204,6 +212,8 @@ class _Decoder:
             else None
 
     def _writer(self, schema_id: int):
+        """The parsed writer schema of ``schema_id`` (None for JSON: nothing to parse),
+        checked once per id. Raises _Failure."""
         stored = self.registry.schema(schema_id) if schema_id > 0 else None
         if stored is None:
             raise _Failure(f"schema id {schema_id} is not in the registry")
@@ -213,17 +223,15 @@ class _Decoder:
         return self.registry.avro(stored, self.plan.subject)[0] if self.plan.format == "avro" \
             else None
 
-    def one(self, raw: bytes) -> tuple[Any, int]:
-        """(decoded value, writer id) of one record. Raises _Failure."""
-        from fastavro import schemaless_reader
-
-        schema_id = _header(raw)
-        writer = self._writer(schema_id)
+    def _read_one(self, writers: dict[int, Any], schema_id: int, body: bytes) -> Any:
+        """One record's body decoded (``writers``: the ids met so far). Raises _Failure."""
+        if schema_id not in writers:
+            writers[schema_id] = self._writer(schema_id)
         try:
             if self.plan.format == "jsonschema":
-                return json.loads(raw[5:]), schema_id
+                return json.loads(body)
             reader = None if schema_id == self.plan.reader_id else self.reader
-            return schemaless_reader(io.BytesIO(raw[5:]), writer, reader), schema_id
+            return _schemaless_reader(io.BytesIO(body), writers[schema_id], reader)
         except Exception as e:  # fastavro and json raise many types for bad bytes
             raise _Failure(f"schema id {schema_id} does not read it "
                            f"({type(e).__name__}: {e})") from None
@@ -234,13 +242,15 @@ class _Decoder:
         (FAILFAST) naming the record's offset."""
         values: list[Any] = []
         ids: list[int | None] = []
+        writers: dict[int, Any] = {}  # per batch: no lock or cache lookup per record
         for i, item in enumerate(raw.to_pylist()):
             if item is None:
                 values.append(None)
                 ids.append(None)
                 continue
             try:
-                value, schema_id = self.one(item)
+                schema_id = _header(item)
+                value = self._read_one(writers, schema_id, item[5:])
             except _Failure as e:
                 self._fail(where, offsets, i, str(e))
                 values.append(None)
