@@ -4,7 +4,9 @@ An ACL binding is Kafka's ``AclBinding``: a resource pattern and an access contr
 entry. Its fields, with the values Kafka allows (names compared case-insensitively
 on input, ``_`` and ``-`` ignored, and stored in the spelling below):
 
-- ``resource_type``: ``Topic``, ``Group``, ``Cluster``, ``TransactionalId``;
+- ``resource_type``: ``Topic``, ``Group``, ``Cluster``, ``TransactionalId`` (Kafka's),
+  and ``Subject`` (a Schema Registry subject: Read, Write, Delete, DescribeConfigs,
+  AlterConfigs; see below);
 - ``name``: the resource's name, or ``*`` (LITERAL: every resource of the type);
   a Cluster's name is always ``kafka-cluster``, as in Kafka;
 - ``pattern_type``: ``LITERAL`` (the name exactly) or ``PREFIXED`` (names that
@@ -39,6 +41,13 @@ Filters (:class:`AclFilter`) select bindings to list or remove as Kafka's
 ``AclBindingFilter``: None is "any" for each field; the pattern type ``ANY`` takes
 the name exactly whatever the pattern, ``MATCH`` every binding that would apply to
 the name (the literal name, ``*``, and the prefixes of it).
+
+**Subject ACLs are the Schema Registry's**, kept in the same document but outside
+Kafka's model (Confluent keeps its registry's ACLs apart from Kafka's too): a filter
+whose resource type is "any" matches Kafka's four types only, so Kafka's
+DescribeAcls/DeleteAcls and REST Proxy's ``/acls`` never see or remove a ``Subject``
+binding (they have no code or name for it); a filter naming ``Subject`` does, and
+``sparklog acls`` lists every binding.
 """
 
 from __future__ import annotations
@@ -58,7 +67,11 @@ from log_layout.versioned_doc import Version, VersionedDoc, version_name
 #: as a topic name by ``paths``)
 ACLS_FOLDER = f"{SECURITY_FOLDER}/acls"
 
+#: Kafka's resource types (what its protocol and REST Proxy's ACLs can name)
 RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
+#: the Schema Registry's (module doc)
+SUBJECT = "Subject"
+ALL_RESOURCE_TYPES = (*RESOURCE_TYPES, SUBJECT)
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 #: pattern types a filter may use besides the two above
 FILTER_PATTERN_TYPES = ("LITERAL", "PREFIXED", "ANY", "MATCH")
@@ -74,6 +87,9 @@ SUPPORTED_OPERATIONS: Mapping[str, frozenset[str]] = {
     "Cluster": frozenset({"All", "Create", "ClusterAction", "DescribeConfigs", "AlterConfigs",
                           "IdempotentWrite", "Alter", "Describe"}),
     "TransactionalId": frozenset({"All", "Describe", "Write"}),
+    # Confluent's registry ACLs: read a subject's versions, register, delete, and its
+    # compatibility level and mode (ReadCompatibility/WriteCompatibility there)
+    SUBJECT: frozenset({"All", "Read", "Write", "Delete", "DescribeConfigs", "AlterConfigs"}),
 }
 #: the one name of the Cluster resource (Kafka's ``Resource.CLUSTER_NAME``)
 CLUSTER_NAME = "kafka-cluster"
@@ -89,7 +105,7 @@ def _key(text: str) -> str:
 
 
 _CANONICAL = {field: {_key(v): v for v in values} for field, values in (
-    ("resource_type", RESOURCE_TYPES), ("pattern_type", FILTER_PATTERN_TYPES),
+    ("resource_type", ALL_RESOURCE_TYPES), ("pattern_type", FILTER_PATTERN_TYPES),
     ("operation", OPERATIONS), ("permission", PERMISSIONS))}
 
 
@@ -218,6 +234,8 @@ class AclFilter:
 
     def matches(self, b: AclBinding) -> bool:
         """Kafka's ``ResourcePatternFilter.matches`` and ``AccessControlEntryFilter.matches``."""
+        if self.resource_type is None and b.resource_type not in RESOURCE_TYPES:
+            return False  # "any" is any of Kafka's types: Subject only when named
         if self.resource_type is not None and self.resource_type != b.resource_type:
             return False
         if self.pattern_type not in ("ANY", "MATCH") and self.pattern_type != b.pattern_type:

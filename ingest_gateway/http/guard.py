@@ -35,7 +35,7 @@ from urllib.parse import parse_qs
 from conf.errors import SparklogError
 from ingest_gateway.errors import NotAuthorized, UnsupportedContentType
 from ingest_gateway.http.produce import send_refusal
-from ingest_gateway.security.authentication import principal_of
+from ingest_gateway.security.authentication import host_of, principal_of  # host_of: re-exported
 from ingest_gateway.security.route_acls import (AUTHENTICATED, CLUSTER, IN_HANDLER, OPEN, Need,
                                                 rule_for)
 
@@ -50,12 +50,6 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 THROTTLE_HEADER = b"x-sparklog-throttle-time-ms"
 
 
-def host_of(scope: Any) -> str:
-    """The client's address as ACLs name hosts (``*`` when the server does not know it)."""
-    client = scope.get("client")
-    return client[0] if client else "*"
-
-
 class Guard:
     """Wraps the gateway app (``state`` is the app's): see the module docstring.
     ``authenticator``, ``authorizer`` and ``quotas`` may each be None (off)."""
@@ -65,6 +59,8 @@ class Guard:
         self.app = app
         self.state = app.state
         self.authenticator, self.authorizer, self.quotas = authenticator, authorizer, quotas
+        # the Schema Registry's routes check their subjects themselves (route_acls)
+        self.registry = app.state.settings.gateway.schema_registry_path.rstrip("/")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)
@@ -76,7 +72,7 @@ class Guard:
         try:
             self._check_body_type(scope)
             if self.authenticator is not None or self.authorizer is not None:
-                rule, params = rule_for(scope["method"], scope["path"])
+                rule, params = rule_for(scope["method"], scope["path"], registry=self.registry)
                 if rule is not OPEN and self.authenticator is not None:
                     # argon2 (first login of a password) off the event loop
                     await self.authenticator.authenticate_async(scope)

@@ -28,6 +28,7 @@ from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, InvalidRequiredAcks, RequestTooLarge
 from ingest_gateway.http.errors import refusal, status_of
 from ingest_gateway.http.params import int_param, partition_param, query_dict
+from ingest_gateway.security.subject_acls import register_check
 from ingest_gateway.server import codec, codec_arrow, codec_json, codec_schema
 from ingest_gateway.server.schema_codec import codec_of
 from ingest_gateway.server.batcher import Batcher
@@ -112,7 +113,9 @@ class Produce:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
         media, doc = await produce(state, params["topic"], params.get("partition"), content_type,
-                                   query, acks_header, read_body)
+                                   query, acks_header, read_body,
+                                   may_register=lambda: register_check(state.gateway.authorizer,
+                                                                       scope))
         await send_json(send, 200, doc, [(b"content-type", media.encode())])
 
 
@@ -133,9 +136,10 @@ async def send_json(send: Any, status: int, doc: Any, headers: list[tuple[bytes,
 
 async def produce(state: Any, topic: str, raw_partition: str | None, content_type: str | None,
                   q: Mapping[str, str], acks_header: str | None,
-                  read_body: Any) -> tuple[str, dict[str, Any] | bytes]:
+                  read_body: Any, may_register: Any = None) -> tuple[str, dict[str, Any] | bytes]:
     """Validate, parse, hand to the batcher; returns (response media type, body as a JSON
-    document or, for the common all-succeeded v2 answer, already encoded)."""
+    document or, for the common all-succeeded v2 answer, already encoded).
+    ``may_register()``: the ACL check of registering a schema (Avro, JSON Schema bodies)."""
     validate_topic_name(topic)
     path_partition = None if raw_partition is None else partition_param(topic, raw_partition)
     media = codec.media_type(content_type)
@@ -161,7 +165,8 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
         parsed, *id_pair = await asyncio.to_thread(
             codec_schema.schema_to_parsed, body, media, codec_of(state), topic=topic,
             partitions=info.partitions, path_partition=path_partition, sticky=sticky,
-            max_depth=limits.max_json_nesting_depth)
+            max_depth=limits.max_json_nesting_depth,
+            may_register=may_register() if may_register is not None else None)
         ids = (id_pair[0], id_pair[1])
     elif media == codec.ARROW_STREAM:
         parsed = codec_arrow.arrow_to_parsed(

@@ -20,10 +20,15 @@ Mounted by ``app.create_app`` with every other route. Routes::
 Seek and manual assignment (``positions``, ``positions/beginning``,
 ``positions/end``, ``assignments``) are in ``rest_positions``.
 
-**Formats.** An instance's ``format`` (binary, the default, json or arrow) decides
-what its records are answered as, with that format's Content-Type
+**Formats.** An instance's ``format`` (binary, the default, json, arrow, avro or
+jsonschema) decides what its records are answered as, with that format's Content-Type
 (``application/vnd.kafka.binary.v2+json``, ``...json.v2+json``,
-``application/vnd.apache.arrow.stream``). An ``Accept`` naming another embedded
+``application/vnd.apache.arrow.stream``, ``...avro.v2+json``,
+``...jsonschema.v2+json``).
+Avro and JSON Schema keys and values are decoded from Confluent's wire format by the
+registry's schema of their id (``server.schema_codec``: Avro's JSON encoding, as REST
+Proxy answers it); protobuf is refused (400, not served). A record that cannot be
+decoded stops its partition as a record that is not JSON does (below). An ``Accept`` naming another embedded
 format answers 406 ``consumer_format_mismatch`` (40601), as REST Proxy does; a
 generic one (``application/json``, ``application/vnd.kafka.v2+json``, ``*/*``) or
 none gets the instance's format.
@@ -63,6 +68,7 @@ group.min/max.session.timeout.ms (400 ``invalid_session_timeout``).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -87,12 +93,18 @@ from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MA
                                           MAX_WAIT_MS, V2_RESPONSE, field, group_of, hub_of,
                                           instance_of, int_q, offsets_doc, partitions_query,
                                           sync_instance, tp_list)
+from ingest_gateway.client.records import records_of
+from ingest_gateway.server.codec import AVRO_V2, JSONSCHEMA_V2
 from ingest_gateway.server.consumer_hub import ConsumerHub
+from ingest_gateway.server.schema_codec import V2_FORMATS, NotWireFormat, SchemaCodec, codec_of
+from ingest_gateway.server.schema_codec_errors import RecordNotDecodable
 from ingest_gateway.server.rest_instances import Instance
 
 
+#: the embedded formats with a schema (``server.schema_codec``), decoded by the registry
+SCHEMA_MEDIA = {"avro": AVRO_V2, "jsonschema": JSONSCHEMA_V2}
 #: the media type of each instance format's records
-MEDIA = {"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW}
+MEDIA = {"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW, **SCHEMA_MEDIA}
 #: Accept values that name no embedded format: the instance's own is answered
 GENERIC = {"", "*/*", "application/*", "application/json", "application/vnd.kafka.v2+json",
            "application/vnd.kafka+json"}
@@ -133,8 +145,12 @@ async def create_instance(request: Request) -> Response:
     name = field(doc, "name", str, None) or f"rest-{uuid.uuid4().hex[:12]}"
     validate_group_id(name)  # same alphabet: it becomes part of a URL
     fmt = field(doc, "format", str, "binary")
-    if fmt not in ("json", "binary", "arrow"):
-        raise BadRequest(f"format must be json, binary or arrow, not {fmt!r}")
+    if fmt == "protobuf":
+        raise BadRequest("format protobuf is not served (no .proto parser in the gateway): "
+                         "give avro, jsonschema, json, binary or arrow")
+    if fmt not in MEDIA:
+        raise BadRequest(f"format must be avro, jsonschema, json, binary or arrow, not "
+                         f"{fmt!r:.40}")
     reset = field(doc, "auto.offset.reset", str, "latest")
     if reset not in ("earliest", "latest"):
         raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")
@@ -228,7 +244,11 @@ async def instance_records(request: Request) -> Response:
             inst.positions[tp] = e.log_start if inst.auto_offset_reset == "earliest" else e.log_end
         # the answer is built (and encoded) before any position moves, and positions
         # move only past the records it holds
-        response, after = _records_answer(got, fmt)
+        if inst.fmt in SCHEMA_MEDIA:  # decoding may read schemas from the store
+            response, after = await asyncio.to_thread(
+                _records_answer, got, fmt, _schema_reader(codec_of(request.app.state), inst.fmt))
+        else:
+            response, after = _records_answer(got, fmt)
         inst.positions.update(after)
         inst.last_used_ms = hub.now_ms()  # a long-poll was use until its end
     return response
@@ -256,9 +276,34 @@ async def _long_poll(hub: ConsumerHub, inst: Instance, timeout_ms: int, max_byte
         await sync_instance(hub, inst)
 
 
-def _records_answer(got: list, fmt: str) -> tuple[Response, dict[tuple[str, int], int]]:
+def _schema_reader(codec: SchemaCodec, fmt: str) -> Any:
+    """``records_json``'s counterpart for an Avro or JSON Schema instance: a partition's
+    records decoded by the registry, up to the first that cannot be (its error)."""
+    kind = V2_FORMATS[fmt]
+
+    def read(topic: str, partition: int, batches: list) -> tuple[list, Any]:
+        out = []
+        for b in batches:
+            for r in records_of(topic, partition, b):
+                doc = {"topic": topic, "key": None, "value": None, "partition": partition,
+                       "offset": r.offset, "timestamp": r.timestamp}
+                for part in ("key", "value"):
+                    try:
+                        doc[part] = codec.decode(getattr(r, part), kind)
+                    except NotWireFormat as e:
+                        return out, RecordNotDecodable(topic, partition, r.offset, part,
+                                                       fmt, str(e))
+                out.append(doc)
+        return out, None
+    return read
+
+
+def _records_answer(got: list, fmt: str, read: Any = None
+                    ) -> tuple[Response, dict[tuple[str, int], int]]:
     """The answer to a records request and, per partition, the position after what it
-    delivers (see the module doc: JSON stops a partition at a record that is not JSON)."""
+    delivers (see the module doc: JSON stops a partition at a record that is not JSON,
+    an embedded format with a schema at one it cannot decode); ``read``: a
+    ``_schema_reader``, else ``records_json`` in ``fmt``."""
     if fmt == ARROW:
         return (Response(arrow_stream((b, {"topic": t, "partition": str(p)})
                                       for (t, p), b, _ in got), media_type=ARROW),
@@ -270,7 +315,8 @@ def _records_answer(got: list, fmt: str) -> tuple[Response, dict[tuple[str, int]
     for tp, b, nxt in got:
         if tp in stopped:
             continue
-        docs, bad = records_json(tp[0], tp[1], [b], FORMATS[fmt])
+        docs, bad = read(tp[0], tp[1], [b]) if read is not None else \
+            records_json(tp[0], tp[1], [b], FORMATS[fmt])
         out.extend(docs)
         if bad is None:
             after[tp] = nxt

@@ -58,6 +58,7 @@ from ingest_gateway.http.body import PARSE_INLINE_BYTES, json_depth, read_body
 from ingest_gateway.http.errors import error_body, status_of
 from ingest_gateway.http import v3_stream
 from ingest_gateway.http.produce import record_offsets
+from ingest_gateway.security.subject_acls import register_check
 from ingest_gateway.http.topics import batcher_of, check_cluster
 from ingest_gateway.http.v3_stream import DuplexResponse
 from ingest_gateway.server import codec_json, schema_codec
@@ -214,7 +215,8 @@ def _record(row: str, doc: Any, topic: str, partitions: int) -> _Record:
     return record
 
 
-def _encode_pending(codec: SchemaCodec, topic: str, records: list[Any]) -> list[Any]:
+def _encode_pending(codec: SchemaCodec, topic: str, records: list[Any],
+                    may_register: Any = None) -> list[Any]:
     """Each record with its schema-typed key and value encoded in the wire format, or the
     SparklogError refusing it (each record on its own, as REST Proxy's v3; a schema is
     resolved and registered once per request). Blocking: the registry reads the store."""
@@ -226,22 +228,17 @@ def _encode_pending(codec: SchemaCodec, topic: str, records: list[Any]) -> list[
             continue
         try:
             for field, choice, data in record.pending:
-                if data is None:  # a null value is a tombstone, whatever the schema
-                    record.known[field] = {"type": _type_name(choice), "size": 0}
-                    continue
                 where = f"{record.known['row']}'s {field}"
                 framed, info = codec.encode_field(topic, choice, data,
-                                                  is_key=field == "key", where=where, memo=memo)
+                                                  is_key=field == "key", where=where, memo=memo,
+                                                  may_register=may_register)
                 setattr(record, field, framed)
-                record.known[field] = {"size": len(framed), **info}
+                record.known[field] = {"size": 0 if framed is None else len(framed), **info}
             out.append(record)
         except SparklogError as e:
             out.append(e)
     return out
 
-
-def _type_name(choice: SchemaChoice) -> str:
-    return {"JSON": "JSONSCHEMA", None: "AVRO"}.get(choice.schema_type, choice.schema_type)
 
 
 def _documents(text: str, max_depth: int) -> list[Any]:
@@ -332,8 +329,9 @@ async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list
         except SparklogError as e:
             out[i] = e
     if any(r.pending for r in todo):  # Avro / JSON Schema: the registry, off the loop
-        encoded = await asyncio.to_thread(_encode_pending, codec_of(request.app.state), topic,
-                                          todo)
+        state = request.app.state
+        encoded = await asyncio.to_thread(_encode_pending, codec_of(state), topic, todo,
+                                          register_check(state.gateway.authorizer, request.scope))
         for i, r in zip(list(where), encoded):
             if isinstance(r, SparklogError):
                 out[i] = r

@@ -78,6 +78,12 @@ _log = logging.getLogger("sparklog.auth")
 _NO_CREDENTIALS = "no credentials: send an Authorization header or a client certificate"
 
 
+def host_of(scope: Any) -> str:
+    """The client's address as ACLs name hosts (``*`` when the server does not know it)."""
+    client = scope.get("client")
+    return client[0] if client else "*"
+
+
 def principal_of(scope: Any) -> str:
     """The principal an earlier :meth:`Authenticator.authenticate` left in ``scope``
     (``User:ANONYMOUS`` if none did): a dict lookup, for the hot path."""

@@ -36,7 +36,8 @@ from typing import Any
 from conf.errors import ConfigError
 from ingest_gateway.errors import NotAuthorized
 from log_layout import acls as acl_format
-from log_layout.acls import OPERATIONS, RESOURCE_TYPES, WILDCARD, WILDCARD_PRINCIPAL, AclBinding
+from log_layout.acls import (ALL_RESOURCE_TYPES, OPERATIONS, WILDCARD, WILDCARD_PRINCIPAL,
+                             AclBinding)
 from log_layout.errors import InvalidAcl
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 IMPLIES_DESCRIBE = frozenset({"Describe", "Read", "Write", "Delete", "Alter"})
 IMPLIES_DESCRIBE_CONFIGS = frozenset({"DescribeConfigs", "AlterConfigs"})
 _OPERATIONS = frozenset(OPERATIONS) - {"All"}
-_RESOURCE_TYPES = frozenset(RESOURCE_TYPES)
+#: Kafka's, and the Schema Registry's Subject (``http.schema_registry`` asks for it)
+_RESOURCE_TYPES = frozenset(ALL_RESOURCE_TYPES)
 
 #: one ACL as the index keeps it: (principal, host, operation, allow)
 _Entry = tuple[str, str, str, bool]

@@ -32,7 +32,7 @@ CLUSTER = "kafka-cluster"
 #: the operations of Kafka's ACLs (``AclOperation``), in kafka-acls.sh's spelling
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
               "DescribeConfigs", "AlterConfigs", "IdempotentWrite")
-RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
+RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId", "Subject")
 
 
 class Need(NamedTuple):
@@ -191,6 +191,12 @@ RULES: tuple[tuple[str, str, object], ...] = (
 
 #: the rule of a path no rule knows
 UNKNOWN_ROUTE = (Need("Describe", _C),)
+#: the Schema Registry's routes (under ``gateway.schema.registry.path``): each handler
+#: checks its Subject (Read, Write, Delete, DescribeConfigs, AlterConfigs) or, for the
+#: global config and mode, the cluster's DescribeConfigs/AlterConfigs, and filters its
+#: listings to the subjects the principal may Read (``http.schema_registry``). A subject
+#: may hold ``/`` (sent as ``%2F``), which this decoded path cannot tell from a separator.
+REGISTRY_ROUTE = (IN_HANDLER,)
 
 
 def _compile(template: str) -> re.Pattern[str]:
@@ -201,11 +207,15 @@ def _compile(template: str) -> re.Pattern[str]:
 _COMPILED = tuple((methods, _compile(template), rule) for methods, template, rule in RULES)
 
 
-def rule_for(method: str, path: str) -> tuple[object, dict[str, str]]:
+def rule_for(method: str, path: str, *, registry: str = "") -> tuple[object, dict[str, str]]:
     """(rule, path parameters) of a request. ``path`` is the ASGI scope's, already
     percent-decoded, as the routes match it. A path that several templates match takes the first, in
-    :data:`RULES` order (``topics/-/configs`` before ``topics/{topic}/configs``)."""
+    :data:`RULES` order (``topics/-/configs`` before ``topics/{topic}/configs``).
+    ``registry``: the Schema Registry's prefix (empty: none), whose paths take
+    :data:`REGISTRY_ROUTE`."""
     method = "GET" if method == "HEAD" else method
+    if registry and (path == registry or path.startswith(registry + "/")):
+        return REGISTRY_ROUTE, {}
     for methods, pattern, rule in _COMPILED:
         if methods != method:
             continue

@@ -23,7 +23,7 @@ from ingest_gateway.errors import BadRequest
 from ingest_gateway.server import codec_json
 from ingest_gateway.server.codec import (DEFAULT_MAX_NESTING_DEPTH, JSON_V2, SCHEMA_FORMATS,
                                          Parsed)
-from ingest_gateway.server.schema_codec import SchemaChoice, SchemaCodec
+from ingest_gateway.server.schema_codec import Authorize, SchemaChoice, SchemaCodec
 from ingest_gateway.server.schema_codec_errors import InvalidEmbeddedSchema
 from log_layout import UnknownPartition
 
@@ -47,11 +47,12 @@ def _choice(doc: dict[str, Any], field: str, schema_type: str) -> SchemaChoice |
 
 def schema_to_parsed(body: bytes, media: str, codec: SchemaCodec, *, topic: str,
                      partitions: int, path_partition: int | None, sticky: Callable[[], int],
-                     max_depth: int = DEFAULT_MAX_NESTING_DEPTH
+                     max_depth: int = DEFAULT_MAX_NESTING_DEPTH, may_register: Authorize = None
                      ) -> tuple[Parsed, int | None, int | None]:
     """(parts, key schema id, value schema id) of a v2 body in ``media`` (one of
     ``codec.SCHEMA_FORMATS``). Raises what ``codec_json.parse_json`` and
-    ``SchemaCodec.encode_request`` raise, and UnknownPartition."""
+    ``SchemaCodec.encode_request`` raise, and UnknownPartition; ``may_register``: the
+    caller's ACL check before a schema is registered (Write on its subject)."""
     keys, values, stamps, headers, wanted = codec_json.parse_json(body, JSON_V2,
                                                                   max_depth=max_depth)
     for p in (path_partition, *wanted):  # before a schema is registered for nothing
@@ -62,7 +63,8 @@ def schema_to_parsed(body: bytes, media: str, codec: SchemaCodec, *, topic: str,
     key_choice, value_choice = _choice(doc, "key", schema_type), _choice(doc, "value", schema_type)
     encoded = codec.encode_request(
         topic, [None if k is None else json.loads(k) for k in keys],
-        [None if v is None else json.loads(v) for v in values], key_choice, value_choice)
+        [None if v is None else json.loads(v) for v in values], key_choice, value_choice,
+        may_register=may_register)
     parsed = codec_json.route_columns(encoded.keys, encoded.values, stamps, headers, wanted,
                                       topic=topic, partitions=partitions,
                                       path_partition=path_partition, sticky=sticky)

@@ -31,7 +31,7 @@ import io
 import json
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ingest_gateway.errors import InvalidKey, InvalidValue
@@ -51,6 +51,9 @@ CACHE = 256
 V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON"}
 V3_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON"}
 V3_NAMES = {"AVRO": "AVRO", "JSON": "JSONSCHEMA"}
+
+#: an ACL check of registering under a subject: raises NotAuthorized (None: no check)
+Authorize = Callable[[str], None] | None
 
 _compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 
@@ -166,9 +169,10 @@ class SchemaCodec:
                 self._by_id.popitem(last=False)
         return writer
 
-    def registered_id(self, writer: Writer) -> int:
+    def registered_id(self, writer: Writer, may_register: Authorize = None) -> int:
         """The id of ``writer``'s schema, registering its text under its subject when the
-        subject does not hold it yet (Confluent looks up, then registers). Raises
+        subject does not hold it yet (Confluent looks up, then registers), after
+        ``may_register(subject)`` (the caller's ACL check: raises NotAuthorized). Raises
         SchemaSerializationFailed (incompatible: the registry's 409 kept; read-only)."""
         if writer.schema_id is not None:
             return writer.schema_id
@@ -179,6 +183,8 @@ class SchemaCodec:
             except RegistryError as e:
                 if e.error_code not in (40401, 40403):
                     raise
+            if may_register is not None:
+                may_register(writer.subject)
             return int(self.registry.register(writer.subject, body)["id"])
         except RegistryError as e:
             raise SchemaSerializationFailed(f"Error when registering schema. subject = "
@@ -187,7 +193,8 @@ class SchemaCodec:
     # -- encoding --------------------------------------------------------------------
     def encode_request(self, topic: str, keys: Sequence[Any], values: Sequence[Any],
                        key_choice: SchemaChoice | None, value_choice: SchemaChoice | None,
-                       *, labels: Sequence[str] | None = None) -> Encoded:
+                       *, labels: Sequence[str] | None = None,
+                       may_register: Authorize = None) -> Encoded:
         """Every key and value of a request (JSON data; None stays None: a tombstone or
         no key) in the wire format. All are encoded before any schema is registered, so
         a refusal leaves the registry and the log as they were. Raises InvalidKey /
@@ -214,15 +221,16 @@ class SchemaCodec:
             if writer is None:
                 framed[field] = (payloads, None)
                 continue
-            schema_id = self.registered_id(writer)  # type: ignore[arg-type]
+            schema_id = self.registered_id(writer, may_register)  # type: ignore[arg-type]
             head = _HEADER.pack(MAGIC, schema_id)
             framed[field] = ([None if p is None else head + p for p in payloads], schema_id)
         return Encoded(framed["key"][0], framed["value"][0], framed["key"][1],
                        framed["value"][1])
 
     def encode_field(self, topic: str, choice: SchemaChoice, datum: Any, *, is_key: bool,
-                     where: str, memo: dict[Any, Any]) -> tuple[bytes, dict[str, Any]]:
-        """One key or value (JSON data, not None) in the wire format, and what REST Proxy
+                     where: str, memo: dict[Any, Any], may_register: Authorize = None
+                     ) -> tuple[bytes | None, dict[str, Any]]:
+        """One key or value (JSON data; None stays None) in the wire format, and what REST Proxy
         v3 reports of it (``type``, ``subject``, ``schema_id``, ``schema_version``). ``memo`` (one
         per request) keeps each schema resolved and registered once. The datum is
         encoded before its schema is registered. Raises as :meth:`encode_request`."""
@@ -230,18 +238,21 @@ class SchemaCodec:
         if key not in memo:
             memo[key] = [self.writer(topic, choice, is_key=is_key), None]
         writer, info = memo[key]
-        payload = _encode(writer, datum, where)
+        payload = None if datum is None else _encode(writer, datum, where)
         if info is None:
-            schema_id, version = self._id_and_version(writer)
+            schema_id, version = self._id_and_version(writer, may_register)
             # REST Proxy v3's names: the format (JSONSCHEMA for JSON) and the schema
             info = memo[key][1] = {"type": V3_NAMES[writer.schema_type],
                                    "subject": writer.subject, "schema_id": schema_id,
                                    "schema_version": version}
+        if payload is None:  # null data stays null (a tombstone), its schema still checked
+            return None, info
         return _HEADER.pack(MAGIC, info["schema_id"]) + payload, info
 
-    def _id_and_version(self, writer: Writer) -> tuple[int, int | None]:
+    def _id_and_version(self, writer: Writer, may_register: Authorize = None
+                        ) -> tuple[int, int | None]:
         """(id, the subject's version holding it, None when the subject does not)."""
-        schema_id = self.registered_id(writer)
+        schema_id = self.registered_id(writer, may_register)
         try:
             found = self.registry.lookup(writer.subject, {"schema": writer.text,
                                                           "schemaType": writer.schema_type})

@@ -8,12 +8,16 @@ Confluent's codes (kafka-rest ``Errors.java``).
 - a schema given as text that does not parse: 422 42205, :class:`InvalidEmbeddedSchema`;
 - the registry refusing a lookup or a registration (an unknown id, an incompatible
   schema, a read-only subject): 422 42207 (Confluent's "Error serializing message"),
-  :class:`SchemaSerializationFailed`, the registry's own code and message kept in it.
+  :class:`SchemaSerializationFailed`, the registry's own code and message kept in it;
+- a record an Avro or JSON Schema consumer instance cannot decode (not in the wire
+  format, an unknown id, bytes its schema does not read): 422 42206 as a record that
+  is not JSON, :class:`RecordNotDecodable`, naming where it is.
 """
 
 from __future__ import annotations
 
-from ingest_gateway.errors import BadRequest
+from conf.errors import SparklogError
+from ingest_gateway.errors import BadRequest, RecordNotJson
 from log_layout import InvalidRecords
 
 
@@ -41,3 +45,18 @@ class SchemaSerializationFailed(BadRequest):
     def __init__(self, reason: str, registry_code: int | None = None):
         self.registry_code = registry_code
         super().__init__(f"Error serializing message. {reason}")
+
+
+class RecordNotDecodable(RecordNotJson):
+    """A record a consumer instance of an embedded format with a schema cannot decode
+    (answered as RecordNotJson: 422 42206, the position staying on it)."""
+
+    code = "record_not_decodable"
+
+    def __init__(self, topic: str, partition: int, offset: int, part: str, fmt: str,
+                 reason: str):
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.part, self.reason = part, reason
+        SparklogError.__init__(
+            self, f"the {part} of record {topic}-{partition}@{offset} cannot be read as "
+            f"{fmt} ({reason}): read it in the binary format, or seek to offset {offset + 1}")

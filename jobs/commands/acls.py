@@ -11,8 +11,9 @@ Exactly one action:
   --list     list the ACLs of the resources named (all of them if none), optionally
              only those of --principal.
 
-Resources: --topic NAME, --group NAME, --transactional-id NAME (each repeatable;
-``*`` is every resource of the type), --cluster. --resource-pattern-type is
+Resources: --topic NAME, --group NAME, --transactional-id NAME, --subject NAME (a
+Schema Registry subject; each repeatable; ``*`` is every resource of the type),
+--cluster. --resource-pattern-type is
 ``literal`` (the default: the name exactly) or ``prefixed`` (names starting with
 it); --list and --remove also take ``any`` (the name exactly, whatever the pattern)
 and ``match`` (every ACL that applies to the name: literal, ``*`` and prefixes;
@@ -33,6 +34,7 @@ Examples:
   sparklog acls --add --deny-principal User:mallory --deny-host 10.0.0.9 --topic '*'
   sparklog acls --list --topic clicks --resource-pattern-type match
   sparklog acls --remove --topic clicks --yes
+  sparklog acls --add --allow-principal User:carol --operation Write --subject clicks-value
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     res.add_argument("--transactional-id", action="append", default=[], metavar="ID",
                      help="a transactional id ('*': every one; repeatable)")
     res.add_argument("--cluster", action="store_true", help="the cluster (kafka-cluster)")
+    res.add_argument("--subject", action="append", default=[], metavar="NAME",
+                     help="a Schema Registry subject ('*': every subject; repeatable): "
+                          "Read, Write, Delete, DescribeConfigs, AlterConfigs")
     res.add_argument("--resource-pattern-type", type=_pattern_type, default="LITERAL",
                      metavar="TYPE", help="literal (default) or prefixed; for --list and "
                                           "--remove also any or match")
@@ -127,9 +132,12 @@ def _check_args(args: argparse.Namespace) -> None:
         usage("--consumer needs a --topic and a --group, and no --cluster or "
               "--transactional-id")
     if (args.add or args.remove) and not (args.topic or args.group or args.transactional_id
-                                          or args.cluster):
+                                          or args.cluster or args.subject):
         usage(f"--{'add' if args.add else 'remove'} needs a resource: at least one of "
-              "--topic, --group, --transactional-id, --cluster")
+              "--topic, --group, --transactional-id, --cluster, --subject")
+    if args.subject and (args.producer or args.consumer):
+        usage("--subject takes --operation (Read, Write, Delete, DescribeConfigs, "
+              "AlterConfigs), not --producer or --consumer")
     if args.remove and args.operation and not (args.allow_principal or args.deny_principal):
         usage("--remove --operation needs the --allow-principal or --deny-principal whose "
               "ACLs to remove (without a principal, --remove removes every ACL of the "
@@ -153,6 +161,7 @@ def _resources(args: argparse.Namespace) -> list[tuple[str, str]]:
     found = [("Topic", t.strip()) for t in args.topic]
     found += [("Group", g.strip()) for g in args.group]
     found += [("TransactionalId", t) for t in args.transactional_id]
+    found += [("Subject", s) for s in args.subject]
     if args.cluster or args.idempotent:
         found.append(("Cluster", CLUSTER_NAME))
     return list(dict.fromkeys(found))

@@ -206,9 +206,9 @@ def test_fuzzed_bodies_never_fail_the_server(gw):
 @pytest.mark.slow  # a gateway with authentication and its argon2 logins: ~10 s here
 def test_same_authentication_and_authorizer_as_the_gateway(tmp_path):
     """With ``authentication.method=basic`` and the authorizer on, the registry asks for
-    credentials as every route does (401), and for Describe on the cluster (the guard's
-    rule for a route without its own: no Subject ACLs yet); confluent-kafka's client
-    logs in with ``basic.auth.user.info``."""
+    credentials as every route does (401), and for ACLs on the subject (Write to
+    register, Read to list; test_schema_registry_acls has the rest); confluent-kafka's
+    client logs in with ``basic.auth.user.info``."""
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -220,7 +220,7 @@ def test_same_authentication_and_authorizer_as_the_gateway(tmp_path):
     for user in ("alice", "bob"):
         passwords.add(str(tmp_path / "passwords"), user, "secret-" + user)
     add_acls(open_log(store).store, [AclBinding.create(
-        "Cluster", "kafka-cluster", principal="User:alice", operation="Describe")])
+        "Subject", "a-", "PREFIXED", principal="User:alice", operation="All")])
     settings = {"authentication.method": "basic",
                 "authentication.password.file": str(tmp_path / "passwords"),
                 "authorizer.enabled": "true"}
@@ -233,6 +233,8 @@ def test_same_authentication_and_authorizer_as_the_gateway(tmp_path):
         assert alice.get_schema(sid).schema_str == json.dumps(json.loads(avro(1)),
                                                               separators=(",", ":"))
         bob = SchemaRegistryClient({"url": url, "basic.auth.user.info": "bob:secret-bob"})
+        assert bob.get_subjects() == []  # only what bob may Read
+        assert alice.get_subjects() == ["a-value"]
         with pytest.raises(SchemaRegistryError) as e:
-            bob.get_subjects()
-        assert e.value.http_status_code == 403
+            bob.register_schema("a-value", Schema(avro(2), "AVRO"))
+        assert (e.value.http_status_code, e.value.error_code) == (403, 40301)

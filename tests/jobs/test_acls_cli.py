@@ -235,3 +235,31 @@ def test_quotas_for_client_ids(store, capsys):
     assert ("in force for User:alice/Client:etl: consumer_byte_rate=2048 "
             "(User:alice/Client:<default>), request_percentage=50 (Client:etl)") in out, out
     assert q("--alter", "--client", "", "--add-config", "request_percentage=5") == 2
+
+
+def test_subject_acls(store, capsys):
+    """--subject: the Schema Registry's Subject resources (literal or prefixed), with the
+    registry's operations only; listed with the rest, removed by their own filter."""
+    assert acl_cli(store, "--add", "--allow-principal", "User:carol", "--operation", "Write",
+                   "--operation", "Read", "--subject", "clicks-", "--resource-pattern-type",
+                   "prefixed") == 0
+    assert acl_cli(store, "--add", "--allow-principal", "User:carol", "--operation", "read",
+                   "--topic", "clicks") == 0
+    assert stored(store) == {("Subject", "clicks-", "PREFIXED", "User:carol", "*", op, "Allow")
+                             for op in ("Read", "Write")} | {
+        ("Topic", "clicks", "LITERAL", "User:carol", "*", "Read", "Allow")}
+    capsys.readouterr()
+    assert acl_cli(store, "--list", "--subject", "clicks-value", "--resource-pattern-type",
+                   "match") == 0
+    assert [line.split()[:3] for line in capsys.readouterr().out.splitlines()[1:]] == [
+        ["Subject", "clicks-", "PREFIXED"]] * 2
+    # not a registry operation: refused, naming the ones it takes
+    assert acl_cli(store, "--add", "--allow-principal", "User:carol", "--operation", "Create",
+                   "--subject", "x") != 0
+    assert "Subject only supports All, AlterConfigs, Delete" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a usage error: the conveniences are Kafka's
+        acl_cli(store, "--add", "--allow-principal", "User:carol", "--producer",
+                "--topic", "t", "--subject", "t-value")
+    assert acl_cli(store, "--remove", "--subject", "clicks-", "--resource-pattern-type",
+                   "prefixed", "--yes") == 0
+    assert stored(store) == {("Topic", "clicks", "LITERAL", "User:carol", "*", "Read", "Allow")}
