@@ -5,8 +5,9 @@ records with ``"type": "AVRO" | "JSON"``) and the v2 consumers that read them ba
 **The wire format** (Confluent's serializers): byte 0 is the magic byte ``0``, bytes 1-4
 the schema id (big-endian), then the payload: Avro's binary encoding of the datum
 (schemaless, the writer's schema is the id's) or, for JSON Schema, the datum's JSON
-text. Protobuf (a message-index list before the payload, and a ``.proto`` parser to
-map JSON to messages) is NOT served here: refused by the adapters.
+text (validated with RE2 for its patterns: ``schema_json_re2``). Protobuf (a
+message-index list before the payload, and a ``.proto`` parser to map JSON to messages)
+is NOT served here: refused by the adapters.
 
 **Which schema** (``kafka-rest``'s ``SchemaManagerImpl``): an id (the schema of that id);
 a subject and version, or a version alone (the topic's ``{topic}-key`` /
@@ -39,6 +40,7 @@ from ingest_gateway.server import schema_types
 from ingest_gateway.server.schema_codec_errors import (InvalidEmbeddedSchema,
                                                        RecordNotMatchingSchema,
                                                        SchemaSerializationFailed)
+from ingest_gateway.server.schema_json_re2 import linear_validator
 from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.schema_registry_errors import RegistryError
 
@@ -308,7 +310,7 @@ def _parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> An
     doc = json.loads(text)
     cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
         if isinstance(doc, dict) else jsonschema.Draft7Validator
-    return cls(doc)
+    return linear_validator(cls)(doc)  # a client's pattern cannot backtrack without bound
 
 
 def _encode(writer: Writer, datum: Any, where: str) -> bytes:

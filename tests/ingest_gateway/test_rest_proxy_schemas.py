@@ -343,3 +343,25 @@ def test_fuzzed_data_never_crashes_the_encoder(gw, http):
     assert post(http, gw, f"/topics/{topic}", {"value_schema": schema,
                                                "records": [{"value": good}]})[0] == 200
     assert 422 in statuses
+
+
+def test_json_schema_patterns_cannot_backtrack_without_bound(gw, http):
+    """A registered pattern that backtracks exponentially in Python's re (``^(a+)+$``
+    against 5,000 ``a`` and a ``!``) is run by RE2: refused at once (422 42203), the
+    gateway free; a pattern RE2 cannot run (a backreference) is 42207, never a hang."""
+    topic = new_topic(gw)
+    schema = json.dumps({"type": "object", "properties": {"a": {
+        "type": "string", "pattern": "^(a+)+$"}}, "patternProperties": {
+        "^(x+)+$": {"type": "integer"}}, "additionalProperties": False})
+    quick = urllib3.PoolManager(timeout=urllib3.Timeout(total=30), retries=False)
+    for value in ({"a": "a" * 5000 + "!"}, {"x" * 5000 + "!": 1}):
+        status, doc = post(quick, gw, f"/topics/{topic}", {"value_schema": schema, "records": [
+            {"value": value}]}, JSONSCHEMA_V2)
+        assert (status, doc["error_code"]) == (422, 42203), doc
+    assert post(quick, gw, f"/topics/{topic}", {"value_schema": schema, "records": [
+        {"value": {"a": "aaa", "xx": 1}}]}, JSONSCHEMA_V2)[0] == 200
+    backref = json.dumps({"type": "string", "pattern": "(a)\\1"})
+    status, doc = post(quick, gw, f"/topics/{new_topic(gw)}", {"value_schema": backref,
+                                                              "records": [{"value": "aa"}]},
+                       JSONSCHEMA_V2)
+    assert (status, doc["error_code"]) == (422, 42207) and "linear time" in doc["message"], doc
