@@ -1,6 +1,8 @@
 """The gateway's composition root: its services, both protocols on them, uvicorn, its logs.
 
-:func:`serve` opens the store and composes the gateway: the services and their
+:func:`serve` opens the store and composes the gateway: what both protocols use at
+their door (``server.lifecycle.gateway_parts``: metrics, authenticator, authorizer,
+quotas), the services and their
 background tasks (``server.lifecycle.running_gateway``: the ``server.gateway.Gateway``,
 the batcher, the cluster membership, the transaction aborter) with the Kafka listener
 beside HTTP on them (``kafka.listener.serving``), handed to the HTTP app, which enters
@@ -95,7 +97,7 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     from ingest_gateway.http.http_protocol import protocol_class
     from ingest_gateway.kafka.listener import serving
     from ingest_gateway.security import tls
-    from ingest_gateway.server.lifecycle import running_gateway
+    from ingest_gateway.server.lifecycle import gateway_parts, running_gateway
 
     setup_logging(log_level, settings.gateway.log_format)
     where = tls.check(settings)
@@ -107,10 +109,14 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
         if server is not None:
             server.should_exit = True
 
+    # what both protocols use at their door (metrics, authenticator, authorizer, quotas):
+    # built once here, handed to the HTTP app and, in the Gateway, to the Kafka listener
+    parts = gateway_parts(settings, log_)
     # the Gateway: built, its background tasks and the Kafka listener started, when the
     # HTTP app starts; all stopped (the batcher flushed last) when it stops
-    app = create_app(settings, log_, gateway=functools.partial(
-        running_gateway, settings, log_, beside=(serving,), on_replaced=stop_serving))
+    app = create_app(settings, log_, parts=parts, gateway=functools.partial(
+        running_gateway, settings, log_, parts=parts, beside=(serving,),
+        on_replaced=stop_serving))
     # Start-up objects (modules, settings) never die: keep them out of every collection,
     # and collect young objects less often (a produce request allocates many short-lived
     # ones; the default threshold of 700 runs gen-0 collections every few requests).
@@ -120,7 +126,7 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     gw = settings.gateway
     # httptools, plus a read timeout per request and a cap on connections (http_protocol)
     http = protocol_class(read_timeout_ms=gw.request_read_timeout_ms,
-                          max_connections=gw.max_connections)
+                          max_connections=gw.max_connections, metrics=parts.metrics)
     config = uvicorn.Config(app, host=where.host, port=where.port, loop="uvloop", http=http,
                             lifespan="on",
                             # no X-Forwarded-For rewriting: nothing here reads client addresses
@@ -130,7 +136,7 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
                             log_config=None, log_level=log_level, access_log=False,
                             timeout_graceful_shutdown=30, backlog=1024, **ssl_kwargs)
     server = uvicorn.Server(config)
-    app.state.metrics.watch_connections(lambda: len(server.server_state.connections))
+    parts.metrics.watch_connections(lambda: len(server.server_state.connections))
     logging.getLogger("sparklog.gateway").info(
         "listening on %s (console %s/ui, metrics /metrics), store %s, access log %s, "
         "client certificates %s", where.url, where.url, log_.url,

@@ -4,7 +4,7 @@ The guard (``guard``) checks what a route's path names before the route runs; a
 fetch, a commit or a subscription names its topics in the body, and a listing shows
 only what the principal may Describe, as Kafka's Metadata, ListGroups and OffsetFetch
 leave out what a client may not see. Each function is free when the authorizer is
-off (``app.state.authorizer`` None).
+off (the gateway's ``authorizer`` None).
 """
 
 from __future__ import annotations

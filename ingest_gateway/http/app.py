@@ -50,7 +50,7 @@ from ingest_gateway.http.openapi import document
 from ingest_gateway.http.produce import Produce, send_json
 from ingest_gateway.http.topics import batcher_of, cluster_id
 from ingest_gateway.server import codec_json, lifecycle
-from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, Instrumented
+from ingest_gateway.server.metrics import CONTENT_TYPE_LATEST, Instrumented
 from ingest_gateway.server.gateway import Gateway
 from log_layout import Log
 
@@ -158,20 +158,14 @@ class GatewayApp:
         return False
 
 
-def _guarded(app: GatewayApp, settings: conf.Settings, log_: Log) -> Any:
-    """``app`` behind the guard (``guard``: body types, authentication, ACLs, quotas)
-    and, if ``gateway.access.control.allow.origin`` names origins, CORS. Raises
-    ConfigError for bad security settings."""
+def _guarded(app: GatewayApp, settings: conf.Settings, parts: lifecycle.GatewayParts) -> Any:
+    """``app`` behind the guard (``guard``: body types, authentication, ACLs, quotas,
+    with ``parts``' authenticator, authorizer and quotas) and, if
+    ``gateway.access.control.allow.origin`` names origins, CORS."""
     from ingest_gateway.http.guard import Guard
 
-    authenticator = None
-    if settings.authentication.method.strip():
-        from ingest_gateway.security.authentication import Authenticator
-
-        authenticator = Authenticator.from_settings(settings)
-    authorizer, quotas = lifecycle.security_services(settings, log_)
-    app.state.authorizer, app.state.quotas = authorizer, quotas
-    guarded: Any = Guard(app, authenticator=authenticator, authorizer=authorizer, quotas=quotas)
+    guarded: Any = Guard(app, authenticator=parts.authenticator, authorizer=parts.authorizer,
+                         quotas=parts.quotas)
     gw = settings.gateway
     origins = [o.strip() for o in gw.access_control_allow_origin.split(",") if o.strip()]
     if origins:
@@ -188,32 +182,36 @@ def _guarded(app: GatewayApp, settings: conf.Settings, log_: Log) -> Any:
 
 
 def create_app(settings: conf.Settings, log_: Log, *,
+               parts: lifecycle.GatewayParts | None = None,
                gateway: Callable[..., AbstractAsyncContextManager[Gateway]] | None = None,
                gateway_id: str | None = None, flush_threads: int | None = None,
                now_ms: Callable[[], int] | None = None) -> GatewayApp | Instrumented:
     """The gateway app over ``log_``, every route mounted, serving the Gateway that
     ``gateway`` yields for the app's lifespan.
 
-    ``gateway(metrics=, authorizer=, quotas=)`` is the composition root's
-    ``server.lifecycle.running_gateway`` (with the Kafka listener beside HTTP); called
-    with the app's metrics and its guard's authorizer and quotas, it builds the Gateway,
-    starts its background tasks and stops them when the app stops. Without it the app
-    runs ``running_gateway`` itself, HTTP alone (tests), with ``gateway_id``,
+    ``parts`` (``server.lifecycle.gateway_parts``: metrics, authenticator, authorizer,
+    quotas) are the composition root's, shared with the Kafka listener; without them
+    the app builds its own (tests that run it alone). ``gateway(parts=)`` is the
+    composition root's ``server.lifecycle.running_gateway`` (with the Kafka listener
+    beside HTTP): it builds the Gateway, starts its background tasks and stops them
+    when the app stops. Without it the app runs ``running_gateway`` itself, HTTP alone
+    (tests), with ``gateway_id``,
     ``flush_threads`` and ``now_ms`` (the consumer hub's clock: group sessions, idle
     REST instances; default the wall clock). Handlers reach the services through
     ``request.app.state.gateway`` (``server.gateway.Gateway``; ``.batcher``, ``.log``,
     ``.settings`` and ``.metrics`` are on the state too). Every request is counted and
-    timed (and logged if ``gateway.access.log``) by ``metrics.Instrumented``.
+    timed (and logged if ``gateway.access.log``) by ``metrics.Instrumented``. Raises
+    ConfigError for bad security settings (building ``parts``).
     """
-    metrics_ = GatewayMetrics()
+    parts = parts or lifecycle.gateway_parts(settings, log_)
+    metrics_ = parts.metrics
     running = gateway or functools.partial(
         lifecycle.running_gateway, settings, log_, gateway_id=gateway_id,
         flush_threads=flush_threads, now_ms=now_ms)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        async with running(metrics=metrics_, authorizer=app.state.authorizer,
-                           quotas=app.state.quotas) as built:
+        async with running(parts=parts) as built:
             app.state.gateway = built
             app.state.batcher, app.state.cluster = built.batcher, built.cluster
             # off the loop and off the start-up path: readiness does not wait for it
@@ -234,7 +232,5 @@ def create_app(settings: conf.Settings, log_: Log, *,
     app.state.log = log_
     app.state.metrics = metrics_
     app.state.cluster = None
-    app.state.authorizer = app.state.quotas = None  # set by _guarded
-    app.state.now_ms = now_ms
-    return Instrumented(_guarded(GatewayApp(app), settings, log_), metrics_,
+    return Instrumented(_guarded(GatewayApp(app), settings, parts), metrics_,
                         log_requests=settings.gateway.access_log)

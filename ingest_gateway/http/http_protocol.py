@@ -52,7 +52,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from conf.errors import SparklogError
 from ingest_gateway.errors import BadRequest, RequestTimeout, TooManyConnections
-from ingest_gateway.http.errors import error_body, refusal, status_of
+from ingest_gateway.http.errors import error_body, status_of
 from ingest_gateway.security.tls import PEER_SUBJECT, peer_subject
 
 
@@ -62,6 +62,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
     read_timeout_ms: int = 30_000
     max_connections: int = 1024
+    #: the gateway's GatewayMetrics, counting the answers given here (None: not counted)
+    metrics: Any = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -160,11 +162,9 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     # -- answers outside the app ----------------------------------------------------------
     def _error(self, exc: SparklogError) -> tuple[int, bytes]:
         """(status, JSON body) from the gateway's one error table, counted in its metrics."""
-        state = getattr(self.config.loaded_app, "state", None)
-        if state is not None and hasattr(state, "metrics"):
-            status, body, _headers = refusal(state, exc)
-        else:
-            status, body = status_of(exc)[0], error_body(exc)
+        status, body = status_of(exc)[0], error_body(exc)
+        if self.metrics is not None:
+            self.metrics.rejected(body["error"])
         return status, json.dumps(body, separators=(",", ":")).encode()
 
     def _raw_answer(self, exc: SparklogError) -> bytes:
@@ -253,8 +253,12 @@ TLS_CLOSE_GRACE_S = 1.0
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}
 
 
-def protocol_class(*, read_timeout_ms: int, max_connections: int) -> type[GatewayHttpProtocol]:
+def protocol_class(*, read_timeout_ms: int, max_connections: int,
+                   metrics: Any = None) -> type[GatewayHttpProtocol]:
     """A :class:`GatewayHttpProtocol` subclass with these limits, for
-    ``uvicorn.Config(http=...)`` (uvicorn instantiates the class it is given)."""
+    ``uvicorn.Config(http=...)`` (uvicorn instantiates the class it is given); the
+    answers it gives outside the app are counted in ``metrics`` (the gateway's
+    ``GatewayMetrics``; None: not counted)."""
     return type("GatewayHttpProtocol", (GatewayHttpProtocol,),
-                {"read_timeout_ms": read_timeout_ms, "max_connections": max_connections})
+                {"read_timeout_ms": read_timeout_ms, "max_connections": max_connections,
+                 "metrics": metrics})

@@ -28,7 +28,8 @@ class Gateway:
     """The services of one gateway process (see the module docstring).
 
     ``cluster`` is the broker application's membership (None: a gateway on its own,
-    leading every partition); ``authorizer`` and ``quotas`` are None when off;
+    leading every partition); ``authenticator`` (HTTP's: ``security.authentication``),
+    ``authorizer`` and ``quotas`` are None when off;
     ``now_ms`` is the clock of group sessions and transaction timeouts (None: the wall
     clock).
     """
@@ -39,6 +40,7 @@ class Gateway:
     metrics: GatewayMetrics
     topics: TopicAdmin
     cluster: Any = None
+    authenticator: Any = None
     authorizer: Any = None
     quotas: Any = None
     now_ms: Callable[[], int] | None = None

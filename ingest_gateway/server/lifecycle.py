@@ -8,13 +8,16 @@ reverse: the other protocols, the aborter, the authorizer's and quotas' refreshe
 the membership, and last the batcher, which flushes every accepted record. The
 composition root (``ingest_gateway.runner``) enters it around uvicorn's serving; the
 HTTP app enters it in its lifespan when it is not given a built gateway (tests that
-run the app alone). :func:`security_services` builds the authorizer and quotas the
-gateway and the HTTP guard share.
+run the app alone). :func:`gateway_parts` builds what both protocols use at their door
+(the metrics, the authenticator, the authorizer and quotas): the composition root
+builds them once and hands them to the HTTP app and, through the Gateway, to the Kafka
+listener.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -33,6 +36,30 @@ from log_layout import Log
 log = logging.getLogger("sparklog.gateway")
 
 Beside = Callable[[Gateway], AbstractAsyncContextManager]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GatewayParts:
+    """What both protocols use at their door, built once per gateway process: the
+    metrics, the HTTP authenticator (None: ``authentication.method`` empty), the
+    authorizer and quotas (each None when off)."""
+
+    metrics: GatewayMetrics
+    authenticator: Any = None
+    authorizer: Any = None
+    quotas: Any = None
+
+
+def gateway_parts(settings: conf.Settings, log_: Log) -> GatewayParts:
+    """The metrics, authenticator, authorizer and quotas of one gateway (see
+    :class:`GatewayParts`). Raises ConfigError for bad security settings."""
+    authenticator = None
+    if settings.authentication.method.strip():
+        from ingest_gateway.security.authentication import Authenticator
+
+        authenticator = Authenticator.from_settings(settings)
+    authorizer, quotas = security_services(settings, log_)
+    return GatewayParts(GatewayMetrics(), authenticator, authorizer, quotas)
 
 
 def security_services(settings: conf.Settings, log_: Log) -> tuple[Any, Any]:
@@ -68,19 +95,20 @@ def cluster_member(settings: conf.Settings, log_: Log, batcher: Batcher,
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(settings: conf.Settings, log_: Log, *, metrics: GatewayMetrics,
-                          authorizer: Any = None, quotas: Any = None,
+async def running_gateway(settings: conf.Settings, log_: Log, *, parts: GatewayParts,
                           gateway_id: str | None = None, flush_threads: int | None = None,
                           now_ms: Callable[[], int] | None = None,
                           on_replaced: Callable[[], None] = lambda: None,
                           beside: Sequence[Beside] = ()) -> AsyncIterator[Gateway]:
-    """The gateway's services, running until the block ends (on the event loop).
+    """The gateway's services over ``parts`` (:func:`gateway_parts`), running until the
+    block ends (on the event loop).
 
     ``on_replaced`` is called when a newer gateway took this one's slot (it should stop
     serving); ``beside``: other protocols on the same services, each entered with the
     gateway once it is built and exited before the batcher closes.
     """
     slot = settings.gateway.broker_id
+    metrics, authorizer, quotas = parts.metrics, parts.authorizer, parts.quotas
     batcher = Batcher(log_, settings.gateway, topic_defaults=settings.topic, metrics=metrics,
                       gateway_id=gateway_id or (f"gw{slot}-{uuid.uuid4().hex[:8]}" if slot
                                                 else None),
@@ -90,7 +118,8 @@ async def running_gateway(settings: conf.Settings, log_: Log, *, metrics: Gatewa
     if member is not None:
         batcher.cluster = member
     gateway = Gateway(settings, log_, batcher, metrics, TopicAdmin(log_, batcher, settings.topic),
-                      cluster=member, authorizer=authorizer, quotas=quotas, now_ms=now_ms)
+                      cluster=member, authenticator=parts.authenticator, authorizer=authorizer,
+                      quotas=quotas, now_ms=now_ms)
     if member is not None:
         await member.start()
     others = contextlib.AsyncExitStack()  # the protocols beside HTTP (Kafka's)
