@@ -219,6 +219,12 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     src = {"startingOffsets": "earliest", **(options or {}),
            **_registry_options(table, value_format, key_format, info.config.compacted,
                                options or {})}
+    if value_format in REGISTRY_FORMATS:
+        # the subjects checked here, in the driver's Python, so a missing one is our own
+        # error rather than text inside Spark's PYTHON_DATA_SOURCE_ERROR
+        from pipeline.source import SparklogDataSource
+
+        SparklogDataSource(source_options(log, topic, extra=src)).schema()
     stream = (spark.readStream.format("sparklog")
               .options(**source_options(log, topic, extra=src)).load())
     rows = decode(stream, value_format, value_schema)

@@ -11,7 +11,7 @@ from chispa import assert_df_equality
 
 from jobs.cli import main
 from pipeline import tables
-from pipeline.errors import TableError
+from pipeline.errors import TableError, UnusableSchema
 from tests.pipeline.conftest import append
 
 pytestmark = pytest.mark.spark
@@ -105,6 +105,8 @@ def test_bad_names_and_formats_are_refused(spark, local_log):
     with pytest.raises(TableError, match="letters, digits and underscores"):
         tables.materialize(spark, "t", "no-dashes", log=local_log)
     with pytest.raises(TableError, match="value_format must be one of"):
+        tables.materialize(spark, "t", "ok", log=local_log, value_format="protobuf")
+    with pytest.raises(UnusableSchema, match="'t-value': no such subject"):  # before Spark
         tables.materialize(spark, "t", "ok", log=local_log, value_format="avro")
     with pytest.raises(TableError, match="cannot infer a JSON schema"):
         tables.materialize(spark, "t", "ok", log=local_log, value_format="json")
