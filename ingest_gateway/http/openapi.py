@@ -90,6 +90,23 @@ def _records_body(binary: bool) -> dict[str, Any]:
                                        "items": _record(binary)}}}
 
 
+_AVRO_EXAMPLE = '{"type":"record","name":"R","fields":[{"name":"n","type":"int"}]}'
+_JSON_SCHEMA_EXAMPLE = '{"type":"object","properties":{"n":{"type":"integer"}}}'
+
+
+def _schema_records_body(schema: str, value: Any) -> dict[str, Any]:
+    """A v2 body in an embedded format with a schema: the schema's text or id per key
+    and value (registered under the topic's -key/-value subject), records as JSON data."""
+    schema_fields = {f"{part}_{kind}": {"type": t, **({"minimum": 1} if t == "integer" else {})}
+                     for part in ("key", "value")
+                     for kind, t in (("schema", "string"), ("schema_id", "integer"))}
+    return {"type": "object", "required": ["records"],
+            "example": {"value_schema": schema, "records": [{"value": value}]},
+            "properties": {**schema_fields,
+                           "records": {"type": "array", "minItems": 1,
+                                       "items": _record(False)}}}
+
+
 #: how a client may authenticate (``authentication.method``); mutual TLS needs no header
 SECURITY_SCHEMES = {
     "basic": {"type": "http", "scheme": "basic",
@@ -131,6 +148,9 @@ def _topic_paths() -> dict[str, Any]:
         codec.ARROW_STREAM: {"schema": {"type": "string", "format": "binary",
                                         "description": "Arrow IPC stream: value, key, partition, "
                                                        "timestamp, headers columns"}},
+        # REST Proxy's embedded formats with a schema (server.schema_codec)
+        codec.AVRO_V2: {"schema": _schema_records_body(_AVRO_EXAMPLE, {"n": 1})},
+        codec.JSONSCHEMA_V2: {"schema": _schema_records_body(_JSON_SCHEMA_EXAMPLE, {"n": 1})},
     }}
     produce_ok = {"description": "offsets per record (JSON) or per partition (Arrow)",
                   "content": {
