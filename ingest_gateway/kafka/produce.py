@@ -45,7 +45,8 @@ from typing import Any
 from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.broker import ZERO, Broker, names_by_id
-from ingest_gateway.kafka.wire import Header, ProtocolError, error, make, response_module
+from ingest_gateway.kafka.wire import Header, ProtocolError, error, field_names, make, \
+    response_module
 from ingest_gateway.errors import InvalidRequiredAcks
 from ingest_gateway.server.codec import check_acks
 from ingest_gateway.server.codec import Parsed
@@ -192,7 +193,7 @@ def _by_id(body: Any, ids: dict[str, uuid.UUID], unknown: list[tuple[Any, int]])
 
     def part(p: Any) -> Any:
         return make(mod.PartitionProduceResponse,
-                    **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)})
+                    **{name: getattr(p, name) for name in field_names(type(p))})
 
     topics = [make(mod.TopicProduceResponse, topic_id=ids[t.name],
                    partition_responses=tuple(part(p) for p in t.partition_responses))
