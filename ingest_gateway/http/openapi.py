@@ -92,6 +92,7 @@ def _records_body(binary: bool) -> dict[str, Any]:
 
 _AVRO_EXAMPLE = '{"type":"record","name":"R","fields":[{"name":"n","type":"int"}]}'
 _JSON_SCHEMA_EXAMPLE = '{"type":"object","properties":{"n":{"type":"integer"}}}'
+_PROTOBUF_EXAMPLE = 'syntax = "proto3"; message R { int32 n = 1; }'
 
 
 def _schema_records_body(schema: str, value: Any) -> dict[str, Any]:
@@ -151,6 +152,7 @@ def _topic_paths() -> dict[str, Any]:
         # REST Proxy's embedded formats with a schema (server.schema_codec)
         codec.AVRO_V2: {"schema": _schema_records_body(_AVRO_EXAMPLE, {"n": 1})},
         codec.JSONSCHEMA_V2: {"schema": _schema_records_body(_JSON_SCHEMA_EXAMPLE, {"n": 1})},
+        codec.PROTOBUF_V2: {"schema": _schema_records_body(_PROTOBUF_EXAMPLE, {"n": 1})},
     }}
     produce_ok = {"description": "offsets per record (JSON) or per partition (Arrow)",
                   "content": {

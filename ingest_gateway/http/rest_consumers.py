@@ -20,15 +20,15 @@ Mounted by ``app.create_app`` with every other route. Routes::
 Seek and manual assignment (``positions``, ``positions/beginning``,
 ``positions/end``, ``assignments``) are in ``rest_positions``.
 
-**Formats.** An instance's ``format`` (binary, the default, json, arrow, avro or
-jsonschema) decides what its records are answered as, with that format's Content-Type
-(``application/vnd.kafka.binary.v2+json``, ``...json.v2+json``,
-``application/vnd.apache.arrow.stream``, ``...avro.v2+json``,
-``...jsonschema.v2+json``).
-Avro and JSON Schema keys and values are decoded from Confluent's wire format by the
-registry's schema of their id (``server.schema_codec``: Avro's JSON encoding, as REST
-Proxy answers it); protobuf is refused (400, not served). A record that cannot be
-decoded stops its partition as a record that is not JSON does (below). An ``Accept`` naming another embedded
+**Formats.** An instance's ``format`` (binary, the default, json, arrow, avro,
+jsonschema or protobuf) decides what its records are answered as, with that format's
+Content-Type (``application/vnd.kafka.binary.v2+json``, ``...json.v2+json``,
+``application/vnd.apache.arrow.stream``, ``...avro.v2+json``, ``...jsonschema.v2+json``,
+``...protobuf.v2+json``). Avro, JSON Schema and Protobuf keys and values are decoded
+from Confluent's wire format by the registry's schema of their id
+(``server.schema_codec``: Avro's JSON encoding, Protobuf's canonical JSON, as REST
+Proxy answers them); a record that cannot be decoded stops its partition as a record
+that is not JSON does (below). An ``Accept`` naming another embedded
 format answers 406 ``consumer_format_mismatch`` (40601), as REST Proxy does; a
 generic one (``application/json``, ``application/vnd.kafka.v2+json``, ``*/*``) or
 none gets the instance's format.
@@ -94,7 +94,7 @@ from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MA
                                           instance_of, int_q, offsets_doc, partitions_query,
                                           sync_instance, tp_list)
 from ingest_gateway.client.records import records_of
-from ingest_gateway.server.codec import AVRO_V2, JSONSCHEMA_V2
+from ingest_gateway.server.codec import AVRO_V2, JSONSCHEMA_V2, PROTOBUF_V2
 from ingest_gateway.server.consumer_hub import ConsumerHub
 from ingest_gateway.server.schema_codec import V2_FORMATS, NotWireFormat, SchemaCodec, codec_of
 from ingest_gateway.server.schema_codec_errors import RecordNotDecodable
@@ -102,7 +102,7 @@ from ingest_gateway.server.rest_instances import Instance
 
 
 #: the embedded formats with a schema (``server.schema_codec``), decoded by the registry
-SCHEMA_MEDIA = {"avro": AVRO_V2, "jsonschema": JSONSCHEMA_V2}
+SCHEMA_MEDIA = {"avro": AVRO_V2, "jsonschema": JSONSCHEMA_V2, "protobuf": PROTOBUF_V2}
 #: the media type of each instance format's records
 MEDIA = {"json": JSON_V2, "binary": BINARY_V2, "arrow": ARROW, **SCHEMA_MEDIA}
 #: Accept values that name no embedded format: the instance's own is answered
@@ -145,12 +145,9 @@ async def create_instance(request: Request) -> Response:
     name = field(doc, "name", str, None) or f"rest-{uuid.uuid4().hex[:12]}"
     validate_group_id(name)  # same alphabet: it becomes part of a URL
     fmt = field(doc, "format", str, "binary")
-    if fmt == "protobuf":
-        raise BadRequest("format protobuf is not served (no .proto parser in the gateway): "
-                         "give avro, jsonschema, json, binary or arrow")
     if fmt not in MEDIA:
-        raise BadRequest(f"format must be avro, jsonschema, json, binary or arrow, not "
-                         f"{fmt!r:.40}")
+        raise BadRequest(f"format must be avro, jsonschema, protobuf, json, binary or arrow, "
+                         f"not {fmt!r:.40}")
     reset = field(doc, "auto.offset.reset", str, "latest")
     if reset not in ("earliest", "latest"):
         raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")

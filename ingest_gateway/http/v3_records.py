@@ -23,14 +23,14 @@ characters, unique) and answers 207 ``{"successes": [...], "failures": [{"id",
 
 Data types: ``BINARY`` (base64), ``JSON`` (any JSON value, stored as its compact
 text), ``STRING`` (stored as UTF-8); a key or value that is absent or null is
-null (a null value is a tombstone). With a schema, as Confluent's v3 API: ``{"type":
-"AVRO" | "JSONSCHEMA", "schema": "<text>", "data": ...}`` (looked up in, else registered
-under, the topic's ``-key``/``-value`` subject or the given ``subject``), ``{"schema_id":
-3, "data": ...}``, ``{"schema_version": 2, "subject": "s", "data": ...}`` or a type alone
-(the subject's latest): the data is encoded in Confluent's wire format
-(``server.schema_codec``) and the report adds ``subject``, ``schema_id`` and
-``schema_version``. Refused: PROTOBUF (400, not served), ``subject_name_strategy`` other
-than TOPIC_NAME (400), data not fitting its schema (422 42203), an unknown id or a
+null (a null value is a tombstone). With a schema, as Confluent's v3 API:
+``{"type": "AVRO" | "JSONSCHEMA" | "PROTOBUF", "schema": "<text>", "data": ...}``
+(looked up in, else registered under, the topic's ``-key``/``-value`` subject or the
+given ``subject``), ``{"schema_id": 3, "data": ...}``, ``{"schema_version": 2,
+"subject": "s", "data": ...}`` or a type alone (the subject's latest): the data is
+encoded in Confluent's wire format (``server.schema_codec``) and the report adds
+``subject``, ``schema_id`` and ``schema_version``. Refused: ``subject_name_strategy``
+other than TOPIC_NAME (400), data not fitting its schema (422 42203), an unknown id or a
 registration the registry refuses (422 42207): each record on its own.
 Records go to the same service as v2 produce and Kafka's Produce
 (``Batcher.produce``, acks=all): validated whole before anything is written, then
@@ -80,12 +80,9 @@ def _schema_choice(row: str, which: str, raw: dict[str, Any]) -> SchemaChoice | 
         return None
     if kind in TYPES:
         raise BadRequest(f"{row}: {which} type {kind} does not support schemas")
-    if kind == "PROTOBUF":
-        raise BadRequest(f"{row}: {which} type PROTOBUF is not served (no .proto parser in "
-                         "the gateway): give AVRO, JSONSCHEMA, BINARY, JSON or STRING")
     if kind is not None and kind not in schema_codec.V3_TYPES:
-        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO or "
-                         f"JSONSCHEMA, not {kind!r:.50}")
+        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO, "
+                         f"JSONSCHEMA or PROTOBUF, not {kind!r:.50}")
     strategy = named.pop("subject_name_strategy", "TOPIC_NAME")
     if strategy != "TOPIC_NAME":
         raise BadRequest(f"{row}: {which} subject_name_strategy {strategy!r:.40} is not served: "
@@ -122,8 +119,8 @@ def _data(row: str, which: str, raw: Any
         return None, None, choice
     kind = raw.get("type")
     if kind not in TYPES:
-        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO or "
-                         f"JSONSCHEMA, not {kind!r:.50}")
+        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO, "
+                         f"JSONSCHEMA or PROTOBUF, not {kind!r:.50}")
     data = raw.get("data")
     if data is None:
         return None, {"type": kind, "size": 0}, None

@@ -9,6 +9,8 @@ Content types (Kafka REST Proxy v2, plus an Arrow fast path):
     REST Proxy's JSON serializer does); a ``null`` value is a tombstone.
 ``application/vnd.kafka.binary.v2+json``
     the same, but key, value and header values are base64 strings.
+``application/vnd.kafka.avro.v2+json``, ``...jsonschema.v2+json``, ``...protobuf.v2+json``
+    REST Proxy's embedded formats with a schema: ``codec_schema``.
 ``application/vnd.apache.arrow.stream``
     an Arrow IPC stream with a ``value`` column (binary or string) and optional
     ``key``, ``partition`` (integer), ``timestamp`` (int64 ms or an Arrow
@@ -54,11 +56,13 @@ JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 PLAIN_JSON = "application/json"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-#: REST Proxy's embedded formats with a schema (``schema_codec``; Protobuf is not served)
+#: REST Proxy's embedded formats with a schema (``schema_codec``, ``codec_schema``)
 AVRO_V2 = "application/vnd.kafka.avro.v2+json"
 JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
-SCHEMA_FORMATS = {AVRO_V2: "AVRO", JSONSCHEMA_V2: "JSON"}
-CONTENT_TYPES = (JSON_V2, BINARY_V2, PLAIN_JSON, ARROW_STREAM, AVRO_V2, JSONSCHEMA_V2)
+PROTOBUF_V2 = "application/vnd.kafka.protobuf.v2+json"
+SCHEMA_FORMATS = {AVRO_V2: "AVRO", JSONSCHEMA_V2: "JSON", PROTOBUF_V2: "PROTOBUF"}
+CONTENT_TYPES = (JSON_V2, BINARY_V2, PLAIN_JSON, ARROW_STREAM, AVRO_V2, JSONSCHEMA_V2,
+                 PROTOBUF_V2)
 V2_RESPONSE_TYPE = "application/vnd.kafka.v2+json"
 
 #: defaults of gateway.max.json.nesting.depth and gateway.max.uncompressed.request.size

@@ -5,9 +5,9 @@ records with ``"type": "AVRO" | "JSON"``) and the v2 consumers that read them ba
 **The wire format** (Confluent's serializers): byte 0 is the magic byte ``0``, bytes 1-4
 the schema id (big-endian), then the payload: Avro's binary encoding of the datum
 (schemaless, the writer's schema is the id's) or, for JSON Schema, the datum's JSON
-text (validated with RE2 for its patterns: ``schema_json_re2``). Protobuf (a
-message-index list before the payload, and a ``.proto`` parser to map JSON to messages)
-is NOT served here: refused by the adapters.
+text (validated with RE2 for its patterns: ``schema_json_re2``), or, for Protobuf, the
+message indexes and the message (``schema_protobuf``: the ``.proto`` compiled by the
+``protoc`` in grpcio-tools' wheel).
 
 **Which schema** (``kafka-rest``'s ``SchemaManagerImpl``): an id (the schema of that id);
 a subject and version, or a version alone (the topic's ``{topic}-key`` /
@@ -36,11 +36,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ingest_gateway.errors import InvalidKey, InvalidValue
-from ingest_gateway.server import schema_types
+from ingest_gateway.server import schema_protobuf, schema_types
 from ingest_gateway.server.schema_codec_errors import (InvalidEmbeddedSchema,
                                                        RecordNotMatchingSchema,
                                                        SchemaSerializationFailed)
-from ingest_gateway.server.schema_json_re2 import linear_validator
 from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.schema_registry_errors import RegistryError
 
@@ -50,9 +49,9 @@ _HEADER = struct.Struct(">bI")
 CACHE = 256
 #: REST Proxy's embedded format names (v2 media types and consumer ``format``) and v3's
 #: data types, to the registry's schema types; the ones served
-V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON"}
-V3_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON"}
-V3_NAMES = {"AVRO": "AVRO", "JSON": "JSONSCHEMA"}
+V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
+V3_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON", "PROTOBUF": "PROTOBUF"}
+V3_NAMES = {"AVRO": "AVRO", "JSON": "JSONSCHEMA", "PROTOBUF": "PROTOBUF"}
 
 #: an ACL check of registering under a subject: raises NotAuthorized (None: no check)
 Authorize = Callable[[str], None] | None
@@ -148,10 +147,10 @@ class SchemaCodec:
         try:
             text = schema_types.normalize(choice.schema_type, choice.text)
             schema_types.parse(choice.schema_type, text, [])  # bounds, names, defaults
-        except schema_types.InvalidSchemaText as e:
+            parsed = _parse(choice.schema_type, text, [])
+        except (schema_types.InvalidSchemaText, schema_protobuf.InvalidProto) as e:
             raise InvalidEmbeddedSchema(str(e)) from None
-        return Writer(choice.schema_type, subject, None, text,
-                      _parse(choice.schema_type, text, []))
+        return Writer(choice.schema_type, subject, None, text, parsed)
 
     def _by_schema_id(self, schema_id: int) -> Writer:
         with self._lock:
@@ -160,11 +159,11 @@ class SchemaCodec:
                 self._by_id.move_to_end(schema_id)
                 return found
         stored, referenced = self.registry.with_references(schema_id)
-        if stored.schema_type not in ("AVRO", "JSON"):
-            raise SchemaSerializationFailed(f"schema {schema_id} is {stored.schema_type}: "
-                                            "only AVRO and JSON schemas are served here")
-        writer = Writer(stored.schema_type, "", schema_id, stored.schema,
-                        _parse(stored.schema_type, stored.schema, referenced))
+        try:
+            parsed = _parse(stored.schema_type, stored.schema, referenced)
+        except schema_protobuf.InvalidProto as e:  # stored unparsed: the registry takes any
+            raise SchemaSerializationFailed(f"schema {schema_id} does not compile: {e}") from None
+        writer = Writer(stored.schema_type, "", schema_id, stored.schema, parsed)
         with self._lock:
             self._by_id[schema_id] = writer
             while len(self._by_id) > CACHE:
@@ -283,6 +282,8 @@ class SchemaCodec:
         try:
             if schema_type == "JSON":
                 return json.loads(bytes(payload))
+            if schema_type == "PROTOBUF":
+                return schema_protobuf.decode(writer.parsed, payload)
             import fastavro
 
             datum = fastavro.schemaless_reader(io.BytesIO(payload), writer.parsed, None)
@@ -294,18 +295,24 @@ class SchemaCodec:
                                 f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> Any:
+def _parse(schema_type: str, text: str, referenced: list[tuple[str, str, str]]) -> Any:
     """The encoder's form of a schema the registry's parser already accepted: a
-    ``fastavro`` parsed schema, or a ``jsonschema`` validator."""
+    ``fastavro`` parsed schema, a ``jsonschema`` validator, or a compiled Protobuf
+    schema (``schema_protobuf``: raises InvalidProto); ``referenced``: (name, type, text)."""
+    if schema_type == "PROTOBUF":
+        return schema_protobuf.compile_schema(
+            text, [(name, t) for name, kind, t in referenced if kind == "PROTOBUF"])
     if schema_type == "AVRO":
         import fastavro
 
         named: dict[str, Any] = {}
-        for kind, ref_text in referenced:
+        for _name, kind, ref_text in referenced:
             if kind == "AVRO":
                 fastavro.parse_schema(json.loads(ref_text), named_schemas=named)
         return fastavro.parse_schema(json.loads(text), named_schemas=named)
     import jsonschema.validators
+
+    from ingest_gateway.server.schema_json_re2 import linear_validator  # jsonschema: lazily
 
     doc = json.loads(text)
     cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
@@ -316,6 +323,14 @@ def _parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> An
 def _encode(writer: Writer, datum: Any, where: str) -> bytes:
     """The payload of ``datum`` (JSON data) under ``writer``; raises
     RecordNotMatchingSchema saying where and why."""
+    if writer.schema_type == "PROTOBUF":
+        try:
+            return schema_protobuf.encode(writer.parsed, datum)
+        except RecursionError:
+            raise RecordNotMatchingSchema(f"{where} is nested too deeply") from None
+        except Exception as e:  # noqa: BLE001 - json_format's ParseError and kin
+            raise RecordNotMatchingSchema(f"{where} does not match its Protobuf schema: "
+                                          f"{' '.join(str(e).split())[:300]}") from None
     if writer.schema_type == "JSON":
         try:
             error = next(iter(writer.parsed.iter_errors(datum)), None)

@@ -130,9 +130,10 @@ class SchemaRegistry:
                 out.append(self._answer(subject, v["version"], self._stored(v["id"])))
         return out
 
-    def with_references(self, schema_id: int) -> tuple[StoredSchema, list[tuple[str, str]]]:
-        """The schema of ``schema_id`` and the (type, text) of every schema its references
-        reach, dependencies first (what a serializer needs). Raises 40403, 42201."""
+    def with_references(self, schema_id: int) -> tuple[StoredSchema, list[tuple[str, str, str]]]:
+        """The schema of ``schema_id`` and the (reference name, type, text) of every schema
+        its references reach, dependencies first (what a serializer needs: a Protobuf
+        import is its reference's name). Raises 40403, 42201."""
         stored = self._stored(schema_id)
         return stored, self._resolved(self.schemas.registry(), stored.references)
 
@@ -182,10 +183,10 @@ class SchemaRegistry:
             raise invalid_schema(f"Invalid schema: {e}") from None
 
     def _resolved(self, doc: dict[str, Any], refs: tuple[Reference, ...],
-                  depth: int = 0, seen: frozenset = frozenset()) -> list[tuple[str, str]]:
-        """The (type, text) of every schema ``refs`` reach, dependencies first; raises
-        42201 for a missing reference, a cycle or a chain too deep."""
-        out: list[tuple[str, str]] = []
+                  depth: int = 0, seen: frozenset = frozenset()) -> list[tuple[str, str, str]]:
+        """The (reference name, type, text) of every schema ``refs`` reach, dependencies
+        first; raises 42201 for a missing reference, a cycle or a chain too deep."""
+        out: list[tuple[str, str, str]] = []
         if depth > MAX_REFERENCE_DEPTH:
             raise invalid_schema(f"references nest deeper than {MAX_REFERENCE_DEPTH}")
         for r in refs:
@@ -202,13 +203,14 @@ class SchemaRegistry:
             stored = self._stored(match[0]["id"])
             out += self._resolved(doc, stored.references, depth + 1,
                                   seen | {(r.subject, r.version)})
-            out.append((stored.schema_type, stored.schema))
+            out.append((r.name, stored.schema_type, stored.schema))
         return out
 
     def _parsed(self, doc: dict[str, Any], kind: str, text: str,
                 refs: tuple[Reference, ...]) -> Any:
         try:
-            return schema_types.parse(kind, text, self._resolved(doc, refs))
+            return schema_types.parse(kind, text,
+                                      [(k, t) for _n, k, t in self._resolved(doc, refs)])
         except schema_types.InvalidSchemaText as e:
             raise invalid_schema(f"Invalid schema: {e}") from None
 
