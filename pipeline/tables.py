@@ -296,6 +296,21 @@ def _merge_batch(path: str, columns: list[str], value_format: str):
     return merge
 
 
+def _registry_decoding(log: Log, topic: str) -> dict[str, str]:
+    """Source options decoding ``topic``'s key and value by their registry subjects."""
+    from pipeline.registry_decode import subject_format
+
+    description = log.store.describe()
+    out = {}
+    for column in ("key", "value"):
+        fmt = subject_format({"url": description["url"],
+                              "storage_options": description.get("storage_options")},
+                             f"{topic}-{column}")
+        if fmt:
+            out[f"{column}Format"] = fmt
+    return out
+
+
 def quote_identifier(name: str) -> str:
     """``name`` as one Spark SQL identifier: backticks around, embedded backticks doubled
     (a topic may be called ``page-views`` or ``a.b``)."""
@@ -369,21 +384,25 @@ def register_tables(spark, warehouse: str, *, query: str | None = None) -> list[
 
 
 def register_topics(spark, log: Log, *, include_headers: bool = False,
-                    query: str | None = None) -> list[str]:
+                    query: str | None = None, decode: bool = False) -> list[str]:
     """Every topic of ``log`` (or those ``query`` mentions: :func:`mentioned`) as a
     temporary view of its raw records (Kafka-source columns); returns the names
     registered.
 
     A view is named as its topic (quote names like ``page-views`` in SQL with
     backticks). A topic whose name a catalog table already has is left out: the
-    table materialised from it keeps the name (``register_tables`` first).
+    table materialised from it keeps the name (``register_tables`` first). ``decode``:
+    a topic whose ``-value`` / ``-key`` subject is in the registry (Avro, JSON Schema)
+    shows them decoded (the source's ``valueFormat`` / ``keyFormat``).
     """
     registered = []
     topics = log.topics()
     for topic in topics if query is None else sorted(mentioned(topics, query)):
         if spark.catalog.tableExists(_catalog_name(spark, topic)):
             continue
-        extra = {"includeHeaders": "true"} if include_headers else None
+        extra = {"includeHeaders": "true"} if include_headers else {}
+        if decode:
+            extra.update(_registry_decoding(log, topic))
         (spark.read.format("sparklog").options(**source_options(log, topic, extra=extra)).load()
          .createOrReplaceTempView(quote_identifier(topic)))
         registered.append(topic)

@@ -25,6 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: <store>/_tables, beside the log)")
     p.add_argument("--limit", type=integer(0), default=100, help="rows to print at most (default 100)")
     p.add_argument("--headers", action="store_true", help="give topic views a headers column")
+    p.add_argument("--schemas", action="store_true",
+                   help="decode topic views by the Schema Registry: a topic whose TOPIC-value "
+                        "(TOPIC-key) subject holds Avro or JSON Schema shows value (key) as typed "
+                        "fields, e.g. SELECT value.url FROM clicks")
     p.add_argument("--output", choices=("table", "json"), default="table",
                    help="a readable table, or one JSON object per row (for scripts)")
     p.add_argument("--master", help="Spark master (default: setting spark.master)")
@@ -117,7 +121,7 @@ def _run_query(spark, args: argparse.Namespace, log, warehouse: str, named_topic
     # names the query mentions (each topic's view costs a round trip to a Python worker)
     tables.register_tables(spark, warehouse, query=args.query)
     views = set(tables.register_topics(spark, log, include_headers=args.headers,
-                                       query=args.query))
+                                       query=args.query, decode=args.schemas))
     err = Console(stderr=True)
     for topic in sorted(named_topics - views):
         err.print(f"note: table {topic} has the name of topic {topic}: the topic is not a "

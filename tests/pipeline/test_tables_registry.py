@@ -52,9 +52,9 @@ def produce(gw, topic: str, schema: dict, values: list[dict]) -> None:
     assert producer.flush(30) == 0
 
 
-def sql(store: str, query: str, capsys) -> list[dict]:
+def sql(store: str, query: str, capsys, *more: str) -> list[dict]:
     capsys.readouterr()
-    assert main(["--store", store, "sql", query, "--output", "json"]) == 0
+    assert main(["--store", store, "sql", query, "--output", "json", *more]) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
@@ -67,20 +67,24 @@ def test_avro_topic_becomes_a_typed_table_that_evolves(spark, gw, capsys):
     admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
     store = gw.store_url
     produce(gw, topic, V1, [{"url": "/a", "ms": 1}, {"url": "/b", "ms": 2}])
-    args = ["--store", store, "materialize", topic, "--table", topic, "--once",
+    table = f"{topic}_t"
+    args = ["--store", store, "materialize", topic, "--table", table, "--once",
             "--value-format", "avro"]
     assert main(args) == 0
-    assert sql(store, f"SELECT url, ms FROM {topic} ORDER BY ms", capsys) == [
+    assert sql(store, f"SELECT url, ms FROM {table} ORDER BY ms", capsys) == [
         {"url": "/a", "ms": 1}, {"url": "/b", "ms": 2}]
-    assert spark.table(topic).schema["ms"].dataType.simpleString() == "int"
+    assert spark.table(table).schema["ms"].dataType.simpleString() == "int"
+    # the topic itself, decoded by its subject with --schemas
+    assert sql(store, f"SELECT value.url, valueSchemaId FROM {topic} ORDER BY offset", capsys,
+               "--schemas") == [{"url": "/a", "valueSchemaId": 1}, {"url": "/b", "valueSchemaId": 1}]
 
     # v2: ms widened to long, ref added; the next run evolves the table, then appends
     produce(gw, topic, V2, [{"url": "/c", "ms": 2 ** 40, "ref": "mail"}])
     assert main(args) == 0
-    assert sql(store, f"SELECT url, ms, ref FROM {topic} WHERE ms > 1 ORDER BY ms", capsys) == [
+    assert sql(store, f"SELECT url, ms, ref FROM {table} WHERE ms > 1 ORDER BY ms", capsys) == [
         {"url": "/b", "ms": 2, "ref": None}, {"url": "/c", "ms": 2 ** 40, "ref": "mail"}]
     schema = spark.read.format("delta").load(tables.table_path(
-        tables.default_warehouse(open_log(store)), topic)).schema
+        tables.default_warehouse(open_log(store)), table)).schema
     assert [(f.name, f.dataType.simpleString()) for f in schema.fields][:3] == [
         ("key", "string"), ("url", "string"), ("ms", "bigint")]
 
@@ -89,8 +93,8 @@ def test_avro_topic_becomes_a_typed_table_that_evolves(spark, gw, capsys):
     client.set_compatibility(f"{topic}-value", "NONE")
     register(open_log(store), f"{topic}-value", V3)
     with pytest.raises(TableError, match=r"Delta cannot follow \(ms: bigint -> string\)"):
-        tables.materialize(spark, topic, topic, store=store, value_format="avro")
-    assert sql(store, f"SELECT count(*) AS n FROM {topic}", capsys) == [{"n": 3}]
+        tables.materialize(spark, topic, table, store=store, value_format="avro")
+    assert sql(store, f"SELECT count(*) AS n FROM {table}", capsys) == [{"n": 3}]
 
 
 def test_compacted_json_schema_topic_merges_by_key(spark, local_log, capsys):
