@@ -232,8 +232,12 @@ class _Decoder:
         if stored.schema_type != FORMATS[self.plan.format]:
             raise _Failure(f"schema id {schema_id} is a {stored.schema_type} schema, not "
                            f"{FORMATS[self.plan.format]}")
-        return self.registry.avro(stored, self.plan.subject)[0] if self.plan.format == "avro" \
-            else None
+        if self.plan.format != "avro":
+            return None
+        try:
+            return self.registry.avro(stored, self.plan.subject)[0]
+        except UnusableSchema as e:  # the registry took it, fastavro does not: this record's
+            raise _Failure(e.reason) from None
 
     def _read_one(self, writers: dict[int, Any], schema_id: int, body: bytes) -> Any:
         """One record's body decoded (``writers``: the ids met so far). Raises _Failure."""
