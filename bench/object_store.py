@@ -61,6 +61,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -389,10 +390,17 @@ def kafka_client(bootstrap: str):
 
 
 # -- one case -----------------------------------------------------------------------------------
-def java_load(classpath: str, bootstrap: str, rate: float, seconds: float, counter) -> dict:
+#: the Java producer's time blocked in send() for want of buffer.memory (--print-metrics)
+BUFFERPOOL_WAIT = re.compile(r"^producer-metrics:bufferpool-wait-time-ns-total:\{[^}]*\}"
+                             r"\s*:\s*([0-9.Ee+-]+)", re.M)
+
+
+def java_load(classpath: str, bootstrap: str, rate: float, seconds: float, counter,
+              batch_bytes: int = JAVA_BATCH_BYTES) -> dict:
     """Kafka's ``ProducerPerformance`` sending ``rate`` records/s for ``seconds`` s
-    (acks=all, idempotent, linger 5 ms, round-robin over the partitions), the counter
-    reset as it starts: (its summary, the counts, the window in seconds)."""
+    (acks=all, idempotent, linger 5 ms, round-robin over the partitions, ``batch_bytes``
+    batches), the counter reset as it starts: (its summary, the seconds its send()
+    blocked for want of buffer.memory, the counts, the window in seconds)."""
     from bench.kafka_side.kafka_clients import perf_summary
 
     records = max(1, int(rate * seconds))
@@ -405,15 +413,42 @@ def java_load(classpath: str, bootstrap: str, rate: float, seconds: float, count
            # Kafkas advise batches as large as the store's latency asks); each open
            # batch holds batch.size of buffer.memory (32 MiB by default: 1 MiB batches
            # at 64 partitions blocked send() for want of it)
-           f"batch.size={JAVA_BATCH_BYTES}", f"buffer.memory={JAVA_BUFFER_BYTES}",
-           "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"]
+           # Each batch, open or in flight, holds batch.size of buffer.memory however few
+           # records it carries: at 1,024 partitions of round-robin records 128 KiB
+           # batches leave room for 2,048 batches, about one in flight per partition,
+           # so send() blocks and the client, not the gateway, sets the pace (the
+           # blocked time is printed: --print-metrics' bufferpool-wait-time).
+           f"batch.size={batch_bytes}", f"buffer.memory={JAVA_BUFFER_BYTES}",
+           "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+           "--print-metrics"]
     counter.reset()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 10 + 120,
                           check=False)
     window = time.perf_counter() - t0
     counts, top = counter.snapshot()
-    return {**perf_summary(proc), "counts": counts, "top": top, "window_s": window}
+    blocked = BUFFERPOOL_WAIT.search(proc.stdout)
+    return {**perf_summary(proc), "counts": counts, "top": top, "window_s": window,
+            "blocked_s": float(blocked.group(1)) / 1e9 if blocked else math.nan}
+
+
+def profile_gateway(gw: GatewayProcess, side: Side, partitions: int, seconds: float):
+    """``py-spy record`` on the gateway for the counted window when
+    ``SPARKLOG_BENCH_PROFILE`` names a folder (collapsed stacks per side and partition
+    count, ``<folder>/<side>-<partitions>.txt``, for flamegraph.pl); None otherwise. Where a gateway's time
+    goes under the load is what decides what to make cheaper (issue 30)."""
+    folder = os.environ.get("SPARKLOG_BENCH_PROFILE")
+    if not folder or gw.proc is None:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    out = os.path.join(folder, f"{side.label}-{partitions}")
+    # --gil: only the thread holding the GIL is sampled (a gateway is one Python core:
+    # a thread waiting for the GIL inside a pyarrow call would otherwise count as busy);
+    # rate 100 and nonblocking: little cost to the gateway
+    return subprocess.Popen([spy, "record", "-o", out + ".txt", "--format", "raw", "--gil", "--pid", str(gw.proc.pid),
+                             "--duration", str(int(seconds)), "--rate", "100", "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def knows_setting(tree: str, key: str) -> bool:
@@ -468,14 +503,19 @@ def run_case(side: Side, case, partitions: int, args, log_path: str) -> dict:
         idle_s = case.span or args.idle
         if args.client == "java":
             bootstrap = f"127.0.0.1:{kafka_port}"
-            warm = java_load(args.java_classpath, bootstrap, rate, max(args.warmup, 1.0), case)
-            run = java_load(args.java_classpath, bootstrap, rate, args.seconds, case)
+            warm = java_load(args.java_classpath, bootstrap, rate, max(args.warmup, 1.0), case,
+                             args.java_batch_bytes)
+            spy = profile_gateway(gw, side, partitions, args.seconds)
+            run = java_load(args.java_classpath, bootstrap, rate, args.seconds, case,
+                            args.java_batch_bytes)
+            if spy is not None:
+                spy.wait(60)
             sent = warm["records"] + run["records"]
             acked_gb = run["records"] * RECORD_BYTES / 1e9
             counts, window = run["counts"], run["window_s"]
             out = {"top": run["top"], "ack_p50_ms": run["p50_ms"], "ack_p99_ms": run["p99_ms"],
                    "records": sent, "behind_s": 0.0, "warmup_s": warm["window_s"],
-                   "warm_partitions": partitions,
+                   "warm_partitions": partitions, "client_blocked_s": run["blocked_s"],
                    "mb_per_s": run["per_s"] * RECORD_BYTES / 1e6}
         else:
             if args.client == "kafka":
@@ -644,6 +684,10 @@ def main(argv: list[str] | None = None) -> int:
                     "0: no read-back; default 60, --quick 15")
     ap.add_argument("--sides", default=None, help="comma-separated subset of the sides to run "
                     "(per-partition, hot)")
+    ap.add_argument("--java-batch-bytes", type=int, default=JAVA_BATCH_BYTES,
+                    help=f"--client java: batch.size (default {JAVA_BATCH_BYTES}); each "
+                         f"batch holds this much of buffer.memory ({JAVA_BUFFER_BYTES >> 20} "
+                         "MiB), so at many partitions a smaller one keeps send() from blocking")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     parts = [int(p) for p in args.partitions.split(",")] if args.partitions else \
@@ -688,7 +732,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench.hdfs_side import MiniHdfs
 
             hdfs = stack.enter_context(MiniHdfs())
-        logdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="object-store-bench-"))
+        # the gateways' logs are kept beside the profiles when profiling
+        logdir = os.environ.get("SPARKLOG_BENCH_PROFILE") or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="object-store-bench-"))
+        os.makedirs(logdir, exist_ok=True)
         n = 0  # the case's number: its own HDFS prefix
         for p in parts:
             for side in sides:  # sides alternate within a partition count: the same noise
@@ -715,7 +762,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['mb_per_s']:.2f} MB/s; read {row['read']['records']:,} records "
                       f"in {row['read']['seconds']:.1f} s; warm-up {row['warmup_s']:.0f} s "
                       f"({row['warm_partitions']} partitions acked); the producer ended "
-                      f"{row['behind_s']:.1f} s behind its schedule", flush=True)
+                      f"{row['behind_s']:.1f} s behind its schedule"
+                      + (f"; its send() blocked {row['client_blocked_s']:.1f} s for want of "
+                         "buffer.memory" if "client_blocked_s" in row else ""), flush=True)
                 for count, what in row["top"][:5]:
                     print(f"      {count / row['window_s']:8.1f}/s {what}")
                 if row["idle_top"]:
@@ -740,7 +789,13 @@ def main(argv: list[str] | None = None) -> int:
     path = write_results(name, figures, quick=args.quick, out=args.out, store=args.store,
                          client=args.client, seconds=args.seconds, warmup=args.warmup,
                          mb_per_s=args.mb_per_s, partitions=parts, sides=[s.label for s in sides],
-                         note=note, failures=failures, **tree, top_requests={
+                         note=note, failures=failures, **tree,
+                         java_batch_bytes=args.java_batch_bytes if args.client == "java"
+                         else None,
+                         client_blocked_s={side: {r["partitions"]: r.get("client_blocked_s")
+                                                  for r in rows}
+                                           for side, rows in results.items()},
+                         top_requests={
                              side: {r["partitions"]: {"load": r["top"], "idle": r["idle_top"],
                                                       "read": r["read"]["top"]} for r in rows}
                              for side, rows in results.items()})
