@@ -79,6 +79,22 @@ def test_filters_match_as_kafka():
     assert AclFilter.exact(lit).matches(lit) and not AclFilter.exact(lit).matches(star)
 
 
+def test_subject_bindings_are_the_registrys_and_any_means_kafkas_types():
+    """Subject (the Schema Registry's) takes its operations only, and an "any" resource
+    type matches Kafka's four types only: Kafka's DescribeAcls/DeleteAcls and REST v3
+    /acls, which filter by "any", never see or remove a Subject binding."""
+    subj = acl("clicks-", op="Write", rtype="subject", pattern="PREFIXED")
+    assert (subj.resource_type, subj.pattern_type) == ("Subject", "PREFIXED")
+    with pytest.raises(InvalidAcl, match="Subject only supports"):
+        acl("x", op="Create", rtype="Subject")
+    topic = acl("clicks")
+    assert AclFilter.create().matches(topic) and not AclFilter.create().matches(subj)
+    assert AclFilter.create(None, "clicks-", "ANY").matches(subj) is False
+    assert AclFilter.create("Subject").matches(subj)
+    assert AclFilter.create("Subject", "clicks-value", "MATCH").matches(subj)
+    assert acls.Acls(1, (subj, topic)).matching() == [subj, topic]  # listing: every binding
+
+
 # -- the format -------------------------------------------------------------------------
 def test_document_round_trip_and_format(local_log):
     st = local_log.store
