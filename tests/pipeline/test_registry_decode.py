@@ -192,24 +192,42 @@ def test_json_schema_types():
                            ("c", pa.map_(pa.string(), pa.int64())), ("d", pa.string())])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.one_of(st.binary(max_size=40),
-                          st.binary(max_size=30).map(lambda b: header(1) + b),
-                          st.integers(0, 2 ** 32 - 1).map(lambda i: b"\0" + struct.pack(">I", i)))
-                , min_size=1, max_size=20))
-def test_hostile_records_fail_as_undecodable_or_read_as_null(tmp_path_factory, raws):
-    """Whatever the bytes: FAILFAST raises UndecodableRecord only, PERMISSIVE never raises
-    and gives a value for every record."""
+@pytest.fixture(scope="module")
+def fuzz_plan(tmp_path_factory):
+    """A plan decoding ``f-value`` (a string and an array of longs) in a store of its own."""
     from log_layout import open_log
+    from pipeline.registry_decode import FAILFAST, plan_column
 
     log = open_log(str(tmp_path_factory.mktemp("fuzz")))
-    log.create_topic("f", {"partitions": 1})
     register(log, "f-value", record("R", {"name": "s", "type": "string"},
                                     {"name": "xs", "type": {"type": "array", "items": "long"}}))
-    append(log, "f", 0, raws)
+    description = {"url": log.store.describe()["url"], "storage_options": None}
+    return plan_column(description, "value", "avro", "f-value", "latest", FAILFAST), description
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.binary(max_size=40),
+                          st.binary(max_size=30).map(lambda b: header(1) + b),
+                          st.integers(0, 2 ** 32 - 1).map(lambda i: b"\0" + struct.pack(">I", i)),
+                          st.none()),
+                min_size=1, max_size=20))
+def test_hostile_records_fail_as_undecodable_or_read_as_null(fuzz_plan, raws):
+    """Whatever the bytes: FAILFAST raises UndecodableRecord only, naming a record's
+    offset; PERMISSIVE never raises and gives a row for every record."""
+    import dataclasses
+
+    from pipeline.registry_decode import PERMISSIVE, decode_batch
+
+    plan, description = fuzz_plan
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(raws, pa.binary()),
+                                        "offset": pa.array(range(100, 100 + len(raws)),
+                                                           pa.int64())})
     try:
-        rows(log, subscribe="f", valueFormat="avro")
+        decode_batch(batch, (plan,), description, "f", 0)
     except UndecodableRecord as e:
-        assert e.topic == "f" and 0 <= e.offset < len(raws)
-    got = rows(log, subscribe="f", valueFormat="avro", mode="PERMISSIVE")
-    assert [r["offset"] for r in got] == list(range(len(raws)))
+        assert (e.topic, e.partition) == ("f", 0) and 100 <= e.offset < 100 + len(raws)
+    lenient = dataclasses.replace(plan, mode=PERMISSIVE)
+    got = decode_batch(batch, (lenient,), description, "f", 0)
+    assert got.num_rows == len(raws) and got.schema.field("value").type == plan.arrow_type
+    assert all(v is None for v, raw in zip(got.column("value").to_pylist(), raws) if raw is None)
