@@ -70,14 +70,9 @@ def _isolation(level: int) -> str | None:
 
 
 def check_partition(broker: Broker, topic: str, partition: int) -> None:
-    """Raises UnknownTopic, UnknownPartition, NotLeader (store reads: run off the loop)."""
-    from log_layout import UnknownPartition
-
-    info = broker.log.topic(topic)
-    if not 0 <= partition < info.partitions:
-        raise UnknownPartition(topic, partition, info.partitions)
-    if broker.cluster is not None:
-        broker.cluster.check_leader(topic, partition)
+    """Raises UnknownTopic, UnknownPartition, NotLeader (store reads: run off the loop):
+    the gateway's one check (``Gateway.check_partition``)."""
+    broker.gateway.check_partition(topic, partition)
 
 
 def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
