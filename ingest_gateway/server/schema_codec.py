@@ -20,7 +20,8 @@ text), read and written by ``fastavro``; a JSON Schema value is any JSON, valida
 ``jsonschema``. A record that does not fit its schema is refused (42203) before the
 schema is registered and before anything is produced: a request is all or nothing.
 
-Schemas are parsed once per id (ids never change their schema) and kept in a small LRU.
+Schemas are parsed once per id (ids never change their schema) or per text given, and
+kept in small LRUs.
 Every method may block on the store: adapters call them off the event loop.
 """
 
@@ -45,8 +46,10 @@ from ingest_gateway.server.schema_registry_errors import RegistryError
 
 MAGIC = 0
 _HEADER = struct.Struct(">bI")
-#: parsed schemas kept by id
+#: parsed schemas kept by id, and by text
 CACHE = 256
+#: longest schema text kept parsed (so the text cache holds at most ~16 MiB of text)
+CACHED_TEXT = 64 * 1024
 #: REST Proxy's embedded format names (v2 media types and consumer ``format``) and v3's
 #: data types, to the registry's schema types; the ones served
 V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
@@ -116,6 +119,9 @@ class SchemaCodec:
     def __init__(self, registry: SchemaRegistry):
         self.registry = registry
         self._by_id: collections.OrderedDict[int, Writer] = collections.OrderedDict()
+        #: (type, text as sent) -> (normalised text, parsed): schemas given as text
+        self._by_text: collections.OrderedDict[tuple[Any, str], tuple[str, Any]] = \
+            collections.OrderedDict()
         self._lock = threading.Lock()
 
     # -- which schema ----------------------------------------------------------------
@@ -144,13 +150,24 @@ class SchemaCodec:
     def _from_text(self, subject: str, choice: SchemaChoice) -> Writer:
         if not isinstance(choice.text, str):
             raise InvalidEmbeddedSchema("the schema must be a string")
-        try:
-            text = schema_types.normalize(choice.schema_type, choice.text)
-            schema_types.parse(choice.schema_type, text, [])  # bounds, names, defaults
-            parsed = _parse(choice.schema_type, text, [])
-        except (schema_types.InvalidSchemaText, schema_protobuf.InvalidProto) as e:
-            raise InvalidEmbeddedSchema(str(e)) from None
-        return Writer(choice.schema_type, subject, None, text, parsed)
+        key = (choice.schema_type, choice.text)
+        with self._lock:  # a client sends the same text with every request: parse it once
+            found = self._by_text.get(key)
+            if found is not None:
+                self._by_text.move_to_end(key)
+        if found is None:
+            try:
+                text = schema_types.normalize(str(choice.schema_type), choice.text)
+                schema_types.parse(str(choice.schema_type), text, [])  # bounds, names, defaults
+                found = (text, _parse(str(choice.schema_type), text, []))
+            except (schema_types.InvalidSchemaText, schema_protobuf.InvalidProto) as e:
+                raise InvalidEmbeddedSchema(str(e)) from None
+            if len(choice.text) <= CACHED_TEXT:
+                with self._lock:
+                    self._by_text[key] = found
+                    while len(self._by_text) > CACHE:
+                        self._by_text.popitem(last=False)
+        return Writer(str(choice.schema_type), subject, None, found[0], found[1])
 
     def _by_schema_id(self, schema_id: int) -> Writer:
         with self._lock:
