@@ -76,7 +76,8 @@ def test_avro_topic_becomes_a_typed_table_that_evolves(spark, gw, capsys):
     assert spark.table(table).schema["ms"].dataType.simpleString() == "int"
     # the topic itself, decoded by its subject with --schemas
     assert sql(store, f"SELECT value.url, valueSchemaId FROM {topic} ORDER BY offset", capsys,
-               "--schemas") == [{"url": "/a", "valueSchemaId": 1}, {"url": "/b", "valueSchemaId": 1}]
+               "--schemas") == [{"url": "/a", "valueSchemaId": 1},
+                                {"url": "/b", "valueSchemaId": 1}]
 
     # v2: ms widened to long, ref added; the next run evolves the table, then appends
     produce(gw, topic, V2, [{"url": "/c", "ms": 2 ** 40, "ref": "mail"}])
