@@ -335,10 +335,19 @@ def _parse(schema_type: str, text: str, referenced: list[tuple[str, str, str]]) 
 
     from ingest_gateway.server.schema_json_re2 import linear_validator  # jsonschema: lazily
 
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT7
+
     doc = json.loads(text)
     cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator) \
         if isinstance(doc, dict) else jsonschema.Draft7Validator
-    return linear_validator(cls)(doc)  # a client's pattern cannot backtrack without bound
+    # a "$ref" to another subject names it by its reference's name (Confluent's); nothing
+    # else resolves (no retrieval: a remote "$ref" is Unresolvable, answered 42207)
+    registry = Registry().with_resources(
+        (name, Resource.from_contents(json.loads(t), default_specification=DRAFT7))
+        for name, kind, t in referenced if kind == "JSON")
+    # a client's pattern cannot backtrack without bound
+    return linear_validator(cls)(doc, registry=registry)
 
 
 def _encode(writer: Writer, datum: Any, where: str) -> bytes:

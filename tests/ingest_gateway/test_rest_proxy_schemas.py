@@ -360,3 +360,24 @@ def test_json_schema_patterns_cannot_backtrack_without_bound(gw, http):
                                                               "records": [{"value": "aa"}]},
                        JSONSCHEMA_V2)
     assert (status, doc["error_code"]) == (422, 42207) and "linear time" in doc["message"], doc
+
+
+def test_json_schema_references_resolve_by_their_names(gw, http, registry):
+    """A JSON Schema whose ``$ref`` names another subject's schema by its reference name
+    (Confluent's references) validates through it when REST Proxy encodes by its id."""
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    topic = new_topic(gw)
+    address = json.dumps({"type": "object", "properties": {"zip": {"type": "string"}},
+                          "required": ["zip"]})
+    registry.register_schema(f"{topic}-address", Schema(address, "JSON"))
+    person = json.dumps({"type": "object", "properties": {
+        "name": {"type": "string"}, "home": {"$ref": "address.json"}}})
+    sid = registry.register_schema(f"{topic}-value", Schema(person, "JSON", [
+        SchemaReference("address.json", f"{topic}-address", 1)]))
+    ok = post(http, gw, f"/topics/{topic}", {"value_schema_id": sid, "records": [
+        {"value": {"name": "a", "home": {"zip": "1000"}}}]}, JSONSCHEMA_V2)
+    assert ok[0] == 200, ok
+    status, doc = post(http, gw, f"/topics/{topic}", {"value_schema_id": sid, "records": [
+        {"value": {"name": "a", "home": {"zip": 1000}}}]}, JSONSCHEMA_V2)
+    assert (status, doc["error_code"]) == (422, 42203) and "/home/zip" in doc["message"], doc
