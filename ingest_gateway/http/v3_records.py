@@ -29,8 +29,9 @@ null (a null value is a tombstone). With a schema, as Confluent's v3 API:
 given ``subject``), ``{"schema_id": 3, "data": ...}``, ``{"schema_version": 2,
 "subject": "s", "data": ...}`` or a type alone (the subject's latest): the data is
 encoded in Confluent's wire format (``server.schema_codec``) and the report adds
-``subject``, ``schema_id`` and ``schema_version``. Refused: ``subject_name_strategy``
-other than TOPIC_NAME (400), data not fitting its schema (422 42203), an unknown id or a
+``subject``, ``schema_id`` and ``schema_version``. ``subject_name_strategy``: TOPIC_NAME
+(the default), RECORD_NAME or TOPIC_RECORD_NAME (the schema's record name: ``schema_codec``).
+Refused: data not fitting its schema (422 42203), an unknown id or a
 registration the registry refuses (422 42207): each record on its own.
 Records go to the same service as v2 produce and Kafka's Produce
 (``Batcher.produce``, acks=all): validated whole before anything is written, then
@@ -84,11 +85,15 @@ def _schema_choice(row: str, which: str, raw: dict[str, Any]) -> SchemaChoice | 
         raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO, "
                          f"JSONSCHEMA or PROTOBUF, not {kind!r:.50}")
     strategy = named.pop("subject_name_strategy", "TOPIC_NAME")
-    if strategy != "TOPIC_NAME":
-        raise BadRequest(f"{row}: {which} subject_name_strategy {strategy!r:.40} is not served: "
-                         "give TOPIC_NAME or a subject")
+    if strategy not in schema_codec.STRATEGIES:
+        raise BadRequest(f"{row}: {which} subject_name_strategy must be one of "
+                         f"{', '.join(schema_codec.STRATEGIES)}, not {strategy!r:.40}")
     schema_id, version = named.get("schema_id"), named.get("schema_version")
     subject, text = named.get("subject"), named.get("schema")
+    if strategy != "TOPIC_NAME" and subject is None and schema_id is None and text is None:
+        # REST Proxy's: the subject comes from the schema's name, so a schema is needed
+        raise BadRequest(f"{row}: {which} cannot use subject_name_strategy={strategy} "
+                         "without schema_id or schema")
     for name, value in (("schema_id", schema_id), ("schema_version", version)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or not 1 <= value <= 2**31 - 1):
@@ -103,7 +108,8 @@ def _schema_choice(row: str, which: str, raw: dict[str, Any]) -> SchemaChoice | 
         raise BadRequest(f"{row}: {which} takes one of schema_id, schema_version or (type and "
                          "schema), with subject optional; a type goes with a schema or alone")
     return SchemaChoice(None if kind is None else schema_codec.V3_TYPES[kind], text=text,
-                        schema_id=schema_id, subject=subject, version=version)
+                        schema_id=schema_id, subject=subject, version=version,
+                        strategy=strategy)
 
 
 def _data(row: str, which: str, raw: Any

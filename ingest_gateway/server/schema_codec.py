@@ -55,6 +55,9 @@ CACHED_TEXT = 64 * 1024
 V2_FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 V3_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON", "PROTOBUF": "PROTOBUF"}
 V3_NAMES = {"AVRO": "AVRO", "JSON": "JSONSCHEMA", "PROTOBUF": "PROTOBUF"}
+#: Confluent's subject name strategies: ``{topic}-key|value``, the schema's record name
+#: (Avro's full name, Protobuf's first message's, JSON Schema's ``title``), or both
+STRATEGIES = ("TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME")
 
 #: an ACL check of registering under a subject: raises NotAuthorized (None: no check)
 Authorize = Callable[[str], None] | None
@@ -71,6 +74,7 @@ class SchemaChoice:
     schema_id: int | None = None
     subject: str | None = None
     version: int | str | None = None
+    strategy: str = "TOPIC_NAME"  # the subject when none is given (STRATEGIES)
 
 
 @dataclasses.dataclass
@@ -130,11 +134,15 @@ class SchemaCodec:
         InvalidEmbeddedSchema (text that does not parse), SchemaSerializationFailed
         (an id, subject or version the registry does not hold, or of another type)."""
         subject = choice.subject or f"{topic}-{'key' if is_key else 'value'}"
+        by_record = choice.subject is None and choice.strategy != "TOPIC_NAME"
         try:
             if choice.schema_id is not None:
                 found = self._by_schema_id(choice.schema_id)
             elif choice.text is not None:
-                return self._from_text(subject, choice)
+                writer = self._from_text(subject, choice)
+                if by_record:
+                    writer.subject = _record_subject(topic, choice.strategy, writer)
+                return writer
             else:
                 doc = self.registry.version(subject, "latest" if choice.version is None
                                             else choice.version)
@@ -145,6 +153,8 @@ class SchemaCodec:
         if choice.schema_type is not None and found.schema_type != choice.schema_type:
             raise SchemaSerializationFailed(f"schema {found.schema_id} is {found.schema_type}, "
                                             f"not {choice.schema_type}")
+        if by_record:
+            subject = _record_subject(topic, choice.strategy, found)
         return dataclasses.replace(found, subject=subject)
 
     def _from_text(self, subject: str, choice: SchemaChoice) -> Writer:
@@ -314,6 +324,23 @@ class SchemaCodec:
         except Exception as e:  # noqa: BLE001 - any decoder failure means bytes it cannot read
             raise NotWireFormat(f"does not decode by schema {schema_id}: "
                                 f"{type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _record_subject(topic: str, strategy: str, writer: Writer) -> str:
+    """The subject of ``writer``'s schema under RECORD_NAME / TOPIC_RECORD_NAME (Confluent's
+    ``RecordNameStrategy``: Avro's full name, Protobuf's first message's full name, JSON
+    Schema's ``title``); raises InvalidEmbeddedSchema when the schema has none."""
+    if writer.schema_type == "AVRO":
+        name = writer.parsed.get("name") if isinstance(writer.parsed, dict) else None
+    elif writer.schema_type == "PROTOBUF":
+        name = writer.parsed.first.DESCRIPTOR.full_name
+    else:
+        schema = writer.parsed.schema
+        name = schema.get("title") if isinstance(schema, dict) else None
+    if not isinstance(name, str) or not name:
+        raise InvalidEmbeddedSchema(f"subject_name_strategy={strategy} needs a named record "
+                                    "(an Avro record, a Protobuf message, a JSON Schema title)")
+    return name if strategy == "RECORD_NAME" else f"{topic}-{name}"
 
 
 def _parse(schema_type: str, text: str, referenced: list[tuple[str, str, str]]) -> Any:

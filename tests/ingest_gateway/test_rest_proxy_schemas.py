@@ -300,7 +300,10 @@ def test_bad_v3_shapes_refused(gw, http, cluster):
         ({"schema": CLICK, "data": {}}, 400, 40001),  # text without a type
         ({"schema_id": 1, "schema_version": 1, "data": {}}, 400, 40001),
         ({"type": "AVRO", "schema_id": True, "data": {}}, 400, 40001),
-        ({"type": "AVRO", "subject_name_strategy": "RECORD_NAME", "schema": CLICK}, 400, 40001),
+        ({"type": "AVRO", "subject_name_strategy": "RECORD_NAME", "data": {}}, 400, 40001),
+        ({"type": "AVRO", "subject_name_strategy": "FOO", "schema": CLICK}, 400, 40001),
+        ({"type": "JSONSCHEMA", "subject_name_strategy": "RECORD_NAME", "schema": ORDER,
+          "data": {"id": 1}}, 422, 42205),  # RECORD_NAME needs a title
         ({"type": "AVRO", "schema": CLICK, "data": {"url": 1}}, 422, 42203),
         ({"schema_id": 987654, "data": {}}, 422, 42207),
         ({"type": "AVRO", "subject": "nobody-value", "data": {}}, 422, 42207),
@@ -381,3 +384,30 @@ def test_json_schema_references_resolve_by_their_names(gw, http, registry):
     status, doc = post(http, gw, f"/topics/{topic}", {"value_schema_id": sid, "records": [
         {"value": {"name": "a", "home": {"zip": 1000}}}]}, JSONSCHEMA_V2)
     assert (status, doc["error_code"]) == (422, 42203) and "/home/zip" in doc["message"], doc
+
+
+def test_v3_record_name_strategies(gw, http, registry, cluster):
+    """subject_name_strategy RECORD_NAME / TOPIC_RECORD_NAME: the subject is the schema's
+    record name (Avro's full name), or the topic and it, as Confluent's strategies."""
+    topic = new_topic(gw)
+    path = f"/v3/clusters/{cluster}/topics/{topic}/records"
+    value = {"url": "/r", "ms": 1, "referrer": None}
+    got = {}
+    for strategy in ("RECORD_NAME", "TOPIC_RECORD_NAME"):
+        status, doc = post(http, gw, path, {"value": {
+            "type": "AVRO", "subject_name_strategy": strategy, "schema": CLICK, "data": value}},
+            "application/json")
+        assert status == 200, doc
+        got[strategy] = doc["value"]["subject"]
+    assert got == {"RECORD_NAME": "demo.Click", "TOPIC_RECORD_NAME": f"{topic}-demo.Click"}
+    sid = registry.get_latest_version("demo.Click").schema_id
+    assert registry.get_latest_version(f"{topic}-demo.Click").schema_id == sid
+    # by id, the strategy names the subject the report gives
+    status, doc = post(http, gw, path, {"value": {
+        "subject_name_strategy": "RECORD_NAME", "schema_id": sid, "data": value}},
+        "application/json")
+    assert (status, doc["value"]["subject"], doc["value"]["schema_version"]) == \
+        (200, "demo.Click", 1), doc
+    de = AvroDeserializer(registry)
+    assert all(de(m.value(), SerializationContext(topic, MessageField.VALUE)) == value
+               for m in consume(gw, topic, 3))
