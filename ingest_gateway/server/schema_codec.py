@@ -1,6 +1,7 @@
 """Keys and values in Confluent's wire format, through the gateway's Schema Registry:
-REST Proxy's embedded formats (v2 ``vnd.kafka.avro.v2+json`` / ``jsonschema``, v3
-records with ``"type": "AVRO" | "JSON"``) and the v2 consumers that read them back.
+REST Proxy's embedded formats (v2 ``vnd.kafka.avro.v2+json`` / ``jsonschema`` /
+``protobuf``, v3 records with ``"type": "AVRO" | "JSONSCHEMA" | "PROTOBUF"``) and the v2
+consumers that read them back.
 
 **The wire format** (Confluent's serializers): byte 0 is the magic byte ``0``, bytes 1-4
 the schema id (big-endian), then the payload: Avro's binary encoding of the datum
@@ -11,18 +12,19 @@ message indexes and the message (``schema_protobuf``: the ``.proto`` compiled by
 
 **Which schema** (``kafka-rest``'s ``SchemaManagerImpl``): an id (the schema of that id);
 a subject and version, or a version alone (the topic's ``{topic}-key`` /
-``{topic}-value`` subject, Confluent's TopicNameStrategy); schema text (looked up in
-that subject, registered there when absent); or nothing (the subject's latest version).
+``{topic}-value`` subject, Confluent's TopicNameStrategy, or the schema's record name:
+:data:`STRATEGIES`); schema text (looked up in that subject, registered there when
+absent, after the caller's ACL check); or nothing (the subject's latest version).
 
 **Data as JSON**: Avro data is Avro's JSON encoding, as Confluent's REST Proxy takes
 and answers it (a union's branch named, ``{"string": "x"}``; bytes as ISO-8859-1
 text), read and written by ``fastavro``; a JSON Schema value is any JSON, validated by
-``jsonschema``. A record that does not fit its schema is refused (42203) before the
+``jsonschema`` (a ``$ref`` to another subject by its reference's name); Protobuf data is
+Protobuf's canonical JSON. A record that does not fit its schema is refused (42203) before the
 schema is registered and before anything is produced: a request is all or nothing.
 
 Schemas are parsed once per id (ids never change their schema) or per text given, and
-kept in small LRUs.
-Every method may block on the store: adapters call them off the event loop.
+kept in small LRUs. Every method may block on the store: adapters call them off the event loop.
 """
 
 from __future__ import annotations
