@@ -242,7 +242,12 @@ class _Decoder:
     def _read_one(self, writers: dict[int, Any], schema_id: int, body: bytes) -> Any:
         """One record's body decoded (``writers``: the ids met so far). Raises _Failure."""
         if schema_id not in writers:
-            writers[schema_id] = self._writer(schema_id)
+            try:
+                writers[schema_id] = self._writer(schema_id)
+            except _Failure as e:  # kept: an unknown id is not looked up once per record
+                writers[schema_id] = e
+        if isinstance(writers[schema_id], _Failure):
+            raise _Failure(str(writers[schema_id]))  # a new one: no traceback piling up
         try:
             if self.plan.format == "jsonschema":
                 return json.loads(body)
