@@ -24,6 +24,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from log_layout import open_log  # noqa: E402
+from tests import jvm  # noqa: E402
+
+jvm.install()  # before any JVM starts: every worker and child inherits it
 
 BACKENDS = ["file", "memory", "s3", "hdfs"]
 #: backends on a server, each marked with its name (``-m "not hdfs"`` deselects it)
@@ -53,7 +56,7 @@ def s3_server():
 def hdfs_server():
     from bench.hdfs_side import MiniHdfs
 
-    with MiniHdfs() as server:
+    with MiniHdfs(java_options=jvm.QUICK_START) as server:
         yield server
 
 

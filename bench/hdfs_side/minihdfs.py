@@ -18,7 +18,8 @@ block report: Hadoop's 400 ms retry made a small file ~200 ms, 20 ms made closes
 in steps of the sleep; 2 ms, with 10 retries, ~20 ms).
 ``MiniHdfs(permissions=True)`` turns permission checks on (the process's own user is
 the superuser, ``/`` is 1777) and has the NameNode issue delegation tokens without
-Kerberos, for tests of which user a client acts as.
+Kerberos, for tests of which user a client acts as. ``java_options`` are added to its
+JVM's command line (the test suite starts it with C1 only: ``tests/jvm.py``).
 
 Facts measured with this cluster (tests/log_layout/test_webhdfs.py relies on them):
 start-up 7-10 s, ~300 MB; ``CREATE overwrite=false`` has one winner among racing
@@ -48,9 +49,11 @@ LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "MiniHdfs.ja
 class MiniHdfs:
     """A MiniDFSCluster in a child JVM; ``start()`` waits until WebHDFS answers."""
 
-    def __init__(self, *, startup_timeout_s: float = 120.0, permissions: bool = False):
+    def __init__(self, *, startup_timeout_s: float = 120.0, permissions: bool = False,
+                 java_options: tuple[str, ...] = ()):
         self.timeout = startup_timeout_s
         self.permissions = permissions
+        self.java_options = tuple(java_options)
         self.proc: subprocess.Popen | None = None
         self.base = ""
         self.rpc_port = self.http_port = 0
@@ -79,7 +82,7 @@ class MiniHdfs:
         while self.http_port == self.rpc_port:
             self.http_port = free_port()
         self.proc = subprocess.Popen(
-            ["java", "-Xmx512m", "-cp", jars.classpath, LAUNCHER, self.base,
+            ["java", "-Xmx512m", *self.java_options, "-cp", jars.classpath, LAUNCHER, self.base,
              str(self.rpc_port), str(self.http_port)]
             + (["permissions"] if self.permissions else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

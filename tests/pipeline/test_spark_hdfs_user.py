@@ -20,6 +20,7 @@ import urllib3
 
 from bench.hdfs_side import MiniHdfs
 from log_layout import open_log
+from tests import jvm
 from tests.jobs.cli_proc import sparklog, text
 from tests.pipeline.conftest import append
 
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.hdfs, pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def hdfs():
-    with MiniHdfs(permissions=True) as server:
+    with MiniHdfs(permissions=True, java_options=jvm.QUICK_START) as server:
         yield server
 
 

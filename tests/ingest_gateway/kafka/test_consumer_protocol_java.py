@@ -20,6 +20,7 @@ import pytest
 
 from jobs.gateway_process import wait_for
 from log_layout import open_log
+from tests import jvm
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.ingest_gateway.test_fetch_http import produce
 
@@ -61,10 +62,10 @@ class Verifiable:
     """One VerifiableConsumer process; ``events`` are its JSON lines as they come."""
 
     def __init__(self, tools, gw, group: str, protocol: str, log_path: str):
-        cmd = ["java", "-Xmx256m", "-cp", tools.classpath,
+        cmd = jvm.java("-cp", tools.classpath,
                "org.apache.kafka.tools.VerifiableConsumer",
                "--bootstrap-server", gw.bootstrap, "--topic", TOPIC, "--group-id", group,
-               "--group-protocol", protocol, "--reset-policy", "earliest"]
+               "--group-protocol", protocol, "--reset-policy", "earliest")
         if protocol == "classic":
             cmd += ["--session-timeout", "6000"]
         self.events: list[dict] = []
@@ -151,9 +152,9 @@ def test_describe_groups_from_kafka_consumer_groups_tool(tools, gateway, tmp_pat
         wait_for(lambda: m.owned() == set(range(PARTITIONS)), timeout=60, interval=0.2,
                  what="the member owning every partition")
         out = subprocess.run(
-            ["java", "-Xmx256m", "-cp", tools.classpath, "org.apache.kafka.tools.consumer.group"
+            jvm.java("-cp", tools.classpath, "org.apache.kafka.tools.consumer.group"
              ".ConsumerGroupCommand", "--bootstrap-server", gateway.bootstrap, "--describe",
-             "--group", "java-describe", "--members", "--verbose"],
+             "--group", "java-describe", "--members", "--verbose"),
             capture_output=True, text=True, timeout=120, env={**os.environ})
         assert out.returncode == 0, out.stderr[-2000:]
         assert "java-describe" in out.stdout and TOPIC in out.stdout, out.stdout

@@ -18,6 +18,7 @@ import pytest
 
 from log_layout import open_log
 from log_layout import transactions as tx
+from tests import jvm
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.log_layout.txn_helpers import plain_append, txn_append
 
@@ -48,8 +49,8 @@ def gw(tmp_path_factory):
 
 def run(tools, gw, main: str, *args: str, ok: bool = True) -> str:
     """Run one tool's main class; its stdout (stderr too when ``ok`` is False)."""
-    cmd = ["java", "-Xmx256M", "-cp", tools.classpath, f"org.apache.kafka.tools.{main}",
-           "--bootstrap-server", gw.bootstrap, *args]
+    cmd = jvm.java("-cp", tools.classpath, f"org.apache.kafka.tools.{main}",
+           "--bootstrap-server", gw.bootstrap, *args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "KAFKA_LOG4J_OPTS": ""})
     if ok:
@@ -175,9 +176,9 @@ def test_the_java_consumer_reads_in_a_fetch_session(tools, gw):
     before = _metric(gw, "sparklog_gateway_kafka_fetch_sessions")
     # more records asked than there are: it reads all, then polls caught up until its
     # timeout, in its session; on close it ends the session (a final-epoch Fetch)
-    cmd = ["java", "-Xmx256M", "-cp", tools.classpath,
+    cmd = jvm.java("-cp", tools.classpath,
            "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", gw.bootstrap,
-           "--topic", "sess", "--messages", "3000", "--timeout", "8000", "--group", "sess-g"]
+           "--topic", "sess", "--messages", "3000", "--timeout", "8000", "--group", "sess-g")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         seen, partitions = 0.0, 0.0

@@ -25,6 +25,7 @@ import pytest
 from ingest_gateway.security import passwords
 from log_layout import open_log, scram as scram_docs
 from log_layout import transactions as tx
+from tests import jvm
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_broker]
@@ -65,7 +66,7 @@ def props(gw, mechanism: str, user: str, password: str, name: str) -> str:
 
 
 def java(tools, main: str, *args: str, stdin: str | None = None, timeout: int = 180) -> str:
-    cmd = ["java", "-Xmx256M", "-cp", tools.classpath, f"org.apache.kafka.tools.{main}", *args]
+    cmd = jvm.java("-cp", tools.classpath, f"org.apache.kafka.tools.{main}", *args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin,
                           env={**os.environ, "KAFKA_LOG4J_OPTS": ""})
     assert proc.returncode == 0, (cmd, proc.stdout[-2000:], proc.stderr[:2500])

@@ -1,0 +1,35 @@
+"""How the suite starts its JVMs: for a quick start, not for a long run.
+
+A test's JVM (a SparkSession, a ``sparklog sql`` or ``materialize`` process, a standalone
+cluster's master, worker and executors, a MiniDFSCluster, one of Kafka's tools) lives
+seconds to a few minutes. HotSpot's C2 compiler spends much of that on code the test
+never runs long enough to need it for, on the same two cores the tests share: with C1
+only and the serial collector a local SparkSession's start and first Delta write and read
+took 20 CPU-seconds instead of 40 (2026-11-29). The product's own defaults are not
+changed: this is the test environment's choice, as it would be a developer's
+``SPARK_CONF_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: C1 only, and the serial collector (no parallel GC threads on two cores)
+QUICK_START = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+#: ``spark-defaults.conf`` with ``spark.{driver,executor}.defaultJavaOptions`` set to
+#: :data:`QUICK_START` (they come before any ``extraJavaOptions`` a job sets)
+SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_conf")
+
+
+def java(*args: str, heap: str = "256m") -> list[str]:
+    """The command line of a short-lived JVM: ``java`` with :data:`QUICK_START`."""
+    return ["java", f"-Xmx{heap}", *QUICK_START, *args]
+
+
+def install() -> None:
+    """Point every Spark this process and its children start at :data:`SPARK_CONF_DIR`,
+    and a standalone cluster's master and worker at :data:`QUICK_START`, unless the
+    environment already chose."""
+    os.environ.setdefault("SPARK_CONF_DIR", SPARK_CONF_DIR)
+    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(QUICK_START))
