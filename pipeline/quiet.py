@@ -7,8 +7,8 @@ JDK's incubator warning, log4j's banner, NativeCodeLoader's WARN and raw
 * log4j 2 reads ``conf/log4j2.properties`` (errors only; task-failure logs off:
   a failure reaches the caller as the exception, which the CLI states in one line);
 * the console progress bar is off (``spark.ui.showConsoleProgress``);
-* the JVM's standard error, which it inherits from this process, is a pipe read by
-  a thread here that drops the start-up noise (:data:`NOISE`) and forwards the rest.
+* the JVM's standard output and error, which it inherits from this process, are pipes
+  read by threads here that drop the start-up noise (:data:`NOISE`) and forward the rest.
   If the start fails, everything the JVM said is forwarded: the reason is in it.
 
 ``SPARKLOG_VERBOSE=1`` (``sparklog --verbose``) leaves Spark as it is.
@@ -63,25 +63,15 @@ def spark_configs() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def jvm_stderr() -> Iterator[None]:
-    """Around the JVM's launch: the JVM gets a pipe as its standard error, filtered by
-    a daemon thread for its whole life (see the module docstring). Does nothing when
-    verbose, or when standard error is not a file descriptor."""
+def jvm_output() -> Iterator[None]:
+    """Around the JVM's launch: the JVM gets pipes as its standard output and error, each
+    filtered by a daemon thread for its whole life (see the module docstring; Ivy writes
+    its ``:: loading settings`` line to standard output). Does nothing when verbose; a
+    stream that is not a file descriptor is left as it is."""
     if verbose():
         yield
         return
-    try:
-        sys.stderr.flush()
-        real = os.dup(2)
-    except (OSError, ValueError):
-        yield
-        return
-    read_end, write_end = os.pipe()
-    os.dup2(write_end, 2)
-    os.close(write_end)
-    relay = _Relay(real)
-    threading.Thread(target=relay.run, args=(read_end,), daemon=True,
-                     name="sparklog-jvm-stderr").start()
+    relays = [relay for relay in (_redirect(sys.stdout, 1), _redirect(sys.stderr, 2)) if relay]
     failed = False
     try:
         yield
@@ -89,16 +79,35 @@ def jvm_stderr() -> Iterator[None]:
         failed = True
         raise
     finally:
-        os.dup2(real, 2)  # this process's standard error is its own again; the JVM keeps the pipe
-        relay.started(failed)
+        for relay in relays:
+            relay.started(failed)
+
+
+def _redirect(stream, fd: int) -> "_Relay | None":
+    """Point ``fd`` at a pipe read by a new :class:`_Relay` to the real one, until
+    :meth:`_Relay.started`; None when ``fd`` is not there to redirect."""
+    try:
+        stream.flush()
+        real = os.dup(fd)
+    except (OSError, ValueError):
+        return None
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, fd)
+    os.close(write_end)
+    relay = _Relay(fd, real)
+    threading.Thread(target=relay.run, args=(read_end,), daemon=True,
+                     name=f"sparklog-jvm-fd{fd}").start()
+    return relay
 
 
 class _Relay:
-    """Copies the JVM's lines to the real standard error without :data:`NOISE`. Until
-    the start ends it holds them: all are shown if the start failed."""
+    """Copies the JVM's lines to the real stream without :data:`NOISE`. Until the start
+    ends it holds them: all are shown if the start failed."""
 
-    def __init__(self, real: int):
-        self.out = os.fdopen(real, "wb")
+    def __init__(self, fd: int, real: int):
+        self.fd = fd
+        self.real = real
+        self.out = os.fdopen(os.dup(real), "wb")
         self.lock = threading.Lock()
         self.held: list[bytes] | None = []
         self.failed = False
@@ -113,6 +122,10 @@ class _Relay:
                         self._write([line])
 
     def started(self, failed: bool) -> None:
+        """The launch is over: this process's ``fd`` is its own again (the JVM keeps the
+        pipe), and what the JVM said so far is shown (all of it if the start failed)."""
+        os.dup2(self.real, self.fd)
+        os.close(self.real)
         with self.lock:
             held, self.held, self.failed = self.held or [], None, failed
             self._write(held if failed else [line for line in held if not _noise(line)])

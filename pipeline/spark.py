@@ -212,7 +212,7 @@ def session(*, master: str | None = None, app_name: str | None = None,
         print(f"sparklog: fetching {', '.join(coordinates)} from Maven Central into "
               f"{_ivy_dir(spark_settings)} (once)" + (" - S3A's AWS SDK is ~690 MB" if s3 else ""),
               file=sys.stderr, flush=True)
-    with quiet.jvm_stderr(), _environment(hadoop_env(settings, locations)):
+    with quiet.jvm_output(), _environment(hadoop_env(settings, locations)):
         spark = builder.getOrCreate()
     if not cached:
         _remember_jars(spark, spark_settings, coordinates)

@@ -37,6 +37,7 @@ def test_a_first_start_and_a_query_print_only_the_result(tmp_path):
     assert re.search(r"\bn\b", out) and "0" in out
     noisy = [line for line in err.splitlines() if SPARK_NOISE.search(line)]
     assert noisy == [], err
+    assert ":: loading settings" not in out and "Ivy" not in out, out  # Ivy writes to stdout
     assert [line for line in err.splitlines() if line.strip()] == [
         line for line in err.splitlines() if line.startswith("sparklog: fetching")]
     assert "sparklog: fetching io.delta:delta-spark" in err
