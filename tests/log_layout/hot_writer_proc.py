@@ -9,7 +9,9 @@ parent that kills it knows exactly what was acknowledged.
 ``HOT_CRASH=<where>:<n>`` kills the process with SIGKILL at the n-th ``where``:
 ``upload`` (inside a shared object's upload, half of it written on a local store),
 ``entry`` (after the object is stored, before its entry is created) or ``acked``
-(just after an entry is created, before anyone is told).
+(just after an entry is created, before anyone is told). ``HOT_DEPTH=<k>`` appends k
+rounds before waiting for the first (default 1), so a flush takes several appends of
+each partition: one segment per partition (``log_layout.hot_plan``).
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ def main(argv: list[str]) -> int:
         _crash_at(log.store, where, int(n))
     print("ready", flush=True)
     out = sys.stdout
-    for r in range(100_000):
+    depth = int(os.environ.get("HOT_DEPTH", "1"))
+    for first in range(0, 100_000, depth):
         futures = [(p, f"r{r}-p{p}", w.append_async(pa.table({"value": [f"r{r}-p{p}".encode()]})))
-                   for p, w in enumerate(writers)]
+                   for r in range(first, first + depth) for p, w in enumerate(writers)]
         for p, value, fut in futures:
             res = fut.result()
             out.write(json.dumps({"p": p, "offset": res.base_offset, "value": value}) + "\n")

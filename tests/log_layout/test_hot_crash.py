@@ -22,9 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PARTITIONS = 4
 
 
-def _run_and_kill(store, crash: str | None, acks_before_kill: int = 0) -> list[dict]:
+def _run_and_kill(store, crash: str | None, acks_before_kill: int = 0,
+                  depth: int = 1) -> list[dict]:
     url, options = store
-    env = {**os.environ, **({"HOT_CRASH": crash} if crash else {})}
+    env = {**os.environ, **({"HOT_CRASH": crash} if crash else {}), "HOT_DEPTH": str(depth)}
     child = subprocess.Popen([sys.executable, "-m", "tests.log_layout.hot_writer_proc", url,
                               "t", str(PARTITIONS)] + ([json.dumps(options)] if options else []),
                              cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
@@ -77,3 +78,20 @@ def test_sigkill_of_a_hot_writer(backend, crash, request, tmp_path):
     open_log(store[0], storage_options=store[1]).create_topic("t", {"partitions": PARTITIONS})
     acks = _run_and_kill(store, crash, acks_before_kill=37)
     _check_after_crash(store, acks)
+
+
+@pytest.mark.parametrize("crash", ["upload:3", "entry:3", "acked:3"])
+def test_sigkill_of_a_hot_writer_whose_flushes_hold_runs_of_appends(crash, request, tmp_path):
+    """Each flush takes several appends of every partition, written as one segment per
+    partition (log_layout.hot_plan): killed mid-upload, mid-commit and just after a
+    commit, every acknowledged record still reads back once at its offset, and nothing
+    of an uncommitted run shows."""
+    store = make_log_url("file", request, tmp_path)
+    open_log(store[0], storage_options=store[1]).create_topic("t", {"partitions": PARTITIONS})
+    acks = _run_and_kill(store, crash, depth=6)
+    _check_after_crash(store, acks)
+    log = open_log(store[0], storage_options=store[1])
+    # runs were written: some hot segment holds several appends
+    counts = [s.count for p in range(PARTITIONS)
+              for s in log.partition("t", p).snapshot().segments if s.file.endswith(".wal")]
+    assert max(counts) > 1
