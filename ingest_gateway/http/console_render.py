@@ -149,8 +149,11 @@ def _nice_max(v: float, binary: bool = False) -> float:
 
 
 def _short(v: float, unit: str) -> str:
+    """``v`` as an axis tick or legend reads it: ``1.5 KiB/s``, ``0.25 B/s``, ``12k rec/s``."""
     if unit == "B/s":
-        return size(v) + "/s"
+        # below a KiB, whole bytes would print an idle gateway's ticks (0.25, 0.5, 0.75
+        # B/s) as "0 B/s" twice and "1 B/s" twice
+        return f"{v:.3g} B/s" if abs(v) < 1024 else size(v) + "/s"
     for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
             return f"{v / div:.3g}{suffix}{unit}"
