@@ -105,6 +105,7 @@ def compile_schema(text: str, referenced: list[tuple[str, str]]) -> ProtoSchema:
                 d = _as_descriptor(t)
                 if d is not None:
                     _add(pool, d)
+            _add_well_known(pool, given)
             _add(pool, given)
             file = pool.FindFileByName(given.name)
         else:
@@ -120,6 +121,46 @@ def compile_schema(text: str, referenced: list[tuple[str, str]]) -> ProtoSchema:
         raise InvalidProto("the schema defines no message")
     first = message_factory.GetMessageClass(list(file.message_types_by_name.values())[0])
     return ProtoSchema(file, first)
+
+
+def _add_well_known(pool: Any, file_proto: Any) -> None:
+    """Add the ``google/protobuf/*.proto`` files ``file_proto`` imports and no reference
+    gave: confluent-kafka's serializer skips them as references (``skip.known.types``),
+    as Confluent's registry knows them itself."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    for dep in file_proto.dependency:
+        if not dep.startswith("google/protobuf/"):
+            continue
+        try:
+            pool.FindFileByName(dep)
+            continue
+        except KeyError:
+            pass
+        try:
+            known = descriptor_pool.Default().FindFileByName(dep)
+        except KeyError:
+            _import_well_known(dep)
+            try:
+                known = descriptor_pool.Default().FindFileByName(dep)
+            except KeyError:
+                continue  # not a well-known file: building the pool says which is missing
+        proto = descriptor_pb2.FileDescriptorProto()
+        known.CopyToProto(proto)
+        _add_well_known(pool, proto)
+        _add(pool, proto)
+
+
+def _import_well_known(name: str) -> None:
+    """Import the ``_pb2`` module of a well-known file so the default pool holds it."""
+    import importlib
+
+    stem = name[len("google/protobuf/"):-len(".proto")]
+    if name.endswith(".proto") and stem.replace("_", "").replace("/", "").isalnum():
+        try:
+            importlib.import_module("google.protobuf." + stem.replace("/", ".") + "_pb2")
+        except ImportError:
+            pass
 
 
 def _add(pool: Any, file_proto: Any) -> None:

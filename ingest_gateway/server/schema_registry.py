@@ -209,8 +209,11 @@ class SchemaRegistry:
     def _parsed(self, doc: dict[str, Any], kind: str, text: str,
                 refs: tuple[Reference, ...]) -> Any:
         try:
-            return schema_types.parse(kind, text,
-                                      [(k, t) for _n, k, t in self._resolved(doc, refs)])
+            resolved = self._resolved(doc, refs)
+            # Protobuf's imports name their files: its references go by name
+            referenced = [(n, t) for n, k, t in resolved if k == "PROTOBUF"] \
+                if kind == "PROTOBUF" else [(k, t) for _n, k, t in resolved]
+            return schema_types.parse(kind, text, referenced)
         except schema_types.InvalidSchemaText as e:
             raise invalid_schema(f"Invalid schema: {e}") from None
 

@@ -11,8 +11,9 @@
   enum narrowing, recursively through properties and items. Numeric and string
   bounds, combinators (``oneOf``/``anyOf``/``allOf``), ``$ref`` and
   ``patternProperties`` are NOT compared.
-- **PROTOBUF**: stored and served as text, with references; no parser and no
-  compatibility check (every pair is compatible): said plainly in the README.
+- **PROTOBUF**: stored and served as given (``.proto`` text or a base64
+  ``FileDescriptorProto``), compiled by ``protoc`` (``schema_protobuf``: invalid is
+  42201); compatibility is Confluent's (``schema_protobuf_compat``).
 
 Every parse is bounded: the schema text arrives inside a request body the gateway
 already bounded, and nesting deeper than :data:`MAX_DEPTH` is refused before a
@@ -76,17 +77,20 @@ def normalize(schema_type: str, text: str) -> str:
     return json.dumps(_json(text), separators=(",", ":"), ensure_ascii=False)
 
 
-
-
-
 def parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> Any:
     """The parsed schema (for compatibility checks); ``referenced`` are the (type, text) of
-    the schemas it references, dependencies first. Raises InvalidSchemaText."""
+    the schemas it references, dependencies first; for PROTOBUF the (import name, text)
+    of the Protobuf ones, as its imports name them. Raises InvalidSchemaText."""
     if schema_type == "AVRO":
         return _parse_avro(text, referenced)
     if schema_type == "JSON":
         return _parse_json_schema(text)
-    return text  # PROTOBUF: text only (module docstring)
+    from ingest_gateway.server import schema_protobuf
+
+    try:
+        return schema_protobuf.compile_schema(text, referenced)
+    except schema_protobuf.InvalidProto as e:
+        raise InvalidSchemaText(f"invalid Protobuf schema: {e}") from None
 
 
 def _avro_shape(doc: Any) -> Any:
@@ -253,7 +257,9 @@ def incompatibilities(schema_type: str, reader: Any, writer: Any) -> list[str]:
                 f"{', '.join(sorted(result.locations))}: {', '.join(sorted(result.messages))}"]
     if schema_type == "JSON":
         return json_incompatibilities(reader, writer, "#")
-    return []
+    from ingest_gateway.server import schema_protobuf_compat
+
+    return schema_protobuf_compat.incompatibilities(reader, writer)
 
 
 _NUMERIC = {"integer", "number"}

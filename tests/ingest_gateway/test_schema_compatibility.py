@@ -204,13 +204,19 @@ def test_json_schema_corpus(reader, writer, expected):
     assert compatible(reader, writer, "JSON") is expected
 
 
-def test_protobuf_is_stored_unchecked(registry):
+def test_protobuf_is_checked(registry):
+    """Protobuf's rules (their corpus: test_schema_compatibility_protobuf.py) apply
+    through the registry: a wire-incompatible type change is 409."""
     proto = 'syntax = "proto3"; message Click { string url = 1; }'
-    first = registry.register("p", {"schema": proto, "schemaType": "PROTOBUF"})
-    changed = registry.register("p", {"schema": proto.replace("string", "int64"),
-                                       "schemaType": "PROTOBUF"})
-    assert first["id"] != changed["id"]  # no compatibility check: said in the README
-    assert registry.version("p", 1)["schemaType"] == "PROTOBUF"
+    registry.register("p", {"schema": proto, "schemaType": "PROTOBUF"})
+    with pytest.raises(RegistryError) as e:
+        registry.register("p", {"schema": proto.replace("string", "int64"),
+                                "schemaType": "PROTOBUF"})
+    assert (e.value.status, e.value.error_code) == (409, 409)
+    assert "FIELD_KIND_CHANGED" in str(e.value) or "FIELD_SCALAR_KIND_CHANGED" in str(e.value)
+    added = registry.register("p", {"schema": proto.replace("}", "int64 at = 2; }"),
+                                    "schemaType": "PROTOBUF"})
+    assert registry.version("p", 2)["id"] == added["id"]
 
 
 # -- hypothesis: arbitrary JSON as a schema is accepted or refused with a 4xx ---------
