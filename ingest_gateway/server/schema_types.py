@@ -309,6 +309,10 @@ def json_incompatibilities(reader: Any, writer: Any, at: str) -> list[str]:
         elif not w_closed and sub not in (True, {}):
             # the old schema let any value through under this name
             out.append(f"{at}/properties/{name}: property added to an open content model")
+    if r_closed and not w_closed and (w_types is None or "object" in w_types):
+        # the old schema let any other property through: the new one refuses them
+        # (Confluent's ADDITIONAL_PROPERTIES_REMOVED)
+        out.append(f"{at}: additionalProperties removed (the content model was closed)")
     for name in w_props:
         if name not in r_props and r_closed:
             out.append(f"{at}/properties/{name}: property removed from a closed content model")
