@@ -15,6 +15,9 @@ Pages::
                                                the browser at the new record
     GET  /ui/groups    /ui/groups/{group}      groups; members, assignment, lag, lag chart
     GET  /ui/maintenance                       maintenance history (newest first)
+    GET  /ui/schemas[?subject=&version=&from=&to=]  Schema Registry subjects, a subject's
+                                               versions, schemas and diffs
+                                               (``console_schemas``)
     GET  /ui/static/{name}                     the console's CSS and script
 
 A page's store reads run on the consumer hub's threads. Errors (an unknown topic, an
@@ -44,6 +47,7 @@ from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http import console_data as data
 from ingest_gateway.http import console_pages as pages
+from ingest_gateway.http import console_schemas as schemas
 from ingest_gateway.http.body import read_body
 from ingest_gateway.http.console_render import esc, page
 from ingest_gateway.http.errors import status_of
@@ -112,8 +116,9 @@ async def topic_page(request: Request) -> Response:
                               state.settings.topic)
     leader = state.cluster.leader if state.cluster is not None else None
     leaders = {p.partition: leader(topic, p.partition) for p in rows} if leader else {}
+    subjects = await schemas.topic_subjects(request, topic)
     return HTMLResponse(pages.topic(topic, rows, configs, leaders,
-                                    state.metrics.history.rates(topic)))
+                                    state.metrics.history.rates(topic), subjects))
 
 
 def _int_query(request: Request, name: str, lo: int, hi: int) -> int | None:
@@ -282,6 +287,7 @@ def routes() -> list[BaseRoute]:
         Route("/ui/groups", _page(groups_page), methods=["GET"]),
         Route("/ui/groups/{group}", _page(group_page), methods=["GET"]),
         Route("/ui/maintenance", _page(maintenance_page), methods=["GET"]),
+        Route("/ui/schemas", _page(schemas.schemas_page), methods=["GET"]),
         Route("/ui/static/{name}", static, methods=["GET"]),
     ]
 

@@ -71,7 +71,9 @@ def _throughput(rates: Sequence[tuple[float, ...]], what: str) -> str:
 
 
 def topic(name: str, rows: Sequence[PartitionRow], configs: Sequence[tuple[str, str, bool]],
-          leaders: Mapping[int, Any], rates: Sequence[tuple[float, ...]]) -> str:
+          leaders: Mapping[int, Any], rates: Sequence[tuple[float, ...]],
+          subjects: str = "") -> str:
+    """A topic's page; ``subjects``: its "Schemas" section (markup, ``console_schemas``)."""
     prow = []
     for p in rows:
         leader = leaders.get(p.partition)
@@ -101,7 +103,7 @@ def topic(name: str, rows: Sequence[PartitionRow], configs: Sequence[tuple[str, 
             f'{link(messages_url(name), "browse messages")}</p>'
             f"<h2>Partitions</h2>{parts}<section class=charts>{_throughput(rates, ' of this topic')}"
             f"</section><div class=split><div><h2>Configs</h2>{conf}</div>"
-            f"<div><h2>Produce a record</h2>{form}</div></div>")
+            f"<div><h2>Produce a record</h2>{form}</div></div>{subjects}")
     return page(f"Topic {name}", body, active="/ui/topics")
 
 

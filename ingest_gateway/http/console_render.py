@@ -21,7 +21,7 @@ FORMATS = ("text", "json", "hex")
 #: the most bytes of one key or value shown
 SHOW_BYTES = 8192
 NAV = (("/ui", "Overview"), ("/ui/topics", "Topics"), ("/ui/groups", "Consumer groups"),
-       ("/ui/maintenance", "Maintenance"))
+       ("/ui/schemas", "Schemas"), ("/ui/maintenance", "Maintenance"))
 
 
 def esc(value: Any) -> str:

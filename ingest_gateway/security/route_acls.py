@@ -187,6 +187,9 @@ RULES: tuple[tuple[str, str, object], ...] = (
     ("GET", "/ui/groups", (Need("Describe", _C),)),
     ("GET", "/ui/groups/{group}", (Need("Describe", _G, "group"),)),
     ("GET", "/ui/maintenance", (Need("Describe", _C),)),
+    # the registry's subjects: listed as the principal may Read them, a subject's page
+    # Read on it (``http.console_schemas``), as the registry's own routes
+    ("GET", "/ui/schemas", (IN_HANDLER,)),
 )
 
 #: the rule of a path no rule knows

@@ -301,6 +301,7 @@ def routes(cluster: str):
         ("GET", "/ui/groups", None, JSON, CD),
         ("GET", "/ui/groups/g1", None, JSON, GD),
         ("GET", "/ui/maintenance", None, JSON, CD),
+        ("GET", "/ui/schemas", None, JSON, "listing"),  # subjects: test_console_schemas
         ("DELETE", f"{v3}/topics/orders", None, JSON, (("Delete", T),)),
     ]
 
