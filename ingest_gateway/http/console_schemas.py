@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from conf.errors import SparklogError
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http import access
 from ingest_gateway.http.console_render import esc, link, num, page, table, url
@@ -255,9 +256,13 @@ async def schemas_page(request: Request) -> Response:
 
 
 async def topic_subjects(request: Request, topic: str) -> str:
-    """The topic page's "Schemas" section: its subjects the principal may Read."""
+    """The topic page's "Schemas" section: its subjects the principal may Read (the
+    registry's store unreadable: said in the section, the topic's page still shown)."""
     registry = codec_of(request.app.state).registry
-    names = await run_in_threadpool(topic_subject_names, registry, topic)
-    return topic_section(await run_in_threadpool(subjects, registry,
-                                                 _readable(request, names)))
+    try:
+        names = await run_in_threadpool(topic_subject_names, registry, topic)
+        return topic_section(await run_in_threadpool(subjects, registry,
+                                                     _readable(request, names)))
+    except (OSError, SparklogError) as exc:
+        return f'<h2>Schemas</h2><p class=error id=topic-subjects>{esc(exc)}</p>'
 
