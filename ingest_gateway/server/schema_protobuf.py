@@ -119,7 +119,12 @@ def compile_schema(text: str, referenced: list[tuple[str, str]]) -> ProtoSchema:
         raise InvalidProto(f"the descriptors do not build: {str(e)[:200]}") from None
     if not file.message_types_by_name:
         raise InvalidProto("the schema defines no message")
-    first = message_factory.GetMessageClass(list(file.message_types_by_name.values())[0])
+    try:
+        first = message_factory.GetMessageClass(list(file.message_types_by_name.values())[0])
+    except RecursionError:
+        # building a class builds its fields' message classes first, recursively: a
+        # chain of thousands of messages each holding the next passes Python's stack
+        raise InvalidProto("messages hold one another too deeply to build") from None
     return ProtoSchema(file, first)
 
 

@@ -12,8 +12,8 @@ Incompatible (Confluent's names): PACKAGE_CHANGED, MESSAGE_REMOVED (a message of
 writer's file the reader's lacks), FIELD_KIND_CHANGED (scalar/enum vs message vs map),
 FIELD_SCALAR_KIND_CHANGED (outside the wire-compatible groups int32/uint32/int64/
 uint64/bool/enums; sint32/sint64; fixed32/sfixed32; fixed64/sfixed64; string/bytes),
-FIELD_NAMED_TYPE_CHANGED (a message field's type is another message, or an
-incompatible one), FIELD_NUMERIC_LABEL_CHANGED (a numeric field made repeated or
+FIELD_NAMED_TYPE_CHANGED (a message field's type is another message; an
+incompatible change inside the same message is reported where it is), FIELD_NUMERIC_LABEL_CHANGED (a numeric field made repeated or
 singular), REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2), ONEOF_FIELD_REMOVED,
 MULTIPLE_FIELDS_MOVED_TO_ONEOF, FIELD_MOVED_TO_EXISTING_ONEOF.
 
@@ -57,15 +57,18 @@ _TYPE_NAMES = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: 
 
 
 class _Diff:
-    """Differences found, as (Confluent's type, path); ``seen`` guards recursive types."""
+    """Differences found, as (Confluent's type, path); ``seen``: the message pairs
+    compared (recursive types, and each pair once); ``queue``: message pairs fields
+    name, compared after the files' own (a worklist, not recursion: a chain of
+    thousands of messages each holding the next is a valid schema)."""
 
     def __init__(self) -> None:
-        self.found: list[tuple[str, str]] = []
+        self.found: dict[tuple[str, str], None] = {}  # in order found, each once
         self.seen: set[tuple[str, str]] = set()
+        self.queue: list[tuple[str, Any, Any]] = []
 
     def add(self, kind: str, path: str) -> None:
-        if (kind, path) not in self.found:
-            self.found.append((kind, path))
+        self.found[(kind, path)] = None
 
 
 def differences(original: Any, update: Any) -> list[tuple[str, str]]:
@@ -77,7 +80,10 @@ def differences(original: Any, update: Any) -> list[tuple[str, str]]:
     _compare_types(diff, "#", list(original.message_types_by_name.values()),
                    list(update.message_types_by_name.values()),
                    original.enum_types_by_name, update.enum_types_by_name)
-    return diff.found
+    while diff.queue:
+        path, o_msg, u_msg = diff.queue.pop()
+        _compare_message(diff, path, o_msg, u_msg)
+    return list(diff.found)
 
 
 def incompatibilities(reader: Any, writer: Any) -> list[str]:
@@ -127,23 +133,16 @@ def _is_map(message: Any) -> bool:
     return bool(message.GetOptions().map_entry)
 
 
-def _real_oneof(field: Any) -> str | None:
-    """The name of the oneof ``field`` is in, None for none or proto3 ``optional``'s
-    synthetic one (a label, as Confluent's parser reads it)."""
-    oneof = field.containing_oneof
-    if oneof is None:
-        return None
-    if len(oneof.fields) == 1 and oneof.name == "_" + field.name and _proto3_optional(field):
-        return None
-    return oneof.name
-
-
-def _proto3_optional(field: Any) -> bool:
+def _real_oneofs(message: Any) -> dict[int, str]:
+    """{field number: its oneof's name} for the fields of ``message`` in a oneof, leaving
+    out proto3 ``optional``'s synthetic ones (a label, as Confluent's parser reads it)."""
     from google.protobuf import descriptor_pb2
 
     proto = descriptor_pb2.DescriptorProto()
-    field.containing_type.CopyToProto(proto)
-    return any(f.proto3_optional for f in proto.field if f.number == field.number)
+    message.CopyToProto(proto)  # once per message: proto3_optional is not on descriptors
+    synthetic = {f.number for f in proto.field if f.proto3_optional}
+    return {f.number: f.containing_oneof.name for f in message.fields
+            if f.containing_oneof is not None and f.number not in synthetic}
 
 
 def _compare_message(diff: _Diff, at: str, original: Any, update: Any) -> None:
@@ -151,14 +150,11 @@ def _compare_message(diff: _Diff, at: str, original: Any, update: Any) -> None:
     if key in diff.seen:
         return  # a recursive type: compared once
     diff.seen.add(key)
-    o_top = {f.number: f for f in original.fields if _real_oneof(f) is None}
-    u_top = {f.number: f for f in update.fields if _real_oneof(f) is None}
-    o_oneof_of = {f.number: _real_oneof(f) for f in original.fields if _real_oneof(f)}
-    u_oneof_of = {f.number: _real_oneof(f) for f in update.fields if _real_oneof(f)}
-    o_oneofs = {o.name: o for o in original.oneofs if any(o_oneof_of.get(f.number) == o.name
-                                                          for f in o.fields)}
-    u_oneofs = {o.name: o for o in update.oneofs if any(u_oneof_of.get(f.number) == o.name
-                                                        for f in o.fields)}
+    o_oneof_of, u_oneof_of = _real_oneofs(original), _real_oneofs(update)
+    o_top = {f.number: f for f in original.fields if f.number not in o_oneof_of}
+    u_top = {f.number: f for f in update.fields if f.number not in u_oneof_of}
+    o_oneofs = {o.name: o for o in original.oneofs if o.name in set(o_oneof_of.values())}
+    u_oneofs = {o.name: o for o in update.oneofs if o.name in set(u_oneof_of.values())}
     for name, oneof in u_oneofs.items():
         moved = existing = 0
         for f in oneof.fields:
@@ -245,13 +241,9 @@ def _compare_types_of(diff: _Diff, at: str, original: Any, update: Any, *, label
         if _local_name(o_msg) != _local_name(u_msg):
             diff.add("FIELD_NAMED_TYPE_CHANGED", at)
             return
-        sub = _Diff()
-        sub.seen = diff.seen
-        _compare_message(sub, f"#/{_local_name(u_msg)}", o_msg, u_msg)
-        for kind, path in sub.found:
-            diff.add(kind, path)
-        if any(kind not in COMPATIBLE for kind, _path in sub.found):
-            diff.add("FIELD_NAMED_TYPE_CHANGED", at)
+        # compared as a message of its own (Confluent also reports the field's
+        # FIELD_NAMED_TYPE_CHANGED when that fails; the verdict is the same)
+        diff.queue.append((f"#/{_local_name(u_msg)}", o_msg, u_msg))
 
 
 def _local_name(message: Any) -> str:
