@@ -367,7 +367,8 @@ def test_subjects_holding_slashes_and_percents(client, gw, http):
 def test_protobuf_serializer_registers_its_imports_as_references(client):
     """ProtobufSerializer registers the file a message imports as its own subject (named
     after the file) and the message's schema with a reference to it; PROTOBUF schemas are
-    stored and served as the client sent them (no compatibility check: README)."""
+    stored and served as the client sent them (and compiled to check compatibility:
+    test_schema_compatibility_protobuf.py)."""
     pytest.importorskip("google.protobuf")
     from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
                                                           ProtobufSerializer)
