@@ -170,7 +170,8 @@ class SchemaCodec:
         if found is None:
             try:
                 text = schema_types.normalize(str(choice.schema_type), choice.text)
-                schema_types.parse(str(choice.schema_type), text, [])  # bounds, names, defaults
+                if choice.schema_type != "PROTOBUF":  # _parse compiles it: once is enough
+                    schema_types.parse(str(choice.schema_type), text, [])  # bounds, names
                 found = (text, _parse(str(choice.schema_type), text, []))
             except (schema_types.InvalidSchemaText, schema_protobuf.InvalidProto) as e:
                 raise InvalidEmbeddedSchema(str(e)) from None
