@@ -9,17 +9,19 @@ pair incompatible. Which schema is which follows the level (BACKWARD: the new sc
 reads the old; FORWARD: the old reads the new; FULL: both).
 
 Incompatible (Confluent's names): PACKAGE_CHANGED, MESSAGE_REMOVED (a message of the
-writer's file the reader's lacks), FIELD_KIND_CHANGED (scalar/enum vs message vs map),
+writer's file the reader's lacks: so a message added is refused under FORWARD, as
+Confluent does), FIELD_KIND_CHANGED (scalar/enum, message, map),
 FIELD_SCALAR_KIND_CHANGED (outside the wire-compatible groups int32/uint32/int64/
 uint64/bool/enums; sint32/sint64; fixed32/sfixed32; fixed64/sfixed64; string/bytes),
-FIELD_NAMED_TYPE_CHANGED (a message field's type is another message; an
-incompatible change inside the same message is reported where it is), FIELD_NUMERIC_LABEL_CHANGED (a numeric field made repeated or
-singular), REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2), ONEOF_FIELD_REMOVED,
-MULTIPLE_FIELDS_MOVED_TO_ONEOF, FIELD_MOVED_TO_EXISTING_ONEOF.
+FIELD_NAMED_TYPE_CHANGED (a message field's type is another message; an incompatible
+change inside the same message is reported where it is), FIELD_NUMERIC_LABEL_CHANGED
+(a numeric field made repeated or singular), REQUIRED_FIELD_ADDED and
+REQUIRED_FIELD_REMOVED (proto2), ONEOF_FIELD_REMOVED, MULTIPLE_FIELDS_MOVED_TO_ONEOF,
+FIELD_MOVED_TO_EXISTING_ONEOF.
 
-Compatible: messages added or moved, every enum change, fields added or removed
-(unknown fields are skipped), renamed fields, string/bytes made repeated, oneofs added
-or removed, fields added to a oneof.
+Compatible: messages added to the reader or moved, every enum change, fields added or
+removed (unknown fields are skipped), renamed fields, string/bytes made repeated,
+oneofs added or removed, fields added to a oneof.
 
 Where this differs from Confluent, and why: a field kept under its number but made
 ``required`` or no longer ``required`` (proto2) is REQUIRED_FIELD_ADDED/REMOVED here (a

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest_gateway.server import schema_protobuf, schema_types
+from ingest_gateway.server import schema_types
 from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.schema_registry_errors import RegistryError
 from log_layout import open_store

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -82,13 +83,14 @@ def gw(tmp_path_factory):
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     """{version: folder holding shop/order_pb2.py}, as protoc generates them."""
+    import grpc_tools
+
+    well_known = str(pathlib.Path(grpc_tools.__file__).parent / "_proto")
     out = {}
     for name, text in (("v1", V1), ("v2", V2), ("v3", V3)):
         d = tmp_path_factory.mktemp(f"pb2-{name}")
         (d / "shop").mkdir()
         (d / "shop" / "order.proto").write_text(text)
-        import grpc_tools
-        well_known = str(__import__("pathlib").Path(grpc_tools.__file__).parent / "_proto")
         assert protoc.main(["protoc", f"-I{d}", f"-I{well_known}", f"--python_out={d}",
                             "shop/order.proto"]) == 0
         out[name] = d
