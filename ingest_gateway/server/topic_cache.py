@@ -3,7 +3,11 @@
 A produce request needs its topic's partition count and config. They are read
 from the store at most once per ``cache_s`` per topic, however many requests
 wait for them, and a topic that does not exist is created with the gateway's
-topic defaults when ``auto.create.topics.enable`` is on.
+topic defaults when ``auto.create.topics.enable`` is on. Once a topic is known,
+no request waits for a read again: past ``cache_s`` a request is answered from what
+is known while one read refreshes it behind (so what a request sees is at most
+``cache_s`` plus one store read old; a change made through this gateway is seen
+at once, :meth:`TopicCache.forget`).
 """
 
 from __future__ import annotations
@@ -30,26 +34,43 @@ class TopicCache:
         self._loads: dict[str, asyncio.Future] = {}
 
     async def get(self, topic: str, *, create: bool = True) -> TopicInfo:
-        """The topic's metadata (at most ``cache_s`` old); auto-creates if enabled and
-        ``create`` (False: the requester may not create topics, ACLs said).
+        """The topic's metadata (at most ``cache_s`` and one read old); auto-creates if
+        enabled and ``create`` (False: the requester may not create topics, ACLs said).
 
         Raises InvalidTopicName or UnknownTopic.
         """
         hit = self._topics.get(topic)
-        if hit is not None and time.monotonic() - hit[0] < self.cache_s:
+        if hit is not None:
+            if time.monotonic() - hit[0] >= self.cache_s:
+                # At 1,024 partitions every request of the second the entry expired
+                # waited for the read; the one known a moment ago serves them instead.
+                self._shared_load(topic)
             return hit[1]
         if not create and self.settings.auto_create_topics_enable:
             # not through the shared load, which may create the topic
             return await self.run_blocking(lambda: self.log.topic(topic, refresh=True))
-        # One read per expiry, however many requests are waiting: without this, every
-        # request arriving while the read runs would start its own (hundreds at a time
-        # at full load, a burst of store reads each second).
+        # shielded: a cancelled request leaves the read to the others waiting for it
+        return await asyncio.shield(self._shared_load(topic))
+
+    def _shared_load(self, topic: str) -> asyncio.Future:
+        """The read of ``topic`` under way, or a new one. One read per expiry, however many
+        requests are waiting: without this, every request arriving while the read runs
+        would start its own (hundreds at a time at full load, a burst of store reads
+        each second)."""
         loading = self._loads.get(topic)
         if loading is None:
             loading = self._loads[topic] = asyncio.ensure_future(self._load(topic))
-            loading.add_done_callback(lambda f: self._loads.pop(topic, None)
-                                      if self._loads.get(topic) is f else None)
-        return await asyncio.shield(loading)  # a cancelled request leaves the read to the rest
+            loading.add_done_callback(lambda f: self._loaded(topic, f))
+        return loading
+
+    def _loaded(self, topic: str, loading: asyncio.Future) -> None:
+        if self._loads.get(topic) is loading:
+            self._loads.pop(topic)
+        # A read nobody awaits (a refresh behind a known answer) that failed: the topic
+        # is gone, or the store did not answer. Forget it, so the next request reads
+        # again and meets the error itself.
+        if not loading.cancelled() and loading.exception() is not None:
+            self._topics.pop(topic, None)
 
     def forget(self, topic: str) -> None:
         """Drop what is cached of a deleted or altered topic."""
