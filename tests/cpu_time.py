@@ -9,7 +9,7 @@ session-scoped fixture starts is charged to the first test that asks for it, and
 work to whichever test is running then.
 
 Off unless ``SPARKLOG_TEST_CPU_LOG`` names a file; each worker appends a JSON line per test
-(``nodeid``, ``cpu_s``, ``wall_s``, ``worker``) to it. ``python -m tests.cpu_time FILE``
+(``nodeid``, ``cpu_s``, ``wall_s``, ``worker``, ``outcome``) to it. ``python -m tests.cpu_time FILE``
 prints the costliest tests and the totals by module.
 """
 
@@ -62,14 +62,23 @@ class CpuLog:
     def __init__(self, path: str):
         self.path = path
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self.outcome = "passed"
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.outcome = "failed" if report.when == "call" else "error"
+        elif report.skipped and self.outcome == "passed":
+            self.outcome = "skipped"
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         pid = os.getpid()
         cpu0, wall0 = tree_cpu_seconds(pid), time.monotonic()
+        self.outcome = "passed"
         yield
         line = {"nodeid": item.nodeid, "cpu_s": round(tree_cpu_seconds(pid) - cpu0, 3),
-                "wall_s": round(time.monotonic() - wall0, 3), "worker": self.worker}
+                "wall_s": round(time.monotonic() - wall0, 3), "worker": self.worker,
+                "outcome": self.outcome}
         with open(self.path, "a") as f:  # one short append per line: workers do not interleave
             f.write(json.dumps(line) + "\n")
 
@@ -91,7 +100,10 @@ def report(path: str, top: int = 40) -> str:
         acc[1] += row["wall_s"]
         acc[2] += 1
     out = [f"{len(rows)} tests, {sum(r['cpu_s'] for r in rows) / 60:.1f} CPU-min, "
-           f"{sum(r['wall_s'] for r in rows) / 60:.1f} test-min of wall", "",
+           f"{sum(r['wall_s'] for r in rows) / 60:.1f} test-min of wall", ""]
+    out += [f"{row['outcome']}: {row['nodeid']}" for row in rows
+            if row.get("outcome", "passed") not in ("passed", "skipped")]
+    out += ["",
            f"{'cpu s':>8} {'wall s':>8}  test"]
     for row in sorted(rows, key=lambda r: -r["cpu_s"])[:top]:
         out.append(f"{row['cpu_s']:8.1f} {row['wall_s']:8.1f}  {row['nodeid']}")
