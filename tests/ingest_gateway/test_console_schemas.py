@@ -190,3 +190,19 @@ def test_the_registry_subject_read_acls(tmp_path):
         assert [r[0] for r in rows_of(get(http, g, "/ui/topics/a", "alice")[1],
                                       "topic-subjects")] == ["a-value"]
         assert rows_of(get(http, g, "/ui/topics/a", "bob")[1], "topic-subjects") == [["none"]]
+
+
+def test_a_diff_of_two_huge_versions_is_declined_not_computed():
+    """difflib is quadratic at worst: past MAX_DIFF_LINES the page says so instead."""
+    from ingest_gateway.http import console_schemas as cs
+
+    def version(n: int, fields: int) -> cs.Version:
+        return cs.Version(n, n, "AVRO", json.dumps({"type": "record", "name": "R", "fields": [
+            {"name": f"f{i}", "type": "int"} for i in range(fields)]}))
+
+    big = cs.Subject("s<b>", "FULL", "READWRITE", True, (version(1, 3000), version(2, 3001)))
+    out = cs.subject_page(big, None, (1, 2))
+    assert "too long to compare here" in out and "<pre class=diff" not in out
+    assert "s&lt;b&gt;" in out and "s<b>" not in out
+    small = cs.Subject("s", "FULL", "READWRITE", True, (version(1, 3), version(2, 4)))
+    assert '<span class="add">' in cs.subject_page(small, 1, (1, 2))
