@@ -437,6 +437,34 @@ def test_maintenance_page_lists_the_run(driver, world, shots):
     shoot(driver, shots, "maintenance")
 
 
+
+def test_schemas_pages_and_a_diff_of_two_versions(driver, world, shots):
+    """Two versions of ``orders-value`` registered; through the nav, the subject's page
+    and its diff form (a GET form: the browser sends the subject back as it got it)."""
+    from selenium.webdriver.support.ui import Select
+
+    ct = "application/vnd.schemaregistry.v1+json"
+    for fields in (["order"], ["order", "amount"]):
+        schema = {"type": "record", "name": "Order", "fields": [
+            {"name": f, "type": "long", "default": 0} for f in fields]}
+        world["http"].post("/schema-registry/subjects/orders-value/versions",
+                           {"schema": json.dumps(schema)}, ct)
+    open_page(driver, world["gw"].url + "/ui")
+    driver.find_element(*by("header nav a[href='/ui/schemas']")).click()
+    wait(driver, lambda d: d.title.startswith("Schemas"), "the schemas page")
+    assert rows(driver, "subjects")[0][:3] == ["orders-value", "AVRO", "2"]
+    driver.find_element(*by("#subjects a")).click()
+    wait(driver, lambda d: d.title.startswith("Subject orders-value"), "the subject's page")
+    assert '"amount"' in driver.find_element(*by("#schema")).text
+    Select(driver.find_element(*by("#diff-form select[name=from]"))).select_by_value("1")
+    Select(driver.find_element(*by("#diff-form select[name=to]"))).select_by_value("2")
+    driver.find_element(*by("#diff-form button")).click()
+    wait(driver, lambda d: d.find_elements(*by("#diff .add")), "the diff")
+    added = [e.text for e in driver.find_elements(*by("#diff .add"))]
+    assert any('"name": "amount"' in line for line in added), added
+    assert not driver.find_elements(*by("#diff .del"))[1:]  # the header only
+    shoot(driver, shots, "schemas")
+
 def test_without_chromium_the_browser_tests_skip_saying_why():
     with pytest.raises(pytest.skip.Exception, match="chromium and chromium-driver are not "
                                                     "installed .make test installs them"):
