@@ -105,7 +105,7 @@ def test_bad_names_and_formats_are_refused(spark, local_log):
     with pytest.raises(TableError, match="letters, digits and underscores"):
         tables.materialize(spark, "t", "no-dashes", log=local_log)
     with pytest.raises(TableError, match="value_format must be one of"):
-        tables.materialize(spark, "t", "ok", log=local_log, value_format="protobuf")
+        tables.materialize(spark, "t", "ok", log=local_log, value_format="thrift")
     with pytest.raises(UnusableSchema, match="'t-value': no such subject"):  # before Spark
         tables.materialize(spark, "t", "ok", log=local_log, value_format="avro")
     with pytest.raises(TableError, match="cannot infer a JSON schema"):
