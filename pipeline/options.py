@@ -43,7 +43,7 @@ Splitting and behaviour:
                                keep their gaps (markers, aborted records)
 
 Decoding by the Schema Registry in the same store (sparklog's; :mod:`pipeline.registry_decode`):
-    ``valueFormat``            ``avro`` | ``jsonschema``: ``value`` becomes the typed value
+    ``valueFormat``            ``avro`` | ``jsonschema`` | ``protobuf``: ``value`` becomes the typed value
     ``keyFormat``              (Confluent's wire format), and ``valueSchemaId`` / ``keySchemaId``
                                (int) the writer schema's id each record carried
     ``valueSubject``           the reader schema's subject (default ``<topic>-value`` /
@@ -92,7 +92,7 @@ _KNOWN = {
     "valueformat", "keyformat", "valuesubject", "keysubject", "valueschemaversion",
     "keyschemaversion", "mode",
 }
-DECODE_FORMATS = ("avro", "jsonschema")
+DECODE_FORMATS = ("avro", "jsonschema", "protobuf")
 FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
 _IGNORED = {"groupidprefix", "fetchoffset.numretries", "fetchoffset.retryintervalms",
             "kafkaconsumer.polltimeoutms"}
@@ -324,8 +324,8 @@ def _decode(opts: Mapping[str, str]) -> tuple[tuple[str, str, str | None, str | 
             continue
         fmt = str(opts[name]).strip().lower()
         if fmt not in DECODE_FORMATS:
-            raise InvalidSourceOption(f"{column}Format", opts[name], "must be avro or "
-                                      "jsonschema (Protobuf is not decoded yet)")
+            raise InvalidSourceOption(f"{column}Format", opts[name], "must be avro, "
+                                      "jsonschema or protobuf")
         subject = str(opts.get(f"{column}subject", "")).strip() or None
         raw = str(opts.get(f"{column}schemaversion", "latest")).strip().lower()
         version: str | int = raw if raw == "latest" else \

@@ -3,7 +3,9 @@ wire format), for the ``sparklog`` source's ``keyFormat`` / ``valueFormat`` opti
 
 Confluent's wire format: byte 0 is the magic byte ``0``, bytes 1-4 the schema id (big
 endian), the rest the encoded record: Avro's binary encoding (``avro``), or UTF-8 JSON
-(``jsonschema``). Protobuf (message indexes after the id) is not decoded.
+(``jsonschema``), or the message indexes then a Protobuf message (``protobuf``,
+:mod:`pipeline.registry_protobuf`: parsed with the reader schema's message, no
+resolution needed).
 
 The **reader schema** is a subject's version (default: the topic's ``-value`` /
 ``-key`` subject, latest version), chosen on the driver when the DataFrame is made
@@ -47,7 +49,7 @@ from log_layout.schema_registry import SchemaStore, StoredSchema
 from pipeline.errors import UndecodableRecord, UnusableSchema
 from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type, plain_logical
 
-FORMATS = {"avro": "AVRO", "jsonschema": "JSON"}  # option value -> registry schemaType
+FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}  # option value -> registry schemaType
 FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
 MAGIC = 0
 _HEADER = struct.Struct(">bi")  # the id is a Java int, signed, as Confluent reads it
@@ -58,7 +60,7 @@ class ColumnPlan:
     """How one column (``key`` or ``value``) is decoded: picklable, made on the driver."""
 
     column: str
-    format: str           # "avro" | "jsonschema"
+    format: str           # "avro" | "jsonschema" | "protobuf"
     subject: str
     version: int
     reader_id: int
@@ -106,8 +108,8 @@ def plan_column(store_description: dict[str, Any], column: str, fmt: str, subjec
 
 
 def subject_format(store_description: dict[str, Any], subject: str) -> str | None:
-    """``avro`` or ``jsonschema`` when ``subject``'s latest version is one (the format
-    that decodes it), else None (no such subject, Protobuf). Raises OSError."""
+    """``avro``, ``jsonschema`` or ``protobuf``: the format that decodes ``subject``'s
+    latest version, else None (no such subject). Raises OSError."""
     try:
         live = _versions(_registry(store_description).store.registry(), subject)
     except UnusableSchema:
@@ -123,7 +125,7 @@ class _Registry:
 
     def __init__(self, store_description: dict[str, Any]):
         self.store = SchemaStore(shared_log(**store_description).store)
-        self._parsed: dict[int, Any] = {}  # id -> fastavro schema | parsed JSON | None
+        self._parsed: dict[int, Any] = {}  # id -> (fastavro schema, named) | FileDescriptor
         self._lock = threading.Lock()
 
     def schema(self, schema_id: int) -> StoredSchema | None:
@@ -163,10 +165,40 @@ class _Registry:
                 self._parsed[stored.id] = found
         return found
 
+    def _proto_references(self, stored: StoredSchema, subject: str, out: dict[str, str],
+                          depth: int = 0) -> dict[str, str]:
+        """{import name: text} of every schema ``stored``'s references reach."""
+        if depth > 32:
+            raise UnusableSchema(subject, "references nested deeper than 32 levels (a cycle?)")
+        for ref in stored.references:
+            if ref.name not in out:
+                found = self._reference(ref, subject)
+                out[ref.name] = found.schema
+                self._proto_references(found, subject, out, depth + 1)
+        return out
+
+    def protobuf(self, stored: StoredSchema, subject: str) -> Any:
+        """The FileDescriptor of a Protobuf schema, compiled once per id."""
+        from pipeline.registry_protobuf import compile_file
+
+        with self._lock:
+            found = self._parsed.get(stored.id)
+        if found is None:
+            refs = self._proto_references(stored, subject, {})
+            found = compile_file(stored.schema, list(refs.items()), subject)
+            with self._lock:
+                self._parsed[stored.id] = found
+        return found
+
     def arrow_type(self, stored: StoredSchema, subject: str) -> pa.DataType:
         if stored.schema_type == "AVRO":
             parsed, named = self.avro(stored, subject)
             return avro_arrow_type(parsed, named, subject=subject)
+        if stored.schema_type == "PROTOBUF":
+            from pipeline.registry_protobuf import first_message, message_arrow_type
+
+            return message_arrow_type(first_message(self.protobuf(stored, subject)),
+                                      subject=subject)
         refs = {r.name: r for r in stored.references}
 
         def resolve(name: str):
@@ -220,12 +252,17 @@ class _Decoder:
         self.plan = plan
         self.registry = _registry(store_description)
         reader = self.registry.schema(plan.reader_id)
-        self.reader = self.registry.avro(reader, plan.subject)[0] if plan.format == "avro" \
-            else None
+        self.reader: Any = None
+        if plan.format == "avro":
+            self.reader = self.registry.avro(reader, plan.subject)[0]
+        elif plan.format == "protobuf":
+            from pipeline.registry_protobuf import MessageReader
+
+            self.reader = MessageReader(self.registry.protobuf(reader, plan.subject))
 
     def _writer(self, schema_id: int):
-        """The parsed writer schema of ``schema_id`` (None for JSON: nothing to parse),
-        checked once per id. Raises _Failure."""
+        """The parsed writer schema of ``schema_id`` (None for JSON and Protobuf: read
+        with the reader's schema), checked once per id. Raises _Failure."""
         stored = self.registry.schema(schema_id) if schema_id > 0 else None
         if stored is None:
             raise _Failure(f"schema id {schema_id} is not in the registry")
@@ -251,6 +288,8 @@ class _Decoder:
         try:
             if self.plan.format == "jsonschema":
                 return json.loads(body)
+            if self.plan.format == "protobuf":
+                return self.reader.read(body)
             reader = None if schema_id == self.plan.reader_id else self.reader
             return _schemaless_reader(io.BytesIO(body), writers[schema_id], reader)
         except Exception as e:  # fastavro and json raise many types for bad bytes

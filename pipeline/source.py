@@ -12,7 +12,7 @@ timestamp timestamp, timestampType int`` (0 CreateTime, 1 LogAppendTime, from
 the topic's ``message.timestamp.type``), plus ``headers
 array<struct<key string, value binary>>`` with ``includeHeaders=true``.
 Options: see :mod:`pipeline.options`. With ``valueFormat`` / ``keyFormat`` (``avro``,
-``jsonschema``) the value / key is decoded by the store's Schema Registry into a typed
+``jsonschema``, ``protobuf``) the value / key is decoded by the store's Schema Registry into a typed
 column and ``valueSchemaId`` / ``keySchemaId`` follow (:mod:`pipeline.registry_decode`).
 
 Batch: the driver plans from the partition manifests (:mod:`pipeline.planning`):

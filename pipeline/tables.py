@@ -17,8 +17,8 @@ exactly once across restarts:
 
 ``value_format`` decodes values: ``raw`` (binary), ``string`` (UTF-8 key and
 value), ``json`` (the value's fields become columns; ``schema`` as a DDL
-string, or inferred from the records there are now), ``avro`` / ``jsonschema``
-(Confluent's wire format, decoded by the Schema Registry in the same store: the
+string, or inferred from the records there are now), ``avro`` / ``jsonschema`` /
+``protobuf`` (Confluent's wire format, decoded by the Schema Registry in the same store: the
 subject's latest version's fields become typed columns, :mod:`pipeline.registry_decode`;
 ``key_format`` likewise decodes keys). Each run takes the subject's latest version and
 evolves the table to it first (:mod:`pipeline.table_evolution`: added fields become
@@ -52,8 +52,8 @@ from log_layout import Log, open_log, open_log_from_settings
 from pipeline.errors import TableError
 from pipeline.table_evolution import create_or_evolve
 
-VALUE_FORMATS = ("raw", "string", "json", "avro", "jsonschema")
-REGISTRY_FORMATS = ("avro", "jsonschema")  # decoded by the source (pipeline.registry_decode)
+VALUE_FORMATS = ("raw", "string", "json", "avro", "jsonschema", "protobuf")
+REGISTRY_FORMATS = ("avro", "jsonschema", "protobuf")  # decoded by the source (pipeline.registry_decode)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _META = ("topic", "partition", "offset", "timestamp", "timestampType")
 CHECKPOINTS = "_checkpoints"
@@ -392,8 +392,8 @@ def register_topics(spark, log: Log, *, include_headers: bool = False,
     A view is named as its topic (quote names like ``page-views`` in SQL with
     backticks). A topic whose name a catalog table already has is left out: the
     table materialised from it keeps the name (``register_tables`` first). ``decode``:
-    a topic whose ``-value`` / ``-key`` subject is in the registry (Avro, JSON Schema)
-    shows them decoded (the source's ``valueFormat`` / ``keyFormat``).
+    a topic whose ``-value`` / ``-key`` subject is in the registry (Avro, JSON Schema,
+    Protobuf) shows them decoded (the source's ``valueFormat`` / ``keyFormat``).
     """
     registered = []
     topics = log.topics()

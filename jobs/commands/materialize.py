@@ -25,13 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--table", required=True, metavar="NAME", help="table name (letters, digits, _)")
     p.add_argument("--once", action="store_true",
                    help="read what the topic holds now, then stop (Trigger.AvailableNow)")
-    p.add_argument("--value-format", choices=("raw", "string", "json", "avro", "jsonschema"),
+    p.add_argument("--value-format",
+                   choices=("raw", "string", "json", "avro", "jsonschema", "protobuf"),
                    default="raw",
                    help="decode values: raw bytes, UTF-8 text, JSON fields as columns, or "
-                        "Avro / JSON Schema by the Schema Registry (Confluent's wire format; "
+                        "Avro / JSON Schema / Protobuf by the Schema Registry (Confluent's wire format; "
                         "the subject's latest version's fields as typed columns, the table "
                         "evolving with the subject)")
-    p.add_argument("--key-format", choices=("avro", "jsonschema"), default=None,
+    p.add_argument("--key-format", choices=("avro", "jsonschema", "protobuf"), default=None,
                    help="decode keys by the Schema Registry too (the TOPIC-key subject)")
     p.add_argument("--schema", metavar="DDL",
                    help="schema of JSON values, e.g. 'user STRING, n INT' (default: inferred)")

@@ -141,8 +141,11 @@ def test_options_and_subjects_refused_clearly(clicks):
         rows(clicks, subscribe="clicks", valueFormat="avro", valueSchemaVersion=5)
     with pytest.raises(UnusableSchema, match="holds a AVRO schema, not the JSON"):
         rows(clicks, subscribe="clicks", valueFormat="jsonschema")
-    with pytest.raises(InvalidSourceOption, match="valueFormat.*must be avro or jsonschema"):
+    with pytest.raises(UnusableSchema, match="holds a AVRO schema, not the PROTOBUF"):
         rows(clicks, subscribe="clicks", valueFormat="protobuf")
+    with pytest.raises(InvalidSourceOption, match="valueFormat.*must be avro, jsonschema or "
+                                                  "protobuf"):
+        rows(clicks, subscribe="clicks", valueFormat="thrift")
     with pytest.raises(InvalidSourceOption, match="needs the subject named"):
         rows(clicks, subscribe="clicks,other", valueFormat="avro")
     with pytest.raises(InvalidSourceOption, match="keySubject.*needs keyFormat"):

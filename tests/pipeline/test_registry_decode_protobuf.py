@@ -1,0 +1,143 @@
+"""The ``sparklog`` source's ``valueFormat=protobuf`` without Spark: records written with an
+older schema version read with the newer one's message (and the reverse), the column
+type of every kind of field, recursive messages refused, bad message indexes and
+hostile bytes failing FAILFAST with the offset or reading as null PERMISSIVE."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import UndecodableRecord, UnusableSchema
+from pipeline.registry_protobuf import compile_file, first_message
+from tests.pipeline.conftest import append
+from tests.pipeline.registry_records import header, registry
+from tests.pipeline.test_registry_decode import decoded, rows
+
+pytest.importorskip("grpc_tools.protoc")
+
+V1 = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+enum Status { NEW = 0; PAID = 1; }
+message Order {
+  string id = 1;
+  int64 cents = 2;
+  google.protobuf.Timestamp at = 3;
+  Status status = 4;
+  message Line { string sku = 1; uint32 qty = 2; }
+  repeated Line lines = 5;
+  map<string, int32> attrs = 6;
+}
+"""
+# BACKWARD-compatible: fields added (one with presence, an unsigned 64-bit, a repeated)
+V2 = V1.replace("map<string, int32> attrs = 6;\n", "map<string, int32> attrs = 6;\n"
+                "  optional string note = 7;\n  uint64 big = 8;\n  repeated string tags = 9;\n")
+AT = dt.datetime(2026, 11, 29, 4, 30, 1, 250000, tzinfo=dt.timezone.utc)
+
+
+def register(log, subject: str, text: str) -> int:
+    return registry(log).register(subject, {"schema": text, "schemaType": "PROTOBUF"})["id"]
+
+
+def encode(text: str, schema_id: int, value: dict, indexes: bytes = b"\0") -> bytes:
+    """``value`` (Protobuf's JSON mapping) as ProtobufSerializer writes it: magic byte,
+    id, message indexes, the message."""
+    from google.protobuf import json_format, message_factory
+
+    cls = message_factory.GetMessageClass(first_message(compile_file(text, [], "t")))
+    return header(schema_id) + indexes + json_format.ParseDict(value, cls()).SerializeToString()
+
+
+ORDER1 = {"id": "o-1", "cents": "1250", "at": "2026-11-29T04:30:01.250Z", "status": "PAID",
+          "lines": [{"sku": "a", "qty": 2}], "attrs": {"k": 7}}
+ORDER2 = {"id": "o-2", "cents": "-3", "note": "", "big": str(2 ** 64 - 1), "tags": ["x"]}
+
+
+@pytest.fixture
+def orders(local_log):
+    local_log.create_topic("orders", {"partitions": 1})
+    return local_log
+
+
+def test_an_older_version_reads_with_the_newer_message(orders):
+    id1 = register(orders, "orders-value", V1)
+    append(orders, "orders", 0, [encode(V1, id1, ORDER1), None])
+    id2 = register(orders, "orders-value", V2)
+    append(orders, "orders", 0, [encode(V2, id2, ORDER2)])
+    got = decoded(orders, subscribe="orders", valueFormat="protobuf")
+    assert got == [
+        (0, {"id": "o-1", "cents": 1250, "at": AT, "status": "PAID",
+             "lines": [{"sku": "a", "qty": 2}], "attrs": [("k", 7)],
+             "note": None, "big": decimal.Decimal(0), "tags": []}, id1),  # defaults
+        (1, None, None),  # a tombstone stays null
+        (2, {"id": "o-2", "cents": -3, "at": None, "status": "NEW", "lines": [], "attrs": [],
+             "note": "", "big": decimal.Decimal(2 ** 64 - 1), "tags": ["x"]}, id2)]
+    # the older version as the reader: the fields it does not know are skipped
+    old = decoded(orders, subscribe="orders", valueFormat="protobuf", valueSchemaVersion=1)
+    assert old[2] == (2, {"id": "o-2", "cents": -3, "at": None, "status": "NEW",
+                          "lines": [], "attrs": []}, id2)
+
+
+def test_the_column_type_of_every_kind_of_field(orders):
+    register(orders, "orders-value", V2)
+    from pipeline.source import SparklogDataSource
+    from tests.pipeline.conftest import source_options
+
+    ds = SparklogDataSource(source_options(orders, subscribe="orders", valueFormat="protobuf"))
+    (plan,) = ds.plans
+    t = plan.arrow_type
+    assert t.field("cents").type == pa.int64()
+    assert t.field("at").type == pa.timestamp("us", tz="UTC")
+    assert t.field("status").type == pa.string()
+    assert t.field("lines").type.value_type == pa.struct([("sku", pa.string()),
+                                                           ("qty", pa.int64())])
+    assert t.field("attrs").type == pa.map_(pa.string(), pa.int32())
+    assert t.field("big").type == pa.decimal128(20, 0)
+    assert ds.schema()["value"].dataType.simpleString().startswith(
+        "struct<id:string,cents:bigint,at:timestamp,status:string,lines:array<struct<")
+
+
+def test_a_recursive_message_is_refused_naming_the_field(orders):
+    register(orders, "orders-value", 'syntax = "proto3";\nmessage Node {\n  string name = 1;\n'
+             '  Wrap child = 2;\n}\nmessage Wrap { Node node = 1; }\n')
+    with pytest.raises(UnusableSchema, match=r"child\.node: message Node contains itself"):
+        rows(orders, subscribe="orders", valueFormat="protobuf")
+
+
+def test_bad_indexes_and_bytes_fail_with_the_offset_or_read_null(orders):
+    sid = register(orders, "orders-value", V1)
+    good = encode(V1, sid, ORDER1)
+    bad = [encode(V1, sid, ORDER1, indexes=b"\x02\x02"),  # [1]: a message the file lacks
+           header(sid) + b"\x80",                          # a truncated varint
+           header(sid) + b"\x7e" + b"\0" * 8,              # 63 indexes, each [0]... then none
+           header(sid) + b"\0\x0a\xff\xff\xff\x0f",        # a string field 4 GB long
+           header(999) + b"\0",                            # an id the registry lacks
+           b"\1" + good[1:]]                               # not the magic byte
+    append(orders, "orders", 0, [good, *bad])
+    with pytest.raises(UndecodableRecord, match=r"orders-0 offset 1: .*\[1\] name a message "
+                                                "other than shop.Order"):
+        rows(orders, subscribe="orders", valueFormat="protobuf")
+    got = decoded(orders, subscribe="orders", valueFormat="protobuf", mode="PERMISSIVE")
+    assert [v is None for _, v, _ in got] == [False] + [True] * len(bad)
+    assert [i for _, _, i in got] == [sid] * 5 + [999, None]
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.binary(max_size=64), min_size=1, max_size=8))
+def test_hostile_bytes_never_crash_the_reader(orders, bodies):
+    sid = register(orders, "orders-value", V2)  # the same schema again: the same id
+    append(orders, "orders", 0, [header(sid) + b for b in bodies])
+    got = decoded(orders, subscribe="orders", valueFormat="protobuf", mode="PERMISSIVE")
+    assert all(v is None or isinstance(v, dict) for _, v, _ in got)
+    assert all(i == sid for _, _, i in got)
+    try:
+        decoded(orders, subscribe="orders", valueFormat="protobuf")
+    except UndecodableRecord as e:  # FAILFAST: the first bad one, named
+        assert "orders-0 offset" in str(e)
