@@ -1,0 +1,115 @@
+"""A topic written by confluent-kafka's ProtobufSerializer (protoc-generated classes, the
+gateway's Schema Registry and Kafka listener) read typed through the ``sparklog`` source,
+materialised to a typed Delta table and queried by field with ``sparklog sql``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import pathlib
+import sys
+import uuid
+
+import pytest
+
+from jobs.cli import main
+from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
+from tests.pipeline.conftest import read
+
+protoc = pytest.importorskip("grpc_tools.protoc")
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+# its own package: the generated module registers in the process's default pool, where
+# the gateway tests' shop/order.proto may be too
+PROTO = """syntax = "proto3";
+package sparktab;
+import "google/protobuf/timestamp.proto";
+enum Kind { VIEW = 0; CLICK = 1; }
+message Click {
+  string url = 1;
+  int64 ms = 2;
+  google.protobuf.Timestamp at = 3;
+  Kind kind = 4;
+  repeated string tags = 5;
+  message Where { string country = 1; }
+  Where where = 6;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def click_pb2(tmp_path_factory):
+    import grpc_tools
+
+    d = tmp_path_factory.mktemp("pb2-sparktab")
+    (d / "sparktab").mkdir()
+    (d / "sparktab" / "click.proto").write_text(PROTO)
+    well_known = str(pathlib.Path(grpc_tools.__file__).parent / "_proto")
+    assert protoc.main(["protoc", f"-I{d}", f"-I{well_known}", f"--python_out={d}",
+                        "sparktab/click.proto"]) == 0
+    sys.path.insert(0, str(d))
+    try:
+        return importlib.import_module("sparktab.click_pb2")
+    finally:
+        sys.path.remove(str(d))
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('registry-pb')}") as g:
+        yield g
+
+
+def produce(gw, click_pb2, topic: str, values: list[dict]) -> None:
+    import confluent_kafka as ck
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import json_format
+
+    ser = ProtobufSerializer(click_pb2.Click,
+                             SchemaRegistryClient({"url": gw.url + "/schema-registry"}),
+                             {"use.deprecated.format": False, "skip.known.types": True})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = ck.Producer({"bootstrap.servers": gw.bootstrap})
+    for value in values:
+        producer.produce(topic, ser(json_format.ParseDict(value, click_pb2.Click()), ctx))
+    assert producer.flush(30) == 0
+
+
+def test_protobuf_topic_reads_typed_and_becomes_a_typed_table(spark, gw, click_pb2, capsys):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from log_layout import open_log
+
+    topic = f"pb_{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})  # kept alive till the answer
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
+    produce(gw, click_pb2, topic, [
+        {"url": "/a", "ms": "5", "at": "2026-11-29T04:30:00Z", "kind": "CLICK",
+         "tags": ["x", "y"], "where": {"country": "NL"}},
+        {"url": "/b", "ms": "7"}])
+
+    df = read(spark, open_log(gw.store_url), subscribe=topic, valueFormat="protobuf")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<url:string,ms:bigint,at:timestamp,kind:string,tags:array<string>,"
+        "where:struct<country:string>>")
+    got = [tuple(r) for r in df.orderBy("offset").selectExpr(
+        "value.url", "value.kind", "value.where.country", "size(value.tags)", "value.at").collect()]
+    at = got[0][4]
+    assert at is not None and at.astimezone(dt.timezone.utc) == dt.datetime(
+        2026, 11, 29, 4, 30, tzinfo=dt.timezone.utc)
+    assert [g[:4] for g in got] == [("/a", "CLICK", "NL", 2), ("/b", "VIEW", None, 0)]
+
+    table = f"{topic}_t"
+    store = gw.store_url
+    assert main(["--store", store, "materialize", topic, "--table", table, "--once",
+                 "--value-format", "protobuf"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "sql", f"SELECT url, ms, kind FROM {table} WHERE ms > 5",
+                 "--output", "json"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [
+        {"url": "/b", "ms": 7, "kind": "VIEW"}]
+    assert spark.table(table).schema["ms"].dataType.simpleString() == "bigint"
