@@ -113,3 +113,27 @@ def test_protobuf_topic_reads_typed_and_becomes_a_typed_table(spark, gw, click_p
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [
         {"url": "/b", "ms": 7, "kind": "VIEW"}]
     assert spark.table(table).schema["ms"].dataType.simpleString() == "bigint"
+
+    # v2, a field added (registered as .proto text, a record written straight into the log):
+    # the next run adds the column (Delta's mergeSchema); the older rows read null there
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from pipeline.registry_protobuf import compile_file, first_message
+    from tests.pipeline.conftest import append
+    from tests.pipeline.registry_records import header
+
+    v2 = PROTO.replace("Where where = 6;", "Where where = 6;\n  string ref = 7;")
+    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
+    v2_id = client.register_schema(f"{topic}-value", Schema(v2, "PROTOBUF"))
+    from google.protobuf import message_factory
+
+    cls = message_factory.GetMessageClass(first_message(compile_file(v2, [], "t")))
+    append(open_log(store), topic, 0,
+           [header(v2_id) + b"\0" + cls(url="/c", ms=9, ref="mail").SerializeToString()])
+    assert main(["--store", store, "materialize", topic, "--table", table, "--once",
+                 "--value-format", "protobuf"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "sql", f"SELECT url, ref FROM {table} ORDER BY ms",
+                 "--output", "json"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [
+        {"url": "/a", "ref": None}, {"url": "/b", "ref": None}, {"url": "/c", "ref": "mail"}]
