@@ -2,15 +2,10 @@
 ``protobuf``: a registry schema compiled to descriptors, its message's Spark (Arrow)
 type, and Confluent's wire format decoded into that type.
 
-**Compiling.** ``pipeline`` may not import ``ingest_gateway`` (the gateway compiles the
-same schemas for REST Proxy, :mod:`ingest_gateway.server.schema_protobuf`), and
-``log_layout`` stays free of Protobuf, so this module calls ``protoc`` as the
-``grpcio-tools`` wheel ships it, in process, the same way: a schema's ``.proto`` text and
-the texts its references reach, written under their reference names, compiled to a
-``FileDescriptorSet`` (``--include_imports``); a schema registered as a base64
-``FileDescriptorProto`` (confluent-kafka's Python ``ProtobufSerializer`` registers that)
-is taken as it is, and the well-known ``google/protobuf/*.proto`` files it imports
-without a reference (``skip.known.types``) come from the protobuf runtime.
+**Compiling** is :mod:`log_layout.schema_proto`'s, as the gateway's: ``protoc`` from
+the ``grpcio-tools`` wheel, in process, over a schema's ``.proto`` text and the texts its
+references reach, or a base64 ``FileDescriptorProto`` as confluent-kafka's Python
+``ProtobufSerializer`` registers it.
 
 **Types**, as Spark's ``from_protobuf`` maps them: a message -> struct (its fields in
 declaration order), ``repeated`` -> array, ``map<K, V>`` -> map, an enum -> string (its
@@ -34,24 +29,17 @@ message is the reader file's first message; a record naming another message fail
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import decimal
-import os
-import tempfile
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
+from log_layout import schema_proto
 from pipeline.errors import UnusableSchema
 
-MAX_DEPTH = 64          # message nesting / `{` depth refused past this (hostile, not real)
-MAX_INDEXES = 64        # message indexes per record: more is hostile
-_MAIN = "sparklog_schema.proto"
-_PROTOC = threading.Lock()  # protoc's main is not known to be reentrant
+MAX_DEPTH = schema_proto.MAX_DEPTH  # message nesting refused past this (hostile, not real)
 _TS = pa.timestamp("us", tz="UTC")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _TIMESTAMP = "google.protobuf.Timestamp"
@@ -62,117 +50,13 @@ class BadRecord(ValueError):
 
 
 # -- compiling -------------------------------------------------------------------------
-def _as_descriptor(text: str) -> Any:
-    """The FileDescriptorProto of a base64 schema, or None for .proto text."""
-    from google.protobuf import descriptor_pb2
-    from google.protobuf.message import DecodeError
-
-    stripped = text.strip()
-    if not stripped or any(c.isspace() for c in stripped) or "{" in stripped:
-        return None
-    try:
-        return descriptor_pb2.FileDescriptorProto.FromString(
-            base64.b64decode(stripped, validate=True))
-    except (binascii.Error, ValueError, DecodeError):
-        return None
-
-
-def _protoc(texts: list[tuple[str, str]], compile_names: list[str], subject: str) -> Any:
-    """The FileDescriptorSet of ``compile_names`` with every (name, text) beside them.
-    Raises UnusableSchema."""
-    import grpc_tools
-    from google.protobuf import descriptor_pb2
-    from grpc_tools import protoc
-
-    for _name, text in texts:  # protoc's parser recurses: bound the nesting first
-        depth = deepest = 0
-        for ch in text:
-            depth += (ch == "{") - (ch == "}")
-            deepest = max(deepest, depth)
-        if deepest > MAX_DEPTH:
-            raise UnusableSchema(subject, f"nested deeper than {MAX_DEPTH} levels")
-    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-    with tempfile.TemporaryDirectory(prefix="sparklog-proto-") as d:
-        for name, text in texts:
-            path = os.path.normpath(os.path.join(d, name))
-            if not path.startswith(d + os.sep) or not name.endswith(".proto"):
-                raise UnusableSchema(subject, f"reference name {name[:80]!r} is not a "
-                                     "relative .proto path")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-        out = os.path.join(d, "out.pb")
-        with _PROTOC:
-            rc = protoc.main(["protoc", f"-I{d}", f"-I{well_known}",
-                              f"--descriptor_set_out={out}", "--include_imports",
-                              *compile_names])
-        if rc != 0 or not os.path.exists(out):
-            raise UnusableSchema(subject, "protoc could not compile the schema or its "
-                                 "references")
-        with open(out, "rb") as f:
-            return descriptor_pb2.FileDescriptorSet.FromString(f.read())
-
-
-def _add(pool: Any, proto: Any) -> None:
-    try:
-        pool.FindFileByName(proto.name)
-    except KeyError:
-        pool.Add(proto)
-
-
-def _add_well_known(pool: Any, proto: Any) -> None:
-    """The ``google/protobuf/*.proto`` files ``proto`` imports, from the runtime's pool."""
-    import importlib
-
-    from google.protobuf import descriptor_pb2, descriptor_pool
-
-    for dep in proto.dependency:
-        stem = dep[len("google/protobuf/"):-len(".proto")]
-        if not dep.startswith("google/protobuf/") or not stem.replace("_", "").isalnum():
-            continue
-        try:
-            importlib.import_module(f"google.protobuf.{stem}_pb2")
-            known = descriptor_pool.Default().FindFileByName(dep)
-        except (ImportError, KeyError):
-            continue  # not well-known: building the pool names what is missing
-        copy = descriptor_pb2.FileDescriptorProto()
-        known.CopyToProto(copy)
-        _add_well_known(pool, copy)
-        _add(pool, copy)
-
-
 def compile_file(text: str, referenced: list[tuple[str, str]], subject: str) -> Any:
     """The FileDescriptor of a schema's ``text``; ``referenced``: (import name, text) of
     every schema its references reach. Raises UnusableSchema."""
-    from google.protobuf import descriptor_pool
-
-    pool = descriptor_pool.DescriptorPool()
-    given = _as_descriptor(text)
-    texts = [(n, t) for n, t in referenced if _as_descriptor(t) is None]
     try:
-        if given is None:
-            for f in _protoc([*texts, (_MAIN, text)], [_MAIN], subject).file:
-                _add(pool, f)
-            file = pool.FindFileByName(_MAIN)
-        else:
-            if texts:
-                for f in _protoc(texts, [n for n, _ in texts], subject).file:
-                    _add(pool, f)
-            for _n, t in referenced:
-                if (d := _as_descriptor(t)) is not None:
-                    _add_well_known(pool, d)
-                    _add(pool, d)
-            _add_well_known(pool, given)
-            _add(pool, given)
-            file = pool.FindFileByName(given.name)
-    except UnusableSchema:
-        raise
-    except Exception as e:  # noqa: BLE001 - descriptor_pool raises TypeError and kin
-        raise UnusableSchema(subject, f"its descriptors do not build ({str(e)[:200]})") \
-            from None
-    if not file.message_types_by_name:
-        raise UnusableSchema(subject, "the schema defines no message")
-    return file
+        return schema_proto.compile_file(text, referenced)
+    except schema_proto.InvalidProto as e:
+        raise UnusableSchema(subject, str(e)) from None
 
 
 def first_message(file: Any) -> Any:
@@ -241,34 +125,6 @@ def _repeated(field: Any) -> bool:
 
 
 # -- values ----------------------------------------------------------------------------
-def _zigzag(data: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if i >= len(data) or shift > 63:
-            raise BadRecord("truncated message indexes")
-        b = data[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), i
-        shift += 7
-
-
-def split_indexes(body: bytes) -> tuple[list[int], bytes]:
-    """(message indexes, message bytes) of what follows Confluent's 5-byte header.
-    Raises BadRecord."""
-    count, i = _zigzag(body, 0)
-    if count == 0:
-        return [0], body[i:]
-    if not 0 < count <= MAX_INDEXES:
-        raise BadRecord(f"{count} message indexes (at most {MAX_INDEXES})")
-    indexes = []
-    for _ in range(count):
-        index, i = _zigzag(body, i)
-        indexes.append(index)
-    return indexes, body[i:]
-
-
 class MessageReader:
     """Decodes a column's records with the reader file's first message."""
 
@@ -285,7 +141,11 @@ class MessageReader:
         Raises BadRecord."""
         from google.protobuf.message import DecodeError
 
-        indexes, payload = split_indexes(body)
+        try:
+            indexes, start = schema_proto.message_indexes(body)
+        except schema_proto.InvalidProto as e:
+            raise BadRecord(str(e)) from None
+        payload = body[start:]
         if indexes != [0]:
             raise BadRecord(f"message indexes {indexes[:8]} name a message other than "
                             f"{self.message.full_name}, the column's (the file's first)")
