@@ -16,17 +16,23 @@ file, then which nested one; a zigzag varint count, then each index as a zigzag 
 
 Bounds: text nested deeper than :data:`MAX_DEPTH` braces is refused before ``protoc``
 (its parser recurses); compiling is serialized (``protoc``'s main is not known to be
-reentrant); more than :data:`MAX_INDEXES` indexes is refused.
+reentrant); more than :data:`MAX_INDEXES` indexes is refused. ``protoc`` writes its
+errors to the process's standard error: they are caught there and the first one is the
+:class:`InvalidProto`'s reason, so a hostile schema cannot flood a gateway's log (one
+schema with the reserved field numbers printed ~1,000 lines).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import importlib
 import os
+import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 #: deepest ``{`` nesting of a .proto text accepted (far past real schemas)
@@ -152,15 +158,46 @@ def _protoc(texts: list[tuple[str, str]], compile_names: list[str]) -> Any:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
         out = os.path.join(d, "out.pb")
-        with _PROTOC:
+        # protoc names a file by its path under d, or by its import name
+        names = (d + os.sep, *(name for name, _ in texts), "google/protobuf/")
+        with _PROTOC, _protoc_errors(names) as said:
             rc = protoc.main(["protoc", f"-I{d}", f"-I{well_known}",
                               f"--descriptor_set_out={out}", "--include_imports",
                               *compile_names])
         if rc != 0 or not os.path.exists(out):
-            raise InvalidProto("protoc could not compile the schema (is it valid "
-                               "proto2/proto3, with every import given as a reference?)")
+            why = f": {said[0].replace(d + os.sep, '')[:300]}" if said else \
+                " (is it valid proto2/proto3, with every import given as a reference?)"
+            raise InvalidProto(f"protoc could not compile the schema{why}")
         with open(out, "rb") as f:
             return descriptor_pb2.FileDescriptorSet.FromString(f.read())
+
+
+@contextlib.contextmanager
+def _protoc_errors(names: tuple[str, ...]) -> Iterator[list[str]]:
+    """Around ``protoc``'s run (in process: its C++ writes to file descriptor 2): its
+    error lines (those naming one of ``names``) into the yielded list; whatever else
+    reached standard error meanwhile (another thread's log) is written on afterwards.
+    Catches nothing when there is no descriptor 2 to redirect."""
+    said: list[str] = []
+    try:
+        sys.stderr.flush()
+        real = os.dup(2)
+    except (OSError, ValueError):
+        yield said
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(real, 2)
+            os.close(real)
+            caught.seek(0)
+            other = []
+            for line in caught.read().decode("utf-8", "replace").splitlines():
+                (said if line.startswith(names) else other).append(line)
+            if other:
+                os.write(2, ("\n".join(other) + "\n").encode())
 
 
 def _add(pool: Any, file_proto: Any) -> None:
