@@ -357,7 +357,7 @@ class Manifest:
             "log_start_offset": self.log_start_offset, "next_offset": self.next_offset,
             "removed": {"file": [r[0] for r in self.removed],
                         "at_ms": [r[1] for r in self.removed]},
-            "producers": {str(pid): {"epoch": e.epoch, "batches": e.batches}  # json writes tuples as lists
+            "producers": {str(pid): {"epoch": e.epoch, "batches": e.batches}  # as lists (json)
                           for pid, e in self.producers.items()},
             "committer": self.committer, "committed_ms": self.committed_ms,
         }
