@@ -31,6 +31,7 @@ from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,  # n
                                                       ProtobufSerializer)
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
+from tests.ingest_gateway.consumers import consume  # noqa: E402
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 PROTOBUF_V2 = "application/vnd.kafka.protobuf.v2+json"
@@ -80,21 +81,6 @@ def new_topic(gw) -> str:
     admin = AdminClient({"bootstrap.servers": gw.bootstrap})
     admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
     return topic
-
-
-def consume(gw, topic, n):
-    consumer = ck.Consumer({"bootstrap.servers": gw.bootstrap, "group.id": "g-" + topic,
-                            "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        while len(got) < n:
-            msg = consumer.poll(20)
-            assert msg is not None and not msg.error(), msg and msg.error()
-            got.append(msg)
-    finally:
-        consumer.close()
-    return got
 
 
 def test_v2_and_v3_protobuf_read_by_confluents_deserializer(gw, http, registry, click_pb2):

@@ -30,6 +30,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
+from tests.ingest_gateway.consumers import consume  # noqa: E402
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 AVRO_V2 = "application/vnd.kafka.avro.v2+json"
@@ -81,21 +82,6 @@ def new_topic(gw, partitions=1) -> str:
 def end_offset(http, gw, topic, partition=0) -> int:
     r = http.request("GET", gw.url + f"/topics/{topic}/partitions/{partition}/offsets")
     return json.loads(r.data)["end_offset"]
-
-
-def consume(gw, topic, n):
-    consumer = ck.Consumer({"bootstrap.servers": gw.bootstrap, "group.id": "g-" + topic,
-                            "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        while len(got) < n:
-            msg = consumer.poll(20)
-            assert msg is not None and not msg.error(), msg and msg.error()
-            got.append(msg)
-    finally:
-        consumer.close()
-    return got
 
 
 def test_v2_avro_produce_read_by_confluents_avro_deserializer(gw, http, registry):

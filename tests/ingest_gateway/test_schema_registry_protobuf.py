@@ -28,12 +28,12 @@ import urllib3
 
 protoc = pytest.importorskip("grpc_tools.protoc")
 
-import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
+from tests.ingest_gateway.consumers import consume  # noqa: E402
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 HEAD = ('syntax = "proto3";\npackage shop;\nimport "google/protobuf/timestamp.proto";\n')
@@ -133,21 +133,6 @@ def produce(gw, generated, version: str, topic: str, values: list, skip: bool = 
          json.dumps(values)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-def consume(gw, topic: str, n: int) -> list:
-    consumer = ck.Consumer({"bootstrap.servers": gw.bootstrap, "group.id": "g-" + topic,
-                            "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        while len(got) < n:
-            msg = consumer.poll(20)
-            assert msg is not None and not msg.error(), msg and msg.error()
-            got.append(msg)
-    finally:
-        consumer.close()
-    return got
 
 
 def post(http, gw, path, body, content_type="application/vnd.kafka.protobuf.v2+json"):
