@@ -8,17 +8,75 @@ figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
+
+#: the JVM options of a ``--quick`` run's JVMs (a Kafka broker, Kafka's tools, a
+#: MiniDFSCluster): C1 only and the serial collector, what the test suite gives its own
+#: (tests/jvm.py). A quick run's JVMs live seconds, too short for C2's compiles to pay
+#: back on two shared cores, and a quick run measures nothing. Full runs keep theirs.
+QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+#: ``spark-defaults.conf`` giving Spark's driver and executors :data:`QUICK_JVM`
+QUICK_SPARK_CONF_DIR = os.path.join(ROOT, "tests", "spark_conf")
+
+
+def quick_jvms() -> None:
+    """A ``--quick`` run's Spark (sessions, ``sparklog`` commands, a standalone cluster)
+    starts its JVMs with :data:`QUICK_JVM`, as under the test suite, unless the
+    environment already chose (``SPARK_CONF_DIR``, ``SPARK_DAEMON_JAVA_OPTS``)."""
+    if os.path.isdir(QUICK_SPARK_CONF_DIR):
+        os.environ.setdefault("SPARK_CONF_DIR", QUICK_SPARK_CONF_DIR)
+    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(QUICK_JVM))
+
+
+@contextlib.contextmanager
+def started_together(*servers: Any) -> Iterator[tuple[Any, ...]]:
+    """Enter the context managers ``servers`` at once, each on a thread of its own (each
+    start mostly waits for its own process to answer), and exit them in reverse order.
+
+    Yields what each ``__enter__`` returned. Raises the first start's error, after the
+    servers that did start are stopped again.
+    """
+    with contextlib.ExitStack() as stack:
+        with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
+            futures = [pool.submit(server.__enter__) for server in servers]
+        entered, error = [], None
+        for server, future in zip(servers, futures):
+            try:
+                entered.append(future.result())
+                stack.push(server)
+            except BaseException as e:  # noqa: BLE001 - raised below, once all are settled
+                error = error or e
+        if error is not None:
+            raise error
+        yield tuple(entered)
+
+
+@contextlib.contextmanager
+def started_in_background(server: Any) -> Iterator[Callable[[], Any]]:
+    """Enter the context manager ``server`` on a thread while the caller goes on; yields a
+    function that waits for the start and returns what ``__enter__`` returned (raising
+    its error). On leaving, waits for the start if it is still running, then exits
+    ``server`` if it started."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(server.__enter__)
+        try:
+            yield future.result
+        finally:
+            if future.exception() is None:  # waits for the start to end
+                server.__exit__(None, None, None)
 
 
 def machine() -> str:

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from bench.common import write_results  # noqa: E402
+from bench.common import quick_jvms, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 KEY_BYTES, VALUE_BYTES = 10, 50
@@ -140,6 +140,8 @@ def main(argv=None) -> int:
     # quick: a closed segment and the active one in each partition
     records = args.records or (80_000 if args.quick else 10_000_000)
     keys = args.keys or (4_000 if args.quick else 100_000)
+    if args.quick:  # C1-only JVMs and no warm-up: a quick run proves the script works
+        quick_jvms()
 
     from rich.console import Console
     from rich.table import Table
@@ -152,12 +154,14 @@ def main(argv=None) -> int:
         console.print(f"writing {records:,} records over {keys:,} keys in {PARTITIONS} "
                       f"partitions to {workdir} ...")
         store, parquet, _ = setup(workdir, records, keys)
+        shuffle = "2" if args.quick else "8"
         spark = session(master=args.master, extra={"spark.ui.showConsoleProgress": "false",
-                                                   "spark.sql.shuffle.partitions": "8"})
+                                                   "spark.sql.shuffle.partitions": shuffle})
         spark.sparkContext.setLogLevel("ERROR")
-        # warm up: Python workers and the JIT of Spark's SQL engine are not measured
-        spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
-        spark.sparkContext.parallelize(range(4), 2).map(lambda x: x).collect()
+        if not args.quick:
+            # warm up: Python workers and the JIT of Spark's SQL engine are not measured
+            spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+            spark.sparkContext.parallelize(range(4), 2).map(lambda x: x).collect()
         baseline = run_baseline(spark, parquet, os.path.join(workdir, "dedup"), records)
         ours = run_ours(spark, store)
     finally:

@@ -66,8 +66,9 @@ def topics_for(partitions: int) -> dict[str, int]:
 
 
 def run_case(s3, proxy: CountingProxy, work: str, gateways: int, partitions: int, *,
-             seconds: float, settle: float, via: str) -> dict:
-    """Start the application on a fresh prefix, let it settle, count; returns the figures."""
+             seconds: float, settle: float, via: str, window_s: float = 5.0) -> dict:
+    """Start the application on a fresh prefix, let it settle (``window_s``: see
+    :func:`wait_quiet`), count; returns the figures."""
     store = f"s3://{s3.bucket}/{uuid.uuid4().hex}"
     direct = s3.storage_options()  # set-up goes straight to the server, uncounted
     log = open_log(store, storage_options=direct)
@@ -87,7 +88,7 @@ def run_case(s3, proxy: CountingProxy, work: str, gateways: int, partitions: int
     try:
         app.start(timeout=600)
         time.sleep(settle)
-        settled = wait_quiet(proxy)
+        settled = wait_quiet(proxy, window_s)
         proxy.reset()
         start = time.monotonic()
         time.sleep(seconds)
@@ -120,11 +121,11 @@ def wait_quiet(proxy: CountingProxy, window_s: float = 5.0, max_s: float = 300.0
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2 gateways, 12 partitions, 5 s")
+    ap.add_argument("--quick", action="store_true", help="2 gateways, 12 partitions, 2 s")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="counting window per case (default 30, --quick 5)")
+                    help="counting window per case (default 30, --quick 2)")
     ap.add_argument("--settle", type=float, default=None,
-                    help="seconds after start before counting (default 15, --quick 2)")
+                    help="seconds after start before counting (default 15, --quick 0)")
     ap.add_argument("--cases", default=None,
                     help="GATEWAYSxPARTITIONS,... (default 2x12,4x12,2x1200,4x1200)")
     ap.add_argument("--via", choices=("setting", "flag"), default="setting",
@@ -132,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                          "--storage-options")
     ap.add_argument("--out", default=None, help="results file (default bench/results/...)")
     args = ap.parse_args(argv)
-    seconds = args.seconds or (5.0 if args.quick else 30.0)
-    settle = args.settle if args.settle is not None else (2.0 if args.quick else 15.0)
+    # --quick proves the script works and measures nothing: no settling, 1 s windows
+    seconds = args.seconds or (2.0 if args.quick else 30.0)
+    settle = args.settle if args.settle is not None else (0.0 if args.quick else 15.0)
+    window_s = 1.0 if args.quick else 5.0
     if args.cases:
         cases = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
     else:
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         proxy = stack.enter_context(CountingProxy(s3.endpoint_url))
         for gateways, partitions in cases:
             result = run_case(s3, proxy, work, gateways, partitions, seconds=seconds,
-                              settle=settle, via=args.via)
+                              settle=settle, via=args.via, window_s=window_s)
             per = result["per_gateway"]
             rows.append((gateways, partitions, per))
             print(f"{gateways} gateways, {partitions} partitions (settled after "

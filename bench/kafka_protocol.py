@@ -47,7 +47,13 @@ A 10-member group's rebalance time, KIP-848 vs classic, on both brokers
 runs it alone and puts its figures into the results file beside the others').
 
     python bench/kafka_protocol.py --repeat 3              # 2M records a run
-    python bench/kafka_protocol.py --quick                 # 50k records, one run (CI)
+    python bench/kafka_protocol.py --quick                 # 5k records, one run (CI)
+
+``--quick`` (what the test suite runs, so the script does not rot) goes through every
+case on both brokers with 5,000 records (perf tools and sessions alike), the caught-up
+consumer idling 2 s, 1 s heartbeats for the rebalance groups, the Kafka broker and
+Kafka's tools on C1-only JVMs (``bench.common.QUICK_JVM``), the broker and the gateway
+started at once: a quick run proves the script works and measures nothing.
 
 Writes bench/results/kafka_protocol.json (``.quick.json`` with --quick).
 """
@@ -68,11 +74,11 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import write_results  # noqa: E402
+from bench.common import QUICK_JVM, started_together, write_results  # noqa: E402
 from bench.kafka_side import kafka_clients as kc  # noqa: E402
 from bench.kafka_side import rebalance  # noqa: E402
 from bench.kafka_side import protocol_extra as extra  # noqa: E402
-from bench.kafka_side.broker import KafkaBroker  # noqa: E402
+from bench.kafka_side.broker import KafkaBroker, quick_jvm_flags  # noqa: E402
 from bench.kafka_side.fetch import fetch_kafka  # noqa: E402
 from bench.kafka_side.measure import VALUE_BYTES  # noqa: E402
 from bench.kafka_side.report import print_table  # noqa: E402
@@ -92,6 +98,8 @@ FIGURES = {
 }
 #: consumer settings of each consume figure
 CONSUME_SETTINGS = {"consume": {}, "consume_no_pause": {"fetch.queue.backoff.ms": 10}}
+#: --quick: records of every case, and the seconds the sessions case's consumer idles
+QUICK_RECORDS, QUICK_IDLE_S = 5_000, 2.0
 
 
 def _load() -> float:
@@ -233,6 +241,26 @@ def _gateway(work: str, settings: dict):
     shutil.rmtree(store, ignore_errors=True)
 
 
+def _servers(args: argparse.Namespace, jars, store: str, port: int, *,
+             log_path: str | None = None, **settings: str):
+    """A context of (Kafka broker, gateway on ``store`` with its Kafka listener on
+    ``port`` and ``settings``), the two started at once; with ``--quick`` the broker on
+    :func:`quick_jvm_flags` and both with :mod:`rebalance`'s quick heartbeats."""
+    settings = {"store.fsync": "false", "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                **settings, **(rebalance.QUICK_GATEWAY_SETTINGS if args.quick else {})}
+    kafka = KafkaBroker(jars, rebalance.QUICK_KAFKA_PROPS if args.quick else None,
+                        jvm_flags=quick_jvm_flags() if args.quick else None)
+    return started_together(kafka, GatewayProcess(store, settings=settings, log_path=log_path))
+
+
+def _quick(args: argparse.Namespace) -> dict:
+    """Keyword arguments of the Java tools' and the rebalance's runs: a ``--quick`` run's
+    JVM options, idle seconds and consumer settings (none in a full run)."""
+    if not args.quick:
+        return {"jvm": (), "idle_s": extra.IDLE_S, "client": None}
+    return {"jvm": QUICK_JVM, "idle_s": QUICK_IDLE_S, "client": rebalance.QUICK_CLIENT}
+
+
 def _interrupted(*_: object) -> None:
     raise KeyboardInterrupt
 
@@ -246,14 +274,13 @@ def _only_rebalance(args: argparse.Namespace, repeat: int, log) -> int:
     work = tempfile.mkdtemp(prefix="sparklog-bench-rebalance-")
     store, port = os.path.join(work, "store"), free_port()
     try:
-        with KafkaBroker(jars) as kafka, GatewayProcess(
-                store, settings={"store.fsync": "false",
-                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{port}"}):
+        with _servers(args, jars, store, port) as (kafka, _gw):
             lg = open_log(f"file://{store}")
             results = rebalance.runs(
                 [("sparklog", f"127.0.0.1:{port}",
                   lambda t, n: lg.create_topic(t, {"partitions": n})),
-                 ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log)
+                 ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log,
+                client=_quick(args)["client"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     new = rebalance.figures(results)
@@ -306,17 +333,15 @@ def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
     jars, tools, _notes = fetch_kafka(tools=True, log=log)
     if tools is None:
         raise RuntimeError("kafka-tools could not be fetched")
-    perf_records = args.perf_records or (50_000 if args.quick else 1_000_000)
-    session_records = args.session_records or (50_000 if args.quick else 500_000)
+    perf_records = args.perf_records or (QUICK_RECORDS if args.quick else 1_000_000)
+    session_records = args.session_records or (QUICK_RECORDS if args.quick else 500_000)
+    quick = _quick(args)
     work = tempfile.mkdtemp(prefix="sparklog-bench-extra-")
     store, port = os.path.join(work, "store"), free_port()
     runs: dict = {}
     sessions: dict = {}
     try:
-        with KafkaBroker(jars) as kafka, GatewayProcess(
-                store, settings={"store.fsync": "false",
-                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{port}"}
-        ) as gw:
+        with _servers(args, jars, store, port) as (kafka, gw):
             lg = open_log(f"file://{store}")
             sides = [("sparklog", f"127.0.0.1:{port}",
                       lambda t: lg.create_topic(t, {"partitions": PARTITIONS}), gw.proc.pid),
@@ -327,12 +352,14 @@ def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
                     f"{perf_records:,} records")
                 for name, bootstrap, create, pid in sides:
                     extra.java_perf_run(tools.classpath, name, bootstrap, create, pid,
-                                        perf_records, runs, cpu_seconds, _load, log)
+                                        perf_records, runs, cpu_seconds, _load, log,
+                                        jvm=quick["jvm"])
         for r in range(repeat):
             for slots in (1000, 0):
                 sessions.setdefault(slots, []).append(extra.sessions_run(
                     tools.classpath, slots, lambda s: _gateway(work, s), session_records,
-                    produce, cpu_seconds, _load, log))
+                    produce, cpu_seconds, _load, log, idle_s=quick["idle_s"],
+                    jvm=quick["jvm"]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     new = [f for f in figures_of(runs) if f["name"] in ("producer_performance",
@@ -348,7 +375,7 @@ def _only_extra(args: argparse.Namespace, repeat: int, log) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="50k records, one run")
+    ap.add_argument("--quick", action="store_true", help="5k records, one run")
     ap.add_argument("--repeat", type=int, help="runs per system (default 3, 1 with --quick)")
     ap.add_argument("--records", type=int, help="records a run (default 2,000,000)")
     ap.add_argument("--tail-cache-bytes", type=int,
@@ -370,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                          "figures replace theirs in the results file, the others are kept")
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
-    records = args.records or (50_000 if args.quick else 2_000_000)
+    records = args.records or (QUICK_RECORDS if args.quick else 2_000_000)
 
     def log(msg: str) -> None:
         print(msg, flush=True)
@@ -381,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_extra:
         return _only_extra(args, repeat, log)
     jars, tools, notes = fetch_kafka(tools=not args.skip_extra, log=log)
-    perf_records = args.perf_records or (50_000 if args.quick else 1_000_000)
-    session_records = args.session_records or (50_000 if args.quick else 500_000)
+    perf_records = args.perf_records or (QUICK_RECORDS if args.quick else 1_000_000)
+    session_records = args.session_records or (QUICK_RECORDS if args.quick else 500_000)
+    quick = _quick(args)
     sessions: dict = {}
     for n in notes:
         log(f"note: {n}")
@@ -392,11 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     kafka_port = free_port()
     runs: dict = {}
     try:
-        with KafkaBroker(jars) as kafka, GatewayProcess(
-                store, settings={"store.fsync": "false",
-                                 "gateway.kafka.listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}",
-                                 **_cache_setting(args.tail_cache_bytes)},
-                log_path=os.path.join(work, "gateway.log")) as gw:
+        with _servers(args, jars, store, kafka_port, log_path=os.path.join(work, "gateway.log"),
+                      **_cache_setting(args.tail_cache_bytes)) as (kafka, gw):
             from log_layout import open_log
 
             lg = open_log(f"file://{store}")
@@ -418,12 +443,14 @@ def main(argv: list[str] | None = None) -> int:
                         f"{perf_records:,} records")
                     for name, bootstrap, create, pid in sides:
                         extra.java_perf_run(tools.classpath, name, bootstrap, create, pid,
-                                            perf_records, runs, cpu_seconds, _load, log)
+                                            perf_records, runs, cpu_seconds, _load, log,
+                                            jvm=quick["jvm"])
             if not args.skip_rebalance:
                 rebalances = rebalance.runs(
                     [("sparklog", f"127.0.0.1:{kafka_port}",
                       lambda t, n: lg.create_topic(t, {"partitions": n})),
-                     ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log)
+                     ("kafka", kafka.bootstrap, kafka.create_topic)], repeat, _load, log,
+                    client=quick["client"])
             log(f"gateway {gw.url} done")
         if tools is not None:
             log(f"fetch sessions on vs off, {session_records:,} records, "
@@ -432,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
                 for slots in (1000, 0):
                     sessions.setdefault(slots, []).append(extra.sessions_run(
                         tools.classpath, slots, lambda s: _gateway(work, s),
-                        session_records, produce, cpu_seconds, _load, log))
+                        session_records, produce, cpu_seconds, _load, log,
+                        idle_s=quick["idle_s"], jvm=quick["jvm"]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     figures = figures_of(runs) + extra.sessions_figures(sessions)

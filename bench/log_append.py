@@ -101,7 +101,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from bench.common import machine, write_results  # noqa: E402
+from bench.common import QUICK_JVM, machine, write_results  # noqa: E402
 from log_layout import Manifest, SegmentInfo, open_log  # noqa: E402
 
 VALUE_BYTES = 100
@@ -331,18 +331,20 @@ def hdfs_side(hdfs: Any, side: str, r: int, batches: list[pa.Table], files: list
     return appended - start, time.perf_counter() - appended
 
 
-def hdfs_run(appends: int, rounds: int, batch: int = 10_000) -> list[dict]:
+def hdfs_run(appends: int, rounds: int, batch: int = 10_000,
+             java_options: tuple[str, ...] = ()) -> list[dict]:
     """Append and read on a MiniDFSCluster: the log against plain files (see the docstring).
     ``rounds`` short rounds of ``appends`` appends, each a pair (both sides back to back,
     who goes first alternating): the machine's load moves over seconds, and a pair's own
-    ratio is what it cannot move much. The judged figure is the median of the pairs'."""
+    ratio is what it cannot move much. The judged figure is the median of the pairs'.
+    ``java_options``: more options for the MiniDFSCluster's JVM."""
     from bench.hdfs_side import MiniHdfs
 
     records = appends * batch
     batches = make_batches(records, batch)
     files = [ipc_file(t) for t in segment_tables(batches)]
     runs: dict[str, list[float]] = {}
-    with MiniHdfs() as hdfs:
+    with MiniHdfs(java_options=java_options) as hdfs:
         for r in range(rounds + 1):  # the first round warms both sides up, unmeasured
             for side in (("ours", "plain") if r % 2 == 0 else ("plain", "ours")):
                 append, read = hdfs_side(hdfs, side, r, batches, files, records)
@@ -374,7 +376,7 @@ def hdfs_figure(op: str, ours: list[float], plain: list[float], records: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="100,000 records, one repeat (seconds)")
+    ap.add_argument("--quick", action="store_true", help="20,000 records, one repeat (seconds)")
     ap.add_argument("--records", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--batch", type=int, action="append", help="batch size (repeatable)")
@@ -384,12 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="results file (default bench/results/log_append[.quick].json)")
     ap.add_argument("--no-hdfs", action="store_true", help="skip the HDFS case (a MiniDFSCluster)")
     ap.add_argument("--hdfs-rounds", type=int, default=None,
-                    help="HDFS: pairs of rounds (default 30, quick 2)")
+                    help="HDFS: pairs of rounds (default 30, quick 1)")
     ap.add_argument("--hdfs-appends", type=int, default=None,
-                    help="HDFS: appends of --hdfs-batch records per round (default 40, quick 10)")
+                    help="HDFS: appends of --hdfs-batch records per round (default 40, quick 5)")
     ap.add_argument("--hdfs-only", action="store_true", help="only the HDFS case")
     args = ap.parse_args(argv)
-    records = args.records or (100_000 if args.quick else 2_000_000)
+    # --quick proves the script works and measures nothing: small, and the MiniDFSCluster
+    # on a C1-only JVM (bench.common.QUICK_JVM)
+    records = args.records or (20_000 if args.quick else 2_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
     where = machine()  # the load average before we add ours
     figures = []
@@ -399,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
                           tuple(args.mode or ("durable", "page_cache")))
     if not args.no_hdfs:
         # ~20-35 ms an append here: 30 pairs of 40 appends take about two minutes
-        figures += hdfs_run(args.hdfs_appends or (10 if args.quick else 40),
-                            args.hdfs_rounds or (2 if args.quick else 30))
+        figures += hdfs_run(args.hdfs_appends or (5 if args.quick else 40),
+                            args.hdfs_rounds or (1 if args.quick else 30),
+                            java_options=QUICK_JVM if args.quick else ())
     manifest = [manifest_cost(n) for n in (200, 2_000)]
 
     from rich.console import Console

@@ -33,7 +33,9 @@ issue 13: a task's crash <= 5 s, an executor's (and a worker's) <= 15 s, a froze
 ``--quick`` (what the test suite runs, so the script does not rot) is the smallest run
 that still goes through both halves: 1 and 2 slots, 4,000 records, and one fault,
 ``task-crash``, once (``tests/jobs/test_broker_app.py`` asserts the failover of four
-faults: all but ``executor-freeze``, which ``host-freeze`` contains).
+faults: all but ``executor-freeze``, which ``host-freeze`` contains); the standalone
+cluster and its application start while the throughput runs, and the wait for a
+relaunched executor to register is skipped before the first fault (none was killed).
 
 Usage: ``python bench/scale.py [--quick] [--repeat N] [--faults task-crash,...]``.
 Writes ``bench/results/scale.json`` (``scale.quick.json`` with ``--quick``).
@@ -52,7 +54,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import machine, write_results  # noqa: E402
+from bench.common import machine, quick_jvms, started_in_background, write_results  # noqa: E402
 from jobs.broker_app_process import FAULTS, BrokerAppProcess  # noqa: E402
 from jobs.failover_measure import measure_failover  # noqa: E402
 from jobs.spark_standalone import StandaloneCluster  # noqa: E402
@@ -66,15 +68,27 @@ GATEWAY_COUNTS = (1, 2, 4)
 PARTITIONS = 8
 
 
-def wait_spare(cluster: StandaloneCluster, timeout: float = 120.0) -> None:
+def wait_spare(cluster: StandaloneCluster, timeout: float = 120.0,
+               relaunched: bool = True) -> None:
     """Wait until every worker runs an executor again (a killed one is relaunched), so
-    the next executor crash has a spare core to move to."""
+    the next executor crash has a spare core to move to; then, if an executor may have
+    been ``relaunched``, a few seconds for it to register."""
     deadline = time.monotonic() + timeout
     while len(cluster.executor_pids()) < WORKERS:
         if time.monotonic() > deadline:
             raise TimeoutError(f"fewer than {WORKERS} executors after {timeout:.0f} s")
         time.sleep(0.2)
-    time.sleep(5)  # a relaunched executor registers with the driver a few seconds later
+    if relaunched:
+        time.sleep(5)  # a relaunched executor registers with the driver a few seconds later
+
+
+@contextlib.contextmanager
+def _failover_servers(work: str, store: str):
+    """(cluster, app): the standalone cluster and ``broker-app --gateways 2`` on it."""
+    with StandaloneCluster(os.path.join(work, "cluster"), workers=WORKERS) as cluster, \
+            BrokerAppProcess(store, cluster.master_url, os.path.join(work, "app"),
+                             gateways=2) as app:
+        yield cluster, app
 
 
 @contextlib.contextmanager
@@ -155,7 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--faults: unknown {sorted(unknown)}; known: {', '.join(FAULTS)}")
     where = machine()
     figures = []
-    with _work_dir(args.dir) as work:
+    if args.quick:
+        quick_jvms()
+    with _work_dir(args.dir) as work, contextlib.ExitStack() as stack:
+        store = os.path.join(work, "store")
+        log = open_log(store)
+        # --quick: the failover half's servers start now, beside the throughput runs
+        servers = stack.enter_context(started_in_background(_failover_servers(work, store))) \
+            if args.quick else None
         rates: dict[int, list[float]] = {n: [] for n in counts}
         for i in range(repeat):
             for n in counts:  # interleaved: drift hits every count alike
@@ -175,16 +196,15 @@ def main(argv: list[str] | None = None) -> int:
                             "ratio": round(med / base, 3), "target": None,
                             "runs": [round(r, 1) for r in rs]})
         runs: dict[str, list] = {fault: [] for fault in faults}
-        store = os.path.join(work, "store")
-        log = open_log(store)
-        with StandaloneCluster(os.path.join(work, "cluster"), workers=WORKERS) as cluster, \
-                BrokerAppProcess(store, cluster.master_url, os.path.join(work, "app"),
-                                 gateways=2) as app:
+        with contextlib.nullcontext(servers()) if servers else \
+                _failover_servers(work, store) as (cluster, app):
+            killed = False
             for fault in faults:
                 for i in range(repeat):
                     topic = f"{fault.replace('-', '_')}_{i}"
                     log.create_topic(topic, {"partitions": 4})
-                    wait_spare(cluster)
+                    wait_spare(cluster, relaunched=killed or not args.quick)
+                    killed = True
                     app.wait_up(180)
                     result = measure_failover(app, store, topic, fault, before_s=load_s,
                                               after_s=load_s, group=f"g-{topic}", freeze_s=3.0)

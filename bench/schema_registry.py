@@ -44,7 +44,7 @@ sys.path.insert(0, ROOT)
 
 import pyarrow as pa  # noqa: E402
 
-from bench.common import write_results  # noqa: E402
+from bench.common import quick_jvms, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 PARTITIONS = 4
@@ -124,6 +124,8 @@ def main() -> int:
     args = parser.parse_args()
     records = args.records or (5_000 if args.quick else 1_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
+    if args.quick:
+        quick_jvms()
 
     from pyspark.sql import functions as F
 
@@ -140,7 +142,7 @@ def main() -> int:
         print(f"wrote {n:,} records as Avro (schema id {schema_id}) and as JSON in "
               f"{time.perf_counter() - t0:.1f}s", flush=True)
         spark = session(master=args.master, app_name="bench-schema-registry",
-                        extra={"spark.sql.shuffle.partitions": "4",
+                        extra={"spark.sql.shuffle.partitions": "1" if args.quick else "4",
                                "spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         warehouse = os.path.join(folder, "warehouse")

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -113,10 +114,17 @@ def _sides(root: str, store: str) -> tuple[Side, Side]:
     pw_file = os.path.join(root, "passwords")
     passwords.add(pw_file, USER, PASSWORD)
     common = {"store.fsync": "true"}
-    plain = GatewayProcess(store, settings=common).start()
+    plain = GatewayProcess(store, settings=common)
     secured = GatewayProcess(store, scheme="https", ca_file=pki.ca, settings={
         **common, **pki.ssl_settings(), "authentication.method": "basic",
-        "authentication.password.file": pw_file, "authorizer.enabled": "true"}).start()
+        "authentication.password.file": pw_file, "authorizer.enabled": "true"})
+    with ThreadPoolExecutor(max_workers=2) as pool:  # both start at once (unmeasured)
+        starts = [pool.submit(gw.start) for gw in (plain, secured)]
+    for gw, start in zip((plain, secured), starts):
+        if start.exception() is not None:
+            for other in (plain, secured):
+                other.stop()
+            raise start.exception()
     basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     return (Side("plain", plain, {}, urllib3.PoolManager(retries=False, timeout=30), {}),
             Side("secured", secured,

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from bench.common import write_results  # noqa: E402
+from bench.common import quick_jvms, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 VALUE_BYTES = 100
@@ -83,8 +83,11 @@ def write_data(folder: str, records: int) -> tuple[str, str]:
     return store, parquet_dir
 
 
-def timed(fn, repeat: int) -> tuple[float, object]:
-    fn()  # warm-up: Python workers started, files in the page cache
+def timed(fn, repeat: int, warm_up: bool = True) -> tuple[float, object]:
+    """(best seconds of ``repeat`` calls of ``fn``, its last answer), after a warm-up call
+    unless ``warm_up`` is false (``--quick``: a run that measures nothing)."""
+    if warm_up:
+        fn()  # warm-up: Python workers started, files in the page cache
     best, out = float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -102,6 +105,8 @@ def main() -> int:
     args = parser.parse_args()
     records = args.records or (20_000 if args.quick else 10_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
+    if args.quick:  # one run, no warm-ups, C1-only JVMs: it proves the script works
+        quick_jvms()
 
     from pyspark.sql import functions as F
 
@@ -114,7 +119,7 @@ def main() -> int:
         store, parquet_dir = write_data(folder, records)
         print(f"wrote {records:,} records twice in {time.perf_counter() - t0:.1f}s", flush=True)
         spark = session(master=args.master, app_name="bench-spark-read",
-                        extra={"spark.sql.shuffle.partitions": "8",
+                        extra={"spark.sql.shuffle.partitions": "2" if args.quick else "8",
                                "spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         ours = spark.read.format("sparklog").option("store", store).option("subscribe", TOPIC).load()
@@ -128,8 +133,8 @@ def main() -> int:
         }
         figures = []
         for name, query in queries.items():
-            t_ours, r_ours = timed(lambda: query(ours), repeat)
-            t_base, r_base = timed(lambda: query(base), repeat)
+            t_ours, r_ours = timed(lambda: query(ours), repeat, warm_up=not args.quick)
+            t_base, r_base = timed(lambda: query(base), repeat, warm_up=not args.quick)
             if r_ours != r_base:
                 raise SystemExit(f"{name}: sparklog answered {r_ours}, Parquet {r_base}")
             figures.append({"name": name, "unit": "records/s", "ours": n / t_ours,

@@ -11,6 +11,10 @@ The target: ``sparklog sql "SELECT 1"`` within 1.25x of the bare session (the CL
 own work, settings, the store, registering what the query names, printing, is small
 next to starting a JVM). Runs interleaved, median and best of ``--repeat``.
 
+``--quick`` (what the test suite runs, so the script does not rot) runs each case once,
+the three at the same time, on C1-only JVMs (``bench.common.QUICK_JVM``): it proves the
+commands work and measures nothing.
+
 Usage: ``python bench/sql_startup.py [--quick] [--repeat R] [--topics N]``.
 Writes ``bench/results/sql_startup.json``.
 """
@@ -28,7 +32,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import machine, write_results  # noqa: E402
+from bench.common import machine, quick_jvms, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
 TARGET = 1.25
@@ -65,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="results file (default bench/results/sql_startup[.quick].json)")
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 5)
+    if args.quick:
+        quick_jvms()
     where = machine()
     cli = [sys.executable, "-m", "jobs.cli"]
     with tempfile.TemporaryDirectory(prefix="bench-sql-") as tmp:
@@ -77,10 +83,16 @@ def main(argv: list[str] | None = None) -> int:
             "sql_select_1": [*cli, "--store", store, "sql", "SELECT 1"],
             "sql_count_one_topic": [*cli, "--store", store, "sql", "SELECT count(*) FROM t0"],
         }
-        if not args.quick:  # quick: one run of each, a check that it works, not a figure
-            timed(cases["bare_select_1"])  # the page cache warm for both sides
         runs: dict[str, list[float]] = {name: [] for name in cases}
-        for r in range(repeat):
+        if args.quick:  # one run of each, at once: a check that they work, not a figure
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=len(cases)) as pool:
+                for name, seconds in zip(cases, pool.map(timed, cases.values())):
+                    runs[name].append(seconds)
+        else:
+            timed(cases["bare_select_1"])  # the page cache warm for both sides
+        for r in range(0 if args.quick else repeat):
             names = list(cases)
             for name in names[r % len(names):] + names[:r % len(names)]:
                 runs[name].append(timed(cases[name]))

@@ -44,6 +44,11 @@ bytes, so higher is better for sparklog everywhere; targets are issue 18's.
     python bench/vs_kafka.py --repeat 3   # full (a few minutes after the first fetch)
     python bench/vs_kafka.py --quick      # under a minute once Kafka is cached (CI)
 
+``--quick`` (what the test suite runs, so the script does not rot): every workload
+once on each side with 5,000 records and 0.5 s / 1 s durations, the broker and Kafka's
+tools on C1-only JVMs (``bench.common.QUICK_JVM``), the broker and the gateway started
+at once; it proves the script works and measures nothing.
+
 Writes bench/results/vs_kafka.json (DESIGN.md format), vs_kafka.md and vs_kafka.png
 (``*.quick.*`` with --quick).
 """
@@ -64,10 +69,10 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import RESULTS, machine, write_results  # noqa: E402
+from bench.common import QUICK_JVM, RESULTS, machine, started_together, write_results  # noqa: E402
 from bench.kafka_side import kafka_clients as kc  # noqa: E402
 from bench.kafka_side import sparklog_clients as sc  # noqa: E402
-from bench.kafka_side.broker import KafkaBroker  # noqa: E402
+from bench.kafka_side.broker import KafkaBroker, quick_jvm_flags  # noqa: E402
 from bench.kafka_side.fetch import fetch_kafka  # noqa: E402
 from bench.kafka_side.measure import VALUE_BYTES, disk_usage  # noqa: E402
 from bench.kafka_side.report import bar_chart, markdown, print_table  # noqa: E402
@@ -236,11 +241,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, help="runs of every workload on each side "
                     "(default 3, 1 with --quick)")
     ap.add_argument("--records", type=int, help="records of the produce/consume workloads "
-                    "(default 1,000,000; 50,000 with --quick)")
+                    "(default 1,000,000; 5,000 with --quick)")
     ap.add_argument("--seconds", type=float, help="duration of workloads 1 and 2 "
-                    "(default 5; 1 with --quick)")
+                    "(default 5; 0.5 with --quick)")
     ap.add_argument("--e2e-seconds", type=float, help="duration of workload 5 "
-                    "(default 10; 2 with --quick)")
+                    "(default 10; 1 with --quick)")
     ap.add_argument("--no-tools", action="store_true",
                     help="skip Kafka's ProducerPerformance (and its download)")
     ap.add_argument("--spark", action=argparse.BooleanOptionalAction,
@@ -258,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     q = args.quick
     repeat = args.repeat or (1 if q else 3)
-    sizes = {"records": args.records or (50_000 if q else 1_000_000),
-             "seconds": args.seconds or (1.0 if q else 5.0),
-             "e2e_seconds": args.e2e_seconds or (2.0 if q else 10.0)}
+    sizes = {"records": args.records or (5_000 if q else 1_000_000),
+             "seconds": args.seconds or (0.5 if q else 5.0),
+             "e2e_seconds": args.e2e_seconds or (1.0 if q else 10.0)}
     gateway_settings = {"store.fsync": "true" if args.durable else "false",
                         **dict(kv.split("=", 1) for kv in args.gateway_set)}
     # Kafka's default leaves flushing to the OS; flush.messages=1 fsyncs every append
@@ -289,9 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     try:
         log(f"starting Kafka {broker_jars.version} (KRaft, one node) and a sparklog gateway")
-        with KafkaBroker(broker_jars, kafka_props) as kafka, \
+        with started_together(
+                KafkaBroker(broker_jars, kafka_props, jvm_flags=quick_jvm_flags() if q else None),
                 GatewayProcess(store, settings=gateway_settings,
-                               log_path=os.path.join(work, "gateway.log")) as gw:
+                               log_path=os.path.join(work, "gateway.log"))) as (kafka, gw):
             sparklog = Side("sparklog", sc, gw.url, lambda t, p: sc.create_topic(gw.url, t, p),
                             lambda t: sc.topic_files(store, t),
                             lambda t, n: sc.batched_arrow(gw.url, t, n, LINGER_MS))
@@ -299,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             if tool_jars is not None:
                 def bulk(t: str, n: int) -> dict:
                     return kc.producer_performance(tool_jars.classpath, kafka.bootstrap, t, n,
-                                                   LINGER_MS)
+                                                   LINGER_MS, jvm=QUICK_JVM if q else ())
             kafka_side = Side("kafka", kc, kafka.bootstrap, kafka.create_topic,
                               kafka.topic_files, bulk)
             if spark_jars is not None:

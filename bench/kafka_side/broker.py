@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.kafka_side.fetch import Jars
@@ -34,6 +34,14 @@ JVM_FLAGS = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMilli
              "-Djava.awt.headless=true"]
 
 
+def quick_jvm_flags() -> list[str]:
+    """A ``--quick`` run's broker: a smaller heap, C1 only and the serial collector
+    (``bench.common.QUICK_JVM``); it serves a few thousand records and measures nothing."""
+    from bench.common import QUICK_JVM
+
+    return ["-Xmx512M", *QUICK_JVM, "-Djava.awt.headless=true"]
+
+
 def random_cluster_id() -> str:
     """A cluster id as ``kafka-storage.sh random-uuid`` prints it (URL-safe base64 of 16 bytes)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -43,8 +51,13 @@ class KafkaBroker:
     """``with KafkaBroker(jars, props) as k: k.bootstrap, k.create_topic(...), k.topic_bytes(...)``."""
 
     def __init__(self, jars: Jars, props: Mapping[str, Any] | None = None, *,
-                 java: str = "java", start_timeout_s: float = 90):
+                 java: str = "java", start_timeout_s: float = 90,
+                 jvm_flags: Sequence[str] | None = None):
+        """``jvm_flags``: the broker JVM's options (default :data:`JVM_FLAGS`, what
+        ``kafka-server-start.sh`` passes; the storage format's short JVM gets the
+        options from it that are not about the heap)."""
         self.jars, self.java, self.start_timeout_s = jars, java, start_timeout_s
+        self.jvm_flags = list(JVM_FLAGS if jvm_flags is None else jvm_flags)
         self.extra_props = dict(props or {})
         self.folder = ""
         self.port = self.controller_port = 0
@@ -80,14 +93,17 @@ class KafkaBroker:
         config = os.path.join(self.folder, "server.properties")
         with open(config, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in self._properties().items())
-        fmt = subprocess.run([self.java, "-cp", self.jars.classpath, "kafka.tools.StorageTool",
+        tool_flags = [] if self.jvm_flags == JVM_FLAGS else [
+            f for f in self.jvm_flags if not f.startswith(("-Xm", "-Xs"))]
+        fmt = subprocess.run([self.java, *tool_flags, "-cp", self.jars.classpath,
+                              "kafka.tools.StorageTool",
                               "format", "-t", random_cluster_id(), "-c", config],
                              capture_output=True, text=True, timeout=120, check=False)
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed: {(fmt.stdout + fmt.stderr)[-1500:]}")
         # the broker's output, kept open for its lifetime (closed by stop())
         self._out = open(os.path.join(self.folder, "broker.out"), "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen([self.java, *JVM_FLAGS, "-cp", self.jars.classpath,
+        self.proc = subprocess.Popen([self.java, *self.jvm_flags, "-cp", self.jars.classpath,
                                       "kafka.Kafka", config],
                                      stdout=self._out, stderr=subprocess.STDOUT)
         try:

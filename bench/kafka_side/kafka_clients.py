@@ -12,6 +12,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -196,10 +197,12 @@ PERF_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec .*?([\d.]+) ms
 
 
 def producer_performance(tools_classpath: str, bootstrap: str, topic: str, records: int,
-                         linger_ms: float, java: str = "java") -> dict:
+                         linger_ms: float, java: str = "java",
+                         jvm: Sequence[str] = ()) -> dict:
     """Kafka's own ``ProducerPerformance`` (the Java client), acks=all, idempotent,
-    ``batch.size`` as the other producers'."""
-    cmd = [java, "-Xmx512M", "-cp", tools_classpath, "org.apache.kafka.tools.ProducerPerformance",
+    ``batch.size`` as the other producers' (``jvm``: more JVM options)."""
+    cmd = [java, "-Xmx512M", *jvm, "-cp", tools_classpath,
+           "org.apache.kafka.tools.ProducerPerformance",
            "--topic", topic, "--num-records", str(records), "--record-size", str(VALUE_BYTES),
            "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
            "acks=all", f"linger.ms={int(linger_ms)}", "compression.type=none",

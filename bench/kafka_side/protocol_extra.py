@@ -28,7 +28,7 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bench.kafka_side.measure import VALUE_BYTES
 
@@ -39,8 +39,11 @@ SESSION_PARTITIONS = 64
 IDLE_S = 10.0
 
 
-def _java(tools_cp: str, main: str, *args: str, timeout: float = 900) -> str:
-    cmd = ["java", "-Xmx512M", "-cp", tools_cp, f"org.apache.kafka.tools.{main}", *args]
+def _java(tools_cp: str, main: str, *args: str, timeout: float = 900,
+          jvm: Sequence[str] = ()) -> str:
+    """Run one of Kafka's tools (``jvm``: more JVM options); returns its stdout; raises
+    RuntimeError if it exits non-zero."""
+    cmd = ["java", "-Xmx512M", *jvm, "-cp", tools_cp, f"org.apache.kafka.tools.{main}", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
                           env={**os.environ, "KAFKA_LOG4J_OPTS": ""})
     if proc.returncode != 0:
@@ -49,42 +52,45 @@ def _java(tools_cp: str, main: str, *args: str, timeout: float = 900) -> str:
     return proc.stdout
 
 
-def producer_performance(tools_cp: str, bootstrap: str, topic: str, records: int) -> float:
+def producer_performance(tools_cp: str, bootstrap: str, topic: str, records: int,
+                         jvm: Sequence[str] = ()) -> float:
     """Records/s of Kafka's ProducerPerformance with the Java client's defaults."""
     out = _java(tools_cp, "ProducerPerformance", "--topic", topic, "--num-records",
                 str(records), "--record-size", str(VALUE_BYTES), "--throughput", "-1",
-                "--producer-props", f"bootstrap.servers={bootstrap}")
+                "--producer-props", f"bootstrap.servers={bootstrap}", jvm=jvm)
     found = [m for line in out.splitlines() if (m := _PERF.search(line))]
     if not found or int(found[-1].group(1)) != records:
         raise RuntimeError(f"ProducerPerformance sent fewer records: {out[-800:]}")
     return float(found[-1].group(2))
 
 
-def consumer_performance(tools_cp: str, bootstrap: str, topic: str, records: int) -> dict:
+def consumer_performance(tools_cp: str, bootstrap: str, topic: str, records: int,
+                         jvm: Sequence[str] = ()) -> dict:
     """Kafka's ConsumerPerformance with the client's defaults: its fetch.nMsg.sec (the
     records/s once the group is joined) and nMsg.sec (from start, the join included)."""
     out = _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
                 "--topic", topic, "--messages", str(records), "--timeout", "60000",
-                "--group", f"perf-{uuid.uuid4().hex[:8]}")
+                "--group", f"perf-{uuid.uuid4().hex[:8]}", jvm=jvm)
     row = _consumer_row(out, records)
     return {"fetch_msgs_per_s": row["fetch.nMsg.sec"], "msgs_per_s": row["nMsg.sec"]}
 
 
 def java_perf_run(tools_cp: str, name: str, bootstrap: str, create: Callable[[str], None],
                   pid: int, records: int, runs: dict, cpu: Callable[[int], float],
-                  load: Callable[[], float], log) -> None:
-    """ProducerPerformance then ConsumerPerformance on a fresh topic of one system."""
+                  load: Callable[[], float], log, jvm: Sequence[str] = ()) -> None:
+    """ProducerPerformance then ConsumerPerformance on a fresh topic of one system
+    (``jvm``: more options for the tools' JVMs)."""
     topic = f"perf-{uuid.uuid4().hex[:8]}"
     create(topic)
     cpu0 = cpu(pid)
-    rate = producer_performance(tools_cp, bootstrap, topic, records)
+    rate = producer_performance(tools_cp, bootstrap, topic, records, jvm)
     cpu_us = (cpu(pid) - cpu0) / records * 1e6
     runs.setdefault("producer_performance", []).append(
         {"system": name, "value": rate, "load": load(), "broker_cpu_us": round(cpu_us, 3)})
     log(f"  {name:8s} ProducerPerformance {rate:>12,.0f} msgs/s  broker CPU "
         f"{cpu_us:.2f} us/record  (load {load()})")
     cpu0 = cpu(pid)
-    got = consumer_performance(tools_cp, bootstrap, topic, records)
+    got = consumer_performance(tools_cp, bootstrap, topic, records, jvm)
     cpu_us = (cpu(pid) - cpu0) / records * 1e6
     runs.setdefault("consumer_performance", []).append(
         {"system": name, "value": got["fetch_msgs_per_s"], "from_start": got["msgs_per_s"],
@@ -95,13 +101,15 @@ def java_perf_run(tools_cp: str, name: str, bootstrap: str, create: Callable[[st
 
 def sessions_run(tools_cp: str, slots: int, gateway_factory: Callable[[dict], object],
                  records: int, produce: Callable[[str, str, int], dict],
-                 cpu: Callable[[int], float], load: Callable[[], float], log) -> dict:
+                 cpu: Callable[[int], float], load: Callable[[], float], log, *,
+                 idle_s: float = IDLE_S, jvm: Sequence[str] = ()) -> dict:
     """One gateway with ``slots`` session slots: produce ``records`` into a fresh topic
     of SESSION_PARTITIONS partitions (confluent-kafka), read them with Kafka's Java
     consumer (ConsumerPerformance: it opens a fetch session when the broker offers one;
     librdkafka never does, it sends every Fetch whole), the gateway's CPU per record;
-    then the same group again, caught up, polling for IDLE_S with nothing to read, the
-    gateway's CPU per second (the group join included, alike on both sides)."""
+    then the same group again, caught up, polling for ``idle_s`` with nothing to read, the
+    gateway's CPU per second (the group join included, alike on both sides). ``jvm``:
+    more options for the consumer's JVMs."""
     with gateway_factory({"gateway.kafka.max.incremental.fetch.session.cache.slots":
                           str(slots)}) as (gw, bootstrap, create):
         topic, group = f"sess-{uuid.uuid4().hex[:8]}", f"sess-{uuid.uuid4().hex[:8]}"
@@ -111,13 +119,13 @@ def sessions_run(tools_cp: str, slots: int, gateway_factory: Callable[[dict], ob
         cpu0 = cpu(pid)
         got = _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
                     "--topic", topic, "--messages", str(records), "--timeout", "60000",
-                    "--group", group)
+                    "--group", group, jvm=jvm)
         per_record = (cpu(pid) - cpu0) / records * 1e6
         rate = _consumer_row(got, records)["fetch.nMsg.sec"]
         cpu0, t0 = cpu(pid), time.monotonic()
         _java(tools_cp, "ConsumerPerformance", "--bootstrap-server", bootstrap,
-              "--topic", topic, "--messages", "1", "--timeout", str(int(IDLE_S * 1000)),
-              "--group", group)
+              "--topic", topic, "--messages", "1", "--timeout", str(int(idle_s * 1000)),
+              "--group", group, jvm=jvm)
         idle = (cpu(pid) - cpu0) * 1000 / (time.monotonic() - t0)
     log(f"  slots={slots:<5d} ConsumerPerformance {rate:>12,.0f} msgs/s  gateway CPU "
         f"{per_record:.2f} us/record, caught up {idle:.1f} ms/s  (load {load()})")
