@@ -14,7 +14,7 @@ __all__ = [
     "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidMaintenance",
     "InvalidRecords",
     "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
-    "InvalidAcl", "CorruptDocument", "ProducerFenced", "InvalidTxnState",
+    "InvalidAcl", "CorruptDocument", "ProducerFenced", "InvalidTxnState", "LogEndMoved",
 ]
 
 
@@ -76,6 +76,19 @@ class Fenced(SparklogError):
         self.epoch, self.current_epoch = epoch, current_epoch
         super().__init__(f"writer of {topic}-{partition} with leader epoch {epoch} is fenced: "
                          f"the partition's leader epoch is now {current_epoch}")
+
+
+class LogEndMoved(SparklogError):
+    """A conditional append found the partition's log end no longer where its writer read
+    it: another append committed first (``PartitionWriter.append(if_next_offset=...)``)."""
+
+    code = "log_end_moved"
+
+    def __init__(self, topic: str, partition: int, expected: int, current: int):
+        self.topic, self.partition = topic, partition
+        self.expected, self.current = expected, current
+        super().__init__(f"append to {topic}-{partition} was conditional on the log end "
+                         f"{expected}, but it is now {current}")
 
 
 class TopicRecreated(Fenced):

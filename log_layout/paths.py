@@ -79,11 +79,12 @@ TABLES_FOLDER = "_tables"
 TRANSACTIONS_FOLDER = "_transactions"
 #: the hot tier: each gateway's journal of shared flush objects (hot_journal.py)
 HOT_FOLDER = "_hot"
-#: the Schema Registry's schemas, subjects and configs (schema_registry.py)
-SCHEMAS_FOLDER = "_schemas"
+#: the Schema Registry's topic (schema_registry.py): a compacted topic like any other,
+#: not a reserved name (an older layout kept files under this folder; read once to
+#: migrate them, they live beside the topic's own files without clashing)
+SCHEMAS_TOPIC = "_schemas"
 RESERVED_NAMES = frozenset({CLUSTER_META, GROUPS_FOLDER, MAINTENANCE_FOLDER, BROKERS_FOLDER,
-                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER, HOT_FOLDER,
-                            SCHEMAS_FOLDER})
+                            SECURITY_FOLDER, TABLES_FOLDER, TRANSACTIONS_FOLDER, HOT_FOLDER})
 #: ... nor start with these: temp files (``store.TMP_PREFIX``) are written beside
 #: ``_cluster.json`` at the root (local_store.py imports this module, so it is spelled here)
 RESERVED_PREFIXES = (".tmp-",)

@@ -1,238 +1,292 @@
-"""The Schema Registry's storage: schemas by global id, and the subjects' versions and
-configs, kept in the store so every gateway serves the same registry.
+"""The Schema Registry's storage: the compacted topic ``_schemas``, as Confluent's Schema
+Registry and Karapace keep theirs, so the registry follows the log's replication,
+compaction and tombstones on every store (local, S3, HDFS).
 
-Layout, under ``_schemas/`` at the store's root (reserved as a topic name by ``paths``)::
+The topic has one partition and ``cleanup.policy=compact``; it is created at the
+first open. Its records are Confluent's (``schema_records``: ``SCHEMA``, ``CONFIG``,
+``MODE``, ``DELETE_SUBJECT`` keys, JSON values, null values for hard deletes). Kafka
+clients may list and consume it as Confluent's ``_schemas``; only the registry writes
+it (the gateway refuses a Produce to it).
 
-    _schemas/ids/<id:020d>.json            one schema, created exclusively, never rewritten
-      {"id": 3, "schemaType": "AVRO", "schema": "{...}", "references": [...],
-       "fingerprint": "<sha256 hex>"}
-    _schemas/fingerprints/<sha256>.json    {"id": 3}: THE id of a schema's content
-    _schemas/registry/<version:020d>.json  subjects, versions, configs (``versioned_doc``)
-      {"compatibility": "BACKWARD", "mode": "READWRITE",
-       "subjects": {"clicks-value": {"next": 3, "compatibility": "FULL", "mode": ...,
-                    "versions": [{"version": 1, "id": 3, "deleted": false}, ...]}}}
+**State.** Each :class:`SchemaStore` replays the topic into a
+``schema_records.RegistryState`` and keeps it by tailing from the offset it read up
+to: when nothing changed a read costs one manifest check (the partition's newest
+version), as ``versioned_doc`` did. The state gives the subjects document the
+registry's operations read::
+
+    {"compatibility": "BACKWARD", "mode": "READWRITE",
+     "subjects": {"clicks-value": {"next": 3, "compatibility": "FULL", "mode": ...,
+                  "versions": [{"version": 1, "id": 3, "deleted": false}, ...]}}}
+
+Absent ``compatibility``/``mode`` mean the global ones; absent global ones mean
+``BACKWARD`` and ``READWRITE`` (Confluent's defaults). ``next`` is one more than the
+subject's greatest version (soft-deleted ones count; a hard-deleted subject starts
+again at 1, as Confluent's).
+
+**Writing** (:meth:`SchemaStore.update`): a change is a function of the document read
+at the log end N; the records that take the old document to the new one are appended
+in one append **conditional on the log end still being N**
+(``PartitionWriter.append(if_next_offset=N)``: the partition's next manifest version,
+created exclusively, is the compare-and-swap). A writer that loses the race tails the
+winner's records and runs its change again, so a compatibility check always runs
+against the versions it is appended after.
 
 **Ids are global and one per schema**, even with many gateways registering at once:
+inside a change, :meth:`SchemaStore.assign_id` answers the id a schema's content
+already has in the state read, else the greatest id the log ever named plus one; the
+id is written in the same conditional append as the version holding it. Two
+registrars racing for one schema: the loser re-reads, finds the winner's version and
+its id. Two racing for different schemas: the loser's next try takes the next number.
+A crash before the append commits leaves nothing; after, the version is there whole.
+A schema lives as long as a version holds it (soft-deleted ones too): a hard delete
+of the last version holding it removes it (40403 by id, as Confluent's).
 
-1. the fingerprint (sha256 of the schema's type, text and references) is looked up in
-   ``fingerprints/``: a schema seen before keeps its id;
-2. else an id file is created exclusively (``Store.put_exclusive``) under the next free
-   number (a lost race tries the next number, listing the folder to catch up);
-3. then the fingerprint file is created exclusively. A writer that loses this race
-   deletes its id file (nobody was told that number) and answers the winner's id.
-
-A crash between 2 and 3 leaves an id file no fingerprint names: it stays readable by
-its id (harmless: nobody was given it) and the next registration of that schema takes a
-new id. Id files are immutable, so readers cache them for ever.
-
-**Subjects** live in one document written by ``versioned_doc``'s optimistic loop: a
-change (register, delete, set a config) is a function of the current document, re-run
-on the winner's after a lost race, so a compatibility check always runs against the
-versions it is appended after. Version numbers of a subject grow from ``next``
-(soft-deleted versions keep theirs; a hard-deleted subject starts again at 1, as
-Confluent's). Absent ``compatibility``/``mode`` mean the global ones; absent global
-ones mean ``BACKWARD`` and ``READWRITE`` (Confluent's defaults).
+**Migration.** A store written by the earlier layout (files under ``_schemas/ids``,
+``_schemas/registry``) is imported at the first open: its subjects document and the
+schemas its versions name become one conditional append at offset 0 (so two
+processes opening at once import it once). The old files are left as they were and
+not read again.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
+import copy
 import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from log_layout.errors import CorruptDocument
-from log_layout.paths import SCHEMAS_FOLDER
+import pyarrow as pa
+
+from log_layout.errors import (CorruptDocument, Fenced, LogEndMoved, OffsetOutOfRange,
+                               TopicExists, UnknownTopic)
+from log_layout.partition import PartitionLog, PartitionWriter
+from log_layout.paths import SCHEMAS_TOPIC
+from log_layout.schema_records import (Reference, RegistryState, StoredSchema, fingerprint,
+                                       records_for)
 from log_layout.store import Store
+from log_layout.topics import Log
 from log_layout.versioned_doc import VersionedDoc
 
-IDS_FOLDER = f"{SCHEMAS_FOLDER}/ids"
-FINGERPRINTS_FOLDER = f"{SCHEMAS_FOLDER}/fingerprints"
-REGISTRY_FOLDER = f"{SCHEMAS_FOLDER}/registry"
-#: exclusive creates tried for a new id before giving up (each loss means another
-#: writer took that number: only a registry under a storm of registrations loses often)
-_ID_ATTEMPTS = 1000
+__all__ = ["SchemaStore", "StoredSchema", "Reference", "fingerprint", "SCHEMAS_TOPIC",
+           "TOPIC_CONFIG"]
 
-
-@dataclasses.dataclass(frozen=True)
-class Reference:
-    """A schema's reference to another subject's version (Confluent's ``SchemaReference``)."""
-
-    name: str
-    subject: str
-    version: int
-
-    def to_doc(self) -> dict[str, Any]:
-        return {"name": self.name, "subject": self.subject, "version": self.version}
-
-
-@dataclasses.dataclass(frozen=True)
-class StoredSchema:
-    """One schema as stored under its id."""
-
-    id: int
-    schema_type: str
-    schema: str
-    references: tuple[Reference, ...] = ()
-
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.schema_type, self.schema, self.references)
-
-    def to_doc(self) -> dict[str, Any]:
-        return {"id": self.id, "schemaType": self.schema_type, "schema": self.schema,
-                "references": [r.to_doc() for r in self.references],
-                "fingerprint": self.fingerprint}
-
-
-def fingerprint(schema_type: str, schema: str, references: tuple[Reference, ...]) -> str:
-    """The sha256 (hex) naming a schema's content: what makes two registrations one id."""
-    text = json.dumps([schema_type, schema, [r.to_doc() for r in references]],
-                      sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _schema_of(path: str, raw: bytes) -> StoredSchema:
-    try:
-        doc = json.loads(raw)
-        return StoredSchema(int(doc["id"]), str(doc["schemaType"]), str(doc["schema"]),
-                            tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
-                                  for r in doc.get("references") or ()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise CorruptDocument(path, f"not a stored schema ({e})") from None
+#: the topic's config when the registry creates it (Confluent's: one partition, compacted)
+TOPIC_CONFIG = {"partitions": 1, "cleanup.policy": "compact"}
+#: conditional appends tried before giving up (each loss means another registrar
+#: committed first: only a registry under a storm of registrations loses often)
+_ATTEMPTS = 1000
+#: the earlier layout's folders (read once, to migrate)
+OLD_IDS_FOLDER = f"{SCHEMAS_TOPIC}/ids"
+OLD_REGISTRY_FOLDER = f"{SCHEMAS_TOPIC}/registry"
 
 
 class SchemaStore:
-    """The registry's documents in ``store`` (see the module docstring). Thread-safe."""
+    """The registry's records in the ``_schemas`` topic of ``log`` (a Log, or a Store a
+    Log is opened on; see the module docstring). Thread-safe; one per process is plenty,
+    but any number (in one process or many) see the same registry."""
 
-    def __init__(self, store: Store):
-        self.store = store
-        self._doc = VersionedDoc(store, REGISTRY_FOLDER)
-        self._lock = threading.Lock()
-        self._by_id: dict[int, StoredSchema] = {}
-        self._next_id = 1
-        self._registry: tuple[int, dict[str, Any]] = (-1, {})
+    def __init__(self, log: Log | Store):
+        self.log = log if isinstance(log, Log) else Log(log)
+        self.store = self.log.store
+        # one lock for the state and this process's writes: an update's change reads
+        # schemas by id from the very state its document came from
+        self._lock = threading.RLock()
+        self._state = RegistryState()
+        self._writer: PartitionWriter | None = None
+        self._plog: PartitionLog | None = None
+        self._local = threading.local()  # the ids an update in progress assigns
+        self._migration_checked = False
+
+    # -- the topic ----------------------------------------------------------------------
+    def _partition(self) -> PartitionLog:
+        if self._plog is None:
+            try:
+                self.log.topic(SCHEMAS_TOPIC, refresh=True)
+            except UnknownTopic:
+                try:
+                    self.log.create_topic(SCHEMAS_TOPIC, TOPIC_CONFIG)
+                except TopicExists:
+                    pass  # another process created it first
+            self._plog = self.log.partition(SCHEMAS_TOPIC, 0)
+        return self._plog
+
+    def _tail(self) -> RegistryState:
+        """The state, after reading what was appended since it was read (one manifest
+        check when nothing was). Raises OSError, CorruptSegment."""
+        with self._lock:
+            plog = self._partition()
+            m = plog.snapshot()
+            state = self._state
+            if state.topic_id != plog.topic_id or m.next_offset < state.end:
+                state = RegistryState(plog.topic_id)  # a new topic: replay it all
+            if m.next_offset > state.end:
+                try:
+                    batches = list(plog.read(state.end, manifest=m))
+                except OffsetOutOfRange:  # below the log start: replay from there
+                    state = RegistryState(plog.topic_id)
+                    batches = list(plog.read(m.log_start_offset, manifest=m))
+                for batch in batches:
+                    keys = batch.column("key").to_pylist()
+                    values = batch.column("value").to_pylist()
+                    for key, value in zip(keys, values):
+                        state.apply(key, value)
+                state.end = m.next_offset
+            if state.end == 0 and not self._migration_checked:
+                self._migrate(state)
+                self._migration_checked = True
+            self._state = state
+            return state
 
     # -- schemas by id ------------------------------------------------------------------
+    def _current(self) -> RegistryState:
+        """The state to answer from: inside an update's change, the one its document came
+        from (tailing would move it under the change); else the tailed one."""
+        return self._state if getattr(self._local, "pending", None) is not None \
+            else self._tail()
+
     def schema(self, schema_id: int) -> StoredSchema | None:
-        """The schema of ``schema_id``, or None. Raises CorruptDocument, OSError."""
+        """The schema of ``schema_id``, or None. Raises OSError, CorruptSegment."""
         with self._lock:
-            found = self._by_id.get(schema_id)
-        if found is not None:
+            pending = getattr(self._local, "pending", None) or {}
+            found = pending.get(schema_id) or self._state.by_id.get(schema_id)
+            if found is None:  # registered elsewhere since this process last read?
+                found = self._current().by_id.get(schema_id)
             return found
-        path = f"{IDS_FOLDER}/{schema_id:020d}.json"
-        try:
-            found = _schema_of(path, self.store.read(path))
-        except FileNotFoundError:
-            return None
-        with self._lock:
-            self._by_id[schema_id] = found
-        return found
 
     def ids(self) -> list[int]:
-        """Every id stored, ascending (one LIST)."""
-        out = []
-        for f in self.store.list(IDS_FOLDER):
-            stem = f.name.removesuffix(".json")
-            if stem.isdigit() and len(stem) == 20:
-                out.append(int(stem))
-        return sorted(out)
+        """Every id a version holds, ascending."""
+        with self._lock:
+            return sorted(self._current().by_id)
 
     def id_of(self, schema_type: str, schema: str,
               references: tuple[Reference, ...]) -> int | None:
         """The id a schema of this content already has, or None."""
-        path = f"{FINGERPRINTS_FOLDER}/{fingerprint(schema_type, schema, references)}.json"
-        try:
-            raw = self.store.read(path)
-        except FileNotFoundError:
-            return None
-        try:
-            return int(json.loads(raw)["id"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptDocument(path, f"not a fingerprint document ({e})") from None
+        content = fingerprint(schema_type, schema, references)
+        with self._lock:
+            found = self._current().by_fingerprint.get(content)
+            if found is None:
+                pending = getattr(self._local, "pending", None) or {}
+                found = next((i for i, s in sorted(pending.items())
+                              if s.fingerprint == content), None)
+            return found
 
     def assign_id(self, schema_type: str, schema: str,
                   references: tuple[Reference, ...]) -> int:
-        """The schema's one id: its existing one, else a new one (module docstring).
-        Raises OSError, CorruptDocument, RuntimeError if no id could be created."""
+        """The schema's one id: its existing one, else a new one, written with the
+        version of the update in progress (module docstring). Raises RuntimeError
+        outside an update's change (an id exists only in a version's record)."""
+        pending = self._pending("assign_id")
         known = self.id_of(schema_type, schema, references)
         if known is not None:
             return known
-        with self._lock:
-            number = self._next_id
-        for attempt in range(_ID_ATTEMPTS):
-            candidate = StoredSchema(number, schema_type, schema, references)
-            if self._create_id(candidate):
-                break
-            # lost to another writer: catch up with the folder, not one number at a time
-            ids = self.ids()
-            number = max(number + 1, (ids[-1] + 1) if ids else 1)
-        else:
-            raise RuntimeError(f"no schema id could be created in {_ID_ATTEMPTS} attempts")
-        won = self._claim(candidate)
-        if won == number:
-            return number
-        # another writer registered the same content meanwhile: its id is the one
-        self.store.delete([f"{IDS_FOLDER}/{number:020d}.json"])
-        with self._lock:
-            self._by_id.pop(number, None)
-        return won
+        number = max(self._state.max_id, *pending, 0) + 1
+        pending[number] = StoredSchema(number, schema_type, schema, references)
+        return number
 
     def import_id(self, schema: StoredSchema) -> bool:
-        """Store ``schema`` under its own id (IMPORT mode); False if the id holds another
-        schema. Raises OSError, CorruptDocument."""
-        if not self._create_id(schema):
-            existing = self.schema(schema.id)
-            if existing is None or existing.fingerprint != schema.fingerprint:
-                return False
-        self._claim(schema)
-        return True
-
-    def _create_id(self, schema: StoredSchema) -> bool:
-        path = f"{IDS_FOLDER}/{schema.id:020d}.json"
-        if not self.store.put_exclusive(path, json.dumps(schema.to_doc(), indent=1).encode()):
-            return False
+        """Give ``schema`` its own id (IMPORT mode); False if the id holds another
+        schema. Inside an update's change the id is written with its version; outside,
+        this only checks. Raises OSError, CorruptSegment."""
         with self._lock:
-            self._by_id[schema.id] = schema
-            self._next_id = max(self._next_id, schema.id + 1)
-        return True
+            pending = getattr(self._local, "pending", None)
+            existing = (pending or {}).get(schema.id) or self._current().by_id.get(schema.id)
+            if existing is not None and existing.fingerprint != schema.fingerprint:
+                return False
+            if pending is not None and existing is None:
+                pending[schema.id] = schema
+            return True
 
-    def _claim(self, schema: StoredSchema) -> int:
-        """Name ``schema.id`` as its content's id unless another id already is; the id
-        that is."""
-        path = f"{FINGERPRINTS_FOLDER}/{schema.fingerprint}.json"
-        if self.store.put_exclusive(path, json.dumps({"id": schema.id}).encode()):
-            return schema.id
-        found = self.id_of(schema.schema_type, schema.schema, schema.references)
-        if found is None:  # deleted by hand between our create and our read
-            raise CorruptDocument(path, "vanished while being read")
-        return found
+    def _pending(self, what: str) -> dict[int, StoredSchema]:
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
+            raise RuntimeError(f"{what} runs inside SchemaStore.update's change")
+        return pending
 
     # -- subjects, versions, configs ---------------------------------------------------
     def registry(self) -> dict[str, Any]:
-        """The current subjects document (read only when its version changed)."""
+        """The current subjects document (read only when the topic changed). Not to
+        modify. Raises OSError, CorruptSegment."""
         with self._lock:
-            known, doc = self._registry
-        newest = self._doc.newest(known=known)
-        if newest is None:
-            return doc
-        with self._lock:
-            self._registry = (newest.number, newest.doc)
-        return newest.doc
+            return self._tail().doc
 
     def update(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any]:
-        """Apply ``change`` to a copy of the current document and store its result (None:
-        nothing to store). ``change`` is re-run on the winner's document after a lost
-        race, so it must decide from its argument only. Returns the document now current.
-        Raises whatever ``change`` raises, CorruptDocument, OSError."""
-        def apply(current: Any) -> dict[str, Any] | None:
-            return change(json.loads(json.dumps(current.doc)))  # a copy it may modify
+        """Apply ``change`` to a copy of the current document and append the records
+        its result differs by (None: nothing to store), conditionally on the log end
+        the document was read at. ``change`` is re-run on the newer document after a
+        lost race, so it must decide from its argument (and assign_id/import_id) only.
+        Returns the document now current. Raises whatever ``change`` raises,
+        RuntimeError after too many lost races, OSError, CorruptSegment."""
+        for _ in range(_ATTEMPTS):
+            with self._lock:
+                state = self._tail()
+                self._local.pending = {}
+                try:
+                    new = change(copy.deepcopy(state.doc))
+                    if new is None:
+                        return state.doc
+                    records = records_for(state, state.doc, new, self._local.pending)
+                finally:
+                    self._local.pending = None
+                if not records:
+                    return state.doc
+                if self._append(records, state.end):
+                    return self._tail().doc
+        raise RuntimeError(f"no registry update committed in {_ATTEMPTS} attempts")
 
-        created = self._doc.update(apply)
-        if created is None:
-            return self.registry()
-        with self._lock:
-            self._registry = (created.number, created.doc)
-        return created.doc
+    def _append(self, records: list[tuple[bytes, bytes | None]], end: int) -> bool:
+        """Append ``records`` if the log still ends at ``end``; False if it does not."""
+        table = pa.table({"key": pa.array([k for k, _ in records], pa.binary()),
+                          "value": pa.array([v for _, v in records], pa.binary())})
+        plog = self._partition()
+        if self._writer is None or self._writer.fenced is not None \
+                or self._writer.topic_id != plog.topic_id:
+            self._writer = plog.writer()
+        try:
+            self._writer.append(table, if_next_offset=end)
+        except LogEndMoved:
+            return False
+        except Fenced:  # a claim (or a re-created topic): write at the new epoch
+            self._writer = None
+            self._plog = None
+            return False
+        return True
+
+    # -- the earlier layout --------------------------------------------------------------
+    def _migrate(self, state: RegistryState) -> None:
+        """Import the earlier layout's documents into the empty topic (once: the append
+        is conditional on offset 0). Raises CorruptDocument, OSError."""
+        old = VersionedDoc(self.store, OLD_REGISTRY_FOLDER).newest(known=-1)
+        if old is None or not old.doc.get("subjects") and not old.doc.get("compatibility") \
+                and not old.doc.get("mode"):
+            return
+        schemas: dict[int, StoredSchema] = {}
+        for entry in old.doc.get("subjects", {}).values():
+            for v in entry.get("versions", ()):
+                schemas.setdefault(v["id"], self._old_schema(v["id"]))
+        try:
+            records = records_for(state, {}, old.doc, schemas)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise CorruptDocument(OLD_REGISTRY_FOLDER, f"cannot be migrated ({e})") from None
+        if records:
+            self._append(records, 0)  # lost: another process migrated it
+            plog = self._partition()
+            m = plog.snapshot()
+            for batch in plog.read(0, manifest=m):
+                for key, value in zip(batch.column("key").to_pylist(),
+                                      batch.column("value").to_pylist()):
+                    state.apply(key, value)
+            state.end = m.next_offset
+
+    def _old_schema(self, schema_id: int) -> StoredSchema:
+        path = f"{OLD_IDS_FOLDER}/{int(schema_id):020d}.json"
+        try:
+            doc = json.loads(self.store.read(path))
+            return StoredSchema(int(doc["id"]), str(doc["schemaType"]), str(doc["schema"]),
+                                tuple(Reference(str(r["name"]), str(r["subject"]),
+                                                int(r["version"]))
+                                      for r in doc.get("references") or ()))
+        except FileNotFoundError:
+            raise CorruptDocument(path, "named by a version but missing") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptDocument(path, f"not a stored schema ({e})") from None

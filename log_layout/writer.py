@@ -27,8 +27,8 @@ from log_layout import commit, hot_journal, leader_epochs, segment, txn_maintena
 from log_layout.commit import run as run_commit
 from log_layout.commit import wall_clock_ms
 from log_layout.hot_writer import Pending, without_segments
-from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, MaintenanceConflict,
-                               TopicRecreated)
+from log_layout.errors import (Fenced, InvalidMaintenance, InvalidRecords, LogEndMoved,
+                               MaintenanceConflict, TopicRecreated)
 from log_layout.manifest import NO_PRODUCER, Manifest, ProducerBatch, SegmentInfo
 from log_layout.segment_commit import SegmentPuts, append_commit
 from log_layout.versions import Versions
@@ -154,7 +154,7 @@ class PartitionWriter:
 
     def append(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
                producer_batches: Sequence[tuple[ProducerBatch, int]] = (),
-               transactional: bool = False) -> AppendResult:
+               transactional: bool = False, if_next_offset: int | None = None) -> AppendResult:
         """Commit ``records`` as one new segment; return their offsets.
 
         ``producer_batches`` lists idempotent batches in the records as
@@ -162,7 +162,11 @@ class PartitionWriter:
         committed state at commit time. ``transactional``: the records are one
         transactional producer's, its batches covering them all; the segment is
         flagged with its producer id and the first opens its transaction here
-        (see ``txn_writes``). Raises Fenced (this writer is done), InvalidRecords,
+        (see ``txn_writes``). ``if_next_offset``: commit only if the log still ends
+        there (its records then start at it), else raise LogEndMoved -- a
+        compare-and-swap on the log end, as the Schema Registry's ``_schemas`` topic
+        needs (a rebase over another append would put the records after state their
+        writer never read). Raises Fenced (this writer is done), InvalidRecords,
         InvalidProducerEpoch or OutOfOrderSequence (a duplicate here means the
         caller skipped its own duplicate check).
         """
@@ -170,7 +174,8 @@ class PartitionWriter:
         config = p.config()
         table, ts, txn_pid = self._records(records, now_ms, producer_batches, transactional)
         if self.journal is not None:
-            return self._hot_append(table, producer_batches, ts, txn_pid).result()
+            return self._hot_append(table, producer_batches, ts, txn_pid,
+                                    if_next_offset).result()
         v = p.versions
         first = v.snapshot(refresh=False)
         snapshot = v.snapshot
@@ -178,7 +183,8 @@ class PartitionWriter:
             snapshot, first = sealing_snapshot(v, self.epoch), None
         with self._segment_commit(v, table, config, self.topic_id) as seg:
             new = commit.run(snapshot,
-                             lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
+                             lambda m: self._plan(m, table, producer_batches, ts, txn_pid,
+                                                  if_next_offset),
                              seg.attempt, first=first)
         return _result(new, table.num_rows, producer_batches)
 
@@ -209,10 +215,12 @@ class PartitionWriter:
 
     def _hot_append(self, table: segment.Records,
                     producer_batches: Sequence[tuple[ProducerBatch, int]], ts: int,
-                    txn_pid: int | None) -> "concurrent.futures.Future[AppendResult]":
+                    txn_pid: int | None, if_next_offset: int | None = None,
+                    ) -> "concurrent.futures.Future[AppendResult]":
         assert self.journal is not None
         rows = table.num_rows
-        pending = Pending(self, lambda m: self._plan(m, table, producer_batches, ts, txn_pid),
+        pending = Pending(self, lambda m: self._plan(m, table, producer_batches, ts, txn_pid,
+                                                     if_next_offset),
                           table, self.partition.config().compression)
         done: concurrent.futures.Future = concurrent.futures.Future()
 
@@ -228,11 +236,15 @@ class PartitionWriter:
 
     def _plan(self, m: Manifest, table: segment.Records,
               producer_batches: Sequence[tuple[ProducerBatch, int]],
-              ts: int, txn_pid: int | None = None) -> tuple[dict, dict]:
+              ts: int, txn_pid: int | None = None,
+              if_next_offset: int | None = None) -> tuple[dict, dict]:
         """The append's next version on ``m``: its segment's stats and the other
-        changes (segment_commit's plan). Raises Fenced or OutOfOrderSequence."""
+        changes (segment_commit's plan). Raises Fenced, LogEndMoved or
+        OutOfOrderSequence."""
         self._check_epoch(m)
         base = m.next_offset
+        if if_next_offset is not None and base != if_next_offset:
+            raise LogEndMoved(m.topic, m.partition, if_next_offset, base)
         producers = txn_writes.plan_producers(m, producer_batches, base,
                                               self.partition.partition) \
             if producer_batches else m.producers

@@ -124,7 +124,7 @@ class _Registry:
     """Schemas by id and their parsed forms, cached for the process (ids never change)."""
 
     def __init__(self, store_description: dict[str, Any]):
-        self.store = SchemaStore(shared_log(**store_description).store)
+        self.store = SchemaStore(shared_log(**store_description))
         self._parsed: dict[int, Any] = {}  # id -> (fastavro schema, named) | FileDescriptor
         self._lock = threading.Lock()
 

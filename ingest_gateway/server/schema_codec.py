@@ -110,7 +110,7 @@ def codec_of(state: Any) -> SchemaCodec:
 
         registry = getattr(state, "schema_registry", None)
         if registry is None:
-            registry = state.schema_registry = SchemaRegistry(SchemaStore(state.log.store))
+            registry = state.schema_registry = SchemaRegistry(SchemaStore(state.log))
         found = state.schema_codec = SchemaCodec(registry)
     return found
 

@@ -289,9 +289,16 @@ class SchemaRegistry:
                 return None
             if mode_of(doc, subject) != "IMPORT":
                 self._check(doc, subject, kind, parsed, live)
-            if schema_id is None:
-                # after the check, so a refusal takes no id; a lost race re-runs this
-                # and gets the same id back (assign_id is one id per content)
+            if wanted_id is not None and importing:
+                # written with the version (the check above only read): refused if the
+                # id came to hold another schema meanwhile
+                if not self.schemas.import_id(StoredSchema(wanted_id, kind, text, refs)):
+                    raise operation_not_permitted(f"Overwrite new schema with id {wanted_id} "
+                                                  "is not permitted.")
+            else:
+                # after the check, so a refusal takes no id; a lost race re-runs this on
+                # the winner's state: the same id if it registered this content, else
+                # the next free one (the id is written with this version)
                 schema_id = self.schemas.assign_id(kind, text, refs)
             number = wanted_version if (importing and wanted_version) else entry["next"]
             if any(v["version"] == number for v in entry["versions"]):

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from log_layout import open_log_from_settings
     from log_layout.schema_registry import SchemaStore
 
-    registry = SchemaRegistry(SchemaStore(open_log_from_settings(settings_from(args)).store))
+    registry = SchemaRegistry(SchemaStore(open_log_from_settings(settings_from(args))))
     return {"list": _list, "describe": _describe, "register": _register, "check": _check,
             "delete": _delete, "compatibility": _compatibility}[args.action](registry, args)
 

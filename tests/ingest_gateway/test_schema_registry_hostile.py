@@ -21,8 +21,8 @@ import pytest
 import urllib3
 
 from jobs.gateway_process import GatewayProcess
-from log_layout import open_store
-from log_layout.schema_registry import FINGERPRINTS_FOLDER, IDS_FOLDER
+from log_layout import open_log
+from log_layout.paths import SCHEMAS_TOPIC
 
 PREFIX = "/schema-registry"
 CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
@@ -89,13 +89,17 @@ def test_two_gateways_give_one_id_per_schema(tmp_path):
             by_schema.setdefault(i, set()).add(v)
         assert all(len(v) == 1 for v in by_schema.values())  # one version per schema
         assert sorted(v for vs in by_schema.values() for v in vs) == list(range(1, SCHEMAS + 1))
-        # both gateways serve every id, and the store holds one fingerprint per schema
+        # both gateways serve every id, and the _schemas topic holds one record per
+        # version, each id the same for its schema in every subject
         for sid in {next(iter(v)) for v in ids.values()}:
             for g in (a, b):
                 assert http.request("GET", f"{g.url}{PREFIX}/schemas/ids/{sid}").status == 200
-        store = open_store(store_url)
-        assert len(store.list(FINGERPRINTS_FOLDER)) == SCHEMAS
-        assert len([f for f in store.list(IDS_FOLDER) if f.name.endswith(".json")]) == SCHEMAS
+        table = open_log(store_url).partition(SCHEMAS_TOPIC, 0).read_table(0)
+        values = [json.loads(v) for v in table.column("value").to_pylist()
+                  if v is not None and b'"id"' in v]
+        assert len(values) == SCHEMAS * 2  # no version written twice, none lost
+        assert {(json.loads(v["schema"])["name"], v["id"]) for v in values} == \
+            {(f"R{i}", next(iter(ids[i]))) for i in range(SCHEMAS)}
 
 
 @pytest.fixture(scope="module")

@@ -1,85 +1,214 @@
-"""``log_layout.schema_registry``: ids created exclusively, one per schema, under threads
-racing on one local store (each thread its own SchemaStore, as separate gateways are),
-a crash between the id and its fingerprint, IMPORT ids, and the subjects document's
-optimistic updates."""
+"""``log_layout.schema_registry``: the registry kept as Confluent's records in the
+compacted ``_schemas`` topic. Ids one per schema under threads racing on one store (each
+thread its own SchemaStore, as separate gateways are), on every backend; Confluent's
+key and value shapes; IMPORT ids; changes never lost; the same state after compaction
+(tombstones dropped); the earlier file layout migrated once."""
 
 from __future__ import annotations
 
 import json
 import threading
 
-from log_layout import open_store
-from log_layout.schema_registry import (FINGERPRINTS_FOLDER, IDS_FOLDER, SchemaStore,
-                                        StoredSchema)
+import pytest
+
+from compaction.cleaner import compact_partition
+from log_layout import open_log, open_store
+from log_layout.paths import SCHEMAS_TOPIC
+from log_layout.schema_registry import OLD_IDS_FOLDER, OLD_REGISTRY_FOLDER, SchemaStore, \
+    StoredSchema
 
 
-def test_racing_writers_give_one_id_per_schema(tmp_path):
-    url = f"file://{tmp_path}"
+def register(schemas: SchemaStore, subject: str, text: str, kind: str = "AVRO") -> tuple[int, int]:
+    """(id, version) of ``text`` registered under ``subject`` (what the registry's
+    register does, without its checks)."""
+    got: list[tuple[int, int]] = []
+
+    def change(doc):
+        got.clear()
+        entry = doc.setdefault("subjects", {}).setdefault(subject, {"versions": [], "next": 1})
+        for v in entry["versions"]:
+            if not v["deleted"] and schemas.schema(v["id"]).schema == text:
+                got.append((v["id"], v["version"]))
+                return None
+        sid = schemas.assign_id(kind, text, ())
+        entry["versions"].append({"version": entry["next"], "id": sid, "deleted": False})
+        got.append((sid, entry["next"]))
+        return doc
+
+    schemas.update(change)
+    return got[0]
+
+
+def records(log) -> list[tuple[dict, dict | None]]:
+    table = log.partition(SCHEMAS_TOPIC, 0).read_table(0)
+    return [(json.loads(k), json.loads(v) if v is not None else None)
+            for k, v in zip(table.column("key").to_pylist(), table.column("value").to_pylist())]
+
+
+def test_racing_registrars_give_one_id_per_schema(store):
+    url, options = store
     got: list[tuple[int, int]] = []
     lock = threading.Lock()
-    barrier = threading.Barrier(8)
+    barrier = threading.Barrier(4)
 
     def writer(n: int) -> None:
-        store = SchemaStore(open_store(url))  # no shared cache: as another gateway
+        schemas = SchemaStore(open_log(url, storage_options=options))
         barrier.wait()
-        for i in [*range(n % 5, 10), *range(n % 5)]:
-            sid = store.assign_id("AVRO", f'"schema-{i}"', ())
+        for i in [*range(n % 4, 6), *range(n % 4)]:
+            sid, _ = register(schemas, f"s{i % 2}", f'"schema-{i}"')
             with lock:
                 got.append((i, sid))
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
     by_schema: dict[int, set[int]] = {}
     for i, sid in got:
         by_schema.setdefault(i, set()).add(sid)
-    assert len(got) == 80 and all(len(ids) == 1 for ids in by_schema.values())
+    assert len(got) == 24 and all(len(ids) == 1 for ids in by_schema.values())
     ids = sorted(next(iter(v)) for v in by_schema.values())
-    assert len(set(ids)) == 10  # distinct schemas, distinct ids
-    reader = SchemaStore(open_store(url))
-    assert reader.ids() == ids  # the losers' id files were removed
+    assert ids == list(range(1, 7))  # distinct schemas, distinct ids, none skipped
+    reader = SchemaStore(open_log(url, storage_options=options))
+    assert reader.ids() == ids
     for i, v in by_schema.items():
         assert reader.schema(next(iter(v))).schema == f'"schema-{i}"'
+    doc = reader.registry()
+    assert sorted(v["version"] for v in doc["subjects"]["s0"]["versions"]) == [1, 2, 3]
 
 
-def test_an_id_left_without_its_fingerprint_is_not_reused(tmp_path):
-    store = open_store(f"file://{tmp_path}")
-    orphan = StoredSchema(1, "AVRO", '"int"')
-    # a writer that crashed after creating the id file, before the fingerprint
-    store.put_exclusive(f"{IDS_FOLDER}/{1:020d}.json", json.dumps(orphan.to_doc()).encode())
-    schemas = SchemaStore(store)
-    assert schemas.assign_id("AVRO", '"int"', ()) == 2  # a new id; 1 stays as it was
-    assert schemas.schema(1).schema == '"int"'
-    assert schemas.assign_id("AVRO", '"int"', ()) == 2
-    assert len(store.list(FINGERPRINTS_FOLDER)) == 1
+def test_records_are_confluents(local_log):
+    schemas = SchemaStore(local_log)
+    assert register(schemas, "clicks-value", '"long"') == (1, 1)
+
+    def soft_delete(doc):
+        for v in doc["subjects"]["clicks-value"]["versions"]:
+            v["deleted"] = True
+        doc["compatibility"] = "FULL"
+        doc["subjects"]["clicks-value"]["mode"] = "READONLY"
+        return doc
+
+    schemas.update(soft_delete)
+    schemas.update(lambda doc: {**doc, "subjects": {}})  # hard delete, config gone
+    got = records(local_log)
+    assert got[0] == ({"keytype": "SCHEMA", "subject": "clicks-value", "version": 1,
+                       "magic": 1},
+                      {"subject": "clicks-value", "version": 1, "id": 1, "schema": '"long"',
+                       "deleted": False})
+    keys = [k for k, _ in got[1:]]
+    assert {"keytype": "CONFIG", "subject": None, "magic": 0} in keys
+    assert {"keytype": "MODE", "subject": "clicks-value", "magic": 0} in keys
+    assert ({"keytype": "DELETE_SUBJECT", "subject": "clicks-value", "magic": 0},
+            {"subject": "clicks-value", "version": 1}) in got
+    tombstones = [k for k, v in got if v is None]
+    assert {"keytype": "SCHEMA", "subject": "clicks-value", "version": 1, "magic": 1} \
+        in tombstones
+    assert {"keytype": "DELETE_SUBJECT", "subject": "clicks-value", "magic": 0} in tombstones
+    # key bytes are canonical (what compaction compares): Confluent's order, compact
+    raw = local_log.partition(SCHEMAS_TOPIC, 0).read_table(0).column("key")[0].as_py()
+    assert raw == b'{"keytype":"SCHEMA","subject":"clicks-value","version":1,"magic":1}'
+    info = local_log.topic(SCHEMAS_TOPIC)
+    assert info.partitions == 1 and info.config.compacted
+    fresh = SchemaStore(local_log)
+    assert fresh.registry() == {"subjects": {}, "compatibility": "FULL"}
+    assert fresh.schema(1) is None  # its last version hard-deleted
 
 
 def test_import_keeps_the_given_id_and_refuses_another_schema_there(tmp_path):
     schemas = SchemaStore(open_store(f"file://{tmp_path}"))
-    assert schemas.import_id(StoredSchema(500, "AVRO", '"long"'))
-    assert schemas.import_id(StoredSchema(500, "AVRO", '"long"'))  # the same: fine
+
+    def imported(subject, schema):
+        def change(doc):
+            if not schemas.import_id(schema):
+                raise ValueError("refused")
+            doc.setdefault("subjects", {})[subject] = {
+                "versions": [{"version": 1, "id": schema.id, "deleted": False}], "next": 2}
+            return doc
+        schemas.update(change)
+
+    imported("a", StoredSchema(500, "AVRO", '"long"'))
+    imported("b", StoredSchema(500, "AVRO", '"long"'))  # the same: fine
+    with pytest.raises(ValueError):
+        imported("c", StoredSchema(500, "AVRO", '"string"'))
     assert not schemas.import_id(StoredSchema(500, "AVRO", '"string"'))
     assert schemas.id_of("AVRO", '"long"', ()) == 500
-    assert schemas.assign_id("AVRO", '"bytes"', ()) == 501  # new ids follow
+    assert register(schemas, "d", '"bytes"') == (501, 1)  # new ids follow
+    with pytest.raises(RuntimeError):
+        schemas.assign_id("AVRO", '"x"', ())  # outside an update: no record to hold it
 
 
-def test_subject_document_updates_never_lose_a_change(tmp_path):
+def test_updates_never_lose_a_change(tmp_path):
     url = f"file://{tmp_path}"
 
     def add(n: int) -> None:
-        store = SchemaStore(open_store(url))
-        for k in range(5):
+        schemas = SchemaStore(open_store(url))
+        for k in range(4):
             def change(doc, key=f"s{n}-{k}"):
-                doc.setdefault("subjects", {})[key] = {"versions": [], "next": 1}
+                doc.setdefault("subjects", {})[key] = {"versions": [], "next": 1,
+                                                       "compatibility": "NONE"}
                 return doc
-            store.update(change)
+            schemas.update(change)
 
-    threads = [threading.Thread(target=add, args=(n,)) for n in range(6)]
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(5)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     doc = SchemaStore(open_store(url)).registry()
-    assert len(doc["subjects"]) == 30
+    assert len(doc["subjects"]) == 20
+
+
+def test_the_same_registry_after_compaction(local_log):
+    schemas = SchemaStore(local_log)
+    for i in range(4):
+        register(schemas, "a", f'"s{i}"')
+        register(schemas, "b", f'"s{i}"')
+
+    def churn(doc):
+        a = doc["subjects"]["a"]
+        a["versions"][0]["deleted"] = True
+        a["compatibility"] = "NONE"
+        doc["subjects"]["b"]["versions"] = [v for v in doc["subjects"]["b"]["versions"]
+                                            if v["version"] != 4]
+        return doc
+
+    schemas.update(churn)
+    schemas.update(lambda doc: {**doc, "compatibility": "FULL"})
+    schemas.update(lambda doc: {**doc, "compatibility": "FORWARD"})
+    register(schemas, "c", '"late"')  # the active segment: compaction leaves it
+    before = SchemaStore(local_log)
+    doc, ids = before.registry(), before.ids()
+    plog = local_log.partition(SCHEMAS_TOPIC, 0)
+    rows_before = plog.read_table(0).num_rows
+    config = local_log.topic(SCHEMAS_TOPIC).config
+    # far past delete.retention.ms: the second pass drops the tombstones the first
+    # cleaned (Kafka's rule: a tombstone goes once its segment was cleaned)
+    later = plog.snapshot().segments[-1].max_ts + 10 ** 12
+    for _ in range(2):
+        assert not compact_partition(plog, config, later, force=True).conflict
+    rows_after = plog.read_table(0).num_rows
+    assert rows_after < rows_before
+    assert all(v is not None for _, v in records(local_log)[:-1])  # tombstones dropped
+    after = SchemaStore(local_log)
+    assert after.registry() == doc and after.ids() == ids
+    assert before.registry() == doc  # a tailing reader is not confused either
+    assert register(after, "d", '"new"')[0] == max(ids) + 1
+
+
+def test_the_earlier_file_layout_is_migrated_once(local_log):
+    store = local_log.store
+    for sid, text in ((3, '"int"'), (7, '"string"')):
+        store.put_exclusive(f"{OLD_IDS_FOLDER}/{sid:020d}.json", json.dumps(
+            {"id": sid, "schemaType": "AVRO", "schema": text, "references": []}).encode())
+    old = {"compatibility": "NONE", "subjects": {"x-value": {
+        "next": 3, "mode": "READONLY", "versions": [
+            {"version": 1, "id": 3, "deleted": True}, {"version": 2, "id": 7, "deleted": False}]}}}
+    store.put_exclusive(f"{OLD_REGISTRY_FOLDER}/{1:020d}.json", json.dumps(old).encode())
+    first, second = SchemaStore(local_log), SchemaStore(local_log)
+    assert first.registry() == {"compatibility": "NONE", "subjects": {"x-value": {
+        "next": 3, "mode": "READONLY", "versions": old["subjects"]["x-value"]["versions"]}}}
+    assert second.registry() == first.registry()
+    assert first.schema(7).schema == '"string"'
+    assert len(records(local_log)) == 4  # imported once: two versions, a mode, a level
+    assert register(first, "y", '"bytes"') == (8, 1)
