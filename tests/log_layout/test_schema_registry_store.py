@@ -7,6 +7,10 @@ key and value shapes; IMPORT ids; changes never lost; the same state after compa
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -16,27 +20,9 @@ from log_layout import open_log, open_store
 from log_layout.paths import SCHEMAS_TOPIC
 from log_layout.schema_registry import OLD_IDS_FOLDER, OLD_REGISTRY_FOLDER, SchemaStore, \
     StoredSchema
+from tests.log_layout.schema_registrar_proc import register
 
-
-def register(schemas: SchemaStore, subject: str, text: str, kind: str = "AVRO") -> tuple[int, int]:
-    """(id, version) of ``text`` registered under ``subject`` (what the registry's
-    register does, without its checks)."""
-    got: list[tuple[int, int]] = []
-
-    def change(doc):
-        got.clear()
-        entry = doc.setdefault("subjects", {}).setdefault(subject, {"versions": [], "next": 1})
-        for v in entry["versions"]:
-            if not v["deleted"] and schemas.schema(v["id"]).schema == text:
-                got.append((v["id"], v["version"]))
-                return None
-        sid = schemas.assign_id(kind, text, ())
-        entry["versions"].append({"version": entry["next"], "id": sid, "deleted": False})
-        got.append((sid, entry["next"]))
-        return doc
-
-    schemas.update(change)
-    return got[0]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def records(log) -> list[tuple[dict, dict | None]]:
@@ -212,3 +198,50 @@ def test_the_earlier_file_layout_is_migrated_once(local_log):
     assert first.schema(7).schema == '"string"'
     assert len(records(local_log)) == 4  # imported once: two versions, a mode, a level
     assert register(first, "y", '"bytes"') == (8, 1)
+
+
+def test_a_registrar_killed_mid_way_loses_nothing_acknowledged(tmp_path):
+    """Two registrar processes race over the same schemas; one is SIGKILLed in the middle
+    of its registrations (inside an append, most likely). Every registration either
+    process acknowledged is in the topic as acknowledged, and no schema has two ids."""
+    url = f"file://{tmp_path}"
+    procs = {name: subprocess.Popen(
+        [sys.executable, "-m", "tests.log_layout.schema_registrar_proc", url, name, "40"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name in ("killed", "survivor")}
+    try:
+        for p in procs.values():
+            assert p.stdout.readline() == "ready\n"
+        for p in procs.values():
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        acks: list[dict] = []
+        killed = procs["killed"]
+        for line in killed.stdout:
+            acks.append(json.loads(line))
+            if len(acks) >= 15:
+                killed.send_signal(signal.SIGKILL)
+                break
+        killed.wait(30)
+        out, _ = procs["survivor"].communicate(timeout=120)
+        assert procs["survivor"].returncode == 0
+        acks += [json.loads(line) for line in out.splitlines()]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    schemas = SchemaStore(open_store(url))
+    doc = schemas.registry()
+    held = {(s, v["version"]): v["id"] for s, e in doc["subjects"].items() for v in e["versions"]}
+    for a in acks:
+        assert held[(a["subject"], a["version"])] == a["id"], a
+    ids: dict[int, set[int]] = {}
+    for a in acks:
+        ids.setdefault(a["schema"], set()).add(a["id"])
+    assert all(len(v) == 1 for v in ids.values()), ids
+    shared = doc["subjects"]["shared"]["versions"]
+    assert sorted(schemas.schema(v["id"]).schema for v in shared) == \
+        sorted(f'"{i}"' for i in range(40))  # each schema once, none twice
+    assert len({v["id"] for v in shared}) == 40
+    for i, v in ids.items():  # registering again answers the acknowledged id
+        assert register(schemas, "again", f'"{i}"')[0] == next(iter(v))
