@@ -77,6 +77,12 @@ def fingerprint(schema_type: str, schema: str, references: tuple[Reference, ...]
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: the levels and modes a record may set (Confluent's); a record naming another is skipped
+LEVELS = frozenset({"NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD",
+                    "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"})
+MODES = frozenset({"READWRITE", "READONLY", "IMPORT"})
+
+
 def _json(doc: Any) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -156,8 +162,11 @@ class RegistryState:
                 if v is None:
                     held.pop(subject, None)
                 else:
-                    held[subject] = str(v["compatibilityLevel" if keytype == "CONFIG"
-                                          else "mode"]).upper()
+                    setting = str(v["compatibilityLevel" if keytype == "CONFIG"
+                                    else "mode"]).upper()
+                    if setting not in (LEVELS if keytype == "CONFIG" else MODES):
+                        raise ValueError(f"no such {keytype.lower()}: {setting}")
+                    held[subject] = setting
             elif keytype == "DELETE_SUBJECT":
                 self._delete_subject(str(subject), v)
             else:

@@ -99,11 +99,15 @@ class SchemaStore:
         self._migration_checked = False
 
     # -- the topic ----------------------------------------------------------------------
-    def _partition(self) -> PartitionLog:
+    def _partition(self, *, create: bool = True) -> PartitionLog | None:
+        """Partition 0 of ``_schemas``; created if absent and ``create`` (a reader of a
+        registry nobody wrote creates nothing: None). Raises OSError."""
         if self._plog is None:
             try:
                 self.log.topic(SCHEMAS_TOPIC, refresh=True)
             except UnknownTopic:
+                if not create:
+                    return None
                 try:
                     self.log.create_topic(SCHEMAS_TOPIC, TOPIC_CONFIG)
                 except TopicExists:
@@ -113,10 +117,21 @@ class SchemaStore:
 
     def _tail(self) -> RegistryState:
         """The state, after reading what was appended since it was read (one manifest
-        check when nothing was). Raises OSError, CorruptSegment."""
+        check when nothing was). Raises OSError, CorruptSegment, CorruptDocument (an
+        earlier layout that cannot be migrated)."""
         with self._lock:
-            plog = self._partition()
-            m = plog.snapshot()
+            if not self._migration_checked:
+                # the earlier layout is migrated by whoever opens it first, reader or not
+                self._migration_checked = not self._has_old_layout()
+            plog = self._partition(create=not self._migration_checked)
+            if plog is None:
+                return self._state  # no topic yet: the empty registry
+            try:
+                m = plog.snapshot()
+            except UnknownTopic:  # deleted by an admin: the registry went with it
+                self._plog = self._writer = None
+                self._state = RegistryState()
+                return self._state
             state = self._state
             if state.topic_id != plog.topic_id or m.next_offset < state.end:
                 state = RegistryState(plog.topic_id)  # a new topic: replay it all
@@ -132,8 +147,9 @@ class SchemaStore:
                     for key, value in zip(keys, values):
                         state.apply(key, value)
                 state.end = m.next_offset
-            if state.end == 0 and not self._migration_checked:
-                self._migrate(state)
+            if not self._migration_checked:
+                if state.end == 0:
+                    self._migrate(state)
                 self._migration_checked = True
             self._state = state
             return state
@@ -146,7 +162,9 @@ class SchemaStore:
             else self._tail()
 
     def schema(self, schema_id: int) -> StoredSchema | None:
-        """The schema of ``schema_id``, or None. Raises OSError, CorruptSegment."""
+        """The schema of ``schema_id``, or None: from the state last read when it holds
+        the id (a hard delete elsewhere shows at the next ``registry()``), else after
+        tailing. Raises OSError, CorruptSegment."""
         with self._lock:
             pending = getattr(self._local, "pending", None) or {}
             found = pending.get(schema_id) or self._state.by_id.get(schema_id)
@@ -239,6 +257,7 @@ class SchemaStore:
         table = pa.table({"key": pa.array([k for k, _ in records], pa.binary()),
                           "value": pa.array([v for _, v in records], pa.binary())})
         plog = self._partition()
+        assert plog is not None
         if self._writer is None or self._writer.fenced is not None \
                 or self._writer.topic_id != plog.topic_id:
             self._writer = plog.writer()
@@ -253,6 +272,9 @@ class SchemaStore:
         return True
 
     # -- the earlier layout --------------------------------------------------------------
+    def _has_old_layout(self) -> bool:
+        return bool(self.store.list(OLD_REGISTRY_FOLDER))
+
     def _migrate(self, state: RegistryState) -> None:
         """Import the earlier layout's documents into the empty topic (once: the append
         is conditional on offset 0). Raises CorruptDocument, OSError."""
@@ -271,6 +293,7 @@ class SchemaStore:
         if records:
             self._append(records, 0)  # lost: another process migrated it
             plog = self._partition()
+            assert plog is not None
             m = plog.snapshot()
             for batch in plog.read(0, manifest=m):
                 for key, value in zip(batch.column("key").to_pylist(),

@@ -68,7 +68,7 @@ from typing import Any
 import pyarrow as pa
 
 from conf.settings import GatewaySettings
-from conf.topic import InvalidTopicName, TopicConfig
+from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
@@ -80,7 +80,6 @@ from ingest_gateway.server.topic_cache import TopicCache
 from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
                         PartitionWriter, ProducerBatch, TopicInfo)
 from log_layout.hot_writer import JournalBroken, JournalWriter
-from log_layout.paths import SCHEMAS_TOPIC
 
 log = logging.getLogger("sparklog.gateway")
 
@@ -239,8 +238,7 @@ class Batcher:
         """Accept a parsed request; per partition, its base offset (None at acks=0).
 
         All checks run before anything is added, so an error leaves nothing
-        behind. Raises InvalidRequiredAcks (``acks`` not 0, 1 or -1), InvalidTopicName
-        (the Schema Registry's ``_schemas``), ShuttingDown,
+        behind. Raises InvalidRequiredAcks (``acks`` not 0, 1 or -1), ShuttingDown,
         UnknownTopic, UnknownPartition, RecordTooLarge, MissingKey, BufferFull,
         BadRequest (sequences),
         InvalidProducerEpoch, OutOfOrderSequence, NotLeader; with a
@@ -248,12 +246,6 @@ class Batcher:
         acks=all, a failed flush is reported per partition in ``PartResult.error``.
         """
         check_acks(acks)
-        if topic == SCHEMAS_TOPIC:
-            # only the registry writes it (log_layout.schema_registry), with appends
-            # conditional on its log end; Kafka answers an append to an internal topic
-            # with INVALID_TOPIC_EXCEPTION too (ReplicaManager)
-            raise InvalidTopicName(topic, "the Schema Registry's topic: only the registry "
-                                          "writes it")
         if self.closing:
             raise ShuttingDown()
         info = await self.topic_info(topic)

@@ -46,9 +46,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.topic import TopicConfig
+from conf.topic import InvalidTopicName, TopicConfig
 from ingest_gateway.errors import InvalidRequiredAcks, MissingKey, UnsupportedContentType
 from log_layout import RecordTooLarge
+from log_layout.paths import SCHEMAS_TOPIC
 from log_layout.segment import HEADER_TYPE
 from log_layout.segment_schema import BINARY, HEADERS, INT64, shared_nulls
 
@@ -199,11 +200,16 @@ def check_acks(acks: int) -> None:
 
 def check_records(topic: str, config: TopicConfig, table: "pa.Table | Rows", *,
                   row_of: Callable[[int], int] = lambda i: i) -> None:
-    """Refuse records Kafka would refuse: too large, or keyless on a compacted topic.
+    """Refuse records Kafka would refuse: too large, keyless on a compacted topic, or
+    for the Schema Registry's ``_schemas`` (only the registry writes it, with appends
+    conditional on its log end: ``log_layout.schema_registry``; Kafka refuses an append
+    to an internal topic with INVALID_TOPIC_EXCEPTION too).
 
     The size of a record is its key plus value plus header keys and values.
-    Raises RecordTooLarge or MissingKey.
+    Raises RecordTooLarge, MissingKey or InvalidTopicName.
     """
+    if topic == SCHEMAS_TOPIC:
+        raise InvalidTopicName(topic, "the Schema Registry's topic: only the registry writes it")
     if isinstance(table, Rows):
         _check_rows(topic, config, table)
         return

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 
+import pyarrow as pa
 import pytest
 
 from compaction.cleaner import compact_partition
@@ -145,8 +146,8 @@ def test_updates_never_lose_a_change(tmp_path):
     assert len(doc["subjects"]) == 20
 
 
-def test_the_same_registry_after_compaction(local_log):
-    schemas = SchemaStore(local_log)
+def test_the_same_registry_after_compaction(log):
+    schemas = SchemaStore(log)
     for i in range(4):
         register(schemas, "a", f'"s{i}"')
         register(schemas, "b", f'"s{i}"')
@@ -163,11 +164,11 @@ def test_the_same_registry_after_compaction(local_log):
     schemas.update(lambda doc: {**doc, "compatibility": "FULL"})
     schemas.update(lambda doc: {**doc, "compatibility": "FORWARD"})
     register(schemas, "c", '"late"')  # the active segment: compaction leaves it
-    before = SchemaStore(local_log)
+    before = SchemaStore(log)
     doc, ids = before.registry(), before.ids()
-    plog = local_log.partition(SCHEMAS_TOPIC, 0)
+    plog = log.partition(SCHEMAS_TOPIC, 0)
     rows_before = plog.read_table(0).num_rows
-    config = local_log.topic(SCHEMAS_TOPIC).config
+    config = log.topic(SCHEMAS_TOPIC).config
     # far past delete.retention.ms: the second pass drops the tombstones the first
     # cleaned (Kafka's rule: a tombstone goes once its segment was cleaned)
     later = plog.snapshot().segments[-1].max_ts + 10 ** 12
@@ -175,8 +176,8 @@ def test_the_same_registry_after_compaction(local_log):
         assert not compact_partition(plog, config, later, force=True).conflict
     rows_after = plog.read_table(0).num_rows
     assert rows_after < rows_before
-    assert all(v is not None for _, v in records(local_log)[:-1])  # tombstones dropped
-    after = SchemaStore(local_log)
+    assert all(v is not None for _, v in records(log)[:-1])  # tombstones dropped
+    after = SchemaStore(log)
     assert after.registry() == doc and after.ids() == ids
     assert before.registry() == doc  # a tailing reader is not confused either
     assert register(after, "d", '"new"')[0] == max(ids) + 1
@@ -245,3 +246,46 @@ def test_a_registrar_killed_mid_way_loses_nothing_acknowledged(tmp_path):
     assert len({v["id"] for v in shared}) == 40
     for i, v in ids.items():  # registering again answers the acknowledged id
         assert register(schemas, "again", f'"{i}"')[0] == next(iter(v))
+
+
+def test_readers_create_nothing_and_a_deleted_topic_is_an_empty_registry(local_log):
+    reader = SchemaStore(local_log)
+    assert reader.registry() == {"subjects": {}} and reader.ids() == [] \
+        and reader.schema(1) is None
+    assert SCHEMAS_TOPIC not in local_log.topics()  # a reader wrote nothing
+    writer = SchemaStore(local_log)
+    register(writer, "a", '"int"')
+    assert reader.registry()["subjects"]["a"]["versions"][0]["id"] == 1
+    local_log.delete_topic(SCHEMAS_TOPIC)
+    assert reader.registry() == {"subjects": {}}
+    assert writer.registry() == {"subjects": {}} and writer.schema(1) is None
+    assert register(writer, "b", '"long"') == (1, 1)  # the topic made again
+    assert list(reader.registry()["subjects"]) == ["b"]
+
+
+FOREIGN = [
+    (None, b"{}"), (b"", b"{}"), (b"\xff", None), (b"[]", b"{}"), (b"7", None),
+    (b'{"keytype":"NOOP","magic":0}', None),
+    (b'{"keytype":"SCHEMA","subject":"z","version":1,"magic":1}', b'{"id":"x"}'),
+    (b'{"keytype":"SCHEMA","subject":3,"version":1,"magic":1}', b'{}'),
+    (b'{"keytype":"SCHEMA","subject":"z","version":1,"magic":1}', b'[1]'),
+    (b'{"keytype":"CONFIG","subject":null,"magic":0}', b'{"level":"NONE"}'),
+    (b'{"keytype":"CONFIG","subject":"a","magic":0}', b'{"compatibilityLevel":"LAX"}'),
+    (b'{"keytype":"MODE","subject":null,"magic":0}', b'{"mode":7}'),
+    (b'{"keytype":"DELETE_SUBJECT","subject":"z","magic":0}', b'{"version":"v"}'),
+    (b'{"keytype":"SCHEMA","subject":"z","version":1,"magic":1}', b'{"id":1,"schema":"x"}' * 2),
+]
+
+
+def test_records_it_does_not_manage_are_skipped(local_log):
+    """What another tool (or a hand) appended to ``_schemas`` is skipped record by
+    record, as Karapace skips it; the registry around it still reads and writes."""
+    schemas = SchemaStore(local_log)
+    register(schemas, "a", '"int"')
+    keys, values = zip(*FOREIGN)
+    local_log.partition(SCHEMAS_TOPIC, 0).writer().append(
+        pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}))
+    fresh = SchemaStore(local_log)
+    assert list(fresh.registry()["subjects"]) == ["a"] and fresh.ids() == [1]
+    assert fresh._state.skipped == len(FOREIGN)
+    assert register(fresh, "b", '"long"') == (2, 1)
