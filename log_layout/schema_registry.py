@@ -3,7 +3,8 @@ Registry and Karapace keep theirs, so the registry follows the log's replication
 compaction and tombstones on every store (local, S3, HDFS).
 
 The topic has one partition and ``cleanup.policy=compact``; it is created at the
-first open. Its records are Confluent's (``schema_records``: ``SCHEMA``, ``CONFIG``,
+first write (a ``_schemas`` created by hand with another policy is made compacted; only
+its partition 0 is used). Its records are Confluent's (``schema_records``: ``SCHEMA``, ``CONFIG``,
 ``MODE``, ``DELETE_SUBJECT`` keys, JSON values, null values for hard deletes). Kafka
 clients may list and consume it as Confluent's ``_schemas``; only the registry writes
 it (the gateway refuses a Produce to it).
@@ -97,12 +98,14 @@ class SchemaStore:
         self._plog: PartitionLog | None = None
         self._local = threading.local()  # the ids an update in progress assigns
         self._migration_checked = False
+        self._compact_checked = False  # the topic's policy, checked before a first write
 
     # -- the topic ----------------------------------------------------------------------
     def _partition(self, *, create: bool = True) -> PartitionLog | None:
         """Partition 0 of ``_schemas``; created if absent and ``create`` (a reader of a
         registry nobody wrote creates nothing: None). Raises OSError."""
         if self._plog is None:
+            self._compact_checked = False
             try:
                 self.log.topic(SCHEMAS_TOPIC, refresh=True)
             except UnknownTopic:
@@ -113,6 +116,12 @@ class SchemaStore:
                 except TopicExists:
                     pass  # another process created it first
             self._plog = self.log.partition(SCHEMAS_TOPIC, 0)
+        if create and not self._compact_checked:
+            if not self.log.topic(SCHEMAS_TOPIC, refresh=True).config.compacted:
+                # made by hand (CreateTopics) before the registry wrote: its deletes
+                # would drop schemas (Confluent refuses to start over such a topic)
+                self.log.alter_topic(SCHEMAS_TOPIC, {"cleanup.policy": "compact"})
+            self._compact_checked = True
         return self._plog
 
     def _tail(self) -> RegistryState:

@@ -289,3 +289,11 @@ def test_records_it_does_not_manage_are_skipped(local_log):
     assert list(fresh.registry()["subjects"]) == ["a"] and fresh.ids() == [1]
     assert fresh._state.skipped == len(FOREIGN)
     assert register(fresh, "b", '"long"') == (2, 1)
+
+
+def test_a_topic_made_by_hand_is_made_compacted(local_log):
+    local_log.create_topic(SCHEMAS_TOPIC, {"partitions": 3, "cleanup.policy": "delete"})
+    schemas = SchemaStore(local_log)
+    assert register(schemas, "a", '"int"') == (1, 1)
+    assert local_log.topic(SCHEMAS_TOPIC, refresh=True).config.compacted
+    assert SchemaStore(local_log).registry()["subjects"]["a"]["versions"][0]["id"] == 1
