@@ -1,8 +1,10 @@
 """The Schema Registry's operations, as Confluent's Schema Registry answers them.
 
 One implementation for the HTTP routes (``http.schema_registry``) and ``sparklog
-schemas``. Storage: ``log_layout.schema_registry``; types and compatibility:
-``schema_types``. Answers are dicts in Confluent's JSON shapes; refusals are
+schemas``. Storage: ``log_layout.schema_registry`` (Confluent's records in the compacted
+``_schemas`` topic, each change one append conditional on the log end its document was
+read at, so a change below re-runs on the newer state after a lost race); types and
+compatibility: ``schema_types``. Answers are dicts in Confluent's JSON shapes; refusals are
 :class:`RegistryError` with Confluent's HTTP status and ``error_code``. Confluent's
 (and Karapace's) semantics:
 
