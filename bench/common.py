@@ -13,7 +13,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -62,21 +62,6 @@ def started_together(*servers: Any) -> Iterator[tuple[Any, ...]]:
         if error is not None:
             raise error
         yield tuple(entered)
-
-
-@contextlib.contextmanager
-def started_in_background(server: Any) -> Iterator[Callable[[], Any]]:
-    """Enter the context manager ``server`` on a thread while the caller goes on; yields a
-    function that waits for the start and returns what ``__enter__`` returned (raising
-    its error). On leaving, waits for the start if it is still running, then exits
-    ``server`` if it started."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(server.__enter__)
-        try:
-            yield future.result
-        finally:
-            if future.exception() is None:  # waits for the start to end
-                server.__exit__(None, None, None)
 
 
 def machine() -> str:

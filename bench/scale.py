@@ -33,9 +33,10 @@ issue 13: a task's crash <= 5 s, an executor's (and a worker's) <= 15 s, a froze
 ``--quick`` (what the test suite runs, so the script does not rot) is the smallest run
 that still goes through both halves: 1 and 2 slots, 4,000 records, and one fault,
 ``task-crash``, once (``tests/jobs/test_broker_app.py`` asserts the failover of four
-faults: all but ``executor-freeze``, which ``host-freeze`` contains); the standalone
-cluster and its application start while the throughput runs, and the wait for a
+faults: all but ``executor-freeze``, which ``host-freeze`` contains); the wait for a
 relaunched executor to register is skipped before the first fault (none was killed).
+(Starting the cluster and its application beside the throughput runs saved nothing on
+two busy cores and once kept the application from coming up within its 180 s.)
 
 Usage: ``python bench/scale.py [--quick] [--repeat N] [--faults task-crash,...]``.
 Writes ``bench/results/scale.json`` (``scale.quick.json`` with ``--quick``).
@@ -54,7 +55,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import machine, quick_jvms, started_in_background, write_results  # noqa: E402
+from bench.common import machine, quick_jvms, write_results  # noqa: E402
 from jobs.broker_app_process import FAULTS, BrokerAppProcess  # noqa: E402
 from jobs.failover_measure import measure_failover  # noqa: E402
 from jobs.spark_standalone import StandaloneCluster  # noqa: E402
@@ -171,12 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = []
     if args.quick:
         quick_jvms()
-    with _work_dir(args.dir) as work, contextlib.ExitStack() as stack:
-        store = os.path.join(work, "store")
-        log = open_log(store)
-        # --quick: the failover half's servers start now, beside the throughput runs
-        servers = stack.enter_context(started_in_background(_failover_servers(work, store))) \
-            if args.quick else None
+    with _work_dir(args.dir) as work:
         rates: dict[int, list[float]] = {n: [] for n in counts}
         for i in range(repeat):
             for n in counts:  # interleaved: drift hits every count alike
@@ -196,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                             "ratio": round(med / base, 3), "target": None,
                             "runs": [round(r, 1) for r in rs]})
         runs: dict[str, list] = {fault: [] for fault in faults}
-        with contextlib.nullcontext(servers()) if servers else \
-                _failover_servers(work, store) as (cluster, app):
+        store = os.path.join(work, "store")
+        log = open_log(store)
+        with _failover_servers(work, store) as (cluster, app):
             killed = False
             for fault in faults:
                 for i in range(repeat):

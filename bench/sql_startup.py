@@ -12,8 +12,9 @@ own work, settings, the store, registering what the query names, printing, is sm
 next to starting a JVM). Runs interleaved, median and best of ``--repeat``.
 
 ``--quick`` (what the test suite runs, so the script does not rot) runs each case once,
-the three at the same time, on C1-only JVMs (``bench.common.QUICK_JVM``): it proves the
-commands work and measures nothing.
+on C1-only JVMs (``bench.common.QUICK_JVM``): it proves the commands work and measures
+nothing. (Running the three at once saved no time on two busy cores: each is a JVM's
+start, CPU-bound.)
 
 Usage: ``python bench/sql_startup.py [--quick] [--repeat R] [--topics N]``.
 Writes ``bench/results/sql_startup.json``.
@@ -83,16 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             "sql_select_1": [*cli, "--store", store, "sql", "SELECT 1"],
             "sql_count_one_topic": [*cli, "--store", store, "sql", "SELECT count(*) FROM t0"],
         }
-        runs: dict[str, list[float]] = {name: [] for name in cases}
-        if args.quick:  # one run of each, at once: a check that they work, not a figure
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=len(cases)) as pool:
-                for name, seconds in zip(cases, pool.map(timed, cases.values())):
-                    runs[name].append(seconds)
-        else:
+        if not args.quick:  # quick: one run of each, a check that it works, not a figure
             timed(cases["bare_select_1"])  # the page cache warm for both sides
-        for r in range(0 if args.quick else repeat):
+        runs: dict[str, list[float]] = {name: [] for name in cases}
+        for r in range(repeat):
             names = list(cases)
             for name in names[r % len(names):] + names[:r % len(names)]:
                 runs[name].append(timed(cases[name]))
