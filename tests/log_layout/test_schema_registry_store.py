@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from compaction.cleaner import compact_partition
-from log_layout import open_log, open_store
+from log_layout import LogEndMoved, open_log, open_store
 from log_layout.paths import SCHEMAS_TOPIC
 from log_layout.schema_registry import OLD_IDS_FOLDER, OLD_REGISTRY_FOLDER, SchemaStore, \
     StoredSchema
@@ -297,3 +297,20 @@ def test_a_topic_made_by_hand_is_made_compacted(local_log):
     assert register(schemas, "a", '"int"') == (1, 1)
     assert local_log.topic(SCHEMAS_TOPIC, refresh=True).config.compacted
     assert SchemaStore(local_log).registry()["subjects"]["a"]["versions"][0]["id"] == 1
+
+
+def test_an_append_conditional_on_the_log_end(log):
+    """``PartitionWriter.append(if_next_offset=N)``: commits only while the log ends at N
+    (the registry's compare-and-swap), on every backend; a maintenance commit in between
+    is no conflict, an append is."""
+    log.create_topic("t", {"partitions": 1})
+    plog = log.partition("t", 0)
+    one = pa.table({"key": [b"k"], "value": [b"v"]})
+    a, b = plog.writer(), plog.writer()  # two writers at one epoch, as two gateways
+    assert a.append(one, if_next_offset=0).base_offset == 0
+    with pytest.raises(LogEndMoved) as lost:
+        b.append(one, if_next_offset=0)
+    assert (lost.value.expected, lost.value.current) == (0, 1)
+    assert plog.snapshot().next_offset == 1  # the loser wrote nothing
+    assert b.append(one, if_next_offset=1).base_offset == 1
+    assert plog.read_table(0).num_rows == 2
