@@ -2,14 +2,14 @@
 
 One module-wide cluster (a master and 3 one-core workers on 127.0.0.1: the two
 gateway slots take one core each, the third is the spare a lost executor's gateway
-moves to) and one broker app with 2 slots, started as ``python -m jobs.cli
-broker-app`` so it can be signalled. Each failover test produces with the idempotent
-``Producer`` at ``acks=all`` over the bootstrap list, while a consumer group member
-reads and commits after every poll; it hits the gateway leading partition 0 (SIGKILL
-of its Python, of its executor JVM, SIGSTOP of its whole host, SIGKILL of its
-worker), and checks the log
-read back through ``log_layout``: every acknowledged record exactly once, at its
-acknowledged offset, no offset twice, and read exactly once by the group.
+moves to) runs two broker apps of 2 slots in turn, the S3 store's and then the local
+store's, each started as ``python -m jobs.cli broker-app`` so it can be signalled.
+Each failover test produces with the idempotent ``Producer`` at ``acks=all`` over the
+bootstrap list, while a consumer group member reads and commits after every poll; it
+hits the gateway leading partition 0 (SIGKILL of its Python, of its executor JVM,
+SIGSTOP of its whole host, SIGKILL of its worker), and checks the log read back
+through ``log_layout``: every acknowledged record exactly once, at its acknowledged
+offset, no offset twice, and read exactly once by the group.
 Recovery times are printed (``-s`` shows them); the bounds asserted are generous,
 since the machine is shared: the figures themselves are for ``bench/scale.py``.
 """
@@ -33,29 +33,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 TASK_CRASH_BOUND_S = 30
 EXECUTOR_CRASH_BOUND_S = 60
 FROZEN_HOST_BOUND_S = 60
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """(the broker app with 2 gateway slots, its store) on a fresh standalone cluster of 3
-    one-core workers (2 for the gateways, 1 spare); stopped cleanly after."""
-    work = tmp_path_factory.mktemp("broker-app")
-    store = str(work / "store")
-    log = open_log(store)
-    for topic in ("task_crash", "executor_crash", "host_freeze", "worker_crash"):
-        log.create_topic(topic, {"partitions": 4})
-    with StandaloneCluster(str(work / "cluster"), workers=3) as cluster:
-        app = BrokerAppProcess(store, cluster.master_url, str(work / "app"), gateways=2)
-        try:
-            app.start()
-            yield app, store
-        finally:
-            status = app.stop()
-        # after the test: SIGTERM stops the app cleanly and its gateways with it
-        assert status == 0, app.log_text()[-3000:]
-        assert "broker-app stopped" in app.log_text()
-        assert all(listener_pid(app.port_of(s)) is None for s in range(2)), \
-            "a gateway outlived its application"
+#: the producer's load in every failover: up to 1,000 records a second (the benchmark's
+#: 4,000 flooded a loaded machine's gateways), at most 1,000 unanswered, so a record sent
+#: after the fault does not queue behind a backlog the machine cannot drain
+#: (``jobs.failover_measure.ProduceLoad``)
+LOAD = {"per_tick": 5, "max_pending": 1000}
 
 
 def check(result, bound_s: float, *, gone: bool = True) -> None:
@@ -70,9 +52,89 @@ def check(result, bound_s: float, *, gone: bool = True) -> None:
         assert result.old_gone_s is not None, "the killed gateway's Python kept running"
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One standalone cluster of 3 one-core workers (2 for the gateways, 1 spare) for the
+    module's two applications, one after the other: the S3 store's (its test runs first),
+    then the local store's (:func:`broker`). Its 4 JVMs start once instead of twice."""
+    with StandaloneCluster(str(tmp_path_factory.mktemp("cluster")), workers=3) as c:
+        yield c
+
+
+def idle(cluster: StandaloneCluster, workers: int = 3, timeout: float = 120.0) -> None:
+    """Wait until the master runs no application and ``workers`` workers are ALIVE with
+    every core free: the previous application's executors are gone, so a new one gets
+    two gateway cores and the spare. A worker lost meanwhile is replaced."""
+    if sum(w.alive() for w in cluster.workers) < workers:
+        cluster.add_worker()
+    deadline = time.monotonic() + timeout
+    while True:
+        state = cluster.state()
+        free = [w for w in state.get("workers", [])
+                if w.get("state") == "ALIVE" and w.get("coresused") == 0]
+        if state and not state.get("activeapps") and len(free) >= workers:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster not idle after {timeout:.0f} s: {state}")
+        time.sleep(0.25)
+
+
+def test_failover_on_the_s3_store(tmp_path, cluster, s3_server):
+    """The same application on the SeaweedFS S3 server: a gateway's executor killed, then
+    a frozen host; leadership, fencing and group state all live in S3 objects. First in
+    the module: its application leaves the shared cluster before :func:`broker`'s starts."""
+    import json
+    import uuid
+
+    idle(cluster)
+    options = s3_server.storage_options()
+    store = f"s3://{s3_server.bucket}/{uuid.uuid4().hex}"
+    log = open_log(store, storage_options=options)
+    for topic in ("s3_executor", "s3_freeze"):
+        log.create_topic(topic, {"partitions": 4})
+    app = BrokerAppProcess(store, cluster.master_url, str(tmp_path / "app"), gateways=2,
+                           storage_options=json.dumps(options))
+    try:
+        app.start()
+        check(measure_failover(app, store, "s3_executor", "executor-crash",
+                               group="g-s3-executor", storage_options=options, **LOAD),
+              EXECUTOR_CRASH_BOUND_S)
+        app.wait_up(120)
+        result = measure_failover(app, store, "s3_freeze", "host-freeze", group="g-s3-freeze",
+                                  storage_options=options, freeze_s=3.0, **LOAD)
+        check(result, FROZEN_HOST_BOUND_S, gone=False)
+        assert result.zombie_fenced is not False, result
+    finally:
+        status = app.stop()
+    assert status == 0, app.log_text()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, cluster):
+    """(the broker app with 2 gateway slots, its store) on the module's cluster (once the
+    S3 test's application left it); stopped cleanly after."""
+    work = tmp_path_factory.mktemp("broker-app")
+    store = str(work / "store")
+    log = open_log(store)
+    for topic in ("task_crash", "executor_crash", "host_freeze", "worker_crash"):
+        log.create_topic(topic, {"partitions": 4})
+    idle(cluster)
+    app = BrokerAppProcess(store, cluster.master_url, str(work / "app"), gateways=2)
+    try:
+        app.start()
+        yield app, store
+    finally:
+        status = app.stop()
+    # after the test: SIGTERM stops the app cleanly and its gateways with it
+    assert status == 0, app.log_text()[-3000:]
+    assert "broker-app stopped" in app.log_text()
+    assert all(listener_pid(app.port_of(s)) is None for s in range(2)), \
+        "a gateway outlived its application"
+
+
 def test_gateway_python_killed(broker):
     app, store = broker
-    result = measure_failover(app, store, "task_crash", "task-crash", group="g-task")
+    result = measure_failover(app, store, "task_crash", "task-crash", group="g-task", **LOAD)
     check(result, TASK_CRASH_BOUND_S)
     assert app.wait_up(60) >= 0
 
@@ -80,7 +142,7 @@ def test_gateway_python_killed(broker):
 def test_executor_jvm_killed(broker):
     app, store = broker
     result = measure_failover(app, store, "executor_crash", "executor-crash",
-                              group="g-executor")
+                              group="g-executor", **LOAD)
     check(result, EXECUTOR_CRASH_BOUND_S)
     assert app.wait_up(120) >= 0
 
@@ -91,7 +153,7 @@ def test_frozen_host_loses_its_partitions_and_the_zombie_is_fenced(broker):
     after SIGCONT nothing it had accepted is lost or doubled."""
     app, store = broker
     result = measure_failover(app, store, "host_freeze", "host-freeze", group="g-freeze",
-                              freeze_s=3.0)
+                              freeze_s=3.0, **LOAD)
     check(result, FROZEN_HOST_BOUND_S, gone=False)
     assert result.zombie_fenced is not False, result
     assert app.wait_up(180) >= 0
@@ -100,7 +162,7 @@ def test_frozen_host_loses_its_partitions_and_the_zombie_is_fenced(broker):
 def test_worker_killed_with_a_spare(broker):
     """SIGKILL of the worker under a gateway (last of the module: it uses up the spare)."""
     app, store = broker
-    result = measure_failover(app, store, "worker_crash", "worker-crash", group="g-worker")
+    result = measure_failover(app, store, "worker_crash", "worker-crash", group="g-worker", **LOAD)
     check(result, EXECUTOR_CRASH_BOUND_S)
     assert app.wait_up(180) >= 0  # Spark ran the slot on the spare worker
 
@@ -145,7 +207,8 @@ def test_a_restarted_driver_takes_the_application_over(tmp_path, capsys):
     try:
         first.start()
         epoch = BrokerRegistry(log.store).driver()["driver_epoch"]
-        load = ProduceLoad(first.bootstrap, "restart", "restart", 10, 0.01, 4).start()
+        load = ProduceLoad(first.bootstrap, "restart", "restart", 10, 0.01, 4,
+                           max_pending=LOAD["max_pending"]).start()
         reader = GroupReader(first.bootstrap, "restart", "g-restart").start()
         wait_for(lambda: len(load.acked_at) >= 200, 60, "records acknowledged before the kill")
         first.proc.kill()  # SIGKILL: no clean stop, its JVM and gateways go with it
@@ -194,31 +257,3 @@ def wait_for(predicate, timeout: float, what: str) -> None:
             raise TimeoutError(f"waited {timeout} s for {what}")
         time.sleep(0.1)
 
-
-def test_failover_on_the_s3_store(tmp_path, s3_server):
-    """The same application on the SeaweedFS S3 server: a gateway's executor killed, then
-    a frozen host; leadership, fencing and group state all live in S3 objects."""
-    import json
-    import uuid
-
-    options = s3_server.storage_options()
-    store = f"s3://{s3_server.bucket}/{uuid.uuid4().hex}"
-    log = open_log(store, storage_options=options)
-    for topic in ("s3_executor", "s3_freeze"):
-        log.create_topic(topic, {"partitions": 4})
-    with StandaloneCluster(str(tmp_path / "cluster"), workers=3) as cluster:
-        app = BrokerAppProcess(store, cluster.master_url, str(tmp_path / "app"), gateways=2,
-                               storage_options=json.dumps(options))
-        try:
-            app.start()
-            check(measure_failover(app, store, "s3_executor", "executor-crash",
-                                   group="g-s3-executor", storage_options=options),
-                  EXECUTOR_CRASH_BOUND_S)
-            app.wait_up(120)
-            result = measure_failover(app, store, "s3_freeze", "host-freeze", group="g-s3-freeze",
-                                      storage_options=options, freeze_s=3.0)
-            check(result, FROZEN_HOST_BOUND_S, gone=False)
-            assert result.zombie_fenced is not False, result
-        finally:
-            status = app.stop()
-    assert status == 0, app.log_text()[-3000:]
