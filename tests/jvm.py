@@ -29,7 +29,9 @@ def java(*args: str, heap: str = "256m") -> list[str]:
 
 def install() -> None:
     """Point every Spark this process and its children start at :data:`SPARK_CONF_DIR`,
-    and a standalone cluster's master and worker at :data:`QUICK_START`, unless the
-    environment already chose."""
+    and a standalone cluster's master and worker, and the launcher JVM ``spark-class``
+    runs before each Spark JVM to build its command line, at :data:`QUICK_START`, unless
+    the environment already chose."""
     os.environ.setdefault("SPARK_CONF_DIR", SPARK_CONF_DIR)
     os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(QUICK_START))
+    os.environ.setdefault("SPARK_LAUNCHER_OPTS", " ".join(QUICK_START))

@@ -11,9 +11,11 @@ leaves behind.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+import conf
 from log_layout import open_log
 from tests.jobs.cli_proc import assert_one_line_error, sparklog, text
 
@@ -25,11 +27,48 @@ SPARK_NOISE = re.compile(
     r"confs: \[|artifacts copied|downloading https|Ivy Default Cache|proxy server")
 
 
+#: the module a first start fetches from Maven Central (its POM and jar, ~120 KB): the
+#: rest of Delta's and the Kafka connector's ~100 MB comes from the project's Ivy cache
+FETCHED = ("io.delta", "delta-storage")
+
+
+def ivy_cache_but_one(ivy: Path) -> None:
+    """An Ivy folder for ``spark.jars.ivy`` whose cache holds the project's (``.ivy2``,
+    filled by the run's first Spark start) without :data:`FETCHED` and without S3A's AWS
+    SDK: a first start resolves every package, reads the POMs, retrieves the jars and
+    downloads one module, printing all that Ivy prints, without moving 100 MB over the
+    network each run. Jars are hard links (Ivy never writes one it has); the metadata,
+    which Ivy rewrites, is copied."""
+    import os
+    import shutil
+
+    from pipeline.spark import _ivy_dir
+
+    source = Path(_ivy_dir(conf.load().spark)) / "cache"
+    if not (source / FETCHED[0] / FETCHED[1]).is_dir():
+        return  # no project cache yet: the start fetches everything, as a user's first
+
+    def link_or_copy(src: str, dst: str) -> None:
+        if src.endswith(".jar"):
+            try:
+                os.link(src, dst)
+                return
+            except OSError:  # another file system
+                pass
+        shutil.copy2(src, dst)
+
+    shutil.copytree(source, ivy / "cache", copy_function=link_or_copy, ignore=lambda _, names: [
+        n for n in names if n.startswith("software.amazon")])
+    shutil.rmtree(ivy / "cache" / FETCHED[0] / FETCHED[1])
+
+
 def test_a_first_start_and_a_query_print_only_the_result(tmp_path):
-    """A first start (an empty Ivy cache: Delta's jars are fetched from Maven Central)
-    shows one line of its own about the fetch, and no Ivy, log4j or stage-bar line."""
+    """A first start (no jar list recorded, Ivy resolving the packages and fetching from
+    Maven Central: :func:`ivy_cache_but_one`) shows one line of its own about the fetch,
+    and no Ivy, log4j or stage-bar line."""
     store = str(tmp_path / "store")
     open_log(store).create_topic("quiet_t", {"partitions": 1})
+    ivy_cache_but_one(tmp_path / "ivy")
     run = sparklog("--store", store, "--set", f"spark.jars.ivy={tmp_path / 'ivy'}", "sql",
                    "SELECT count(*) AS n FROM quiet_t", timeout=600)
     out, err = text(run)
@@ -41,6 +80,8 @@ def test_a_first_start_and_a_query_print_only_the_result(tmp_path):
     assert [line for line in err.splitlines() if line.strip()] == [
         line for line in err.splitlines() if line.startswith("sparklog: fetching")]
     assert "sparklog: fetching io.delta:delta-spark" in err
+    # what the cache lacked came from Maven Central
+    assert list((tmp_path / "ivy" / "cache" / FETCHED[0] / FETCHED[1]).glob("jars/*.jar"))
 
 
 def test_verbose_shows_sparks_own_output(tmp_path):
