@@ -121,21 +121,32 @@ class GatewayProcess:
             ["gateway", "--listeners", self.url]
         if self.storage_options:
             cmd += ["--storage-options", json.dumps(self.storage_options)]
-        env = {**os.environ, "PYTHONPATH": self.root}
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        try:
-            self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT)
-        finally:  # the child has its own copy; the parent's was left to the collector,
-            # whose ResourceWarning then failed whichever test ran at that moment
-            if out is not subprocess.DEVNULL:
-                out.close()
+        self.proc = self.spawn(cmd[2], cmd[3:], {**os.environ, "PYTHONPATH": self.root})
         try:
             wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
         except BaseException:
             self.kill()  # a start that failed leaves no gateway running (and its CPU spent)
             raise
         return self
+
+    def spawn(self, module: str, argv: list[str], env: dict[str, str]):
+        """``python -m module *argv`` in ``env``, its output to ``log_path``: forked from
+        the warm fork server when the caller asked for one (``jobs.gateway_forkserver``),
+        else a new interpreter. Returns the Popen (or its stand-in)."""
+        from jobs import gateway_forkserver
+
+        server = gateway_forkserver.server_socket(ROOT) if self.root == ROOT else None
+        if server is not None:
+            return gateway_forkserver.ForkedProcess(server, module, argv, env=env,
+                                                    cwd=self.root, out=self.log_path)
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        try:
+            return subprocess.Popen([sys.executable, "-m", module, *argv], cwd=self.root,
+                                    env=env, stdout=out, stderr=subprocess.STDOUT)
+        finally:  # the child has its own copy; the parent's was left to the collector,
+            # whose ResourceWarning then failed whichever test ran at that moment
+            if out is not subprocess.DEVNULL:
+                out.close()
 
     def _healthy(self) -> bool:
         assert self.proc is not None

@@ -27,6 +27,9 @@ from log_layout import open_log  # noqa: E402
 from tests import jvm  # noqa: E402
 
 jvm.install()  # before any JVM starts: every worker and child inherits it
+# the suite's ~300 gateways fork from a warm parent instead of each importing pyarrow,
+# kio and the app afresh (jobs/gateway_forkserver.py): ~1 CPU-s less a start
+os.environ.setdefault("SPARKLOG_FORK_GATEWAYS", "1")
 
 BACKENDS = ["file", "memory", "s3", "hdfs"]
 #: backends on a server, each marked with its name (``-m "not hdfs"`` deselects it)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 from typing import Any
@@ -54,8 +53,7 @@ class CrashingGateway(GatewayProcess):
         env["PYTHONPATH"] = ROOT
         if self.crash_at:
             env[ENV] = self.crash_at
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = self.spawn(MODULE, cmd[3:], env)
         try:  # as GatewayProcess.start: a failed start leaves no gateway running
             wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
         except BaseException:
