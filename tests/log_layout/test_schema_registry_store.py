@@ -314,3 +314,24 @@ def test_an_append_conditional_on_the_log_end(log):
     assert plog.snapshot().next_offset == 1  # the loser wrote nothing
     assert b.append(one, if_next_offset=1).base_offset == 1
     assert plog.read_table(0).num_rows == 2
+
+
+def test_a_topic_made_again_by_another_process_is_read_afresh(tmp_path):
+    """``_schemas`` deleted and made again through another Log (another gateway): a
+    reader holding the old incarnation replays the new one."""
+    from log_layout.topics import Log
+
+    def fresh_log():
+        return Log(open_store(f"file://{tmp_path}"), topic_cache_ms=0)
+
+    first = SchemaStore(fresh_log())
+    register(first, "old", '"int"')
+    assert list(first.registry()["subjects"]) == ["old"]
+    other_log = fresh_log()
+    other_log.delete_topic(SCHEMAS_TOPIC)
+    other = SchemaStore(other_log)
+    register(other, "new", '"long"')
+    register(other, "newer", '"bytes"')
+    assert list(first.registry()["subjects"]) == ["new", "newer"]
+    assert first.schema(1).schema == '"long"'
+    assert register(first, "x", '"string"') == (3, 1)
