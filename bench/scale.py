@@ -33,8 +33,9 @@ issue 13: a task's crash <= 5 s, an executor's (and a worker's) <= 15 s, a froze
 ``--quick`` (what the test suite runs, so the script does not rot) is the smallest run
 that still goes through both halves: 1 and 2 slots, 4,000 records, and one fault,
 ``task-crash``, once (``tests/jobs/test_broker_app.py`` asserts the failover of four
-faults: all but ``executor-freeze``, which ``host-freeze`` contains); the wait for a
-relaunched executor to register is skipped before the first fault (none was killed).
+faults: all but ``executor-freeze``, which ``host-freeze`` contains), on 2 workers (the
+task runs again on the core it freed: no spare needed); the wait for a relaunched
+executor to register is skipped before the first fault (none was killed).
 (Starting the cluster and its application beside the throughput runs saved nothing on
 two busy cores and once kept the application from coming up within its 180 s.)
 
@@ -65,28 +66,31 @@ from log_layout import open_log  # noqa: E402
 TARGETS_S = {"task-crash": 5.0, "executor-crash": 15.0, "worker-crash": 15.0,
              "executor-freeze": 35.0, "host-freeze": 35.0}
 WORKERS = 3
+#: faults that need no spare worker: the slot's task runs again on the core it freed
+NO_SPARE_FAULTS = {"task-crash"}
 GATEWAY_COUNTS = (1, 2, 4)
 PARTITIONS = 8
 
 
 def wait_spare(cluster: StandaloneCluster, timeout: float = 120.0,
-               relaunched: bool = True) -> None:
+               relaunched: bool = True, workers: int = WORKERS) -> None:
     """Wait until every worker runs an executor again (a killed one is relaunched), so
-    the next executor crash has a spare core to move to; then, if an executor may have
-    been ``relaunched``, a few seconds for it to register."""
+    the next executor crash has a spare core to move to (``workers``: the cluster's);
+    then, if an executor may have been ``relaunched``, a few seconds for it to register."""
     deadline = time.monotonic() + timeout
-    while len(cluster.executor_pids()) < WORKERS:
+    while len(cluster.executor_pids()) < workers:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"fewer than {WORKERS} executors after {timeout:.0f} s")
+            raise TimeoutError(f"fewer than {workers} executors after {timeout:.0f} s")
         time.sleep(0.2)
     if relaunched:
         time.sleep(5)  # a relaunched executor registers with the driver a few seconds later
 
 
 @contextlib.contextmanager
-def _failover_servers(work: str, store: str):
-    """(cluster, app): the standalone cluster and ``broker-app --gateways 2`` on it."""
-    with StandaloneCluster(os.path.join(work, "cluster"), workers=WORKERS) as cluster, \
+def _failover_servers(work: str, store: str, workers: int = WORKERS):
+    """(cluster, app): the standalone cluster of ``workers`` and ``broker-app --gateways 2``
+    on it."""
+    with StandaloneCluster(os.path.join(work, "cluster"), workers=workers) as cluster, \
             BrokerAppProcess(store, cluster.master_url, os.path.join(work, "app"),
                              gateways=2) as app:
         yield cluster, app
@@ -194,13 +198,16 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list] = {fault: [] for fault in faults}
         store = os.path.join(work, "store")
         log = open_log(store)
-        with _failover_servers(work, store) as (cluster, app):
+        # --quick with the task's crash alone: no spare worker (one JVM and its executor
+        # fewer); the full run keeps its spare for the executor and worker faults
+        workers = 2 if args.quick and set(faults) <= NO_SPARE_FAULTS else WORKERS
+        with _failover_servers(work, store, workers) as (cluster, app):
             killed = False
             for fault in faults:
                 for i in range(repeat):
                     topic = f"{fault.replace('-', '_')}_{i}"
                     log.create_topic(topic, {"partitions": 4})
-                    wait_spare(cluster, relaunched=killed or not args.quick)
+                    wait_spare(cluster, relaunched=killed or not args.quick, workers=workers)
                     killed = True
                     app.wait_up(180)
                     result = measure_failover(app, store, topic, fault, before_s=load_s,
@@ -240,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     write_results("scale", figures, quick=args.quick, machine_before_run=where, repeat=repeat,
                   throughput=f"local mode, {records} records x 100 B, {args.producers} "
                              f"producers, {PARTITIONS} partitions",
-                  cluster=f"standalone, master + {WORKERS} workers x 1 core, 127.0.0.1, "
+                  cluster=f"standalone, master + {workers} workers x 1 core, 127.0.0.1, "
                           "2 gateway slots",
                   store="local folder, fsync off",
                   not_measured="the S3 store (tests/jobs/test_broker_app.py runs its failover)")
