@@ -353,7 +353,40 @@ def adapter_storage_imports(root: Path = ROOT) -> list[tuple[str, str, str]]:
     return found
 
 
+# ``Log``'s metadata reads (log_layout/topics.py): an adapter asks the gateway's metadata
+# service (``Gateway.metadata``, server/topic_metadata.py) instead.
+LOG_METADATA_METHODS = {"topic", "topics", "topic_names", "partition", "partitions",
+                        "groups", "history", "compression", "file_delete_delay_ms",
+                        "log_append_time", "cluster_id"}
+
+
+def adapter_log_metadata_reads(root: Path = ROOT) -> list[str]:
+    """"file:line: expression" of every read in an adapter (``ADAPTERS``) of one of
+    ``Log``'s metadata methods: on a ``.log`` attribute (``broker.log.topic``,
+    ``state.log.partition``), on a name ``log``/``log_``/``lg`` (a Log handed in), or on
+    ``log_of(request)``."""
+    modules = modules_of(root, [p.split(".")[0] for p in ADAPTERS][:1])
+    found = []
+    for module, path in modules.items():
+        if not any(module == a or module.startswith(a + ".") for a in ADAPTERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or node.attr not in LOG_METADATA_METHODS:
+                continue
+            on = node.value
+            if (isinstance(on, ast.Attribute) and on.attr == "log") \
+                    or (isinstance(on, ast.Name) and on.id in {"log", "log_", "lg"}) \
+                    or (isinstance(on, ast.Call) and isinstance(on.func, ast.Name)
+                        and on.func.id == "log_of"):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
 def test_adapters_call_no_storage_operation():
+    reads = adapter_log_metadata_reads()
+    assert not reads, ("http/ and kafka/ read Log's metadata directly (ask "
+                       "Gateway.metadata):\n" + "\n".join(reads))
     found = adapter_storage_imports()
     used = {f"{source} -> {target}" for _, source, target in found}
     new = sorted(f"{where}: {source} -> {target}" for where, source, target in found
@@ -387,6 +420,33 @@ def test_adapter_storage_imports_finds_an_operation(tmp_path):
         ("ingest_gateway/kafka/txn.py:1", "ingest_gateway.kafka.txn", "log_layout.transactions"),
         ("ingest_gateway/kafka/txn.py:4", "ingest_gateway.kafka.txn", "log_layout.transactions"),
     ]  # errors, Log and log_layout.errors pass; server/ may call the store
+
+
+def test_adapter_log_metadata_reads_finds_them(tmp_path):
+    tree = {
+        "ingest_gateway/__init__.py": "",
+        "ingest_gateway/http/__init__.py": "",
+        "ingest_gateway/http/topics.py": (
+            "def f(request, broker, log, log_):\n"
+            "    broker.log.topic('t')\n"
+            "    run(state.log.partition, 't', 0)\n"
+            "    log.topics()\n"
+            "    log_of(request).partitions('t')\n"
+            "    log.warning('a logger')\n"
+            "    broker.metadata.topic('t')\n"
+            "    log_.store.url\n"),
+        "ingest_gateway/server/__init__.py": "",
+        "ingest_gateway/server/meta.py": "def f(log):\n    return log.topic('t')\n",
+    }
+    for name, text in tree.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert adapter_log_metadata_reads(tmp_path) == [
+        "ingest_gateway/http/topics.py:2: broker.log.topic",
+        "ingest_gateway/http/topics.py:3: state.log.partition",
+        "ingest_gateway/http/topics.py:4: log.topics",
+        "ingest_gateway/http/topics.py:5: log_of(request).partitions",
+    ]  # a logger's methods, the metadata service and server/ pass
 
 
 def test_no_forbidden_third_party_import():

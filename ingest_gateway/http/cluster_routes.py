@@ -32,8 +32,9 @@ from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.access import allowed
 from ingest_gateway.http.params import query_param
-from ingest_gateway.http.topics import batcher_of, cluster_id, log_of
-from log_layout import Log, UnknownTopic
+from ingest_gateway.http.topics import batcher_of, cluster_id, metadata_of
+from ingest_gateway.server.topic_metadata import TopicMetadata
+from log_layout import UnknownTopic
 
 #: names asked about in one call, per list (a bound on the work one request causes)
 MAX_NAMES = 1000
@@ -52,11 +53,11 @@ def _names(request: Request, name: str, validate) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _partition_counts(lg: Log, topics: list[str]) -> dict[str, int | None]:
+def _partition_counts(meta: TopicMetadata, topics: list[str]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for t in topics:
         try:
-            out[t] = lg.topic(t).partitions
+            out[t] = meta.topic(t).partitions
         except UnknownTopic:
             out[t] = None
     return out
@@ -66,7 +67,7 @@ async def metadata(request: Request) -> Response:
     topics = _names(request, "topics", validate_topic_name)
     groups = _names(request, "groups", validate_group_id)
     batcher = batcher_of(request)
-    counts = await batcher.run_blocking(_partition_counts, log_of(request), topics)
+    counts = await batcher.run_blocking(_partition_counts, metadata_of(request), topics)
     member = request.app.state.gateway.cluster
     a = member.assignment if member is not None else None
     doc: dict[str, Any] = {"cluster_id": await cluster_id(request)}

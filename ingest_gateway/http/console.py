@@ -98,21 +98,21 @@ async def _off_loop(request: Request, fn: Any, *args: Any) -> Any:
 # -- pages -----------------------------------------------------------------------------------
 async def overview(request: Request) -> Response:
     state = request.app.state
-    topics = await _off_loop(request, data.topic_rows, state.log)
+    topics = await _off_loop(request, data.topic_rows, state.gateway.metadata)
     groups = await _off_loop(request, data.describe_groups, state)
     return HTMLResponse(pages.overview(state, topics, groups))
 
 
 async def topics_page(request: Request) -> Response:
-    topics = await _off_loop(request, data.topic_rows, request.app.state.log)
+    topics = await _off_loop(request, data.topic_rows, request.app.state.gateway.metadata)
     return HTMLResponse(pages.topics(topics))
 
 
 async def topic_page(request: Request) -> Response:
     state = request.app.state
     topic = validate_topic_name(request.path_params["topic"])
-    rows = await _off_loop(request, data.partition_rows, state.log, topic)
-    configs = await _off_loop(request, data.topic_configs, state.log, topic,
+    rows = await _off_loop(request, data.partition_rows, state.gateway.metadata, topic)
+    configs = await _off_loop(request, data.topic_configs, state.gateway.metadata, topic,
                               state.settings.topic)
     leader = state.cluster.leader if state.cluster is not None else None
     leaders = {p.partition: leader(topic, p.partition) for p in rows} if leader else {}
@@ -152,18 +152,19 @@ async def messages_page(request: Request) -> Response:
     """The message browser: records of one partition from an offset or a timestamp."""
     state = request.app.state
     topic = validate_topic_name(request.path_params["topic"])
-    rows = await _off_loop(request, data.partition_rows, state.log, topic)
+    rows = await _off_loop(request, data.partition_rows, state.gateway.metadata, topic)
     q = request.query_params
     partition = partition_param(topic, q.get("partition") or "0")
     if partition >= len(rows):
-        await _off_loop(request, state.log.partition, topic, partition)  # UnknownPartition
+        # UnknownPartition
+        await _off_loop(request, state.gateway.metadata.partition, topic, partition)
     count = _int_query(request, "count", 1, MAX_BROWSE) or 20
     fmt = q.get("format", "text") if q.get("format") in ("text", "json", "hex") else "text"
     row = rows[partition]
     ts = _timestamp_query(q.get("timestamp", ""))
     offset = _int_query(request, "offset", 0, 2**63 - 1)
     if ts is not None:
-        plog = await _off_loop(request, state.log.partition, topic, partition)
+        plog = await _off_loop(request, state.gateway.metadata.partition, topic, partition)
         found = await _off_loop(request, lambda: plog.offset_for_timestamp(ts))
         offset = row.log_end if found is None else found
     elif offset is None:
@@ -198,7 +199,8 @@ async def group_page(request: Request) -> Response:
 
 
 async def maintenance_page(request: Request) -> Response:
-    runs = await _off_loop(request, data.maintenance_runs, request.app.state.log, 100)
+    runs = await _off_loop(request, data.maintenance_runs, request.app.state.gateway.metadata,
+                           100)
     return HTMLResponse(pages.maintenance(runs))
 
 

@@ -21,7 +21,7 @@ from prometheus_client.metrics_core import Metric
 from conf.errors import SparklogError
 from ingest_gateway.server.groups.state import GroupDescription
 from ingest_gateway.server.groups.store import describe_from_store
-from log_layout import Log
+from ingest_gateway.server.topic_metadata import TopicMetadata
 from log_layout.errors import UnknownTopic
 
 #: how long the maintenance totals of ``/metrics`` are reused before the history is read again
@@ -64,11 +64,11 @@ class TopicRow:
         return sum(p.segments for p in self.partitions)
 
 
-def partition_rows(log: Log, topic: str) -> tuple[PartitionRow, ...]:
+def partition_rows(meta: TopicMetadata, topic: str) -> tuple[PartitionRow, ...]:
     """Every partition of ``topic`` from its newest manifest; raises UnknownTopic or
     InvalidTopicName."""
     rows = []
-    for plog in log.partitions(topic):
+    for plog in meta.partitions(topic):
         m = plog.snapshot()
         rows.append(PartitionRow(topic, plog.partition, m.log_start_offset, m.next_offset,
                                  sum(s.bytes for s in m.segments), len(m.segments),
@@ -76,22 +76,22 @@ def partition_rows(log: Log, topic: str) -> tuple[PartitionRow, ...]:
     return tuple(rows)
 
 
-def topic_rows(log: Log) -> list[TopicRow]:
+def topic_rows(meta: TopicMetadata) -> list[TopicRow]:
     """Every topic with its partitions (a topic deleted meanwhile is left out)."""
     out = []
-    for name in log.topics():
+    for name in meta.names():
         try:
-            out.append(TopicRow(name, partition_rows(log, name)))
+            out.append(TopicRow(name, partition_rows(meta, name)))
         except UnknownTopic:
             continue
     return out
 
 
-def topic_configs(log: Log, topic: str, defaults: Any) -> list[tuple[str, str, bool]]:
+def topic_configs(meta: TopicMetadata, topic: str, defaults: Any) -> list[tuple[str, str, bool]]:
     """(key, value, overridden) for every config of ``topic`` but ``partitions`` (shown
     as the partitions themselves, and no config in Kafka); ``overridden``: differs from
     the gateway's ``topic.*`` defaults. Raises UnknownTopic or InvalidTopicName."""
-    mine = log.topic(topic, refresh=True).config.to_kafka()
+    mine = meta.topic(topic, refresh=True).config.to_kafka()
     base = defaults.to_kafka()
     return [(k, str(v), base.get(k) != v) for k, v in sorted(mine.items()) if k != "partitions"]
 
@@ -111,7 +111,7 @@ def describe_groups(state: Any) -> list[GroupDescription]:
     """Every group (live here or with offsets in the store), described; a group that
     vanished or cannot be described right now is left out."""
     hub = state.gateway.started_hub
-    names = hub.coordinator.groups() if hub is not None else state.log.groups()
+    names = hub.coordinator.groups() if hub is not None else state.gateway.metadata.groups()
     out = []
     for g in names:
         try:
@@ -138,9 +138,9 @@ def total_lag(d: GroupDescription) -> int:
     return sum(p.lag or 0 for p in d.partitions)
 
 
-def maintenance_runs(log: Log, limit: int = 100) -> list[dict[str, Any]]:
+def maintenance_runs(meta: TopicMetadata, limit: int = 100) -> list[dict[str, Any]]:
     """The newest ``limit`` maintenance runs, newest first."""
-    return list(reversed(log.history(limit)))
+    return list(reversed(meta.history(limit)))
 
 
 class MaintenanceTotals:
@@ -153,10 +153,10 @@ class MaintenanceTotals:
         self._at = -MAINTENANCE_CACHE_S
         self._value = (0, 0, 0)
 
-    def get(self, log: Log) -> tuple[int, int, int]:
+    def get(self, meta: TopicMetadata) -> tuple[int, int, int]:
         with self._lock:
             if time.monotonic() - self._at >= MAINTENANCE_CACHE_S:
-                runs = [r for r in log.history() if not r.get("dry_run")]
+                runs = [r for r in meta.history() if not r.get("dry_run")]
                 self._value = (len(runs),
                                sum(max(0, int(r.get("bytes_before", 0)) -
                                        int(r.get("bytes_after", 0))) for r in runs),
@@ -178,7 +178,7 @@ def collect(state: Any, maintenance: MaintenanceTotals) -> Iterable[Metric]:
                              labels=labels)
     segments = GaugeMetricFamily("sparklog_log_segments", "segments of the partition",
                                  labels=labels)
-    for t in topic_rows(state.log):
+    for t in topic_rows(state.gateway.metadata):
         for p in t.partitions:
             key = [p.topic, str(p.partition)]
             start.add_metric(key, p.log_start)
@@ -202,7 +202,7 @@ def collect(state: Any, maintenance: MaintenanceTotals) -> Iterable[Metric]:
             current.add_metric(key, p.committed)
             lag.add_metric(key, p.lag or 0)
     yield from (lag, current, members)
-    runs, reclaimed, files = maintenance.get(state.log)
+    runs, reclaimed, files = maintenance.get(state.gateway.metadata)
     yield CounterMetricFamily("sparklog_maintenance_runs", "maintenance runs recorded in the "
                               "store's history (not dry runs)", value=runs)
     yield CounterMetricFamily("sparklog_maintenance_bytes_reclaimed", "segment bytes removed "

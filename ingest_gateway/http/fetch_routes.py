@@ -35,7 +35,7 @@ from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.record_docs import arrow_stream, batches_response, out_of_range_response
 from ingest_gateway.http.requests import (ARROW, MAX_COUNT, MAX_WAIT_MS, V2_RESPONSE, accept,
-                                          field, hub_of, int_q, tp_list)
+                                          field, hub_of, int_q, metadata_of, tp_list)
 from log_layout import SEGMENT_SCHEMA
 from log_layout.reader import ISOLATION_LEVELS
 
@@ -60,7 +60,7 @@ async def get_messages(request: Request) -> Response:
     min_bytes = int_q(request, "min_bytes", 1, 0, 2**31 - 1)
     level = isolation(request.query_params.get("isolation_level"))
     hub = hub_of(request)
-    await hub.run(hub.log.partition, topic, partition)  # Unknown* errors
+    await hub.run(metadata_of(request).partition, topic, partition)  # Unknown* errors
     got, errors = await hub.fetch({(topic, partition): offset}, max_records=count,
                                   max_bytes=max_bytes, wait_ms=wait_ms, min_bytes=min_bytes,
                                   isolation_level=level)
@@ -103,7 +103,7 @@ async def post_fetch(request: Request) -> Response:
 
     def check() -> None:
         for t, p in positions:
-            hub.log.partition(t, p)
+            metadata_of(request).partition(t, p)
     await hub.run(check)
     got, errors = await hub.fetch(positions, max_records=max_records, max_bytes=max_bytes,
                                   wait_ms=wait_ms, min_bytes=min_bytes,

@@ -17,6 +17,7 @@ from ingest_gateway.errors import BadRequest, UnsupportedContentType
 from ingest_gateway.http.params import int_param, parse_int, query_param
 from ingest_gateway.server.consumer_hub import ConsumerHub
 from ingest_gateway.server.rest_instances import Instance
+from ingest_gateway.server.topic_metadata import TopicMetadata
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -30,6 +31,12 @@ MAX_COUNT = 1_000_000
 def hub_of(request: Request) -> ConsumerHub:
     """The gateway's consumer hub, created at the first consumer request (on the loop)."""
     return request.app.state.gateway.hub()
+
+
+def metadata_of(request: Request) -> TopicMetadata:
+    """What the gateway knows of its topics (``Gateway.metadata``), the service the
+    Kafka listener reads too."""
+    return request.app.state.gateway.metadata
 
 
 def instance_of(request: Request) -> tuple[ConsumerHub, Instance]:

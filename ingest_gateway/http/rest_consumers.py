@@ -91,7 +91,8 @@ from ingest_gateway.http.params import parse_int
 from ingest_gateway.http.record_docs import arrow_stream, not_json_response, records_json
 from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT,
                                           MAX_WAIT_MS, V2_RESPONSE, field, group_of, hub_of,
-                                          instance_of, int_q, offsets_doc, partitions_query,
+                                          instance_of, int_q, metadata_of, offsets_doc,
+                                          partitions_query,
                                           sync_instance, tp_list)
 from ingest_gateway.client.records import records_of
 from ingest_gateway.server.codec import AVRO_V2, JSONSCHEMA_V2, PROTOBUF_V2
@@ -201,11 +202,11 @@ async def subscribe_instance(request: Request) -> Response:
             raise SubscriptionConflict(inst.name, "assignments",
                                        "topics" if topics is not None else "topic_pattern")
         for t in topics or ():
-            await hub.run(hub.log.topic, t)
+            await hub.run(metadata_of(request).topic, t)
         # a pattern matches only topics the principal may read, as Kafka's Metadata
         # leaves out the topics a client may not describe
         inst.pattern, inst.list_topics = pattern, (
-            readable_topics(request, hub.log.topics) if pattern else None)
+            readable_topics(request, metadata_of(request).names) if pattern else None)
         inst.pattern_listed_at = None  # list now
         inst.topics = tuple(topics or ())
         await sync_instance(hub, inst)

@@ -29,7 +29,8 @@ from starlette.routing import BaseRoute, Route
 from ingest_gateway.errors import BadRequest, PartitionNotAssigned, SubscriptionConflict
 from ingest_gateway.http.access import require_topics
 from ingest_gateway.http.body import read_json
-from ingest_gateway.http.requests import V2_RESPONSE, field, instance_of, sync_instance, tp_list
+from ingest_gateway.http.requests import (V2_RESPONSE, field, instance_of, metadata_of,
+                                          sync_instance, tp_list)
 from ingest_gateway.server.rest_instances import Instance
 from log_layout import UnknownPartition
 
@@ -96,7 +97,7 @@ async def assign(request: Request) -> Response:
 
     def check() -> None:
         for t, p in tps:
-            count = hub.log.topic(t).partitions  # UnknownTopic / InvalidTopicName
+            count = metadata_of(request).partition_count(t)  # UnknownTopic / InvalidTopicName
             if not 0 <= p < count:
                 raise UnknownPartition(t, p, count)
 

@@ -39,21 +39,19 @@ from ingest_gateway.errors import BadRequest, UnknownBroker, UnknownCluster
 from ingest_gateway.http.access import require_create, require_idempotent_producer, visible
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.params import partition_param
+from ingest_gateway.http.requests import metadata_of
 from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
 from ingest_gateway.server import codec
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.topic_admin import TopicAdmin
-from log_layout import Log, UnknownPartition
+from ingest_gateway.server.topic_metadata import TopicMetadata
+from log_layout import UnknownPartition
 
 
 def batcher_of(request: Request) -> Batcher:
     """The app's batcher (created by the app's lifespan)."""
     return request.app.state.batcher
-
-
-def log_of(request: Request) -> Log:
-    return request.app.state.log
 
 
 def gateway_of(request: Request) -> Gateway:
@@ -70,10 +68,10 @@ def _topic_param(request: Request) -> str:
     return validate_topic_name(request.path_params["topic"])
 
 
-def _partition_docs(lg: Log, topic: str) -> list[dict[str, Any]]:
+def _partition_docs(meta: TopicMetadata, topic: str) -> list[dict[str, Any]]:
     """sparklog's facts of each partition of ``topic`` (blocking: reads the store)."""
     out = []
-    for plog in lg.partitions(topic):
+    for plog in meta.partitions(topic):
         m = plog.snapshot()
         # leader_gateway: the id of the gateway that last wrote it (sparklog's own fact)
         out.append({"partition_id": m.partition, "leader_gateway": m.leader,
@@ -108,18 +106,19 @@ def _v2_partition(request: Request, topic: str, d: dict[str, Any]) -> dict[str, 
 
 
 async def list_topics_v2(request: Request) -> Response:
-    names = await batcher_of(request).run_blocking(log_of(request).topics)
+    names = await batcher_of(request).run_blocking(metadata_of(request).names)
     return JSONResponse(visible(request, "Topic", names), media_type=codec.V2_RESPONSE_TYPE)
 
 
-def _describe_v2(lg: Log, topic: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    info = lg.topic(topic, refresh=True)
-    return info.config.to_kafka(), _partition_docs(lg, topic)
+def _describe_v2(meta: TopicMetadata, topic: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    info = meta.topic(topic, refresh=True)
+    return info.config.to_kafka(), _partition_docs(meta, topic)
 
 
 async def get_topic_v2(request: Request) -> Response:
     topic = _topic_param(request)
-    configs, parts = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
+    configs, parts = await batcher_of(request).run_blocking(_describe_v2, metadata_of(request),
+                                                            topic)
     return JSONResponse({"name": topic, "configs": configs,
                          "partitions": [_v2_partition(request, topic, d) for d in parts]},
                         media_type=codec.V2_RESPONSE_TYPE)
@@ -127,7 +126,7 @@ async def get_topic_v2(request: Request) -> Response:
 
 async def get_partitions_v2(request: Request) -> Response:
     topic = _topic_param(request)
-    _, parts = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
+    _, parts = await batcher_of(request).run_blocking(_describe_v2, metadata_of(request), topic)
     return JSONResponse([_v2_partition(request, topic, d) for d in parts],
                         media_type=codec.V2_RESPONSE_TYPE)
 
@@ -136,7 +135,7 @@ async def _one_partition(request: Request) -> tuple[str, dict[str, Any]]:
     """The route's topic and its partition's doc; raises UnknownTopic, UnknownPartition."""
     topic = _topic_param(request)
     partition = partition_param(topic, request.path_params["partition"])
-    _, parts = await batcher_of(request).run_blocking(_describe_v2, log_of(request), topic)
+    _, parts = await batcher_of(request).run_blocking(_describe_v2, metadata_of(request), topic)
     if partition >= len(parts):
         raise UnknownPartition(topic, partition, len(parts))
     return topic, parts[partition]
@@ -224,8 +223,8 @@ def topic_url(request: Request, cid: str, topic: str) -> str:
     return f"{cluster_url(request, cid)}/topics/{topic}"
 
 
-def _topic_doc(request: Request, lg: Log, cid: str, topic: str) -> dict[str, Any]:
-    info = lg.topic(topic, refresh=True)
+def _topic_doc(request: Request, meta: TopicMetadata, cid: str, topic: str) -> dict[str, Any]:
+    info = meta.topic(topic, refresh=True)
     url = topic_url(request, cid, topic)
     return {"kind": "KafkaTopic", "metadata": self_meta(url, crn(cid, ("topic", topic))),
             "cluster_id": cid, "topic_name": topic, "is_internal": False,
@@ -238,9 +237,10 @@ def _topic_doc(request: Request, lg: Log, cid: str, topic: str) -> dict[str, Any
 
 async def list_topics_v3(request: Request) -> Response:
     cid = await check_cluster(request)
-    lg = log_of(request)
+    meta = metadata_of(request)
     docs = await batcher_of(request).run_blocking(
-        lambda: [_topic_doc(request, lg, cid, t) for t in visible(request, "Topic", lg.topics())])
+        lambda: [_topic_doc(request, meta, cid, t)
+                 for t in visible(request, "Topic", meta.names())])
     return JSONResponse(list_doc("KafkaTopicList", f"{cluster_url(request, cid)}/topics", docs))
 
 
@@ -282,7 +282,7 @@ async def create_topic(request: Request) -> Response:
                 "partitions_count": config.partitions, "replication_factor": 1,
                 "is_internal": False}
         return JSONResponse(body, status_code=200)
-    body = await batcher_of(request).run_blocking(_topic_doc, request, log_of(request), cid,
+    body = await batcher_of(request).run_blocking(_topic_doc, request, metadata_of(request), cid,
                                                   name)
     return JSONResponse(body, status_code=201)
 
@@ -291,7 +291,7 @@ async def get_topic_v3(request: Request) -> Response:
     cid = await check_cluster(request)
     topic = _topic_param(request)
     return JSONResponse(await batcher_of(request).run_blocking(_topic_doc, request,
-                                                               log_of(request), cid, topic))
+                                                               metadata_of(request), cid, topic))
 
 
 async def patch_topic(request: Request) -> Response:
@@ -306,7 +306,7 @@ async def patch_topic(request: Request) -> Response:
         raise BadRequest('the body must be {"partitions_count": <integer>}')
     await topic_admin_of(request).add_partitions(topic, count)
     return JSONResponse(await batcher_of(request).run_blocking(_topic_doc, request,
-                                                               log_of(request), cid, topic))
+                                                               metadata_of(request), cid, topic))
 
 
 async def delete_topic(request: Request) -> Response:
@@ -328,15 +328,15 @@ def _v3_partition(request: Request, cid: str, topic: str, d: dict[str, Any]) -> 
             **{k: v for k, v in d.items() if k != "partition_id"}}
 
 
-def _partitions_now(lg: Log, topic: str) -> list[dict[str, Any]]:
-    lg.topic(topic, refresh=True)
-    return _partition_docs(lg, topic)
+def _partitions_now(meta: TopicMetadata, topic: str) -> list[dict[str, Any]]:
+    meta.topic(topic, refresh=True)
+    return _partition_docs(meta, topic)
 
 
 async def get_partitions_v3(request: Request) -> Response:
     cid = await check_cluster(request)
     topic = _topic_param(request)
-    docs = await batcher_of(request).run_blocking(_partitions_now, log_of(request), topic)
+    docs = await batcher_of(request).run_blocking(_partitions_now, metadata_of(request), topic)
     return JSONResponse(list_doc("KafkaPartitionList",
                                  f"{topic_url(request, cid, topic)}/partitions",
                                  [_v3_partition(request, cid, topic, d) for d in docs]))

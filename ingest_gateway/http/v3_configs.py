@@ -32,10 +32,10 @@ from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownTopicConfig
 from ingest_gateway.http.access import allowed
 from ingest_gateway.http.body import read_json
-from ingest_gateway.http.topics import (batcher_of, check_cluster, log_of, topic_admin_of,
+from ingest_gateway.http.topics import (batcher_of, check_cluster, metadata_of, topic_admin_of,
                                         topic_url)
 from ingest_gateway.http.v3_links import crn, list_doc, self_meta
-from log_layout import Log
+from ingest_gateway.server.topic_metadata import TopicMetadata
 
 #: a config name longer than any Kafka's is refused before it is looked up or echoed
 MAX_NAME = 255
@@ -45,9 +45,9 @@ def _defaults(request: Request) -> dict[str, str]:
     return topic_admin_of(request).default_configs()
 
 
-def _docs(request: Request, lg: Log, cid: str, topic: str) -> list[dict[str, Any]]:
+def _docs(request: Request, meta: TopicMetadata, cid: str, topic: str) -> list[dict[str, Any]]:
     """Blocking: every config of ``topic`` as REST Proxy's KafkaTopicConfig."""
-    values = lg.topic(topic, refresh=True).config.to_kafka()
+    values = meta.topic(topic, refresh=True).config.to_kafka()
     defaults = _defaults(request)
     base = f"{topic_url(request, cid, topic)}/configs"
     out = []
@@ -76,17 +76,17 @@ def _name(request: Request) -> str:
 async def list_configs(request: Request) -> Response:
     cid = await check_cluster(request)
     topic = validate_topic_name(request.path_params["topic"])
-    docs = await batcher_of(request).run_blocking(_docs, request, log_of(request), cid, topic)
+    docs = await batcher_of(request).run_blocking(_docs, request, metadata_of(request), cid, topic)
     return JSONResponse(list_doc("KafkaTopicConfigList",
                                  f"{topic_url(request, cid, topic)}/configs", docs))
 
 
 async def list_all_configs(request: Request) -> Response:
     cid = await check_cluster(request)
-    lg = log_of(request)
+    meta = metadata_of(request)
     docs = await batcher_of(request).run_blocking(
-        lambda: [d for t in lg.topics() if allowed(request, "DescribeConfigs", "Topic", t)
-                 for d in _docs(request, lg, cid, t)])
+        lambda: [d for t in meta.names() if allowed(request, "DescribeConfigs", "Topic", t)
+                 for d in _docs(request, meta, cid, t)])
     return JSONResponse(list_doc("KafkaTopicConfigList", f"{topic_url(request, cid, '-')}/configs",
                                  docs))
 
@@ -96,7 +96,7 @@ async def get_config(request: Request) -> Response:
     cid = await check_cluster(request)
     topic = validate_topic_name(request.path_params["topic"])
     name = _name(request)
-    docs = await batcher_of(request).run_blocking(_docs, request, log_of(request), cid, topic)
+    docs = await batcher_of(request).run_blocking(_docs, request, metadata_of(request), cid, topic)
     for d in docs:
         if d["name"] == name:
             return JSONResponse(d)

@@ -27,7 +27,7 @@ from conf.topic import validate_topic_name
 from ingest_gateway.errors import UnknownBroker
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.topics import (batcher_of, broker_ids, check_cluster, cluster_url,
-                                        leader_id, log_of, topic_url)
+                                        leader_id, metadata_of, topic_url)
 from ingest_gateway.http.v3_links import crn, list_doc, related, self_meta
 from log_layout import UnknownPartition
 
@@ -37,8 +37,8 @@ async def _partition(request: Request) -> tuple[str, str, int]:
     cid = await check_cluster(request)
     topic = validate_topic_name(request.path_params["topic"])
     partition = partition_param(topic, request.path_params["partition"])
-    lg = log_of(request)
-    info = await batcher_of(request).run_blocking(lambda: lg.topic(topic, refresh=True))
+    meta = metadata_of(request)
+    info = await batcher_of(request).run_blocking(lambda: meta.topic(topic, refresh=True))
     if partition >= info.partitions:
         raise UnknownPartition(topic, partition, info.partitions)
     return cid, topic, partition
@@ -80,13 +80,13 @@ async def broker_replicas(request: Request) -> Response:
     ids = broker_ids(request)
     if not raw.isascii() or not raw.isdigit() or int(raw) not in ids:
         raise UnknownBroker(raw[:50], ids)
-    lg = log_of(request)
+    meta = metadata_of(request)
 
     def counts() -> dict[str, int]:
         out = {}
-        for t in lg.topics():
+        for t in meta.names():
             try:
-                out[t] = lg.topic(t).partitions
+                out[t] = meta.topic(t).partitions
             except LookupError:
                 continue  # deleted meanwhile
         return out
@@ -102,7 +102,7 @@ async def broker_replicas(request: Request) -> Response:
 async def partition_offsets(request: Request) -> Response:
     """The partition's earliest (log start) and latest (high watermark) offsets."""
     cid, topic, p = await _partition(request)
-    plog = log_of(request).partition(topic, p)
+    plog = metadata_of(request).partition(topic, p)
     m = await batcher_of(request).run_blocking(plog.snapshot)
     url = f"{topic_url(request, cid, topic)}/partitions/{p}/offset"
     return JSONResponse({"kind": "KafkaPartitionWithOffsets", "metadata": self_meta(
@@ -116,7 +116,7 @@ async def list_reassignments(request: Request) -> Response:
     topic = request.path_params.get("topic", "-")
     if topic != "-":
         validate_topic_name(topic)
-        await batcher_of(request).run_blocking(log_of(request).topic, topic)  # UnknownTopic
+        await batcher_of(request).run_blocking(metadata_of(request).topic, topic)  # UnknownTopic
     return JSONResponse(list_doc("KafkaReassignmentList",
                                  f"{topic_url(request, cid, topic)}/partitions/-/reassignment",
                                  []))

@@ -134,7 +134,7 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
     mod = response_module(API_METADATA, head.api_version)
     b = broker.batcher
     if req.topics is None:
-        names = await b.run_blocking(broker.log.topics)
+        names = await b.run_blocking(broker.metadata.names)
     else:
         names = [t.name for t in req.topics if t.name is not None]
         # v10+: a topic named by its id alone (KIP-848 clients look assignments up so)
@@ -180,9 +180,9 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
 def _names_of(broker: Broker, ids: set) -> dict:
     """Topic id -> name of the ``ids`` some topic has (the others are left out)."""
     out = {}
-    for name in broker.log.topics():
+    for name in broker.metadata.names():
         try:
-            tid = topic_uuid(broker.log.topic(name).topic_id)
+            tid = topic_uuid(broker.metadata.topic(name).topic_id)
         except UnknownTopic:
             continue
         if tid in ids:

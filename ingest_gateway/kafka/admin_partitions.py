@@ -86,7 +86,7 @@ async def _grow(broker: Broker, t: Any, duplicate: bool,
                                             "not assigned to brokers")
     try:
         info = await broker.batcher.run_blocking(
-            lambda: broker.log.topic(t.name, refresh=True))
+            lambda: broker.metadata.topic(t.name, refresh=True))
         if t.count == info.partitions:  # Kafka refuses a no-op; TopicAdmin allows it
             return INVALID_PARTITIONS, f"Topic already has {info.partitions} partitions."
         await broker.topics.add_partitions(t.name, t.count, validate_only=validate_only)
@@ -111,7 +111,7 @@ async def elect_leaders(broker: Broker, head: Header, req: Any) -> Any:
                                   for t in req.topic_partitions or ()])
         return _elected(mod, [], top)
     if req.topic_partitions is None:  # all: none needed an election, none listed
-        names = await broker.batcher.run_blocking(broker.log.topics)
+        names = await broker.batcher.run_blocking(broker.metadata.names)
         return _elected(mod, [(name, []) for name in names])
     counts = await broker.batcher.run_blocking(partition_counts, broker,
                                                {t.topic for t in req.topic_partitions})
@@ -130,7 +130,7 @@ def partition_counts(broker: Broker, names: set[str]) -> dict[str, int]:
     out = {}
     for name in names:
         try:
-            out[name] = broker.log.topic(name).partitions
+            out[name] = broker.metadata.topic(name).partitions
         except UnknownTopic:
             pass
     return out
@@ -168,7 +168,7 @@ def store_name(broker: Broker) -> str:
     """The store's URL without user information (a password never leaves in an answer)."""
     from urllib.parse import urlsplit, urlunsplit
 
-    url = str(broker.log.store.url)
+    url = broker.metadata.store_url
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
@@ -181,10 +181,10 @@ def _sizes(broker: Broker, wanted: dict[str, set[int]] | None) -> dict[str, dict
     this broker leads (of ``wanted``: None, all; a topic or partition that does not exist
     is left out, as Kafka leaves out what a directory does not hold)."""
     out: dict[str, dict[int, int]] = {}
-    names = broker.log.topics() if wanted is None else sorted(wanted)
+    names = broker.metadata.names() if wanted is None else sorted(wanted)
     for name in names:
         try:
-            count = broker.log.topic(name).partitions
+            count = broker.metadata.topic(name).partitions
         except UnknownTopic:
             continue
         for p in range(count):
@@ -192,7 +192,7 @@ def _sizes(broker: Broker, wanted: dict[str, set[int]] | None) -> dict[str, dict
                 continue
             if broker.gateway.leader(name, p) != broker.node_id:
                 continue
-            m = broker.log.partition(name, p).snapshot()
+            m = broker.metadata.snapshot(name, p)
             out.setdefault(name, {})[p] = sum(s.bytes for s in m.segments)
     return out
 

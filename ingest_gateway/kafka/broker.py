@@ -54,7 +54,7 @@ class Broker:
     def __init__(self, gateway: Gateway, host: str, port: int):
         self.gateway = gateway
         self.batcher = gateway.batcher
-        self.log = gateway.log
+        self.metadata = gateway.metadata
         self.settings = gateway.settings
         self.cluster = gateway.cluster
         #: topic and config admin, the one implementation the HTTP routes call too
@@ -134,7 +134,7 @@ async def topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) 
         if may_create:
             info = await broker.batcher.topic_info(name)
         else:
-            info = await broker.batcher.run_blocking(broker.log.topic, name)
+            info = await broker.batcher.run_blocking(broker.metadata.topic, name)
     except Exception as e:  # noqa: BLE001 - every failure is a per-topic error code
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
@@ -175,7 +175,7 @@ def names_by_id(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
     found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
     if len(found) < len(ids):
         known.clear()
-        for name in broker.log.topics():
+        for name in broker.metadata.names():
             tid = _id_of(broker, name)
             if tid is not None:
                 known[tid] = name
@@ -186,7 +186,7 @@ def names_by_id(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
 def _id_of(broker: Broker, name: str) -> uuid.UUID | None:
     """A topic's id (None: gone, or made before topics had ids)."""
     try:
-        tid = topic_uuid(broker.log.topic(name).topic_id)
+        tid = topic_uuid(broker.metadata.topic(name).topic_id)
     except UnknownTopic:
         return None
     return None if tid == NO_TOPIC_ID else tid

@@ -228,7 +228,7 @@ async def _from_cache(broker: Broker, positions: dict, max_bytes: int, level: st
         return {}, {}
     try:
         snaps = await broker.hub().run(_snapshots, broker, list(positions))
-        topics = {t: broker.log.topic(t) for t, _ in positions}  # the log's cache
+        topics = {t: broker.metadata.topic(t) for t, _ in positions}  # the log's cache
     except Exception:  # noqa: BLE001 - the segment path answers (and says why)
         return {}, {}
     leading = broker.batcher.leading()
@@ -253,13 +253,13 @@ def _cache_codec(wanted: str) -> str:
 
 
 def _snapshots(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-    return {tp: broker.log.partition(*tp).snapshot() for tp in tps}
+    return {tp: broker.metadata.snapshot(*tp) for tp in tps}
 
 
 def _codec(broker: Broker, topic: str) -> str:
     """The codec a topic's batches are fetched in. On the loop: ``_checked`` has just
     read the topic off it, so this is the log's cache."""
-    wanted = broker.log.topic(topic).config.compression_type
+    wanted = broker.metadata.topic(topic).config.compression_type
     return wanted if wanted in records.CODECS else "none"  # producer, uncompressed
 
 
@@ -310,7 +310,7 @@ def _watermarks(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, i
     """(log start, last stable offset, high watermark, epoch history) per partition."""
     out = {}
     for tp in tps:
-        m = broker.log.partition(*tp).snapshot()
+        m = broker.metadata.snapshot(*tp)
         out[tp] = (m.log_start_offset, m.last_stable_offset, m.next_offset, m.epochs)
     return out
 
@@ -345,7 +345,7 @@ def _offsets(broker: Broker, asked: list[tuple[str, int, int]],
     for topic, partition, ts in asked:
         try:
             check_partition(broker, topic, partition)
-            plog = broker.log.partition(topic, partition)
+            plog = broker.metadata.partition(topic, partition)
             m = plog.snapshot()
             if ts == EARLIEST:
                 stamp, offset = -1, m.log_start_offset

@@ -54,7 +54,6 @@ import datetime
 import logging
 from typing import Any
 
-from conf.topic import InvalidTopicName
 from ingest_gateway.protocol.groups import STRATEGIES, MemberState, validate_group_id
 from ingest_gateway.kafka import codes, groups_consumer, groups_delete, groups_offsets
 from ingest_gateway.kafka.broker import ZERO, Broker
@@ -65,7 +64,6 @@ from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   parse_subscription)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups import static
-from log_layout import UnknownTopic
 
 log = logging.getLogger("sparklog.gateway.kafka")
 
@@ -163,7 +161,7 @@ async def join_group(broker: Broker, head: Header, req: Any) -> Any:
         # Java consumers subscribe to topics that do not exist (yet); Kafka's broker takes
         # them, the coordinator refuses them: join with those that exist, if any (the
         # client rejoins when its metadata shows a new topic)
-        topics = await hub.run(_existing, broker.log, topics) or topics
+        topics = await hub.run(broker.metadata.existing, topics) or topics
         st = await hub.run(lambda: coordinator.join(
             group, topics, member_id=req.member_id or None, client_id=head.client_id or "",
             strategies=strategies, session_timeout_ms=_ms(req.session_timeout),
@@ -173,17 +171,6 @@ async def join_group(broker: Broker, head: Header, req: Any) -> Any:
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         return answer(failed_code(e, f"JoinGroup of group {group}"))
     return answer(codes.NONE if st.assigned else REBALANCE_IN_PROGRESS, st)
-
-
-def _existing(log_: Any, topics: tuple[str, ...]) -> tuple[str, ...]:
-    out = []
-    for t in topics:
-        try:
-            log_.topic(t)
-            out.append(t)
-        except (UnknownTopic, InvalidTopicName):
-            continue
-    return tuple(out)
 
 
 async def _until_assigned(broker: Broker, group: str, st: MemberState, rebalance_ms: int

@@ -40,6 +40,7 @@ from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.protocol.groups import TopicPartition
 from ingest_gateway.server.groups.consumer import Heartbeat
 from ingest_gateway.server.groups.state import CONSUMER
+from ingest_gateway.server.topic_metadata import TopicMetadata
 from log_layout import UnknownTopic
 
 log = logging.getLogger("sparklog.gateway.kafka")
@@ -54,9 +55,9 @@ def _ms_or_none(value: Any) -> int | None:
     return None if ms == -1 else ms
 
 
-def _topic_id(log_: Any, name: str) -> uuid.UUID | None:
+def _topic_id(metadata: TopicMetadata, name: str) -> uuid.UUID | None:
     try:
-        tid = topic_uuid(log_.topic(name).topic_id)
+        tid = topic_uuid(metadata.topic(name).topic_id)
     except UnknownTopic:
         return None
     return None if tid == NO_TOPIC_ID else tid
@@ -74,8 +75,8 @@ def _owned(broker: Broker, group: str, req: Any) -> frozenset[TopicPartition] | 
     cands = set(req.subscribed_topic_names or ()) | \
         hub.consumer_members.topics_of(group, req.member_id)
     for search in (cands, None):
-        for t in (broker.log.topics() if search is None else search):
-            tid = _topic_id(broker.log, t)
+        for t in (broker.metadata.names() if search is None else search):
+            tid = _topic_id(broker.metadata, t)
             if tid is not None:
                 names[tid] = t
         if wanted <= set(names):
@@ -126,7 +127,7 @@ async def consumer_group_heartbeat(broker: Broker, head: Header, req: Any) -> An
         ans = await hub.run(hub.consumer_members.heartbeat, group, hb)
         assignment = None
         if ans.assignment is not None:
-            ids = await hub.run(lambda: {t: _topic_id(broker.log, t)
+            ids = await hub.run(lambda: {t: _topic_id(broker.metadata, t)
                                          for t in _by_topic(ans.assignment)})
             assignment = make(mod.Assignment, topic_partitions=tuple(
                 make(mod.TopicPartitions, topic_id=ids[t], partitions=tuple(ps))
@@ -146,7 +147,7 @@ async def consumer_group_heartbeat(broker: Broker, head: Header, req: Any) -> An
 def _assignment(mod: Any, broker: Broker, pairs: Iterable[dict[str, Any]]) -> Any:
     by = _by_topic((a["topic"], a["partition"]) for a in pairs)
     return make(mod.Assignment, topic_partitions=tuple(
-        make(mod.TopicPartitions, topic_id=_topic_id(broker.log, t) or NO_TOPIC_ID,
+        make(mod.TopicPartitions, topic_id=_topic_id(broker.metadata, t) or NO_TOPIC_ID,
              topic_name=t, partitions=tuple(ps)) for t, ps in by.items()))
 
 

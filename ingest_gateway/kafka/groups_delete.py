@@ -29,6 +29,7 @@ from ingest_gateway.kafka.broker import ZERO, Broker
 from ingest_gateway.kafka.groups_protocol import failed_code
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups import deletes
+from ingest_gateway.server.topic_metadata import TopicMetadata
 from log_layout import UnknownTopic
 
 API_DELETE_GROUPS, API_OFFSET_DELETE = 42, 47
@@ -53,13 +54,13 @@ async def delete_groups(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.DeleteGroupsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-def _partition_codes(log: Any, topics: Any) -> dict[tuple[str, int], int]:
+def _partition_codes(metadata: TopicMetadata, topics: Any) -> dict[tuple[str, int], int]:
     """Kafka's code of each partition asked for before the coordinator sees it: 0, or
     UNKNOWN_TOPIC_OR_PARTITION. Reads the store's metadata: call it off the event loop."""
     out: dict[tuple[str, int], int] = {}
     for t in topics:
         try:
-            count = log.topic(t.name).partitions
+            count = metadata.partition_count(t.name)
         except (UnknownTopic, InvalidTopicName):
             count = 0
         for p in t.partitions:
@@ -86,7 +87,7 @@ async def offset_delete(broker: Broker, head: Header, req: Any) -> Any:
     acl = {t.name: sec.refused(broker, "Read", "Topic", t.name) for t in req.topics}
     allowed = [t for t in req.topics if not acl[t.name]]
     try:
-        found = await hub.run(_partition_codes, broker.log, allowed)
+        found = await hub.run(_partition_codes, broker.metadata, allowed)
         hub.check_coordinator(group)
         done = await hub.run(deletes.delete_offsets, hub.coordinator.table, group,
                              [tp for tp, c in found.items() if not c])

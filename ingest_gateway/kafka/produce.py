@@ -143,7 +143,7 @@ def _cache(broker: Broker, cache: tail_cache.TailCache, topic: str, partition: i
     epoch this gateway writes the partition at (not writing it: not kept)."""
     try:  # the records are committed: nothing here may turn that into an error
         state = broker.batcher.writing(topic, partition)
-        info = broker.log.topic(topic)
+        info = broker.metadata.topic(topic)
     except Exception:  # noqa: BLE001 - e.g. the topic deleted since: not kept
         return
     if state is None or info.config.message_timestamp_type != "CreateTime":

@@ -4,9 +4,10 @@
 composition root, ``runner``, has the HTTP app run it for its lifespan), and both
 adapters are handed it (``app.state.gateway``; the Kafka listener's ``Broker`` holds
 it). Each service exists once per gateway: the batcher (produce, acks, flushes),
-topic and config admin, the consumer hub (long-poll fetches, the group coordinator,
-REST consumer instances), the cluster membership under the broker application, the
-authorizer and quotas, the metrics. Nothing protocol-shaped lives here.
+the topic metadata both adapters read (``metadata``), topic and config admin, the
+consumer hub (long-poll fetches, the group coordinator, REST consumer instances), the
+cluster membership under the broker application, the authorizer and quotas, the
+metrics. Nothing protocol-shaped lives here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.consumer_hub import ConsumerHub
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_admin import TopicAdmin
+from ingest_gateway.server.topic_metadata import TopicMetadata
 from log_layout import Log, UnknownPartition, wall_clock_ms
 
 
@@ -44,8 +46,13 @@ class Gateway:
     authorizer: Any = None
     quotas: Any = None
     now_ms: Callable[[], int] | None = None
+    #: what both adapters read about topics (names, configs, partitions, offsets)
+    metadata: TopicMetadata = dataclasses.field(init=False)
     _hub: ConsumerHub | None = dataclasses.field(default=None, init=False)
     _cluster_id: str | None = dataclasses.field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.metadata = TopicMetadata(self.log)
 
     def hub(self) -> ConsumerHub:
         """The consumer hub, made at its first use (on the event loop: it starts the
@@ -80,7 +87,7 @@ class Gateway:
         """Blocking (reads the store: off the loop): raise unless ``topic``-``partition``
         exists and this gateway leads it. Raises UnknownTopic, UnknownPartition,
         NotLeader, StoreError."""
-        info = self.log.topic(topic)
+        info = self.metadata.topic(topic)
         if not 0 <= partition < info.partitions:
             raise UnknownPartition(topic, partition, info.partitions)
         if self.cluster is not None:
