@@ -109,8 +109,9 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
         if server is not None:
             server.should_exit = True
 
-    # what both protocols use at their door (metrics, authenticator, authorizer, quotas):
-    # built once here, handed to the HTTP app and, in the Gateway, to the Kafka listener
+    # what both protocols use at their door (metrics, the credential verifiers both logins
+    # check with, the HTTP authenticator, authorizer, quotas): built once here, handed to
+    # the HTTP app and, in the Gateway, to the Kafka listener
     parts = gateway_parts(settings, log_)
     # the Gateway: built, its background tasks and the Kafka listener started, when the
     # HTTP app starts; all stopped (the batcher flushed last) when it stops

@@ -135,9 +135,8 @@ class KafkaListener:
             return None
         scheme, host, port = sec.parse_listener(text)
         told = admin_brokers.advertised(settings.gateway, scheme, host, port)
-        log_ = getattr(gateway, "log", None)  # the SCRAM credentials' store
         security = sec.ListenerSecurity(scheme, settings, gateway.authorizer,
-                                        None if log_ is None else log_.store)
+                                        gateway.verifiers)
         self = cls(Broker(gateway, *told), settings.gateway, security)
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
                                                  ssl=security.ssl_context)

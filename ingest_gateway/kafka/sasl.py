@@ -4,16 +4,20 @@ and KIP-368 re-authentication.
 Mechanisms (Kafka's names), from ``authentication.method``:
 
 PLAIN (RFC 4616), with ``basic``
-    ``authzid NUL authcid NUL password``, checked against the HTTP Basic password file
-    (``security.authentication.PasswordFile``: argon2id, the same cache of successes,
-    re-read when it changes). Argon2 runs on this module's own threads, off the event
+    ``authzid NUL authcid NUL password``, checked against the gateway's one password
+    file, the one HTTP Basic checks too (``security.authentication.PasswordFile``:
+    argon2id, one cache of successes, re-read when it changes). Argon2 runs on this module's own threads, off the event
     loop, as the HTTP side does. An authzid other than the authcid is refused.
 SCRAM-SHA-256, SCRAM-SHA-512 (RFC 5802/7677), with ``scram``
     two round trips against the credentials in the store (``security.scram``; managed
     by ``sparklog users`` and AlterUserScramCredentials).
 OAUTHBEARER (RFC 7628), with ``bearer``
     the client's first message ``n,,\\x01auth=Bearer <jwt>\\x01\\x01``; the JWT is checked
-    as an HTTP bearer token (``security.bearer``).
+    as an HTTP bearer token, by the same verifier (``security.bearer``).
+
+The password file, the JWT verifier and the SCRAM credentials are the gateway's
+``security.authentication.Verifiers``, built once by the composition root
+(``server.lifecycle.gateway_parts``) and shared with HTTP's authenticator.
 
 The principal is ``User:<name>``. The order is Kafka's: SaslHandshake names one of the
 mechanisms offered (else UNSUPPORTED_SASL_MECHANISM, 33), then SaslAuthenticate until
@@ -56,7 +60,7 @@ from kio.schema.errors import ErrorCode
 from conf.errors import ConfigError
 from ingest_gateway.errors import NotAuthenticated
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, make
-from ingest_gateway.security.authentication import LEEWAY_S, PasswordFile, _password_file
+from ingest_gateway.security.authentication import PasswordFile, Verifiers
 
 UNSUPPORTED_SASL_MECHANISM = ErrorCode.unsupported_sasl_mechanism
 ILLEGAL_SASL_STATE = ErrorCode.illegal_sasl_state
@@ -107,30 +111,23 @@ class Login:
             2, thread_name_prefix="sparklog-kafka-sasl")
 
     @classmethod
-    def from_settings(cls, settings: Any, methods: set[str], store: Any = None) -> "Login":
-        """Raises ConfigError naming ``authentication.method`` when none of ``basic``,
-        ``scram`` and ``bearer`` is on (no mechanism to offer), or as the HTTP
-        authenticator does for a bad password file or JWT key. ``store`` (the log's)
-        holds the SCRAM credentials."""
+    def from_settings(cls, settings: Any, verifiers: Verifiers | None) -> "Login":
+        """The login over the gateway's ``verifiers`` (``security.authentication.
+        Verifiers``, built once by the composition root and shared with HTTP's
+        authenticator: the same password file, JWT verifier and SCRAM credentials).
+        Raises ConfigError naming ``authentication.method`` when none of ``basic``,
+        ``scram`` and ``bearer`` is on (no mechanism to offer), or when ``scram`` is on
+        without the store its credentials are kept in."""
         a = settings.authentication
-        if not methods & {"basic", "bearer", "scram"}:
+        methods = set(verifiers.methods) if verifiers is not None else set()
+        if verifiers is None or not methods & {"basic", "bearer", "scram"}:
             raise ConfigError("authentication.method", a.method, "a SASL Kafka listener needs "
                               "basic (SASL PLAIN), scram (SASL SCRAM-SHA-256/512) or bearer "
                               "(SASL OAUTHBEARER)")
-        users = _password_file(a.password_file, time.monotonic) if "basic" in methods else None
-        bearer = scram = None
-        if "bearer" in methods:
-            from ingest_gateway.security.bearer import BearerVerifier
-
-            bearer = BearerVerifier.from_settings(a, leeway_s=LEEWAY_S)
-        if "scram" in methods:
-            from ingest_gateway.security.scram import ScramUsers
-
-            if store is None:
-                raise ConfigError("authentication.method", a.method,
-                                  "SCRAM needs the store its credentials are kept in")
-            scram = ScramUsers(store, int(settings.authorizer.refresh_ms))
-        return cls(users, bearer, scram,
+        if "scram" in methods and verifiers.scram is None:
+            raise ConfigError("authentication.method", a.method,
+                              "SCRAM needs the store its credentials are kept in")
+        return cls(verifiers.users, verifiers.bearer, verifiers.scram,
                    reauth_ms=int(getattr(settings.gateway, "kafka_connections_max_reauth_ms",
                                          0)))
 

@@ -87,9 +87,10 @@ def parse_listener(text: str) -> tuple[str, str, int]:
 class ListenerSecurity:
     """What a listener's scheme asks of its connections: the TLS context (None for
     plain), the SASL mechanisms (empty: no login) and the authorizer (None: off).
-    ``store`` (the log's) holds the SCRAM credentials."""
+    ``verifiers``: the gateway's credential checks (``security.authentication.
+    Verifiers``, shared with HTTP; None: ``authentication.method`` empty)."""
 
-    def __init__(self, scheme: str, settings: Any, authorizer: Any, store: Any = None):
+    def __init__(self, scheme: str, settings: Any, authorizer: Any, verifiers: Any = None):
         self.scheme, self.authorizer = scheme, authorizer
         self.mtls_principal = settings.authentication.mtls_principal.lower()
         self.ssl_context: ssl.SSLContext | None = None
@@ -111,7 +112,7 @@ class ListenerSecurity:
                               "authentication.method is set: the SSL Kafka listener needs "
                               "client certificates required (or use SASL_SSL)")
         if scheme.startswith("SASL_"):
-            self.login = Login.from_settings(settings, methods, store)
+            self.login = Login.from_settings(settings, verifiers)
 
     @property
     def mechanisms(self) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ import asyncio
 import base64
 import binascii
 import concurrent.futures
+import dataclasses
 import hmac
 import logging
 import os
@@ -232,32 +233,25 @@ class Authenticator:
             verify_threads, thread_name_prefix="sparklog-auth")
 
     @classmethod
-    def from_settings(cls, settings: Any, *,
+    def from_settings(cls, settings: Any, *, verifiers: "Verifiers | None" = None,
                       clock: Callable[[], float] = time.monotonic) -> "Authenticator | None":
         """The authenticator of ``[authentication]``; None when ``method`` is empty.
+        ``verifiers``: the gateway's (:class:`Verifiers`, shared with the Kafka
+        listener's SASL login); built from ``settings`` (with ``clock``) when not given.
 
-        Raises ConfigError naming the key: an unknown method; basic without a readable,
-        well-formed ``password.file``; bearer without a usable ``jwt.public.key.file``
-        or with ``none``/HS* algorithms; mtls without an https listener whose
-        ``ssl.client.auth`` is requested or required; ``mtls.principal`` not CN or dn.
+        Raises ConfigError naming the key: what :meth:`Verifiers.from_settings` raises;
+        mtls without an https listener whose ``ssl.client.auth`` is requested or
+        required; ``mtls.principal`` not CN or dn.
         """
-        a = settings.authentication
-        methods = tuple(dict.fromkeys(m.strip().lower() for m in a.method.split(",")
-                                      if m.strip()))
-        if not methods:
+        if verifiers is None:
+            verifiers = Verifiers.from_settings(settings, clock=clock)
+        if verifiers is None:
             return None
-        for m in methods:
-            if m not in METHODS:
-                raise ConfigError("authentication.method", a.method,
-                                  f"unknown method {m!r}: expected basic, bearer, mtls "
-                                  "or scram")
-        users = _password_file(a.password_file, clock) if "basic" in methods else None
-        bearer = BearerVerifier.from_settings(a, leeway_s=LEEWAY_S) \
-            if "bearer" in methods else None
-        if "mtls" in methods:
+        a = settings.authentication
+        if "mtls" in verifiers.methods:
             _check_mtls(settings)
-        return cls(methods, realm=a.realm, users=users, bearer=bearer,
-                   mtls_principal=a.mtls_principal.lower())
+        return cls(verifiers.methods, realm=a.realm, users=verifiers.users,
+                   bearer=verifiers.bearer, mtls_principal=a.mtls_principal.lower())
 
     # -- per request ----------------------------------------------------------------------
     def authenticate(self, scope: Any) -> str:
@@ -322,6 +316,53 @@ class Authenticator:
 
     def close(self) -> None:
         self._verifiers.shutdown(wait=False)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Verifiers:
+    """The credential checks of ``[authentication]``, built once per gateway (by the
+    composition root, ``server.lifecycle.gateway_parts``) and shared by both protocols:
+    HTTP's :class:`Authenticator` (Basic, Bearer) and the Kafka listener's SASL login
+    (``kafka.sasl.Login``: PLAIN, OAUTHBEARER, SCRAM). One password file (and its cache
+    of successes), one JWT verifier, one SCRAM credential cache per gateway.
+
+    ``methods``: ``authentication.method``'s, in order, lower case; ``users``: the
+    password file (``basic``); ``bearer``: the JWT verifier (``bearer``); ``scram``: the
+    store's SCRAM credentials (``security.scram.ScramUsers``; ``scram`` with a store).
+    """
+
+    methods: tuple[str, ...]
+    users: PasswordFile | None = None
+    bearer: BearerVerifier | None = None
+    scram: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Any, store: Any = None, *,
+                      clock: Callable[[], float] = time.monotonic) -> "Verifiers | None":
+        """The verifiers of ``[authentication]`` (None when ``method`` is empty);
+        ``store`` (the log's) holds the SCRAM credentials (None: no SCRAM verifier).
+        Raises ConfigError naming the key: an unknown method; basic without a readable,
+        well-formed ``password.file``; bearer without a usable ``jwt.public.key.file``
+        or with ``none``/HS* algorithms."""
+        a = settings.authentication
+        methods = tuple(dict.fromkeys(m.strip().lower() for m in a.method.split(",")
+                                      if m.strip()))
+        if not methods:
+            return None
+        for m in methods:
+            if m not in METHODS:
+                raise ConfigError("authentication.method", a.method,
+                                  f"unknown method {m!r}: expected basic, bearer, mtls "
+                                  "or scram")
+        users = _password_file(a.password_file, clock) if "basic" in methods else None
+        bearer = BearerVerifier.from_settings(a, leeway_s=LEEWAY_S) \
+            if "bearer" in methods else None
+        scram = None
+        if "scram" in methods and store is not None:
+            from ingest_gateway.security.scram import ScramUsers
+
+            scram = ScramUsers(store, int(settings.authorizer.refresh_ms))
+        return cls(methods, users, bearer, scram)
 
 
 def subject_dn(subject: tuple[tuple[str, str], ...]) -> str:

@@ -31,7 +31,9 @@ class Gateway:
 
     ``cluster`` is the broker application's membership (None: a gateway on its own,
     leading every partition); ``authenticator`` (HTTP's: ``security.authentication``),
-    ``authorizer`` and ``quotas`` are None when off;
+    ``verifiers`` (the credential checks HTTP's authenticator and the Kafka listener's
+    SASL login share: ``security.authentication.Verifiers``), ``authorizer`` and
+    ``quotas`` are None when off;
     ``now_ms`` is the clock of group sessions and transaction timeouts (None: the wall
     clock).
     """
@@ -43,6 +45,7 @@ class Gateway:
     topics: TopicAdmin
     cluster: Any = None
     authenticator: Any = None
+    verifiers: Any = None
     authorizer: Any = None
     quotas: Any = None
     now_ms: Callable[[], int] | None = None

@@ -9,7 +9,8 @@ the membership, and last the batcher, which flushes every accepted record. The
 composition root (``ingest_gateway.runner``) enters it around uvicorn's serving; the
 HTTP app enters it in its lifespan when it is not given a built gateway (tests that
 run the app alone). :func:`gateway_parts` builds what both protocols use at their door
-(the metrics, the authenticator, the authorizer and quotas): the composition root
+(the metrics, the credential verifiers both logins check with, the HTTP authenticator,
+the authorizer and quotas): the composition root
 builds them once and hands them to the HTTP app and, through the Gateway, to the Kafka
 listener.
 """
@@ -41,25 +42,31 @@ Beside = Callable[[Gateway], AbstractAsyncContextManager]
 @dataclasses.dataclass(frozen=True, eq=False)
 class GatewayParts:
     """What both protocols use at their door, built once per gateway process: the
-    metrics, the HTTP authenticator (None: ``authentication.method`` empty), the
-    authorizer and quotas (each None when off)."""
+    metrics, the credential checks (``security.authentication.Verifiers``: the password
+    file, the JWT verifier, the SCRAM credentials) that HTTP's authenticator and the
+    Kafka listener's SASL login share, the HTTP authenticator over them (both None:
+    ``authentication.method`` empty), the authorizer and quotas (each None when off)."""
 
     metrics: GatewayMetrics
     authenticator: Any = None
+    verifiers: Any = None
     authorizer: Any = None
     quotas: Any = None
 
 
 def gateway_parts(settings: conf.Settings, log_: Log) -> GatewayParts:
-    """The metrics, authenticator, authorizer and quotas of one gateway (see
+    """The metrics, verifiers, authenticator, authorizer and quotas of one gateway (see
     :class:`GatewayParts`). Raises ConfigError for bad security settings."""
-    authenticator = None
+    authenticator = verifiers = None
     if settings.authentication.method.strip():
-        from ingest_gateway.security.authentication import Authenticator
+        from ingest_gateway.security.authentication import Authenticator, Verifiers
 
-        authenticator = Authenticator.from_settings(settings)
+        # one set of verifiers for both protocols (one password file and its cache, one
+        # JWT verifier, one SCRAM credential cache)
+        verifiers = Verifiers.from_settings(settings, log_.store)
+        authenticator = Authenticator.from_settings(settings, verifiers=verifiers)
     authorizer, quotas = security_services(settings, log_)
-    return GatewayParts(GatewayMetrics(), authenticator, authorizer, quotas)
+    return GatewayParts(GatewayMetrics(), authenticator, verifiers, authorizer, quotas)
 
 
 def security_services(settings: conf.Settings, log_: Log) -> tuple[Any, Any]:
@@ -118,7 +125,8 @@ async def running_gateway(settings: conf.Settings, log_: Log, *, parts: GatewayP
     if member is not None:
         batcher.cluster = member
     gateway = Gateway(settings, log_, batcher, metrics, TopicAdmin(log_, batcher, settings.topic),
-                      cluster=member, authenticator=parts.authenticator, authorizer=authorizer,
+                      cluster=member, authenticator=parts.authenticator,
+                      verifiers=parts.verifiers, authorizer=authorizer,
                       quotas=quotas, now_ms=now_ms)
     if member is not None:
         await member.start()

@@ -10,6 +10,7 @@ import asyncio
 
 import conf
 from ingest_gateway.http.app import create_app
+from ingest_gateway.kafka.listener import serving
 from ingest_gateway.security import passwords
 from ingest_gateway.server import lifecycle
 from log_layout import open_log
@@ -75,3 +76,34 @@ def test_an_app_run_alone_builds_its_own_parts(tmp_path):
     gateway = _served_gateway(app)
     assert gateway.metrics is app.metrics and app.app.authenticator is gateway.authenticator
     assert gateway.authenticator is not None and gateway.authorizer is not None
+
+
+def test_one_set_of_verifiers_serves_both_logins(tmp_path):
+    """HTTP's authenticator and the SASL Kafka listener's login check with the same
+    password file and SCRAM credentials (the composition root's verifiers)."""
+    path = str(tmp_path / "passwords")
+    passwords.add(path, "alice", "correct horse")
+    settings = conf.load({"authentication.method": "basic,scram",
+                          "authentication.password.file": path,
+                          "gateway.kafka.listeners": "SASL_PLAINTEXT://127.0.0.1:0"},
+                         environ={})
+    log = open_log(str(tmp_path / "store"))
+    parts = lifecycle.gateway_parts(settings, log)
+    try:
+        v = parts.verifiers
+        assert v.methods == ("basic", "scram") and v.scram is not None
+        assert parts.authenticator.users is v.users and parts.authenticator.bearer is None
+
+        async def main():
+            async with lifecycle.running_gateway(settings, log, parts=parts) as gateway:
+                assert gateway.verifiers is v
+                async with serving(gateway) as listener:
+                    login = listener.security.login
+                    return login.users, login.scram, login.mechanisms
+        users, scram, mechanisms = asyncio.run(main())
+        assert users is v.users and scram is v.scram
+        assert mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    finally:
+        _close(parts)
+        if parts.authenticator is not None:
+            parts.authenticator.close()

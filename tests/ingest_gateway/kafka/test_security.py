@@ -252,7 +252,8 @@ def test_settings_that_would_bypass_the_login_refuse_to_start(tmp_path, pki, lis
                          environ={})
     with pytest.raises(conf.ConfigError) as e:
         asyncio.run(KafkaListener.start(types.SimpleNamespace(settings=settings,
-                                                              authorizer=None)))
+                                                              authorizer=None,
+                                                              verifiers=None)))
     assert e.value.key == key
 
 
