@@ -113,6 +113,24 @@ def message_indexes(data: bytes | memoryview) -> tuple[list[int], int]:
     return indexes, i
 
 
+def message_at(file: Any, indexes: list[int]) -> Any:
+    """The descriptor of the message ``indexes`` name in ``file`` (the first index among
+    its top-level messages, each next one among the previous one's nested messages).
+    Raises InvalidProto for an index past the end or negative (Python's ``[-1]`` would
+    quietly name the last message)."""
+    found = None
+    for depth, i in enumerate(indexes):
+        among = file.message_types_by_name.values() if depth == 0 else found.nested_types
+        among = list(among)
+        if not 0 <= i < len(among):
+            raise InvalidProto(f"message indexes {indexes[:8]} name no message (index {i} "
+                               f"of {len(among)} at depth {depth})")
+        found = among[i]
+    if found is None:
+        raise InvalidProto("no message indexes")
+    return found
+
+
 def _zigzag(data: bytes | memoryview, i: int) -> tuple[int, int]:
     shift = result = 0
     while True:
