@@ -50,6 +50,12 @@ Decoding by the Schema Registry in the same store (sparklog's; :mod:`pipeline.re
     ``keySubject``             ``<topic>-key``: one topic, or name the subject)
     ``valueSchemaVersion``     ``latest`` (default, taken when the DataFrame is made) or a
     ``keySchemaVersion``       version number
+    ``valueProtobufMessage``   with ``protobuf``: the column's message by its full name
+    ``keyProtobufMessage``     (``package.Message``, a nested one ``package.Outer.Inner``;
+                               default: the file's first message), as ``from_protobuf``'s
+                               ``messageName``; a record written as another message is
+                               undecodable (``mode``). A name the reader schema lacks is
+                               refused at ``load()``, listing the file's messages
     ``mode``                   ``FAILFAST`` (default: an undecodable record fails the query,
                                naming its offset) | ``PERMISSIVE`` (it reads as null), as
                                ``from_avro``'s
@@ -90,7 +96,7 @@ _KNOWN = {
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
     "isolation.level", "kafka.isolation.level",
     "valueformat", "keyformat", "valuesubject", "keysubject", "valueschemaversion",
-    "keyschemaversion", "mode",
+    "keyschemaversion", "valueprotobufmessage", "keyprotobufmessage", "mode",
 }
 DECODE_FORMATS = ("avro", "jsonschema", "protobuf")
 FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
@@ -128,8 +134,9 @@ class SourceOptions:
     include_headers: bool
     isolation_level: str  # READ_UNCOMMITTED | READ_COMMITTED
     given: frozenset[str]  # option names the user set (lower case)
-    #: (column, format, subject or None for the topic's, version "latest" or a number)
-    decode: tuple[tuple[str, str, str | None, str | int], ...] = ()
+    #: (column, format, subject or None for the topic's, version "latest" or a number,
+    #: Protobuf message's full name or None for the file's first)
+    decode: tuple[tuple[str, str, str | None, str | int, str | None], ...] = ()
     mode: str = FAILFAST
 
     def subject_topic(self) -> str:
@@ -311,13 +318,16 @@ def parse_store(opts: Mapping[str, str]) -> tuple[str, dict[str, Any] | None]:
     return str(url), storage or None
 
 
-def _decode(opts: Mapping[str, str]) -> tuple[tuple[str, str, str | None, str | int], ...]:
-    """The ``keyFormat`` / ``valueFormat`` options and their subjects and versions."""
+def _decode(opts: Mapping[str, str]
+            ) -> tuple[tuple[str, str, str | None, str | int, str | None], ...]:
+    """The ``keyFormat`` / ``valueFormat`` options and their subjects, versions and
+    Protobuf messages."""
     out = []
     for column in ("key", "value"):
         name = f"{column}format"
         if name not in opts:
-            for extra, shown in (("subject", "Subject"), ("schemaversion", "SchemaVersion")):
+            for extra, shown in (("subject", "Subject"), ("schemaversion", "SchemaVersion"),
+                                 ("protobufmessage", "ProtobufMessage")):
                 if f"{column}{extra}" in opts:
                     raise InvalidSourceOption(f"{column}{shown}", opts[f"{column}{extra}"],
                                               f"needs {column}Format")
@@ -330,8 +340,24 @@ def _decode(opts: Mapping[str, str]) -> tuple[tuple[str, str, str | None, str | 
         raw = str(opts.get(f"{column}schemaversion", "latest")).strip().lower()
         version: str | int = raw if raw == "latest" else \
             _int(f"{column}SchemaVersion", raw, 1)
-        out.append((column, fmt, subject, version))
+        out.append((column, fmt, subject, version, _message(opts, column, fmt)))
     return tuple(out)
+
+
+def _message(opts: Mapping[str, str], column: str, fmt: str) -> str | None:
+    """``keyProtobufMessage`` / ``valueProtobufMessage``: a full name (checked against
+    the reader schema later, in ``plan_column``), only with ``protobuf``."""
+    raw = opts.get(f"{column}protobufmessage")
+    if raw is None:
+        return None
+    option = f"{column}ProtobufMessage"
+    if fmt != "protobuf":
+        raise InvalidSourceOption(option, raw, f"needs {column}Format=protobuf, not {fmt}")
+    name = str(raw).strip().lstrip(".")  # ".pkg.M", protoc's spelling of a full name
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        raise InvalidSourceOption(option, raw, "must be a message's full name, e.g. "
+                                  "package.Message or package.Outer.Inner")
+    return name
 
 
 def parse(options: Mapping[str, str]) -> SourceOptions:

@@ -4,8 +4,10 @@ wire format), for the ``sparklog`` source's ``keyFormat`` / ``valueFormat`` opti
 Confluent's wire format: byte 0 is the magic byte ``0``, bytes 1-4 the schema id (big
 endian), the rest the encoded record: Avro's binary encoding (``avro``), or UTF-8 JSON
 (``jsonschema``), or the message indexes then a Protobuf message (``protobuf``,
-:mod:`pipeline.registry_protobuf`: parsed with the reader schema's message, no
-resolution needed).
+:mod:`pipeline.registry_protobuf`: the indexes resolved against the writer schema to the
+message written, which must be the column's (the file's first, or the one
+``valueProtobufMessage`` / ``keyProtobufMessage`` names), then parsed with the reader
+schema's message, no resolution needed).
 
 The **reader schema** is a subject's version (default: the topic's ``-value`` /
 ``-key`` subject, latest version), chosen on the driver when the DataFrame is made
@@ -46,7 +48,8 @@ import pyarrow as pa
 
 from log_layout import shared_log
 from log_layout.schema_registry import SchemaStore, StoredSchema
-from pipeline.errors import UndecodableRecord, UnusableSchema
+from pipeline.errors import InvalidSourceOption, UndecodableRecord, UnusableSchema
+from pipeline.registry_protobuf import BadRecord as _PROTOBUF_BAD
 from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type, plain_logical
 
 FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}  # option value -> registry schemaType
@@ -66,6 +69,7 @@ class ColumnPlan:
     reader_id: int
     arrow_type: pa.DataType
     mode: str             # FAILFAST | PERMISSIVE
+    message: str | None = None  # protobuf: the column's message, by its full name
 
     @property
     def id_column(self) -> str:
@@ -83,10 +87,11 @@ def _versions(doc: dict[str, Any], subject: str) -> list[dict[str, Any]]:
 
 
 def plan_column(store_description: dict[str, Any], column: str, fmt: str, subject: str,
-                version: str | int, mode: str) -> ColumnPlan:
+                version: str | int, mode: str, message: str | None = None) -> ColumnPlan:
     """The reader schema of ``subject`` (``version``: ``latest`` or a number) and its column
-    type. Raises UnusableSchema (no such subject or version, another schema type, a schema
-    with no Spark type), OSError."""
+    type; ``message``: a Protobuf message's full name (None: the file's first). Raises
+    UnusableSchema (no such subject or version, another schema type, a schema with no
+    Spark type), InvalidSourceOption (a message the reader's file lacks), OSError."""
     registry = _registry(store_description)
     live = _versions(registry.store.registry(), subject)
     if version == "latest":
@@ -103,8 +108,29 @@ def plan_column(store_description: dict[str, Any], column: str, fmt: str, subjec
     if stored.schema_type != FORMATS[fmt]:
         raise UnusableSchema(subject, f"holds a {stored.schema_type} schema, not the "
                              f"{FORMATS[fmt]} that {column}Format={fmt} reads")
+    if fmt == "protobuf":
+        message = _protobuf_message(registry, stored, subject, column, message,
+                                    int(chosen["version"]))
     return ColumnPlan(column, fmt, subject, int(chosen["version"]), stored.id,
-                      registry.arrow_type(stored, subject), mode)
+                      registry.arrow_type(stored, subject, message), mode, message)
+
+
+def _protobuf_message(registry: "_Registry", stored: StoredSchema, subject: str,
+                      column: str, name: str | None, version: int) -> str:
+    """The full name of the column's message: ``name``, or the file's first. Raises
+    InvalidSourceOption naming the option and the file's messages."""
+    from pipeline.registry_protobuf import message_named, message_names
+
+    file = registry.protobuf(stored, subject)
+    found = message_named(file, name)
+    if found is None:
+        names = message_names(file)
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20
+                                         else "")
+        raise InvalidSourceOption(f"{column}ProtobufMessage", name,
+                                  f"is not a message of {subject} version {version} "
+                                  f"(its messages, by full name: {shown})")
+    return found.full_name
 
 
 def subject_format(store_description: dict[str, Any], subject: str) -> str | None:
@@ -190,14 +216,15 @@ class _Registry:
                 self._parsed[stored.id] = found
         return found
 
-    def arrow_type(self, stored: StoredSchema, subject: str) -> pa.DataType:
+    def arrow_type(self, stored: StoredSchema, subject: str,
+                   message: str | None = None) -> pa.DataType:
         if stored.schema_type == "AVRO":
             parsed, named = self.avro(stored, subject)
             return avro_arrow_type(parsed, named, subject=subject)
         if stored.schema_type == "PROTOBUF":
-            from pipeline.registry_protobuf import first_message, message_arrow_type
+            from pipeline.registry_protobuf import message_arrow_type, message_named
 
-            return message_arrow_type(first_message(self.protobuf(stored, subject)),
+            return message_arrow_type(message_named(self.protobuf(stored, subject), message),
                                       subject=subject)
         refs = {r.name: r for r in stored.references}
 
@@ -258,20 +285,24 @@ class _Decoder:
         elif plan.format == "protobuf":
             from pipeline.registry_protobuf import MessageReader
 
-            self.reader = MessageReader(self.registry.protobuf(reader, plan.subject))
+            self.reader = MessageReader(self.registry.protobuf(reader, plan.subject),
+                                        plan.message)
 
     def _writer(self, schema_id: int):
-        """The parsed writer schema of ``schema_id`` (None for JSON and Protobuf: read
-        with the reader's schema), checked once per id. Raises _Failure."""
+        """The parsed writer schema of ``schema_id`` (None for JSON: read with the reader's
+        schema; for Protobuf its FileDescriptor, where a record's indexes are resolved),
+        checked once per id. Raises _Failure."""
         stored = self.registry.schema(schema_id) if schema_id > 0 else None
         if stored is None:
             raise _Failure(f"schema id {schema_id} is not in the registry")
         if stored.schema_type != FORMATS[self.plan.format]:
             raise _Failure(f"schema id {schema_id} is a {stored.schema_type} schema, not "
                            f"{FORMATS[self.plan.format]}")
-        if self.plan.format != "avro":
+        if self.plan.format == "jsonschema":
             return None
         try:
+            if self.plan.format == "protobuf":
+                return self.registry.protobuf(stored, self.plan.subject)
             return self.registry.avro(stored, self.plan.subject)[0]
         except UnusableSchema as e:  # the registry took it, fastavro does not: this record's
             raise _Failure(e.reason) from None
@@ -289,9 +320,11 @@ class _Decoder:
             if self.plan.format == "jsonschema":
                 return json.loads(body)
             if self.plan.format == "protobuf":
-                return self.reader.read(body)
+                return self.reader.read(body, writers[schema_id], schema_id)
             reader = None if schema_id == self.plan.reader_id else self.reader
             return _schemaless_reader(io.BytesIO(body), writers[schema_id], reader)
+        except _PROTOBUF_BAD as e:  # its own sentence: which message, which indexes
+            raise _Failure(str(e)) from None
         except Exception as e:  # fastavro and json raise many types for bad bytes
             raise _Failure(f"schema id {schema_id} does not read it "
                            f"({type(e).__name__}: {e})") from None

@@ -23,8 +23,15 @@ was not sent, and a message field that was not sent, read as null.
 
 **The wire format** after the magic byte and id: the message indexes (which message of
 the file, then which nested one): a zigzag varint count, then each index as a zigzag
-varint, ``[0]`` (the first message) written as the single byte ``0``. The column's
-message is the reader file's first message; a record naming another message fails.
+varint, ``[0]`` (the first message) written as the single byte ``0``.
+
+**Which message.** The column's message is the reader file's first one, or the one the
+``valueProtobufMessage`` / ``keyProtobufMessage`` option names by its full name (a
+nested one too), as Spark's ``from_protobuf(data, messageName, ...)`` chooses.
+A record's indexes are resolved against its *writer* schema (the record's id), as
+Confluent's deserializer does, to the message it was written as: a record of the
+column's message (by full name) is parsed with the reader's; a record of any other
+message is a :class:`BadRecord` naming both.
 """
 
 from __future__ import annotations
@@ -60,8 +67,37 @@ def compile_file(text: str, referenced: list[tuple[str, str]], subject: str) -> 
 
 
 def first_message(file: Any) -> Any:
-    """The descriptor of the file's first message (the column's)."""
+    """The descriptor of the file's first message (the column's by default)."""
     return list(file.message_types_by_name.values())[0]
+
+
+def _messages(file: Any) -> list[Any]:
+    """The file's message descriptors, each followed by its nested ones (map entries
+    left out: no one writes them alone), in declaration order."""
+    out: list[Any] = []
+
+    def walk(messages: Any, depth: int) -> None:
+        for m in messages:
+            if not m.GetOptions().map_entry and depth <= MAX_DEPTH:
+                out.append(m)
+                walk(m.nested_types, depth + 1)
+
+    walk(file.message_types_by_name.values(), 0)
+    return out
+
+
+def message_names(file: Any) -> list[str]:
+    """The full names of the file's messages (see :func:`_messages` for the order)."""
+    return [m.full_name for m in _messages(file)]
+
+
+def message_named(file: Any, name: str | None) -> Any:
+    """The descriptor of the file's message whose full name is ``name`` (None: the
+    first message), or None when the file has no such message (an import's messages
+    are not the file's)."""
+    if name is None:
+        return first_message(file)
+    return next((m for m in _messages(file) if m.full_name == name), None)
 
 
 # -- types -----------------------------------------------------------------------------
@@ -126,31 +162,54 @@ def _repeated(field: Any) -> bool:
 
 # -- values ----------------------------------------------------------------------------
 class MessageReader:
-    """Decodes a column's records with the reader file's first message."""
+    """Decodes a column's records with the reader file's message ``name`` (a full name;
+    None: the file's first)."""
 
-    def __init__(self, file: Any):
+    _MEMO = 1024  # (writer id, indexes) -> full name pairs kept (real topics have a few)
+
+    def __init__(self, file: Any, name: str | None = None):
         from google.protobuf import message_factory
 
         self.file = file
-        self.message = first_message(file)
+        self.message = message_named(file, name)
+        if self.message is None:
+            raise ValueError(f"{name!r} is not a message of the reader schema")
         self.cls = message_factory.GetMessageClass(self.message)
         self._convert = _converter(self.message)
+        self._written_as: dict[tuple[int, tuple[int, ...]], str] = {}
 
-    def read(self, body: bytes) -> dict:
-        """The record after the header as a dict fitting :func:`message_arrow_type`.
-        Raises BadRecord."""
+    def _writer_message(self, writer: Any, writer_id: int, indexes: list[int]) -> str:
+        """The full name of the message ``indexes`` name in the writer's file."""
+        key = (writer_id, tuple(indexes))
+        found = self._written_as.get(key)
+        if found is None:
+            try:
+                found = schema_proto.message_at(writer, indexes).full_name
+            except schema_proto.InvalidProto as e:
+                raise BadRecord(f"schema id {writer_id} (the record's writer schema): {e}") \
+                    from None
+            if len(self._written_as) < self._MEMO:
+                self._written_as[key] = found
+        return found
+
+    def read(self, body: bytes, writer: Any, writer_id: int) -> dict:
+        """The record after the header as a dict fitting :func:`message_arrow_type`;
+        ``writer``: the FileDescriptor of the record's id ``writer_id``. Raises BadRecord
+        (indexes that do not read or name no message of the writer's file, a message
+        other than the column's, bytes that do not parse)."""
         from google.protobuf.message import DecodeError
 
         try:
             indexes, start = schema_proto.message_indexes(body)
         except schema_proto.InvalidProto as e:
             raise BadRecord(str(e)) from None
-        payload = body[start:]
-        if indexes != [0]:
-            raise BadRecord(f"message indexes {indexes[:8]} name a message other than "
-                            f"{self.message.full_name}, the column's (the file's first)")
+        written_as = self._writer_message(writer, writer_id, indexes)
+        if written_as != self.message.full_name:
+            raise BadRecord(f"it is a {written_as} message (indexes {indexes[:8]} of schema "
+                            f"id {writer_id}), not the {self.message.full_name} the column "
+                            "reads (choose it with valueProtobufMessage / keyProtobufMessage)")
         try:
-            return self._convert(self.cls.FromString(payload))
+            return self._convert(self.cls.FromString(body[start:]))
         except (DecodeError, RecursionError, ValueError) as e:
             raise BadRecord(f"not a {self.message.full_name} message ({str(e)[:120]})") \
                 from None

@@ -13,7 +13,9 @@ the topic's ``message.timestamp.type``), plus ``headers
 array<struct<key string, value binary>>`` with ``includeHeaders=true``.
 Options: see :mod:`pipeline.options`. With ``valueFormat`` / ``keyFormat`` (``avro``,
 ``jsonschema``, ``protobuf``) the value / key is decoded by the store's Schema Registry into a typed
-column and ``valueSchemaId`` / ``keySchemaId`` follow (:mod:`pipeline.registry_decode`).
+column and ``valueSchemaId`` / ``keySchemaId`` follow (:mod:`pipeline.registry_decode`);
+``valueProtobufMessage`` / ``keyProtobufMessage`` choose a Protobuf file's message by its
+full name (default: its first).
 
 Batch: the driver plans from the partition manifests (:mod:`pipeline.planning`):
 an input partition reads consecutive segments of one partition (about 128 MB,
@@ -109,8 +111,9 @@ class SparklogDataSource(DataSource):
             opts = self.parsed
             self._plans = tuple(
                 plan_column(opts.store_description, column, fmt,
-                            subject or f"{opts.subject_topic()}-{column}", version, opts.mode)
-                for column, fmt, subject, version in opts.decode)
+                            subject or f"{opts.subject_topic()}-{column}", version, opts.mode,
+                            message)
+                for column, fmt, subject, version, message in opts.decode)
         return self._plans
 
     @classmethod

@@ -6,6 +6,7 @@ hostile bytes failing FAILFAST with the offset or reading as null PERMISSIVE."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import decimal
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import UndecodableRecord, UnusableSchema
+from pipeline.errors import InvalidSourceOption, UndecodableRecord, UnusableSchema
 from pipeline.registry_protobuf import compile_file, first_message
 from tests.pipeline.conftest import append
 from tests.pipeline.registry_records import header, registry
@@ -120,8 +121,9 @@ def test_bad_indexes_and_bytes_fail_with_the_offset_or_read_null(orders):
            header(999) + b"\0",                            # an id the registry lacks
            b"\1" + good[1:]]                               # not the magic byte
     append(orders, "orders", 0, [good, *bad])
-    with pytest.raises(UndecodableRecord, match=r"orders-0 offset 1: .*\[1\] name a message "
-                                                "other than shop.Order"):
+    with pytest.raises(UndecodableRecord, match=r"orders-0 offset 1: .*schema id \d+ \(the "
+                                                r"record's writer schema\): message indexes "
+                                                r"\[1\] name no message \(index 1 of 1"):
         rows(orders, subscribe="orders", valueFormat="protobuf")
     got = decoded(orders, subscribe="orders", valueFormat="protobuf", mode="PERMISSIVE")
     assert [v is None for _, v, _ in got] == [False] + [True] * len(bad)
@@ -141,3 +143,163 @@ def test_hostile_bytes_never_crash_the_reader(orders, bodies):
         decoded(orders, subscribe="orders", valueFormat="protobuf")
     except UndecodableRecord as e:  # FAILFAST: the first bad one, named
         assert "orders-0 offset" in str(e)
+
+
+# -- choosing the message: valueProtobufMessage --------------------------------------------
+MULTI = """syntax = "proto3";
+package multi;
+message First { string a = 1; }
+message Second {
+  int64 n = 1;
+  message Inner { string s = 1; repeated int32 xs = 2; }
+  Inner inner = 2;
+  map<string, int32> m = 3;
+}
+"""
+# the same messages, Second first: index [0] names a different message in each version
+REORDERED = """syntax = "proto3";
+package multi;
+message Second {
+  int64 n = 1;
+  message Inner { string s = 1; repeated int32 xs = 2; }
+  Inner inner = 2;
+  map<string, int32> m = 3;
+}
+message First { string a = 1; }
+"""
+
+
+def zigzag(n: int) -> bytes:
+    """``n`` as a zigzag varint (any size, as a hostile writer may send)."""
+    u = 2 * n if n >= 0 else -2 * n - 1
+    out = bytearray()
+    while True:
+        b, u = u & 0x7F, u >> 7
+        out.append(b | (0x80 if u else 0))
+        if not u:
+            return bytes(out)
+
+
+def message_bytes(text: str, name: str, value: dict) -> bytes:
+    from google.protobuf import json_format, message_factory
+
+    file = compile_file(text, [], "t")
+    return json_format.ParseDict(value, message_factory.GetMessageClass(
+        file.pool.FindMessageTypeByName(name))()).SerializeToString()
+
+
+def multi_record(schema_id: int, indexes: list[int], name: str, value: dict,
+                 text: str = MULTI) -> bytes:
+    """As ProtobufSerializer writes a record of message ``name`` (``[0]`` as one 0)."""
+    head = b"\0" if indexes == [0] else zigzag(len(indexes)) + b"".join(map(zigzag, indexes))
+    return header(schema_id) + head + message_bytes(text, name, value)
+
+
+def test_zigzag_is_confluents():
+    assert [zigzag(n) for n in (0, -1, 1, 2, -64, 2 ** 40)] == [
+        b"\0", b"\x01", b"\x02", b"\x04", b"\x7f", b"\x80\x80\x80\x80\x80\x40"]
+
+
+@pytest.fixture
+def multi(orders):
+    sid = register(orders, "orders-value", MULTI)
+    append(orders, "orders", 0, [
+        multi_record(sid, [0], "multi.First", {"a": "x"}),
+        multi_record(sid, [1], "multi.Second", {"n": "5", "inner": {"s": "in"}, "m": {"k": 1}}),
+        multi_record(sid, [1, 0], "multi.Second.Inner", {"s": "deep", "xs": [1, 2]})])
+    return orders, sid
+
+
+def test_the_option_chooses_a_top_level_or_nested_message(multi):
+    orders, sid = multi
+    opts = {"subscribe": "orders", "valueFormat": "protobuf", "mode": "PERMISSIVE"}
+    assert decoded(orders, **opts, valueProtobufMessage="multi.Second") == [
+        (0, None, sid),
+        (1, {"n": 5, "inner": {"s": "in", "xs": []}, "m": [("k", 1)]}, sid),
+        (2, None, sid)]
+    assert decoded(orders, **opts, valueProtobufMessage="multi.Second.Inner") == [
+        (0, None, sid), (1, None, sid), (2, {"s": "deep", "xs": [1, 2]}, sid)]
+    # without the option: the file's first message, as before
+    assert decoded(orders, **opts) == [(0, {"a": "x"}, sid), (1, None, sid), (2, None, sid)]
+
+
+def test_a_record_of_another_message_fails_naming_both(multi):
+    orders, sid = multi
+    with pytest.raises(UndecodableRecord, match=(
+            rf"orders-0 offset 0: the value cannot be decoded: it is a multi\.First message "
+            rf"\(indexes \[0\] of schema id {sid}\), not the multi\.Second\.Inner the column "
+            "reads")):
+        rows(orders, subscribe="orders", valueFormat="protobuf",
+             valueProtobufMessage="multi.Second.Inner")
+    with pytest.raises(UndecodableRecord, match=r"orders-0 offset 1: .* it is a multi\.Second "
+                                                r"message \(indexes \[1\] .*not the multi\.First"):
+        rows(orders, subscribe="orders", valueFormat="protobuf")
+
+
+def test_an_unknown_message_is_refused_at_load_listing_the_files(multi):
+    orders, _ = multi
+    from pipeline.source import SparklogDataSource
+    from tests.pipeline.conftest import source_options
+
+    for name in ("multi.Third", "Second", "multi.Second.MEntry", "other.First"):
+        with pytest.raises(InvalidSourceOption, match=(
+                r"'valueProtobufMessage' '" + re.escape(name) + r"': is not a message of "
+                r"orders-value version 1 \(its messages, by full name: multi\.First, "
+                r"multi\.Second, multi\.Second\.Inner\)")):
+            SparklogDataSource(source_options(orders, subscribe="orders", valueFormat="protobuf",
+                                              valueProtobufMessage=name)).schema()
+    with pytest.raises(InvalidSourceOption, match="'valueProtobufMessage' 'multi.First': needs "
+                                                  "valueFormat=protobuf, not avro"):
+        rows(orders, subscribe="orders", valueFormat="avro", valueProtobufMessage="multi.First")
+    with pytest.raises(InvalidSourceOption, match="'keyProtobufMessage' 'multi.First': needs "
+                                                  "keyFormat"):
+        rows(orders, subscribe="orders", keyProtobufMessage="multi.First")
+    with pytest.raises(InvalidSourceOption, match="must be a message's full name"):
+        rows(orders, subscribe="orders", valueFormat="protobuf", valueProtobufMessage="a..b")
+
+
+def test_indexes_are_resolved_against_the_writer_schema(orders):
+    """A version that reorders the file's messages: ``[0]`` is Second in one and First in
+    the other; each record reads as what its own writer schema says it is."""
+    from tests.pipeline.registry_records import registry
+
+    registry(orders).configs.set_config("orders-value", {"compatibility": "NONE"})
+    id1 = register(orders, "orders-value", REORDERED)
+    id2 = register(orders, "orders-value", MULTI)
+    append(orders, "orders", 0, [
+        multi_record(id1, [0], "multi.Second", {"n": "1"}, REORDERED),
+        multi_record(id2, [1], "multi.Second", {"n": "2"}),
+        multi_record(id2, [0], "multi.First", {"a": "f"})])
+    got = decoded(orders, subscribe="orders", valueFormat="protobuf", mode="PERMISSIVE",
+                  valueProtobufMessage="multi.Second")
+    assert [(o, v and v["n"], i) for o, v, i in got] == [(0, 1, id1), (1, 2, id2),
+                                                          (2, None, id2)]
+    # the latest version's first message (First): the REORDERED record is a Second
+    with pytest.raises(UndecodableRecord, match=rf"offset 0: .*it is a multi\.Second message "
+                                                rf"\(indexes \[0\] of schema id {id1}\)"):
+        rows(orders, subscribe="orders", valueFormat="protobuf")
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(
+    st.one_of(st.integers(-2 ** 70, 2 ** 70), st.integers(-3, 70)),   # the count
+    st.lists(st.one_of(st.integers(-2 ** 70, 2 ** 70), st.integers(-2, 3)), max_size=70),
+    st.integers(0, 40),                                                 # bytes cut off the end
+    st.binary(max_size=16)), min_size=1, max_size=6))
+def test_hostile_message_indexes_never_crash_the_reader(orders, records):
+    sid = register(orders, "orders-value", MULTI)
+    bodies = []
+    for count, indexes, cut, tail in records:
+        raw = zigzag(count) + b"".join(map(zigzag, indexes)) + tail
+        bodies.append(header(sid) + raw[:max(len(raw) - cut, 0)])
+    append(orders, "orders", 0, bodies)
+    for name in ("multi.First", "multi.Second.Inner"):
+        opts = {"subscribe": "orders", "valueFormat": "protobuf", "valueProtobufMessage": name}
+        got = decoded(orders, **opts, mode="PERMISSIVE")
+        assert all(v is None or isinstance(v, dict) for _, v, _ in got)
+        assert all(i == sid for _, _, i in got)
+        try:
+            decoded(orders, **opts)
+        except UndecodableRecord as e:
+            assert "orders-0 offset" in str(e)
