@@ -36,7 +36,6 @@ from conf.errors import SparklogError
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http import access
 from ingest_gateway.http.console_render import esc, link, num, page, table, url
-from ingest_gateway.server.schema_codec import codec_of
 from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.schema_registry_config import level_of, mode_of
 from ingest_gateway.server.schema_registry_errors import (RegistryError, check_subject,
@@ -236,7 +235,7 @@ def _readable(request: Request, names: Sequence[str]) -> list[str]:
 
 async def schemas_page(request: Request) -> Response:
     """The subjects listing, or with ``?subject=`` one subject (Read on it: 403)."""
-    registry = codec_of(request.app.state).registry
+    registry = request.app.state.gateway.schema_codec().registry
     name = request.query_params.get("subject")
     try:
         if name is None:
@@ -258,7 +257,7 @@ async def schemas_page(request: Request) -> Response:
 async def topic_subjects(request: Request, topic: str) -> str:
     """The topic page's "Schemas" section: its subjects the principal may Read (the
     registry's store unreadable: said in the section, the topic's page still shown)."""
-    registry = codec_of(request.app.state).registry
+    registry = request.app.state.gateway.schema_codec().registry
     try:
         names = await run_in_threadpool(topic_subject_names, registry, topic)
         return topic_section(await run_in_threadpool(subjects, registry,

@@ -30,7 +30,6 @@ from ingest_gateway.http.errors import refusal, status_of
 from ingest_gateway.http.params import int_param, partition_param, query_dict
 from ingest_gateway.security.subject_acls import register_check
 from ingest_gateway.server import codec, codec_arrow, codec_json, codec_schema
-from ingest_gateway.server.schema_codec import codec_of
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.batches import PartResult
 
@@ -163,7 +162,7 @@ async def produce(state: Any, topic: str, raw_partition: str | None, content_typ
     ids: tuple[int | None, int | None] = (None, None)
     if media in codec.SCHEMA_FORMATS:  # Avro / JSON Schema: the registry, off the loop
         parsed, *id_pair = await asyncio.to_thread(
-            codec_schema.schema_to_parsed, body, media, codec_of(state), topic=topic,
+            codec_schema.schema_to_parsed, body, media, state.gateway.schema_codec(), topic=topic,
             partitions=info.partitions, path_partition=path_partition, sticky=sticky,
             max_depth=limits.max_json_nesting_depth,
             may_register=may_register() if may_register is not None else None)

@@ -97,7 +97,7 @@ from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MA
 from ingest_gateway.client.records import records_of
 from ingest_gateway.server.codec import AVRO_V2, JSONSCHEMA_V2, PROTOBUF_V2
 from ingest_gateway.server.consumer_hub import ConsumerHub
-from ingest_gateway.server.schema_codec import V2_FORMATS, NotWireFormat, SchemaCodec, codec_of
+from ingest_gateway.server.schema_codec import V2_FORMATS, NotWireFormat, SchemaCodec
 from ingest_gateway.server.schema_codec_errors import RecordNotDecodable
 from ingest_gateway.server.rest_instances import Instance
 
@@ -244,7 +244,8 @@ async def instance_records(request: Request) -> Response:
         # move only past the records it holds
         if inst.fmt in SCHEMA_MEDIA:  # decoding may read schemas from the store
             response, after = await asyncio.to_thread(
-                _records_answer, got, fmt, _schema_reader(codec_of(request.app.state), inst.fmt))
+                _records_answer, got, fmt,
+                _schema_reader(request.app.state.gateway.schema_codec(), inst.fmt))
         else:
             response, after = _records_answer(got, fmt)
         inst.positions.update(after)

@@ -55,7 +55,6 @@ from ingest_gateway.errors import NotAuthorized
 from ingest_gateway.http import access
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.errors import status_of
-from ingest_gateway.server.schema_codec import codec_of
 from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.schema_registry_errors import RegistryError, schema_not_found
 from ingest_gateway.server.schema_types import TYPES
@@ -71,7 +70,8 @@ def _json(status: int, doc: Any) -> Response:
 
 
 def registry_of(request: Request) -> SchemaRegistry:
-    return codec_of(request.app.state).registry  # one per app: it caches schemas by id
+    # one per gateway (Gateway.schema_codec): it caches schemas by id
+    return request.app.state.gateway.schema_codec().registry
 
 
 def _flag(request: Request, name: str) -> bool:

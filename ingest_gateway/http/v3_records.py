@@ -63,7 +63,7 @@ from ingest_gateway.security.subject_acls import register_check
 from ingest_gateway.http.topics import batcher_of, check_cluster
 from ingest_gateway.http.v3_stream import DuplexResponse
 from ingest_gateway.server import codec_json, schema_codec
-from ingest_gateway.server.schema_codec import SchemaChoice, SchemaCodec, codec_of
+from ingest_gateway.server.schema_codec import SchemaChoice, SchemaCodec
 from log_layout import UnknownPartition
 
 TYPES = ("BINARY", "JSON", "STRING")
@@ -333,8 +333,9 @@ async def _run(request: Request, docs: list[Any], label) -> tuple[str, str, list
             out[i] = e
     if any(r.pending for r in todo):  # Avro / JSON Schema: the registry, off the loop
         state = request.app.state
-        encoded = await asyncio.to_thread(_encode_pending, codec_of(state), topic, todo,
-                                          register_check(state.gateway.authorizer, request.scope))
+        encoded = await asyncio.to_thread(_encode_pending, state.gateway.schema_codec(), topic,
+                                          todo, register_check(state.gateway.authorizer,
+                                                               request.scope))
         for i, r in zip(list(where), encoded):
             if isinstance(r, SparklogError):
                 out[i] = r

@@ -20,9 +20,12 @@ import conf
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.consumer_hub import ConsumerHub
 from ingest_gateway.server.metrics import GatewayMetrics
+from ingest_gateway.server.schema_codec import SchemaCodec
+from ingest_gateway.server.schema_registry import SchemaRegistry
 from ingest_gateway.server.topic_admin import TopicAdmin
 from ingest_gateway.server.topic_metadata import TopicMetadata
 from log_layout import Log, UnknownPartition, wall_clock_ms
+from log_layout.schema_registry import SchemaStore
 
 
 @dataclasses.dataclass(eq=False)
@@ -52,6 +55,7 @@ class Gateway:
     #: what both adapters read about topics (names, configs, partitions, offsets)
     metadata: TopicMetadata = dataclasses.field(init=False)
     _hub: ConsumerHub | None = dataclasses.field(default=None, init=False)
+    _schema_codec: SchemaCodec | None = dataclasses.field(default=None, init=False)
     _cluster_id: str | None = dataclasses.field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +68,14 @@ class Gateway:
             self._hub = ConsumerHub(self.log, self.batcher, self.settings.gateway,
                                     now_ms=self.now_ms, cluster=self.cluster)
         return self._hub
+
+    def schema_codec(self) -> SchemaCodec:
+        """The Schema Registry's codec, and through it (``.registry``) the registry over
+        the store's ``_schemas`` topic: one per gateway, made at its first use (on the
+        event loop), as both cache parsed schemas by id. Making it reads nothing."""
+        if self._schema_codec is None:
+            self._schema_codec = SchemaCodec(SchemaRegistry(SchemaStore(self.log)))
+        return self._schema_codec
 
     @property
     def started_hub(self) -> ConsumerHub | None:

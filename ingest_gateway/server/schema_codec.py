@@ -101,20 +101,6 @@ class Encoded:
     value_schema_id: int | None
 
 
-def codec_of(state: Any) -> SchemaCodec:
-    """The gateway's one codec (and registry, ``state.schema_registry``), made at first use
-    on the event loop: both cache parsed schemas by id."""
-    found = getattr(state, "schema_codec", None)
-    if found is None:
-        from log_layout.schema_registry import SchemaStore
-
-        registry = getattr(state, "schema_registry", None)
-        if registry is None:
-            registry = state.schema_registry = SchemaRegistry(SchemaStore(state.log))
-        found = state.schema_codec = SchemaCodec(registry)
-    return found
-
-
 class NotWireFormat(ValueError):
     """Bytes that do not start with the magic byte and a known schema id."""
 

@@ -107,3 +107,21 @@ def test_one_set_of_verifiers_serves_both_logins(tmp_path):
         _close(parts)
         if parts.authenticator is not None:
             parts.authenticator.close()
+
+
+def test_the_schema_codec_is_the_gateways_made_at_first_use(tmp_path):
+    """One Schema Registry codec per gateway (Gateway.schema_codec), not kept on the
+    app's state: the HTTP routes that take schemas get that one."""
+    from ingest_gateway.http.schema_registry import registry_of
+
+    settings = _settings(tmp_path, False)
+    app = create_app(settings, open_log(str(tmp_path / "store")))
+    gateway = _served_gateway(app)
+    assert gateway._schema_codec is None  # nothing made until a route needs it
+    codec = gateway.schema_codec()
+    assert gateway.schema_codec() is codec
+    request = type("R", (), {"app": app})()
+    assert registry_of(request) is codec.registry
+    assert not hasattr(app.state, "schema_codec") and not hasattr(app.state, "schema_registry")
+    assert codec.registry.subjects() == []
+    assert "_schemas" not in gateway.metadata.names()  # reading made no topic
