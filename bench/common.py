@@ -23,10 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 
 #: the JVM options of a ``--quick`` run's JVMs (a Kafka broker, Kafka's tools, a
-#: MiniDFSCluster): C1 only and the serial collector, what the test suite gives its own
-#: (tests/jvm.py). A quick run's JVMs live seconds, too short for C2's compiles to pay
-#: back on two shared cores, and a quick run measures nothing. Full runs keep theirs.
-QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+#: MiniDFSCluster): C1 only, the serial collector and no bytecode verification of the
+#: class path's classes, what the test suite gives its own (tests/jvm.py). A quick run's
+#: JVMs live seconds, too short for C2's compiles to pay back on two shared cores, and a
+#: quick run measures nothing. Full runs keep theirs.
+QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+             "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
 
 #: ``spark-defaults.conf`` giving Spark's driver and executors :data:`QUICK_JVM`
 QUICK_SPARK_CONF_DIR = os.path.join(ROOT, "tests", "spark_conf")
