@@ -20,7 +20,9 @@ value), ``json`` (the value's fields become columns; ``schema`` as a DDL
 string, or inferred from the records there are now), ``avro`` / ``jsonschema`` /
 ``protobuf`` (Confluent's wire format, decoded by the Schema Registry in the same store: the
 subject's latest version's fields become typed columns, :mod:`pipeline.registry_decode`;
-``key_format`` likewise decodes keys). Each run takes the subject's latest version and
+``key_format`` likewise decodes keys; ``value_message`` / ``key_message`` choose a
+Protobuf file's message by its full name, the source's ``valueProtobufMessage`` /
+``keyProtobufMessage``). Each run takes the subject's latest version and
 evolves the table to it first (:mod:`pipeline.table_evolution`: added fields become
 columns, widened types widen, what Delta cannot follow is refused naming the field).
 
@@ -190,7 +192,8 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
                 once: bool = True, value_format: str = "raw", schema=None,
                 warehouse: str | None = None, checkpoint: str | None = None,
                 options: Mapping[str, str] | None = None, trigger_ms: int | None = None,
-                wait: bool = True, key_format: str | None = None):
+                wait: bool = True, key_format: str | None = None,
+                value_message: str | None = None, key_message: str | None = None):
     """Materialise ``topic`` into the Delta table ``table``; returns the StreamingQuery.
 
     ``once=True`` runs ``Trigger.AvailableNow`` and waits for it to finish (unless
@@ -198,6 +201,8 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
     otherwise the query keeps running (a micro-batch every ``trigger_ms``, if given)
     and the caller stops it. ``options`` are more ``sparklog`` source options
     (``maxOffsetsPerTrigger``, ``startingOffsets`` for a new table...).
+    ``value_message`` / ``key_message``: with ``protobuf``, the message's full name (the
+    source's ``valueProtobufMessage`` / ``keyProtobufMessage``; default the file's first).
     Raises TableError for a bad name, format or schema, UnknownTopic for a
     missing topic.
     """
@@ -218,7 +223,7 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
 
     src = {"startingOffsets": "earliest", **(options or {}),
            **_registry_options(table, value_format, key_format, info.config.compacted,
-                               options or {})}
+                               options or {}, {"value": value_message, "key": key_message})}
     if value_format in REGISTRY_FORMATS:
         # the subjects checked here, in the driver's Python, so a missing one is our own
         # error rather than text inside Spark's PYTHON_DATA_SOURCE_ERROR
@@ -254,9 +259,11 @@ def materialize(spark, topic: str, table: str, *, store: str | None = None,
 
 
 def _registry_options(table: str, value_format: str, key_format: str | None,
-                      compacted: bool, given: Mapping[str, str]) -> dict[str, str]:
-    """The source options decoding keys and values by the registry. Raises TableError
-    for ``mode=PERMISSIVE`` on a compacted topic."""
+                      compacted: bool, given: Mapping[str, str],
+                      messages: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The source options decoding keys and values by the registry; ``messages``:
+    {"value"/"key": a Protobuf message's full name or None}. Raises TableError for
+    ``mode=PERMISSIVE`` on a compacted topic, or a message without ``protobuf``."""
     modes = [str(v).strip().upper() for k, v in given.items() if k.lower() == "mode"]
     out: dict[str, str] = {}
     if value_format in REGISTRY_FORMATS:
@@ -266,6 +273,13 @@ def _registry_options(table: str, value_format: str, key_format: str | None,
             raise TableError(table, f"key_format must be one of {', '.join(REGISTRY_FORMATS)} "
                              f"(with a value_format other than raw), not {key_format!r}")
         out["keyFormat"] = key_format
+    for column, message in (messages or {}).items():
+        if message is None:
+            continue
+        if out.get(f"{column}Format") != "protobuf":
+            raise TableError(table, f"{column}_message ({message!r}) chooses a Protobuf "
+                             f"message: it needs {column}_format protobuf")
+        out[f"{column}ProtobufMessage"] = message
     if out and compacted and "PERMISSIVE" in modes:
         raise TableError(table, "mode=PERMISSIVE cannot materialise a compacted topic: a "
                          "record it cannot decode would read as a tombstone and delete its key")

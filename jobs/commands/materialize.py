@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "evolving with the subject)")
     p.add_argument("--key-format", choices=("avro", "jsonschema", "protobuf"), default=None,
                    help="decode keys by the Schema Registry too (the TOPIC-key subject)")
+    p.add_argument("--value-protobuf-message", metavar="NAME", default=None,
+                   help="with --value-format protobuf: the message's full name, e.g. "
+                        "shop.Order or shop.Order.Line (default: the schema file's first)")
+    p.add_argument("--key-protobuf-message", metavar="NAME", default=None,
+                   help="with --key-format protobuf: the key's message, likewise")
     p.add_argument("--schema", metavar="DDL",
                    help="schema of JSON values, e.g. 'user STRING, n INT' (default: inferred)")
     p.add_argument("--warehouse", metavar="DIR|URL",
@@ -73,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             spark, args.topic, args.table, log=log, once=args.once,
             value_format=args.value_format, schema=args.schema, warehouse=warehouse,
             checkpoint=args.checkpoint, options=dict(args.option), trigger_ms=args.trigger,
-            wait=False, key_format=args.key_format)
+            wait=False, key_format=args.key_format,
+            value_message=args.value_protobuf_message, key_message=args.key_protobuf_message)
         if not args.once:
             console.print(f"materializing {args.topic} into {args.table}; Ctrl-C stops")
         try:

@@ -39,21 +39,44 @@ message Click {
 """
 
 
-@pytest.fixture(scope="module")
-def click_pb2(tmp_path_factory):
+# two top-level messages and a nested one, its own package again
+MULTI = """syntax = "proto3";
+package sparkmulti;
+message Visit { string page = 1; }
+message Order {
+  string id = 1;
+  int64 cents = 2;
+  message Line { string sku = 1; int32 qty = 2; }
+  repeated Line lines = 3;
+}
+"""
+
+
+def generated(tmp_path_factory, package: str, name: str, text: str):
+    """The protoc-generated ``_pb2`` module of ``text`` as ``package/name.proto``."""
     import grpc_tools
 
-    d = tmp_path_factory.mktemp("pb2-sparktab")
-    (d / "sparktab").mkdir()
-    (d / "sparktab" / "click.proto").write_text(PROTO)
+    d = tmp_path_factory.mktemp(f"pb2-{package}")
+    (d / package).mkdir()
+    (d / package / f"{name}.proto").write_text(text)
     well_known = str(pathlib.Path(grpc_tools.__file__).parent / "_proto")
     assert protoc.main(["protoc", f"-I{d}", f"-I{well_known}", f"--python_out={d}",
-                        "sparktab/click.proto"]) == 0
+                        f"{package}/{name}.proto"]) == 0
     sys.path.insert(0, str(d))
     try:
-        return importlib.import_module("sparktab.click_pb2")
+        return importlib.import_module(f"{package}.{name}_pb2")
     finally:
         sys.path.remove(str(d))
+
+
+@pytest.fixture(scope="module")
+def click_pb2(tmp_path_factory):
+    return generated(tmp_path_factory, "sparktab", "click", PROTO)
+
+
+@pytest.fixture(scope="module")
+def multi_pb2(tmp_path_factory):
+    return generated(tmp_path_factory, "sparkmulti", "multi", MULTI)
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +86,26 @@ def gw(tmp_path_factory):
 
 
 def produce(gw, click_pb2, topic: str, values: list[dict]) -> None:
+    produce_messages(gw, topic, [(click_pb2.Click, v) for v in values])
+
+
+def produce_messages(gw, topic: str, records: list[tuple[type, dict]]) -> None:
+    """Each (generated message class, its JSON mapping) through its own
+    ProtobufSerializer (which writes the class's message indexes) and the Kafka listener."""
     import confluent_kafka as ck
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
     from google.protobuf import json_format
 
-    ser = ProtobufSerializer(click_pb2.Click,
-                             SchemaRegistryClient({"url": gw.url + "/schema-registry"}),
-                             {"use.deprecated.format": False, "skip.known.types": True})
+    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
+    serializers = {cls: ProtobufSerializer(cls, client, {"use.deprecated.format": False,
+                                                         "skip.known.types": True})
+                   for cls, _ in records}
     ctx = SerializationContext(topic, MessageField.VALUE)
     producer = ck.Producer({"bootstrap.servers": gw.bootstrap})
-    for value in values:
-        producer.produce(topic, ser(json_format.ParseDict(value, click_pb2.Click()), ctx))
+    for cls, value in records:
+        producer.produce(topic, serializers[cls](json_format.ParseDict(value, cls()), ctx))
     assert producer.flush(30) == 0
 
 
@@ -137,3 +167,67 @@ def test_protobuf_topic_reads_typed_and_becomes_a_typed_table(spark, gw, click_p
                  "--output", "json"]) == 0
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [
         {"url": "/a", "ref": None}, {"url": "/b", "ref": None}, {"url": "/c", "ref": "mail"}]
+
+
+def test_a_message_other_than_the_files_first_is_chosen_by_its_full_name(spark, gw, multi_pb2,
+                                                                          capsys):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.errors import PythonException
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    from log_layout import open_log
+    from pipeline.errors import spark_failure_message
+
+    topic = f"pbm_{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
+    Order, Line = multi_pb2.Order, multi_pb2.Order.Line
+    produce_messages(gw, topic, [
+        (Order, {"id": "o-1", "cents": "1250", "lines": [{"sku": "a", "qty": 2}]}),
+        (Line, {"sku": "b", "qty": 3}),
+        (Order, {"id": "o-2", "cents": "7"})])
+    log = open_log(gw.store_url)
+
+    order = read(spark, log, subscribe=topic, valueFormat="protobuf",
+                 valueProtobufMessage="sparkmulti.Order", mode="PERMISSIVE")
+    assert order.schema["value"].dataType.simpleString() == (
+        "struct<id:string,cents:bigint,lines:array<struct<sku:string,qty:int>>>")
+    assert [tuple(r) for r in order.orderBy("offset").selectExpr(
+        "value.id", "value.cents", "get(value.lines, 0).sku").collect()] == [
+        ("o-1", 1250, "a"), (None, None, None), ("o-2", 7, None)]
+    line = read(spark, log, subscribe=topic, valueFormat="protobuf", mode="PERMISSIVE",
+                valueProtobufMessage="sparkmulti.Order.Line")
+    assert line.schema["value"].dataType.simpleString() == "struct<sku:string,qty:int>"
+    assert [tuple(r) for r in line.orderBy("offset").selectExpr(
+        "value.sku", "value.qty").collect()] == [(None, None), ("b", 3), (None, None)]
+    # without the option: the file's first message (Visit), which no record here is
+    first = read(spark, log, subscribe=topic, valueFormat="protobuf", mode="PERMISSIVE")
+    assert first.schema["value"].dataType.simpleString() == "struct<page:string>"
+    assert first.where("value IS NULL").count() == 3
+
+    with pytest.raises((PythonException, CapturedException)) as caught:
+        read(spark, log, subscribe=topic, valueFormat="protobuf",
+             valueProtobufMessage="sparkmulti.Order").collect()
+    assert spark_failure_message(caught.value).startswith(
+        f"{topic}-0 offset 1: the value cannot be decoded: it is a sparkmulti.Order.Line "
+        "message (indexes [1, 0] of schema id ")
+    assert "not the sparkmulti.Order the column reads" in spark_failure_message(caught.value)
+
+    with pytest.raises(Exception) as refused:  # at load(), before any task
+        read(spark, log, subscribe=topic, valueFormat="protobuf",
+             valueProtobufMessage="sparkmulti.Lines")
+    said = spark_failure_message(refused.value) or str(refused.value)
+    assert "'valueProtobufMessage' 'sparkmulti.Lines': is not a message of " \
+        f"{topic}-value version 1 (its messages, by full name: sparkmulti.Visit, " \
+        "sparkmulti.Order, sparkmulti.Order.Line)" in said
+
+    # materialize with the message chosen: the nested message's rows, others refused
+    table = f"{topic}_lines"
+    assert main(["--store", gw.store_url, "materialize", topic, "--table", table, "--once",
+                 "--value-format", "protobuf", "--value-protobuf-message",
+                 "sparkmulti.Order.Line", "--option", "mode=PERMISSIVE"]) == 0
+    capsys.readouterr()
+    assert main(["--store", gw.store_url, "sql", f"SELECT sku, qty FROM {table} "
+                 "WHERE sku IS NOT NULL", "--output", "json"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [
+        {"sku": "b", "qty": 3}]
