@@ -63,7 +63,9 @@ def _scenario(gw, log, case: str) -> tuple[str, int]:
               "log_append_time": {"message.timestamp.type": "LogAppendTime"}}.get(case, {})
     topic = _topic(log, config)
     recs = make_records(200)
-    producer = {"acks": "all", "compression.type": "lz4"}
+    # idempotent: a retried request (slow under load) may not reorder the records, which
+    # the two gateways' logs must then hold at the same offsets
+    producer = {"acks": "all", "compression.type": "lz4", "enable.idempotence": True}
     produce_confluent(gw, topic, recs[:100], **producer)
     count = 200
     if case == "http_interleaved":
