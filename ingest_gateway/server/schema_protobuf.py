@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from log_layout.schema_proto import InvalidProto, compile_file, message_indexes
+from log_layout.schema_proto import InvalidProto, compile_file, message_at, message_indexes
 
 __all__ = ["InvalidProto", "ProtoSchema", "compile_schema", "decode", "encode"]
 
@@ -32,13 +32,7 @@ class ProtoSchema:
         """The class of the message ``indexes`` name; raises InvalidProto."""
         from google.protobuf import message_factory
 
-        try:
-            descriptor = list(self.file.message_types_by_name.values())[indexes[0]]
-            for i in indexes[1:]:
-                descriptor = descriptor.nested_types[i]
-        except (IndexError, KeyError):
-            raise InvalidProto(f"no message at indexes {indexes[:8]}") from None
-        return message_factory.GetMessageClass(descriptor)
+        return message_factory.GetMessageClass(message_at(self.file, indexes))
 
 
 def compile_schema(text: str, referenced: list[tuple[str, str]]) -> ProtoSchema:
