@@ -157,7 +157,8 @@ def test_a_plaintext_listener_refuses_to_start_with_authentication_on():
     settings = conf.load({"gateway.kafka.listeners": "PLAINTEXT://127.0.0.1:0",
                           "authentication.method": "bearer"})
     with pytest.raises(conf.ConfigError, match="gateway.kafka.listeners"):
-        asyncio.run(KafkaListener.start(types.SimpleNamespace(settings=settings, authorizer=None)))
+        asyncio.run(KafkaListener.start(types.SimpleNamespace(settings=settings, authorizer=None,
+                                                              verifiers=None)))
     for text in ("SASL_FOO://h:9092", "PLAINTEXT://h", "http://h:1",
                  "PLAINTEXT://a:1,PLAINTEXT://b:2"):
         with pytest.raises(conf.ConfigError):
