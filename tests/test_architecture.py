@@ -323,17 +323,21 @@ def _log_layout_errors(root: Path) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
 
 
+def _adapter_trees(root: Path):
+    """(module, path, parsed tree) of every module of the adapters (``ADAPTERS``)."""
+    modules = modules_of(root, [p.split(".")[0] for p in ADAPTERS][:1])
+    for module, path in modules.items():
+        if any(module == a or module.startswith(a + ".") for a in ADAPTERS):
+            yield module, path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def adapter_storage_imports(root: Path = ROOT) -> list[tuple[str, str, str]]:
     """(where, source module, "log_layout.module.name") of every import by an adapter
     (``ADAPTERS``) of a ``log_layout`` name that ``ADAPTER_LOG_LAYOUT_ALLOWED`` does
     not allow (``import log_layout.x`` names ``x`` itself)."""
-    modules = modules_of(root, [p.split(".")[0] for p in ADAPTERS][:1])
     errors = _log_layout_errors(root)
     found = []
-    for module, path in modules.items():
-        if not any(module == a or module.startswith(a + ".") for a in ADAPTERS):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for module, path, tree in _adapter_trees(root):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 base = _absolute_base(node, module, path)
@@ -365,12 +369,8 @@ def adapter_log_metadata_reads(root: Path = ROOT) -> list[str]:
     ``Log``'s metadata methods: on a ``.log`` attribute (``broker.log.topic``,
     ``state.log.partition``), on a name ``log``/``log_``/``lg`` (a Log handed in), or on
     ``log_of(request)``."""
-    modules = modules_of(root, [p.split(".")[0] for p in ADAPTERS][:1])
     found = []
-    for module, path in modules.items():
-        if not any(module == a or module.startswith(a + ".") for a in ADAPTERS):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for _, path, tree in _adapter_trees(root):
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute) or node.attr not in LOG_METADATA_METHODS:
                 continue
