@@ -113,15 +113,19 @@ class GatewayProcess:
             if scheme == "https" else {}
         self.http = urllib3.PoolManager(retries=False, timeout=30, **tls)
 
-    def start(self) -> "GatewayProcess":
-        cmd = [sys.executable, "-m", "jobs.cli", "--store", self.store_url]
+    def cli_args(self) -> list[str]:
+        """The ``sparklog`` arguments that serve this gateway (after ``python -m jobs.cli``)."""
+        args = ["--store", self.store_url]
         for k, v in self.settings.items():
-            cmd += ["--set", f"{k}={v}"]
-        cmd += ["gateway", "--port", str(self.port)] if self.scheme == "http" else \
+            args += ["--set", f"{k}={v}"]
+        args += ["gateway", "--port", str(self.port)] if self.scheme == "http" else \
             ["gateway", "--listeners", self.url]
         if self.storage_options:
-            cmd += ["--storage-options", json.dumps(self.storage_options)]
-        self.proc = self.spawn(cmd[2], cmd[3:], {**os.environ, "PYTHONPATH": self.root})
+            args += ["--storage-options", json.dumps(self.storage_options)]
+        return args
+
+    def start(self) -> "GatewayProcess":
+        self.proc = self.spawn("jobs.cli", self.cli_args(), {**os.environ, "PYTHONPATH": self.root})
         try:
             wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
         except BaseException:

@@ -23,7 +23,6 @@ ordinary one. :class:`CrashingGateway` starts it like
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -43,17 +42,11 @@ class CrashingGateway(GatewayProcess):
     crash_at: str | None = None
 
     def start(self) -> "CrashingGateway":
-        cmd = [sys.executable, "-m", MODULE, "--store", self.store_url]
-        for k, v in self.settings.items():
-            cmd += ["--set", f"{k}={v}"]
-        cmd += ["gateway", "--port", str(self.port)]
-        if self.storage_options:
-            cmd += ["--storage-options", json.dumps(self.storage_options)]
         env = {k: v for k, v in os.environ.items() if k != ENV}
         env["PYTHONPATH"] = ROOT
         if self.crash_at:
             env[ENV] = self.crash_at
-        self.proc = self.spawn(MODULE, cmd[3:], env)
+        self.proc = self.spawn(MODULE, self.cli_args(), env)
         try:  # as GatewayProcess.start: a failed start leaves no gateway running
             wait_for(self._healthy, timeout=START_TIMEOUT_S, what=f"gateway on port {self.port}")
         except BaseException:
