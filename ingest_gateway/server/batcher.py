@@ -4,7 +4,7 @@ Lifecycle of a record: a produce request is parsed into one Arrow table per
 partition (``codec``); :meth:`Batcher.produce` checks it (size, keys, producer
 sequence, buffer room) for *every* partition before it adds anything, so a
 refused request leaves nothing behind. The tables join the partition's open
-:class:`Batch`. Flushes are a *group commit*: a batch of a partition with no
+:class:`FlushBatch`. Flushes are a *group commit*: a batch of a partition with no
 flush in flight is flushed at once (at the end of the event loop's turn, so the
 requests parsed in that turn go together); while a flush is in flight, arrivals
 gather and go together in the next flush, when it ends. A batch also goes at
@@ -72,7 +72,7 @@ from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
-from ingest_gateway.server.batches import (Batch, NothingToWrite, PartitionState, PartResult,
+from ingest_gateway.server.batches import (FlushBatch, NothingToWrite, PartitionState, PartResult,
                                            Ticket, write_batch, write_batch_hot, write_now)
 from ingest_gateway.server.codec import Parsed, check_acks, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
@@ -307,7 +307,7 @@ class Batcher:
             batch = None
         if batch is None:
             loop = asyncio.get_running_loop()
-            batch = state.current = Batch(loop.create_future(), txn)
+            batch = state.current = FlushBatch(loop.create_future(), txn)
             if self.settings.linger_ms > 0:  # the compatibility knob: a fixed wait
                 state.timer = loop.call_later(self.settings.linger_ms / 1000,
                                               self._linger_expired, state, batch)
@@ -353,11 +353,11 @@ class Batcher:
                           batch.result.base_offset + batch.starts[ticket.part])
 
     # -- flush -------------------------------------------------------------------------
-    def _linger_expired(self, state: PartitionState, batch: Batch) -> None:
+    def _linger_expired(self, state: PartitionState, batch: FlushBatch) -> None:
         if state.current is batch:
             self._flush(state)
 
-    def _full(self, batch: Batch) -> bool:
+    def _full(self, batch: FlushBatch) -> bool:
         return batch.nbytes >= self.settings.batch_size or \
             batch.rows >= self.settings.flush_messages
 
@@ -365,7 +365,7 @@ class Batcher:
         state = self._states.get((topic, partition))
         return state is not None and (bool(state.flushing) or bool(state.queue))
 
-    def _close_current(self, state: PartitionState) -> Batch:
+    def _close_current(self, state: PartitionState) -> FlushBatch:
         batch, state.current = state.current, None
         self.sticky.batch_closed(state.topic, state.partition)
         if state.timer is not None:
@@ -407,7 +407,7 @@ class Batcher:
         fut = asyncio.get_running_loop().run_in_executor(self.executor, write_batch, state, batch)
         fut.add_done_callback(lambda f: self._flushed(state, batch, f, started))
 
-    def _flushed(self, state: PartitionState, batch: Batch, fut: concurrent.futures.Future,
+    def _flushed(self, state: PartitionState, batch: FlushBatch, fut: concurrent.futures.Future,
                  started: float) -> None:
         """On the loop: resolve the batch's one future, notify listeners, flush what is due."""
         state.flushing.remove(batch)
@@ -468,7 +468,7 @@ class Batcher:
         if self.buffered == 0 and all(s.idle for s in self._states.values()):
             self._idle.set()
 
-    def _lost(self, state: PartitionState, batch: Batch, exc: BaseException) -> None:
+    def _lost(self, state: PartitionState, batch: FlushBatch, exc: BaseException) -> None:
         """Count and log a batch that will never be written (as Kafka logs a failed
         produce at ERROR): its acks=0/1 records were acknowledged and are lost."""
         assert batch.error is not None

@@ -1,6 +1,6 @@
 """What the batcher holds per partition, and what it answers per request.
 
-A :class:`Batch` is one partition's records between two flushes with its ONE
+A :class:`FlushBatch` is one partition's records between two flushes with its ONE
 future; a request's share of it is a :class:`Ticket` (batch, part index), from
 which its offsets follow once the batch is flushed (:class:`PartResult`).
 :class:`PartitionState` is everything the gateway keeps for a partition it
@@ -25,7 +25,7 @@ from log_layout import (AppendResult, Fenced, PartitionLog, PartitionWriter, Pro
 from log_layout.idempotence import after_appends, check_with_pending, sort_out
 
 
-class Batch:
+class FlushBatch:
     """One partition's records between two flushes, resolved once by its flush."""
 
     __slots__ = ("parts", "producers", "rows", "nbytes", "future", "starts", "dropped",
@@ -65,17 +65,17 @@ class PartitionState:
         self.topic, self.partition = plog.topic, plog.partition
         #: which incarnation of the topic: one deleted and created again is another
         self.incarnation = (info.created_ms, info.topic_id)
-        self.current: Batch | None = None
+        self.current: FlushBatch | None = None
         #: batches being flushed, oldest first: at most one on the per-partition path;
         #: a hot journal plans each flush on the ones before it, so several go at once
-        self.flushing: collections.deque[Batch] = collections.deque()
+        self.flushing: collections.deque[FlushBatch] = collections.deque()
         self.flush_limit = 1 if writer.journal is None else writer.journal.uploads_in_flight
         #: full batches closed while a flush was in flight, flushed in order
-        self.queue: collections.deque[Batch] = collections.deque()
+        self.queue: collections.deque[FlushBatch] = collections.deque()
         self.flush_again = False
         self.timer: asyncio.TimerHandle | None = None
-        #: producer id -> [(batch descriptor, Batch, part index)] accepted, not committed
-        self.pending: dict[int, list[tuple[ProducerBatch, Batch, int]]] = {}
+        #: producer id -> [(batch descriptor, FlushBatch, part index)] accepted, not committed
+        self.pending: dict[int, list[tuple[ProducerBatch, FlushBatch, int]]] = {}
         #: the offset the next accepted record will get, if every flush succeeds
         self.assigned = writer.partition.snapshot(refresh=False).next_offset
         self.stopped: NotLeader | None = None
@@ -149,7 +149,7 @@ class Ticket:
 
     partition: int
     count: int
-    batch: Batch | None = None
+    batch: FlushBatch | None = None
     part: int = -1
     predicted: int | None = None
     committed: tuple[int, int] | None = None
@@ -157,7 +157,7 @@ class Ticket:
 
 def check_sequence(state: PartitionState, pb: ProducerBatch):
     """None for the next batch; a committed duplicate's (base, last) offsets; or
-    (Batch, part) of a pending duplicate. Raises the idempotence errors
+    (FlushBatch, part) of a pending duplicate. Raises the idempotence errors
     (the rules: ``log_layout.idempotence``)."""
     committed = state.committed_producers().get(pb.producer_id)
     pending = state.pending.get(pb.producer_id) or []
@@ -168,7 +168,7 @@ def check_sequence(state: PartitionState, pb: ProducerBatch):
     return verdict.committed
 
 
-def write_now(state: PartitionState, batch: Batch) -> concurrent.futures.Future:
+def write_now(state: PartitionState, batch: FlushBatch) -> concurrent.futures.Future:
     """``write_batch`` on this thread, its outcome as a done future (as a flush
     thread's would be)."""
     done: concurrent.futures.Future = concurrent.futures.Future()
@@ -179,7 +179,7 @@ def write_now(state: PartitionState, batch: Batch) -> concurrent.futures.Future:
     return done
 
 
-def write_batch_hot(state: PartitionState, batch: Batch) -> concurrent.futures.Future:
+def write_batch_hot(state: PartitionState, batch: FlushBatch) -> concurrent.futures.Future:
     """``write_batch`` through the partition's hot journal, on the event loop: the
     returned future gives the AppendResult once the journal commits it (or raises what
     ``write_batch`` would)."""
@@ -193,7 +193,7 @@ def write_batch_hot(state: PartitionState, batch: Batch) -> concurrent.futures.F
         return done
 
 
-def write_batch(state: PartitionState, batch: Batch) -> AppendResult:
+def write_batch(state: PartitionState, batch: FlushBatch) -> AppendResult:
     """On a flush thread: drop parts whose sequence no longer fits, append the rest."""
     table, accepted = _accepted(state, batch)
     try:
@@ -211,7 +211,7 @@ def write_batch(state: PartitionState, batch: Batch) -> AppendResult:
         raise
 
 
-def _accepted(state: PartitionState, batch: Batch) -> tuple[pa.Table, list]:
+def _accepted(state: PartitionState, batch: FlushBatch) -> tuple[pa.Table, list]:
     """The batch's records to write, and its producer batches with their first rows:
     parts whose sequence no longer fits are dropped (``batch.dropped``). Raises
     NothingToWrite if none is left."""

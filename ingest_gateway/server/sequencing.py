@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from ingest_gateway.errors import ShuttingDown
-from ingest_gateway.server.batches import Batch, PartitionState, Ticket, check_sequence
+from ingest_gateway.server.batches import FlushBatch, PartitionState, Ticket, check_sequence
 from ingest_gateway.server.codec import Parsed
 from log_layout import OutOfOrderSequence, ProducerBatch
 
@@ -44,7 +44,7 @@ async def tickets(parsed: Parsed, states: dict[int, PartitionState],
                 ticket = Ticket(p, table.num_rows)
                 if p in batches:
                     dup = check_sequence(states[p], batches[p])
-                    if isinstance(dup, tuple) and isinstance(dup[0], Batch):
+                    if isinstance(dup, tuple) and isinstance(dup[0], FlushBatch):
                         ticket.batch, ticket.part = dup
                     elif dup is not None:
                         ticket.committed = dup

@@ -9,7 +9,7 @@ so the markers that end the transaction reach every partition it wrote; a record
 for a partition not in it is refused (Kafka's INVALID_TXN_STATE) and nothing of
 the request is written. The batcher then appends the records with
 ``transactional=True``, each flush of them its own segment of this one producer
-(``Batch.txn``; ``log_layout.txn_writes``).
+(``FlushBatch.txn``; ``log_layout.txn_writes``).
 
 A produce that races the end of its own transaction (a commit decided between
 this check and the flush) is the client's misuse: the Producer flushes before it
