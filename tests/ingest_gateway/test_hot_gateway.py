@@ -154,3 +154,116 @@ def test_a_partition_taken_back_by_an_append_to_its_log_is_led_again(tmp_path):
     assert after.snapshot().leader_epoch > epoch  # claimed again
     assert after.read_table(0).column("value").to_pylist() == \
         [b"a%d" % i for i in range(5)] + [b"from elsewhere"] + [b"b%d" % i for i in range(5)]
+
+
+class _HeldUploads:
+    """A hot journal's uploads held until :meth:`release`; the ``fail``-th (from 1)
+    raises as a store refusing the object would. Counts the uploads out at once."""
+
+    def __init__(self, journal, fail: int | None = None):
+        import threading
+
+        self.gate, self.lock = threading.Event(), threading.Lock()
+        self.started = self.out = self.most_out = 0
+        real = journal._upload
+
+        def held(flush) -> None:
+            with self.lock:
+                self.started += 1
+                n = self.started
+                self.out += 1
+                self.most_out = max(self.most_out, self.out)
+            try:
+                assert self.gate.wait(60)
+                if n == fail:
+                    raise OSError("the store refused this object")
+                real(flush)
+            finally:
+                with self.lock:
+                    self.out -= 1
+
+        journal._upload = held
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def test_a_partition_in_several_uploads_at_once_and_a_failed_first_fails_the_rest(tmp_path):
+    """An idempotent producer's three batches of one partition go out in three uploads at
+    once (each planned after the ones before). The first upload fails: the two planned
+    after it fail too (KAFKA_STORAGE_ERROR, retriable), nothing of them shows. The client
+    retries -- the second and third before the first, as a client with five requests in
+    flight may -- and every record lands once, in sequence order, with no gap; a
+    duplicate retry gets the offsets already written."""
+    import asyncio
+    import uuid
+
+    import pyarrow as pa
+
+    import conf
+    from ingest_gateway.errors import FlushFailed
+    from ingest_gateway.server.batcher import Batcher
+    from ingest_gateway.server.codec import PART_SCHEMA, Parsed
+    from ingest_gateway.server.metrics import GatewayMetrics
+    from log_layout.hot_writer import PredecessorFailed
+
+    url = f"memory://sparklog-{uuid.uuid4().hex}"  # not a local store: uploads in flight
+    lg = open_log(url)
+    lg.create_topic("t", {"partitions": 1})
+    settings = conf.load({"store.url": url, "gateway.hot.enable": "true",
+                          "gateway.hot.flush.interval.ms": "0",
+                          "gateway.hot.uploads.in.flight": "4"})
+    pid, epoch = 7, 0
+
+    def request(first: int, n: int = 3) -> Parsed:
+        values = [b"s%d" % s for s in range(first, first + n)]
+        return Parsed({0: pa.table({"key": [None] * n, "value": values,
+                                    "timestamp": [None] * n, "headers": [[]] * n},
+                                   schema=PART_SCHEMA)})
+
+    async def until(condition) -> None:
+        async def wait():
+            while not condition():
+                await asyncio.sleep(0.002)
+        await asyncio.wait_for(wait(), timeout=60)
+
+    async def scenario():
+        batcher = Batcher(lg, settings.gateway, topic_defaults=settings.topic,
+                          metrics=GatewayMetrics())
+        try:
+            await batcher.lead("t", 0)
+            assert batcher.journal is not None and batcher.journal.uploads_in_flight == 4
+            held = _HeldUploads(batcher.journal, fail=1)
+
+            def produce(first: int):
+                return asyncio.ensure_future(batcher.produce(
+                    "t", request(first), acks=-1, producer=(pid, epoch), sequences={0: first}))
+
+            first = []
+            for i, seq in enumerate((0, 3, 6)):  # each in its own flush, the ones before held
+                first.append(produce(seq))
+                await until(lambda: held.started == i + 1)
+            assert held.most_out == 3  # the partition is in three uploads at once
+            assert len(batcher.writing("t", 0).flushing) == 3
+            held.release()
+            answers = [(await f)[0] for f in first]
+            assert all(isinstance(a.error, FlushFailed) for a in answers)
+            assert "refused this object" in str(answers[0].error)
+            assert all(PredecessorFailed.__name__ in str(a.error) for a in answers[1:])
+            assert lg.partition("t", 0).snapshot().next_offset == 0  # nothing half shows
+
+            # the retries, the later ones first: held until their predecessor is in
+            later = [produce(3), produce(6)]
+            await asyncio.sleep(0.05)
+            retried = [(await f)[0] for f in [produce(0), *later]]
+            assert [(a.error, a.base_offset) for a in retried] == \
+                [(None, 0), (None, 3), (None, 6)]
+            again = (await produce(3))[0]  # a duplicate: the offsets already written
+            assert (again.error, again.base_offset) == (None, 3)
+        finally:
+            await batcher.close()
+
+    asyncio.run(scenario())
+    t = open_log(url).partition("t", 0).read_table(0)
+    assert t.column("offset").to_pylist() == list(range(9))
+    assert t.column("value").to_pylist() == [b"s%d" % s for s in range(9)]

@@ -1,13 +1,17 @@
 """A model of the hot tier: two gateways' journals and a cold writer take turns leading
 two partitions while roll-up, retention (DeleteRecords), compaction, vacuum and the
 sweeper run; after every step a fresh reader sees exactly the model's records (a list
-per partition), and a fenced writer never gets a record in."""
+per partition), and a fenced writer never gets a record in. A journal has several
+uploads in flight: a partition may be in several at once (each flush planned on the
+ones before), and when one of them fails, those planned after it fail too and the
+next append follows what was committed."""
 
 from __future__ import annotations
 
 import itertools
 import shutil
 import tempfile
+import threading
 
 import pyarrow as pa
 import pytest
@@ -20,11 +24,13 @@ from compaction.rollup import rollup_partition
 from log_layout import Fenced, open_log, wall_clock_ms
 from log_layout.delete_records import delete_records
 from log_layout.hot_sweep import MIN_DELAY_MS, sweep
-from log_layout.hot_writer import JournalWriter
+from log_layout.hot_writer import JournalWriter, PredecessorFailed
 
 PARTITIONS = 2
 KEYS = [b"a", b"b", b"c"]
 WHO = ("A", "B", "cold")
+#: a journal's uploads in flight: a partition may be in this many flushes at once
+UPLOADS = 3
 
 
 class HotModel(RuleBasedStateMachine):
@@ -37,7 +43,8 @@ class HotModel(RuleBasedStateMachine):
                                  "min.cleanable.dirty.ratio": 0.0})
         #: one Log per gateway (its own process view) and its journal
         self.logs = {who: open_log(self.url) for who in WHO}
-        self.journals = {who: JournalWriter(self.logs[who].journals, f"gw-{who}")
+        self.journals = {who: JournalWriter(self.logs[who].journals, f"gw-{who}",
+                                            uploads_in_flight=UPLOADS)
                          for who in ("A", "B")}
         self.writers: dict[int, object] = {}
         self.fenced: list[object] = []
@@ -72,6 +79,53 @@ class HotModel(RuleBasedStateMachine):
         for i, (k, v) in enumerate(zip(keys, values)):
             self.model[p].append((result.base_offset + i, k, v))
         self.next_offset[p] += n
+
+    @precondition(lambda self: any(w.journal is not None for w in self.writers.values()))
+    @rule(data=st.data(), k=st.integers(2, UPLOADS), fail=st.sampled_from([None, 1, 2, 3]))
+    def pipelined_appends(self, data, k, fail):
+        """``k`` appends of a hot partition, each in its own flush, all uploads held out
+        at once; the ``fail``-th upload (None: none) fails: the ones before commit in
+        order, it fails, the ones after fail with PredecessorFailed (nothing of them
+        written, so a retry is neither a gap nor a duplicate)."""
+        p = data.draw(st.sampled_from(sorted(p for p, w in self.writers.items()
+                                             if w.journal is not None)))
+        w = self.writers[p]
+        journal = w.journal
+        real = journal._upload
+        gate, cond, out = threading.Event(), threading.Condition(), [0, 0]  # started, at most
+
+        def held(flush) -> None:
+            with cond:
+                out[0] += 1
+                n = out[0]
+                cond.notify_all()
+            assert gate.wait(30)
+            if n == fail:
+                raise OSError("the store refused this object")
+            real(flush)
+
+        journal._upload = held
+        try:
+            futures = []
+            for i in range(k):
+                values = [f"v{next(self.values)}".encode()]
+                futures.append((values, w.append_async(pa.table({"key": [KEYS[i % 3]],
+                                                                 "value": values}))))
+                with cond:
+                    assert cond.wait_for(lambda: out[0] == i + 1, 30)
+            gate.set()  # k uploads of the partition were out at once
+            for i, (values, fut) in enumerate(futures, start=1):
+                if fail is None or i < fail:
+                    result = fut.result(timeout=60)
+                    assert result.base_offset == self.next_offset[p]
+                    self.model[p].append((result.base_offset, KEYS[(i - 1) % 3], values[0]))
+                    self.next_offset[p] += 1
+                else:
+                    with pytest.raises(OSError if i == fail else PredecessorFailed):
+                        fut.result(timeout=60)
+        finally:
+            gate.set()
+            journal._upload = real
 
     @precondition(lambda self: self.fenced)
     @rule(data=st.data())
