@@ -12,14 +12,22 @@ parent that kills it knows exactly what was acknowledged.
 (just after an entry is created, before anyone is told). ``HOT_DEPTH=<k>`` appends k
 rounds before waiting for the first (default 1), so a flush takes several appends of
 each partition: one segment per partition (``log_layout.hot_plan``).
+
+``HOT_UPLOADS=<n>`` gives the journal n uploads in flight and keeps HOT_DEPTH rounds
+out at all times (a new round as soon as the oldest is acknowledged), each hot upload
+slowed by 20 ms so they overlap: every partition is in several uploads at once. The
+most uploads seen out at once is written to the file ``HOT_OVERLAP_FILE``.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -57,11 +65,37 @@ def _crash_at(store, where: str, n: int) -> None:
     store.put_new, store.put_exclusive = crashing_put_new, crashing_put_exclusive
 
 
+def _overlapping(store, report: str) -> None:
+    """Slow each hot upload by 20 ms and write the most out at once to ``report``."""
+    lock, out = threading.Lock(), [0, 0]
+    put_new = store.put_new
+
+    def slowed(path, data):
+        if not path.startswith(paths.HOT_FOLDER) or not path.endswith(".wal"):
+            return put_new(path, data)
+        with lock:
+            out[0] += 1
+            if out[0] > out[1]:
+                out[1] = out[0]
+                with open(report, "w") as f:
+                    f.write(str(out[1]))
+        try:
+            time.sleep(0.02)
+            return put_new(path, data)
+        finally:
+            with lock:
+                out[0] -= 1
+
+    store.put_new = slowed
+
+
 def main(argv: list[str]) -> int:
     url, topic, partitions = argv[0], argv[1], int(argv[2])
     options = json.loads(argv[3]) if len(argv) > 3 else None
     log = open_log(url, storage_options=options)
-    journal = JournalWriter(log.journals, "crash", interval_ms=5)
+    uploads = int(os.environ.get("HOT_UPLOADS", "0"))
+    journal = JournalWriter(log.journals, "crash", interval_ms=5,
+                            uploads_in_flight=max(1, uploads))
     writers = [log.partition(topic, p).claim("crash", journal) for p in range(partitions)]
     crash = os.environ.get("HOT_CRASH")
     if crash:
@@ -70,6 +104,19 @@ def main(argv: list[str]) -> int:
     print("ready", flush=True)
     out = sys.stdout
     depth = int(os.environ.get("HOT_DEPTH", "1"))
+    if uploads:
+        _overlapping(log.store, os.environ["HOT_OVERLAP_FILE"])
+        window: collections.deque = collections.deque()
+        for r in range(100_000):  # depth rounds out at all times
+            window.append([(p, f"r{r}-p{p}", w.append_async(
+                pa.table({"value": [f"r{r}-p{p}".encode()]}))) for p, w in enumerate(writers)])
+            if len(window) < depth:
+                continue
+            for p, value, fut in window.popleft():
+                res = fut.result()
+                out.write(json.dumps({"p": p, "offset": res.base_offset, "value": value}) + "\n")
+            out.flush()
+        return 0
     for first in range(0, 100_000, depth):
         futures = [(p, f"r{r}-p{p}", w.append_async(pa.table({"value": [f"r{r}-p{p}".encode()]})))
                    for r in range(first, first + depth) for p, w in enumerate(writers)]

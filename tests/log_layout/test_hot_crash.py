@@ -23,9 +23,10 @@ PARTITIONS = 4
 
 
 def _run_and_kill(store, crash: str | None, acks_before_kill: int = 0,
-                  depth: int = 1) -> list[dict]:
+                  depth: int = 1, env: dict | None = None) -> list[dict]:
     url, options = store
-    env = {**os.environ, **({"HOT_CRASH": crash} if crash else {}), "HOT_DEPTH": str(depth)}
+    env = {**os.environ, **({"HOT_CRASH": crash} if crash else {}), "HOT_DEPTH": str(depth),
+           **(env or {})}
     child = subprocess.Popen([sys.executable, "-m", "tests.log_layout.hot_writer_proc", url,
                               "t", str(PARTITIONS)] + ([json.dumps(options)] if options else []),
                              cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
@@ -98,3 +99,20 @@ def test_sigkill_of_a_hot_writer_whose_flushes_hold_runs_of_appends(crash, reque
     counts = [s.count for p in range(PARTITIONS)
               for s in log.partition("t", p).snapshot().segments if s.file.endswith(".wal")]
     assert max(counts) > 1
+
+
+@pytest.mark.parametrize("crash", ["upload:5", "entry:5", "acked:5", None])
+def test_sigkill_of_a_hot_writer_with_each_partition_in_several_uploads(crash, request,
+                                                                        tmp_path):
+    """Four uploads in flight and four rounds out at all times, so every partition is in
+    several uploads at once, each flush planned on the ones before it: killed mid-upload,
+    mid-commit, just after a commit or at some moment, every acknowledged record reads
+    back once at its offset, the rounds of each partition are a prefix (no gap where a
+    later flush committed past a lost one), and a new leader starts right after."""
+    store = make_log_url("file", request, tmp_path)
+    open_log(store[0], storage_options=store[1]).create_topic("t", {"partitions": PARTITIONS})
+    report = tmp_path / "most-uploads-out"
+    acks = _run_and_kill(store, crash, acks_before_kill=4 * PARTITIONS * 6, depth=4,
+                         env={"HOT_UPLOADS": "4", "HOT_OVERLAP_FILE": str(report)})
+    _check_after_crash(store, acks)
+    assert int(report.read_text()) >= 2  # flushes of the partitions were out together
