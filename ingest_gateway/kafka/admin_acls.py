@@ -29,7 +29,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server import acl_admin
 from ingest_gateway.server.acl_admin import AclBinding, AclFilter, InvalidAcl
@@ -96,7 +96,7 @@ def _wire(b: AclBinding) -> dict[str, Any]:
             "permission_type": _BACK["perm"][b.permission]}
 
 
-async def describe_acls(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_ACLS, head.api_version)
     code, message, found = sec.refused(broker, "Describe", "Cluster"), None, []
     if code:
@@ -134,7 +134,7 @@ def _binding(c: Any) -> AclBinding:
         permission=_one(PERMISSIONS, c.permission_type, "permission type", False))
 
 
-async def create_acls(broker: Broker, head: Header, req: Any) -> Any:
+async def create_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_CREATE_ACLS, head.api_version)
     denied = sec.refused(broker, "Alter", "Cluster")
     results: list[tuple[int, str | None]] = []
@@ -159,7 +159,7 @@ async def create_acls(broker: Broker, head: Header, req: Any) -> Any:
         make(mod.AclCreationResult, error_code=error(c), error_message=m) for c, m in results))
 
 
-async def delete_acls(broker: Broker, head: Header, req: Any) -> Any:
+async def delete_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DELETE_ACLS, head.api_version)
     denied = sec.refused(broker, "Alter", "Cluster")
     out = []

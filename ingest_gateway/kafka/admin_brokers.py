@@ -9,7 +9,7 @@ every slot can name every other. The brokers listed are this gateway and the
 slots the current assignment calls live whose registration names a Kafka listener.
 The registrations are read at most every ``broker_directory.DIRECTORY_TTL_S`` (one
 listing and one read per slot), shared by all requests of the gateway. A standalone gateway is one
-broker, node 0, leading everything (``broker.Broker.leader``).
+broker, node 0, leading everything (``context.KafkaContext.leader``).
 
 **Metadata** names each partition's leader from the assignment, with its leader
 epoch: ours for the partitions this gateway writes, the leader's registration's
@@ -34,8 +34,8 @@ from typing import Any
 from conf.errors import ConfigError
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
-from ingest_gateway.kafka.broker import NO_TOPIC_ID, topic_metadata, topic_uuid
+from ingest_gateway.kafka.admin_topics import topic_metadata
+from ingest_gateway.kafka.context import NO_TOPIC_ID, ZERO, KafkaContext, topic_uuid
 from ingest_gateway.kafka.groups_protocol import COORDINATOR_NOT_AVAILABLE
 from ingest_gateway.kafka.wire import API_METADATA, Header, error, make, response_module
 from log_layout import UnknownTopic
@@ -59,7 +59,7 @@ SUPPORTED = {
 }
 
 
-def authorized_operations(broker: Broker, resource_type: str, name: str) -> int:
+def authorized_operations(broker: KafkaContext, resource_type: str, name: str) -> int:
     """Kafka's authorized-operations bit field (KIP-430): bit ``code`` set for each
     operation of ``resource_type`` the request's principal may do on ``name``, as
     ``AuthHelper.authorizedOperations`` (every supported one without an authorizer)."""
@@ -70,7 +70,7 @@ def authorized_operations(broker: Broker, resource_type: str, name: str) -> int:
     return bits
 
 
-def requested_operations(broker: Broker, wanted: bool, resource_type: str, name: str) -> int:
+def requested_operations(broker: KafkaContext, wanted: bool, resource_type: str, name: str) -> int:
     """:func:`authorized_operations` when the request asked for them, else Kafka's
     "not asked" value (INT32_MIN)."""
     return authorized_operations(broker, resource_type, name) if wanted \
@@ -96,14 +96,14 @@ def advertised(gateway: Any, scheme: str, host: str, port: int) -> tuple[str, in
     return adv_host, adv_port
 
 
-def register(broker: Broker) -> None:
+def register(broker: KafkaContext) -> None:
     """Tell the cluster membership (if any) this gateway's Kafka address; its next
     heartbeat writes it into the slot's registration."""
     if broker.cluster is not None:
         broker.cluster.kafka_address = (broker.host, broker.port)
 
 
-async def _registrations(broker: Broker) -> dict[int, GatewayInfo]:
+async def _registrations(broker: KafkaContext) -> dict[int, GatewayInfo]:
     """Every slot's registration (``server.broker_directory``: read at most every
     second, shared by the gateway's requests)."""
     if broker.registrations is None:
@@ -111,7 +111,7 @@ async def _registrations(broker: Broker) -> dict[int, GatewayInfo]:
     return await broker.registrations.registrations()
 
 
-async def brokers(broker: Broker) -> dict[int, tuple[str, int]]:
+async def brokers(broker: KafkaContext) -> dict[int, tuple[str, int]]:
     """node id -> (host, port) of every broker clients may use (see the module doc)."""
     out = {broker.node_id: (broker.host, broker.port)}
     cluster = broker.cluster
@@ -124,7 +124,7 @@ async def brokers(broker: Broker) -> dict[int, tuple[str, int]]:
     return out
 
 
-async def metadata(broker: Broker, head: Header, req: Any) -> Any:
+async def metadata(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Metadata: brokers (every live slot with a Kafka listener; standalone, this
     gateway), the topics asked for (None: all; ``broker.topic_metadata``) and their
     leaders from the assignment. ACLs (Kafka's): a topic needs Describe (else left out
@@ -177,7 +177,7 @@ async def metadata(broker: Broker, head: Header, req: Any) -> Any:
                     "Cluster", sec.CLUSTER_NAME))
 
 
-def _names_of(broker: Broker, ids: set) -> dict:
+def _names_of(broker: KafkaContext, ids: set) -> dict:
     """Topic id -> name of the ``ids`` some topic has (the others are left out)."""
     out = {}
     for name in broker.metadata.names():
@@ -190,7 +190,7 @@ def _names_of(broker: Broker, ids: set) -> dict:
     return out
 
 
-async def _epochs(broker: Broker) -> dict[str, int]:
+async def _epochs(broker: KafkaContext) -> dict[str, int]:
     """``topic/partition`` -> leader epoch, from the other slots' registrations then
     this gateway's own writers (the freshest for what it leads)."""
     out: dict[str, int] = {}
@@ -202,7 +202,7 @@ async def _epochs(broker: Broker) -> dict[str, int]:
     return out
 
 
-def _partition(broker: Broker, mod: Any, topic: str, p: int,
+def _partition(broker: KafkaContext, mod: Any, topic: str, p: int,
                known: dict[int, tuple[str, int]], epochs: dict[str, int]) -> Any:
     leader, _ = broker.leader(topic, p)
     ok = leader in known
@@ -218,7 +218,7 @@ def _partition(broker: Broker, mod: Any, topic: str, p: int,
 def find_coordinator(inner: Any) -> Any:
     """The FindCoordinator handler: ``inner``'s answer (the groups and transactions
     modules'), with the groups another slot coordinates named (module doc)."""
-    async def handle(broker: Broker, head: Header, req: Any) -> Any:
+    async def handle(broker: KafkaContext, head: Header, req: Any) -> Any:
         answer = await inner(broker, head, req)
         if broker.cluster is None or getattr(req, "key_type", 0) != 0:
             return answer
@@ -247,7 +247,7 @@ def find_coordinator(inner: Any) -> Any:
     return handle
 
 
-async def describe_cluster(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_cluster(broker: KafkaContext, head: Header, req: Any) -> Any:
     """The cluster id, the brokers (as Metadata lists them) and a controller among
     them (the lowest node id: there is no controller, the driver decides); the
     cluster's authorized operations when asked; no broker is ever fenced (v2)."""

@@ -41,7 +41,7 @@ from typing import Any
 from conf.errors import ConfigError
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.topic_admin import READ_ONLY
 
@@ -69,7 +69,7 @@ class BadResource(ValueError):
     """A resource type or operation these APIs do not serve (INVALID_REQUEST)."""
 
 
-def _authorize(broker: Broker, operation: str, kind: int, name: str) -> None:
+def _authorize(broker: KafkaContext, operation: str, kind: int, name: str) -> None:
     """Raises ``security.Denied`` unless the principal may do ``operation`` on the
     resource."""
     if kind == TOPIC:
@@ -81,7 +81,7 @@ def _authorize(broker: Broker, operation: str, kind: int, name: str) -> None:
     sec.check(broker, operation, rtype, name)
 
 
-async def describe_configs(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Each resource's configs (those named in ``configuration_keys``; None or empty:
     all), or its error code and message."""
     mod = response_module(API_DESCRIBE_CONFIGS, head.api_version)
@@ -108,7 +108,7 @@ async def describe_configs(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def _described(broker: Broker, kind: int, name: str) -> tuple[dict[str, str],
+async def _described(broker: KafkaContext, kind: int, name: str) -> tuple[dict[str, str],
                                                                      dict[str, str]]:
     """(values, defaults) of a resource; raises BadResource, UnknownTopic,
     InvalidTopicName."""
@@ -120,7 +120,7 @@ async def _described(broker: Broker, kind: int, name: str) -> tuple[dict[str, st
     return await broker.topics.configs(name), defaults
 
 
-async def alter_configs(broker: Broker, head: Header, req: Any) -> Any:
+async def alter_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Kafka's legacy AlterConfigs: the configs given replace the topic's whole set
     (every config not named goes back to its default, as Kafka's does)."""
     mod = response_module(API_ALTER_CONFIGS, head.api_version)
@@ -145,7 +145,7 @@ async def alter_configs(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.AlterConfigsResponse, throttle_time=ZERO, responses=tuple(out))
 
 
-async def incremental_alter_configs(broker: Broker, head: Header, req: Any) -> Any:
+async def incremental_alter_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     """SET, DELETE (back to the default), APPEND and SUBTRACT (list configs such as
     ``cleanup.policy``: items of the comma-separated value) per config."""
     mod = response_module(API_INCREMENTAL_ALTER_CONFIGS, head.api_version)

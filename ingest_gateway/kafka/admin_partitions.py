@@ -43,7 +43,7 @@ from kio.schema.errors import ErrorCode
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import UnknownTopic
 
@@ -63,7 +63,7 @@ ELECTION_NOT_NEEDED = ErrorCode.election_not_needed
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
 
 
-async def create_partitions(broker: Broker, head: Header, req: Any) -> Any:
+async def create_partitions(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_CREATE_PARTITIONS, head.api_version)
     named = Counter(t.name for t in req.topics)
     results = []
@@ -74,7 +74,7 @@ async def create_partitions(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def _grow(broker: Broker, t: Any, duplicate: bool,
+async def _grow(broker: KafkaContext, t: Any, duplicate: bool,
                 validate_only: bool) -> tuple[int, str | None]:
     """(error code, message) of one topic of a CreatePartitions (module doc)."""
     if duplicate:
@@ -98,7 +98,7 @@ async def _grow(broker: Broker, t: Any, duplicate: bool,
     return codes.NONE, None
 
 
-async def elect_leaders(broker: Broker, head: Header, req: Any) -> Any:
+async def elect_leaders(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ELECT_LEADERS, head.api_version)
     top = codes.NONE
     if not sec.allowed(broker, "Alter", "Cluster", sec.CLUSTER_NAME):
@@ -125,7 +125,7 @@ async def elect_leaders(broker: Broker, head: Header, req: Any) -> Any:
     return _elected(mod, results)
 
 
-def partition_counts(broker: Broker, names: set[str]) -> dict[str, int]:
+def partition_counts(broker: KafkaContext, names: set[str]) -> dict[str, int]:
     """Blocking: topic -> partition count, for the topics of ``names`` that exist."""
     out = {}
     for name in names:
@@ -146,7 +146,7 @@ def _elected(mod: Any, results: list[tuple[str, list[tuple[int, int, str | None]
                     for topic, parts in results))
 
 
-async def describe_log_dirs(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_log_dirs(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_LOG_DIRS, head.api_version)
     if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):
         return make(mod.DescribeLogDirsResponse, throttle_time=ZERO,
@@ -164,7 +164,7 @@ async def describe_log_dirs(broker: Broker, head: Header, req: Any) -> Any:
                 error_code=error(codes.NONE), results=(result,))
 
 
-def store_name(broker: Broker) -> str:
+def store_name(broker: KafkaContext) -> str:
     """The store's URL without user information (a password never leaves in an answer)."""
     from urllib.parse import urlsplit, urlunsplit
 
@@ -176,7 +176,7 @@ def store_name(broker: Broker) -> str:
     return urlunsplit(parts._replace(netloc=host))
 
 
-def _sizes(broker: Broker, wanted: dict[str, set[int]] | None) -> dict[str, dict[int, int]]:
+def _sizes(broker: KafkaContext, wanted: dict[str, set[int]] | None) -> dict[str, dict[int, int]]:
     """Blocking: topic -> partition -> bytes of its live segments, for the partitions
     this broker leads (of ``wanted``: None, all; a topic or partition that does not exist
     is left out, as Kafka leaves out what a directory does not hold)."""

@@ -32,7 +32,7 @@ from kio.schema.errors import ErrorCode
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.admin_partitions import partition_counts, store_name
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 
 API_ALTER_REPLICA_LOG_DIRS, API_ALTER_REASSIGNMENTS, API_LIST_REASSIGNMENTS = 34, 45, 46
@@ -51,14 +51,14 @@ _ONE_REPLICA = ("each partition has one replica, the store, led by the broker th
                 "assignment names: there are no replicas to move")
 
 
-async def list_reassignments(broker: Broker, head: Header, req: Any) -> Any:
+async def list_reassignments(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_LIST_REASSIGNMENTS, head.api_version)
     code = sec.refused(broker, "Describe", "Cluster")
     return make(mod.ListPartitionReassignmentsResponse, throttle_time=ZERO,
                 error_code=error(code), error_message=None, topics=())
 
 
-async def alter_reassignments(broker: Broker, head: Header, req: Any) -> Any:
+async def alter_reassignments(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_REASSIGNMENTS, head.api_version)
     denied = sec.refused(broker, "Alter", "Cluster")
     if denied:
@@ -83,7 +83,7 @@ async def alter_reassignments(broker: Broker, head: Header, req: Any) -> Any:
                 error_code=error(codes.NONE), error_message=None, responses=tuple(topics))
 
 
-def _reassign(broker: Broker, topic: str, partition: int, replicas: Any,
+def _reassign(broker: KafkaContext, topic: str, partition: int, replicas: Any,
               count: int) -> tuple[int, str | None]:
     if not 0 <= partition < count:
         return UNKNOWN_TOPIC_OR_PARTITION, f"The partition {topic}-{partition} does not exist."
@@ -94,7 +94,7 @@ def _reassign(broker: Broker, topic: str, partition: int, replicas: Any,
     return INVALID_REPLICA_ASSIGNMENT, _ONE_REPLICA
 
 
-async def alter_replica_log_dirs(broker: Broker, head: Header, req: Any) -> Any:
+async def alter_replica_log_dirs(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_REPLICA_LOG_DIRS, head.api_version)
     denied = sec.refused(broker, "Alter", "Cluster")
     counts = {} if denied else await broker.batcher.run_blocking(

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server import records_admin
 
@@ -48,7 +48,7 @@ UNKNOWN_LEADER_EPOCH = ErrorCode.unknown_leader_epoch
 UNDEFINED = (-1, -1)
 
 
-async def delete_records(broker: Broker, head: Header, req: Any) -> Any:
+async def delete_records(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DELETE_RECORDS, head.api_version)
     topics = []
     for t in req.topics:
@@ -64,7 +64,7 @@ async def delete_records(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.DeleteRecordsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-async def _delete_one(broker: Broker, topic: str, partition: int,
+async def _delete_one(broker: KafkaContext, topic: str, partition: int,
                       offset: int) -> tuple[int, int]:
     """(error code, the new low watermark or -1) of one partition's DeleteRecords."""
     try:
@@ -74,7 +74,7 @@ async def _delete_one(broker: Broker, topic: str, partition: int,
         return codes.code_logged(e, "DeleteRecords"), -1
 
 
-async def offset_for_leader_epoch(broker: Broker, head: Header, req: Any) -> Any:
+async def offset_for_leader_epoch(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_OFFSET_FOR_LEADER_EPOCH, head.api_version)
     topics = []
     # KIP-320: consumers ask too, so Describe on the topic does as well as ClusterAction

@@ -1,4 +1,4 @@
-"""What a Kafka request handler reaches (:class:`Broker`), and the metadata and admin APIs:
+"""The metadata and admin APIs:
 ApiVersions, a Metadata answer's topics, InitProducerId, CreateTopics, DeleteTopics.
 
 **Brokers and leaders.** A gateway on its own is one broker (node id 0) that leads
@@ -20,87 +20,16 @@ here (``init_producer_id`` below still refuses one, called alone).
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import datetime
 import logging
 import secrets
-import uuid
 from typing import Any
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.fetch_sessions import FetchSessionCache
-from ingest_gateway.kafka.join_waiters import JoinWaiters
-from ingest_gateway.kafka.tail_cache import TailCache
-from ingest_gateway.kafka.wire import OFFERED, Header, error, make, response_module
-from ingest_gateway.server.gateway import Gateway
-from ingest_gateway.server.topic_admin import TopicAdmin
-from log_layout import UnknownTopic
+from ingest_gateway.kafka.context import NO_TOPIC_ID, ZERO, KafkaContext, topic_uuid
+from ingest_gateway.kafka.wire import Header, error, make, response_module
 
 log = logging.getLogger("sparklog.gateway.kafka")
-
-ZERO = datetime.timedelta(0)
-NO_TOPIC_ID = uuid.UUID(int=0)
-
-
-class Broker:
-    """One gateway's Kafka side: the gateway's services (``server.gateway.Gateway``,
-    shared with the HTTP routes), its node id, the address clients are told to use, and
-    what only the Kafka listener keeps (the tail cache, fetch sessions, topic-id
-    names, JoinGroup waiters, the slots' registrations)."""
-
-    def __init__(self, gateway: Gateway, host: str, port: int):
-        self.gateway = gateway
-        self.batcher = gateway.batcher
-        self.metadata = gateway.metadata
-        self.settings = gateway.settings
-        self.cluster = gateway.cluster
-        #: topic and config admin, the one implementation the HTTP routes call too
-        self.topics: TopicAdmin = gateway.topics
-        self.node_id = gateway.node_id
-        self.host, self.port = host, port
-        #: api key -> (min, max) version served (the listener sets the whole table)
-        self.offered: dict[int, tuple[int, int]] = dict(OFFERED)
-        size = self.settings.gateway.kafka_tail_cache_bytes
-        #: recent committed batches as produced, for Fetch (None: kafka.tail.cache.bytes 0)
-        self.tail_cache: TailCache | None = \
-            TailCache(size, gateway.metrics.registry) if size > 0 else None
-        #: the Kafka clients' fetch sessions (KIP-227), at most
-        #: gateway.kafka.max.incremental.fetch.session.cache.slots
-        self.fetch_sessions = FetchSessionCache(
-            self.settings.gateway.kafka_max_incremental_fetch_session_cache_slots,
-            registry=gateway.metrics.registry)
-        #: topic id -> name as last found by a Fetch by id (checked again on every use)
-        self.topic_names: dict[uuid.UUID, str] = {}
-        #: the slots' registrations as admin_brokers last read them (None: not yet)
-        self.registrations: Any = None
-        self._join_waiters: JoinWaiters | None = None
-
-    def hub(self) -> Any:
-        """The gateway's consumer hub (long-poll fetches, groups), shared with the HTTP
-        routes."""
-        return self.gateway.hub()
-
-    def join_waiters(self) -> JoinWaiters:
-        """The JoinGroups waiting on their groups' rebalances (made on first use, on the
-        event loop, over the hub's coordinator)."""
-        if self._join_waiters is None:
-            self._join_waiters = JoinWaiters(self.hub().coordinator, asyncio.get_running_loop())
-        return self._join_waiters
-
-    def leader(self, topic: str, partition: int) -> tuple[int, int]:
-        """(leader node id or -1, leader epoch or -1) of a partition."""
-        # one partition's state, not leading()'s map of every partition: Metadata asks
-        # for each partition, so that was O(partitions^2) a request (15% of a hot
-        # gateway's time at 1,024 partitions, issue 30)
-        state = self.batcher.writing(topic, partition)
-        return self.gateway.leader(topic, partition), -1 if state is None else state.writer.epoch
-
-    async def cluster_id(self) -> str:
-        return await self.gateway.cluster_id()
-
 
 #: the features ApiVersions (v3+) reports, supported and finalized at the top level:
 #: Kafka's transaction.version 2 (KIP-890, transactions v2: Kafka 4 clients bump the
@@ -108,7 +37,7 @@ class Broker:
 FEATURES = {"transaction.version": (0, 2)}
 
 
-async def api_versions(broker: Broker, head: Header, req: Any) -> Any:
+async def api_versions(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(18, head.api_version)
     keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                  for k, (lo, hi) in sorted(broker.offered.items()))
@@ -126,7 +55,7 @@ async def api_versions(broker: Broker, head: Header, req: Any) -> Any:
                 throttle_time=ZERO, **features)
 
 
-async def topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) -> Any:
+async def topic_metadata(broker: KafkaContext, mod: Any, name: str, may_create: bool) -> Any:
     """One topic of a Metadata answer (``mod``: its version's module): its partitions,
     leaders as this gateway knows them, or the topic's error code. A missing topic is
     created when ``may_create`` (``auto.create.topics.enable`` permitting)."""
@@ -156,43 +85,7 @@ async def topic_metadata(broker: Broker, mod: Any, name: str, may_create: bool) 
                 partitions=tuple(parts), topic_authorized_operations=-2147483648)
 
 
-def topic_uuid(topic_id: str) -> uuid.UUID:
-    """A store topic id (Kafka's display form: 16 bytes in URL-safe base64, see
-    ``log_layout.paths.new_topic_id``) as the protocol's UUID; NO_TOPIC_ID for a topic
-    made before ids ("") or an id that is not 16 bytes."""
-    try:
-        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
-        return uuid.UUID(bytes=raw) if topic_id else NO_TOPIC_ID
-    except (ValueError, binascii.Error):
-        return NO_TOPIC_ID
-
-
-def names_by_id(broker: Broker, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """Blocking: the names of the topics with these ids (the ids no topic has are left
-    out), for Fetch and Produce by topic id (v13+). ``broker.topic_names`` remembers
-    them, checked again on every use; a miss lists the store's topics."""
-    known = broker.topic_names
-    found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
-    if len(found) < len(ids):
-        known.clear()
-        for name in broker.metadata.names():
-            tid = _id_of(broker, name)
-            if tid is not None:
-                known[tid] = name
-        found = {i: known[i] for i in ids if i in known}
-    return found
-
-
-def _id_of(broker: Broker, name: str) -> uuid.UUID | None:
-    """A topic's id (None: gone, or made before topics had ids)."""
-    try:
-        tid = topic_uuid(broker.metadata.topic(name).topic_id)
-    except UnknownTopic:
-        return None
-    return None if tid == NO_TOPIC_ID else tid
-
-
-async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
+async def init_producer_id(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(22, head.api_version)
     if req.transactional_id is not None:
         return make(mod.InitProducerIdResponse, throttle_time=ZERO,
@@ -207,7 +100,7 @@ async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
                 producer_id=new_pid, producer_epoch=new_epoch)
 
 
-async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
+async def create_topics(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Each topic with its partition count (-1: the default) and configs (Kafka's names);
     ``validate_only`` checks without creating (``TopicAdmin.create``). Replica counts are
     ignored: the store replicates (DESIGN.md). ACLs (Kafka's): Create on the cluster,
@@ -234,7 +127,7 @@ async def create_topics(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
-async def delete_topics(broker: Broker, head: Header, req: Any) -> Any:
+async def delete_topics(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Each topic named (by name; ids are answered UNKNOWN_TOPIC_ID); Delete on the
     topic is needed (else TOPIC_AUTHORIZATION_FAILED for it, as Kafka)."""
     mod = response_module(20, head.api_version)

@@ -55,7 +55,7 @@ from kio.schema.errors import ErrorCode
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server import transaction_admin
 
@@ -79,7 +79,7 @@ INVALID_REGULAR_EXPRESSION = ErrorCode.invalid_regular_expression
 MAX_PATTERN_CHARS = 4096
 
 
-async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
+async def list_transactions(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_LIST_TRANSACTIONS, head.api_version)
     unknown = tuple(s for s in req.state_filters if s not in STATES)
     pattern = getattr(req, "transactional_id_pattern", None)
@@ -119,7 +119,7 @@ async def list_transactions(broker: Broker, head: Header, req: Any) -> Any:
                 unknown_state_filters=unknown, transaction_states=tuple(states))
 
 
-async def describe_transactions(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_transactions(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_TRANSACTIONS, head.api_version)
     out = []
     for tid in req.transactional_ids:
@@ -138,7 +138,7 @@ async def describe_transactions(broker: Broker, head: Header, req: Any) -> Any:
                 transaction_states=tuple(out))
 
 
-def _state(broker: Broker, mod: Any, tid: str, code: int, doc: dict) -> Any:
+def _state(broker: KafkaContext, mod: Any, tid: str, code: int, doc: dict) -> Any:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in doc.get("partitions", ()):
         by_topic.setdefault(topic, []).append(partition)
@@ -155,7 +155,7 @@ def _state(broker: Broker, mod: Any, tid: str, code: int, doc: dict) -> Any:
                 topics=topics)
 
 
-async def describe_producers(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_producers(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_PRODUCERS, head.api_version)
     topics = []
     for t in req.topics:
@@ -179,7 +179,7 @@ async def describe_producers(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.DescribeProducersResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-async def write_txn_markers(broker: Broker, head: Header, req: Any) -> Any:
+async def write_txn_markers(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_WRITE_TXN_MARKERS, head.api_version)
     denied = sec.refused(broker, "ClusterAction", "Cluster")
     out = []

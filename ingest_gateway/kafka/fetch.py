@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from ingest_gateway.kafka import codes, fetch_sessions, records, throttle
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker, names_by_id
+from ingest_gateway.kafka.context import ZERO, KafkaContext, names_by_id
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import OffsetOutOfRange
 from log_layout.leader_epochs import epoch_at
@@ -69,13 +69,13 @@ def _isolation(level: int) -> str | None:
     return "read_committed" if level == 1 else None
 
 
-def check_partition(broker: Broker, topic: str, partition: int) -> None:
+def check_partition(broker: KafkaContext, topic: str, partition: int) -> None:
     """Raises UnknownTopic, UnknownPartition, NotLeader (store reads: run off the loop):
     the gateway's one check (``Gateway.check_partition``)."""
     broker.gateway.check_partition(topic, partition)
 
 
-def _checked(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _checked(broker: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Error codes of the partitions that cannot be read here (off the loop)."""
     bad = {}
     for tp in tps:
@@ -97,7 +97,7 @@ def _keys(head: Header, req: Any) -> tuple[dict, list]:
     return asked, forgotten
 
 
-async def _asked(broker: Broker, head: Header, wanted: dict
+async def _asked(broker: KafkaContext, head: Header, wanted: dict
                  ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], dict]:
     """(topic, partition, fetch offset) of ``wanted`` (``_keys``); from v13 also each
     topic's id by name and UNKNOWN_TOPIC_ID for the partitions of ids no topic has
@@ -110,7 +110,7 @@ async def _asked(broker: Broker, head: Header, wanted: dict
     return asked, ids, {(t, p): codes.UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}
 
 
-async def fetch(broker: Broker, head: Header, req: Any) -> Any:
+async def fetch(broker: KafkaContext, head: Header, req: Any) -> Any:
     """A Fetch, within its fetch session (``fetch_sessions``) from v7."""
     mod = response_module(1, head.api_version)
     sessions = broker.fetch_sessions
@@ -148,7 +148,7 @@ def _session_error(mod: Any, code: int, session_id: int) -> Any:
                 session_id=session_id, responses=())
 
 
-def throttled(broker: Broker, req: Any, body: Any) -> Any:
+def throttled(broker: KafkaContext, req: Any, body: Any) -> Any:
     """The answer to a Fetch whose ``body`` is withheld for its client's quota (Kafka's
     ``getThrottledResponse``): no partitions; an incremental session's answer keeps its
     session id (what it would have told is told next time), a new session made by a
@@ -164,7 +164,7 @@ def throttled(broker: Broker, req: Any, body: Any) -> Any:
     return dataclasses.replace(body, session_id=session_id, responses=())
 
 
-async def _read(broker: Broker, head: Header, req: Any, wanted: dict
+async def _read(broker: KafkaContext, head: Header, req: Any, wanted: dict
                 ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], list[Any]]:
     """(topic, partition, fetch offset) of each partition of ``wanted`` (``_keys``), the
     topic ids by name (v13+) and each partition's PartitionData, in ``wanted``'s order."""
@@ -219,7 +219,7 @@ async def _read(broker: Broker, head: Header, req: Any, wanted: dict
     return asked, ids, parts
 
 
-async def _from_cache(broker: Broker, positions: dict, max_bytes: int, level: str | None,
+async def _from_cache(broker: KafkaContext, positions: dict, max_bytes: int, level: str | None,
                       share: int) -> tuple[dict, dict]:
     """The partitions the tail cache answers wholly from their fetch offset (see
     ``tail_cache``): their batches and their watermarks. Misses: the segments'."""
@@ -252,11 +252,11 @@ def _cache_codec(wanted: str) -> str:
     return wanted if wanted == "producer" or wanted in records.CODECS else "none"
 
 
-def _snapshots(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+def _snapshots(broker: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
     return {tp: broker.metadata.snapshot(*tp) for tp in tps}
 
 
-def _codec(broker: Broker, topic: str) -> str:
+def _codec(broker: KafkaContext, topic: str) -> str:
     """The codec a topic's batches are fetched in. On the loop: ``_checked`` has just
     read the topic off it, so this is the log's cache."""
     wanted = broker.metadata.topic(topic).config.compression_type
@@ -295,7 +295,7 @@ def _encode(got: list, positions: dict, codecs: dict[str, str], epochs: dict
     return data
 
 
-def _denied(broker: Broker, operation: str,
+def _denied(broker: KafkaContext, operation: str,
             tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """TOPIC_AUTHORIZATION_FAILED for the partitions whose topic the request's principal
     may not ``operation`` (on the loop: the authorizer does no I/O)."""
@@ -306,7 +306,7 @@ def _denied(broker: Broker, operation: str,
     return {tp: sec.TOPIC_AUTHORIZATION_FAILED for tp in tps if not ok[tp[0]]}
 
 
-def _watermarks(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
+def _watermarks(broker: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
     """(log start, last stable offset, high watermark, epoch history) per partition."""
     out = {}
     for tp in tps:
@@ -315,7 +315,7 @@ def _watermarks(broker: Broker, tps: list[tuple[str, int]]) -> dict[tuple[str, i
     return out
 
 
-async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
+async def list_offsets(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(2, head.api_version)
     committed = getattr(req, "isolation_level", 0) == 1
     asked = [(t.name, p.partition_index, p.timestamp) for t in req.topics for p in t.partitions]
@@ -336,7 +336,7 @@ async def list_offsets(broker: Broker, head: Header, req: Any) -> Any:
         for t, ps in topics.items()))
 
 
-def _offsets(broker: Broker, asked: list[tuple[str, int, int]],
+def _offsets(broker: KafkaContext, asked: list[tuple[str, int, int]],
              committed: bool) -> list[tuple[int, int, int, int]]:
     """(error code, timestamp, offset, leader epoch) per partition asked (store reads:
     off the loop). The epoch is the one the offset was written under, as Kafka's (the

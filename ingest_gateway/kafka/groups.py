@@ -56,7 +56,7 @@ from typing import Any
 
 from ingest_gateway.protocol.groups import STRATEGIES, MemberState, validate_group_id
 from ingest_gateway.kafka import codes, groups_consumer, groups_delete, groups_offsets
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
                                                   ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
                                                   NOT_COORDINATOR, REBALANCE_IN_PROGRESS,
@@ -86,7 +86,7 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
+async def find_coordinator(broker: KafkaContext, head: Header, req: Any) -> Any:
     """This gateway for the groups it coordinates (every group when standalone)."""
     mod = response_module(API_FIND_COORDINATOR, head.api_version)
     keys = list(req.coordinator_keys) if hasattr(req, "coordinator_keys") else [req.key]
@@ -137,7 +137,7 @@ def _subscription(req: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return parse_subscription(known[0].metadata), strategies
 
 
-async def join_group(broker: Broker, head: Header, req: Any) -> Any:
+async def join_group(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Join or rejoin; answered when the group's next generation is complete."""
     mod = response_module(API_JOIN_GROUP, head.api_version)
 
@@ -173,7 +173,7 @@ async def join_group(broker: Broker, head: Header, req: Any) -> Any:
     return answer(codes.NONE if st.assigned else REBALANCE_IN_PROGRESS, st)
 
 
-async def _until_assigned(broker: Broker, group: str, st: MemberState, rebalance_ms: int
+async def _until_assigned(broker: KafkaContext, group: str, st: MemberState, rebalance_ms: int
                           ) -> MemberState:
     """The member's state once its generation is complete (or the rebalance timeout
     passed). Each look is a heartbeat: the member is waiting on its connection."""
@@ -192,7 +192,7 @@ async def _until_assigned(broker: Broker, group: str, st: MemberState, rebalance
     return st
 
 
-async def _member_state(broker: Broker, group: str, member_id: str, generation: int,
+async def _member_state(broker: KafkaContext, group: str, member_id: str, generation: int,
                         instance_id: str | None = None) -> MemberState:
     """A heartbeat on the coordinator; raises what it raises, NotCoordinator, or
     FencedInstanceId (a newer member has the static member's instance id)."""
@@ -202,7 +202,7 @@ async def _member_state(broker: Broker, group: str, member_id: str, generation: 
     return await hub.run(hub.coordinator.heartbeat, group, member_id, generation)
 
 
-async def sync_group(broker: Broker, head: Header, req: Any) -> Any:
+async def sync_group(broker: KafkaContext, head: Header, req: Any) -> Any:
     """The member's partitions of its generation (any assignments sent are ignored:
     the coordinator assigned them)."""
     mod = response_module(API_SYNC_GROUP, head.api_version)
@@ -222,7 +222,7 @@ async def sync_group(broker: Broker, head: Header, req: Any) -> Any:
                 protocol_type=PROTOCOL_TYPE, protocol_name=strategy, assignment=assignment)
 
 
-async def heartbeat(broker: Broker, head: Header, req: Any) -> Any:
+async def heartbeat(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_HEARTBEAT, head.api_version)
     try:
         st = await _member_state(broker, req.group_id, req.member_id, req.generation_id,
@@ -234,7 +234,7 @@ async def heartbeat(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.HeartbeatResponse, throttle_time=ZERO, error_code=error(code))
 
 
-async def leave_group(broker: Broker, head: Header, req: Any) -> Any:
+async def leave_group(broker: KafkaContext, head: Header, req: Any) -> Any:
     """v0-2 one member; v3+ a list, each answered with its own error code."""
     mod = response_module(API_LEAVE_GROUP, head.api_version)
     many = hasattr(req, "members")

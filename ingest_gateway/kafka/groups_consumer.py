@@ -34,7 +34,7 @@ from ingest_gateway.errors import UnknownGroup
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.admin_brokers import requested_operations
-from ingest_gateway.kafka.broker import NO_TOPIC_ID, ZERO, Broker, topic_uuid
+from ingest_gateway.kafka.context import NO_TOPIC_ID, ZERO, KafkaContext, topic_uuid
 from ingest_gateway.kafka.groups_protocol import failed_code
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.protocol.groups import TopicPartition
@@ -63,7 +63,7 @@ def _topic_id(metadata: TopicMetadata, name: str) -> uuid.UUID | None:
     return None if tid == NO_TOPIC_ID else tid
 
 
-def _owned(broker: Broker, group: str, req: Any) -> frozenset[TopicPartition] | None:
+def _owned(broker: KafkaContext, group: str, req: Any) -> frozenset[TopicPartition] | None:
     """The owned partitions of a heartbeat by topic name (None: not sent)."""
     if req.topic_partitions is None:
         return None
@@ -101,7 +101,7 @@ def _heartbeat_of(head: Header, req: Any, member_id: str) -> Heartbeat:
                      instance_id=req.instance_id)
 
 
-async def consumer_group_heartbeat(broker: Broker, head: Header, req: Any) -> Any:
+async def consumer_group_heartbeat(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Join, heartbeat, reconcile or leave (``server.groups.consumer``)."""
     mod = response_module(API_CONSUMER_GROUP_HEARTBEAT, head.api_version)
 
@@ -144,14 +144,14 @@ async def consumer_group_heartbeat(broker: Broker, head: Header, req: Any) -> An
                 assignment=assignment)
 
 
-def _assignment(mod: Any, broker: Broker, pairs: Iterable[dict[str, Any]]) -> Any:
+def _assignment(mod: Any, broker: KafkaContext, pairs: Iterable[dict[str, Any]]) -> Any:
     by = _by_topic((a["topic"], a["partition"]) for a in pairs)
     return make(mod.Assignment, topic_partitions=tuple(
         make(mod.TopicPartitions, topic_id=_topic_id(broker.metadata, t) or NO_TOPIC_ID,
              topic_name=t, partitions=tuple(ps)) for t, ps in by.items()))
 
 
-def _described(broker: Broker, mod: Any, version: int, d: Any) -> Any:
+def _described(broker: KafkaContext, mod: Any, version: int, d: Any) -> Any:
     members = []
     for m in d.members:
         consumer = m.get("protocol") == CONSUMER
@@ -171,7 +171,7 @@ def _described(broker: Broker, mod: Any, version: int, d: Any) -> Any:
                 members=tuple(members), authorized_operations=-2147483648)
 
 
-async def consumer_group_describe(broker: Broker, head: Header, req: Any) -> Any:
+async def consumer_group_describe(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Each consumer group's epochs, assignor and members with their assignment and
     target (module docstring for the refusals)."""
     mod = response_module(API_CONSUMER_GROUP_DESCRIBE, head.api_version)

@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from conf.topic import InvalidTopicName
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.groups_protocol import failed_code
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups import deletes
@@ -37,7 +37,7 @@ GROUP_SUBSCRIBED_TO_TOPIC = ErrorCode.group_subscribed_to_topic
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
 
 
-async def delete_groups(broker: Broker, head: Header, req: Any) -> Any:
+async def delete_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Each group deleted or refused with its own code (module doc)."""
     mod = response_module(API_DELETE_GROUPS, head.api_version)
     hub = broker.hub()
@@ -69,7 +69,7 @@ def _partition_codes(metadata: TopicMetadata, topics: Any) -> dict[tuple[str, in
     return out
 
 
-async def offset_delete(broker: Broker, head: Header, req: Any) -> Any:
+async def offset_delete(broker: KafkaContext, head: Header, req: Any) -> Any:
     """The group's offsets of the partitions asked for deleted, each answered (module doc)."""
     mod = response_module(API_OFFSET_DELETE, head.api_version)
     group = req.group_id

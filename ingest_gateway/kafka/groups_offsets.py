@@ -37,7 +37,7 @@ from ingest_gateway.errors import UnknownGroup
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.admin_brokers import authorized_operations
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.groups_protocol import (encode_assignment, encode_subscription,
                                                   failed_code)
 from ingest_gateway.kafka.wire import Header, error, make, response_module
@@ -54,7 +54,7 @@ class UnsupportedVersion(Exception):
     error_code = codes.UNSUPPORTED_VERSION
 
 
-async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
+async def offset_commit(broker: KafkaContext, head: Header, req: Any) -> Any:
     """A member's commit (its id and generation checked, see the coordinator), or a
     member-less one (``member_id`` empty, generation -1: ``assign()`` consumers)."""
     mod = response_module(8, head.api_version)
@@ -86,7 +86,7 @@ async def offset_commit(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.OffsetCommitResponse, throttle_time=ZERO, topics=topics)
 
 
-async def offset_fetch(broker: Broker, head: Header, req: Any) -> Any:
+async def offset_fetch(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Committed offsets of the partitions asked for (-1 where none), or of every
     partition the group committed for (``topics`` null); from v8 of several groups, each
     answered on its own, and from v9 a KIP-848 member's epoch checked (UNKNOWN_MEMBER_ID,
@@ -106,7 +106,7 @@ async def offset_fetch(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
 
 
-async def _fetch_group(broker: Broker, head: Header, mod: Any, group: str, asked_topics: Any,
+async def _fetch_group(broker: KafkaContext, head: Header, mod: Any, group: str, asked_topics: Any,
                        member_id: str | None = None, member_epoch: int = -1
                        ) -> tuple[int, tuple]:
     """(the group's error code, its topics' answers) of one group of an OffsetFetch."""
@@ -142,7 +142,7 @@ async def _fetch_group(broker: Broker, head: Header, mod: Any, group: str, asked
     return code, topics
 
 
-def _denied(broker: Broker, operation: str, group: str, topics: list[str],
+def _denied(broker: KafkaContext, operation: str, group: str, topics: list[str],
             group_code: int | None = None) -> dict[str, int]:
     """Topic -> 0, or Kafka's code of a denial: the group's (``operation`` on the group,
     or ``group_code`` when given) for every topic, else TOPIC_AUTHORIZATION_FAILED for
@@ -152,7 +152,7 @@ def _denied(broker: Broker, operation: str, group: str, topics: list[str],
     return {t: group_code or sec.refused(broker, operation, "Topic", t) for t in topics}
 
 
-async def describe_groups(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
     """State, strategy and members (subscription and assignment as the consumer
     protocol's bytes) of each group; a group nobody knows is ``Dead``, as in Kafka."""
     mod = response_module(15, head.api_version)
@@ -197,7 +197,7 @@ def _described(mod: Any, group: str, code: int, state: str, strategy: str,
                 authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-async def list_groups(broker: Broker, head: Header, req: Any) -> Any:
+async def list_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Every group with members here or a document in the store (v4: ``states_filter``)
     that the principal may describe (module doc)."""
     mod = response_module(16, head.api_version)

@@ -3,7 +3,7 @@
 A JoinGroup handler registers a future per group and awaits it; the group coordinator
 calls its change listeners (on store threads) after a group's membership or assignment
 changed, and the waiters of that group are woken on the event loop. One
-:class:`JoinWaiters` per Kafka listener (``Broker.join_waiters``).
+:class:`JoinWaiters` per Kafka listener (``KafkaContext.join_waiters``).
 """
 
 from __future__ import annotations

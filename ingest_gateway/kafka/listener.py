@@ -48,13 +48,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ingest_gateway.kafka import broker as admin
+from ingest_gateway.kafka import admin_topics
 from ingest_gateway.kafka import (admin_acls, admin_brokers, admin_configs, admin_partitions,
                                   admin_reassign, admin_records, admin_transactions, codes,
                                   fetch, groups, produce, txn, txn_produce)
 from ingest_gateway.kafka import acl_gate, quota_admin, scram_admin, throttle
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import Broker
+from ingest_gateway.kafka.context import KafkaContext
 from ingest_gateway.kafka.sasl import MAX_AUTH_BYTES, Session
 from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API_FETCH,
                                        API_INIT_PRODUCER_ID, API_LIST_OFFSETS,
@@ -73,9 +73,10 @@ _HEADER_BYTES = 10  # api key, version, correlation id, client id length
 
 def _handlers() -> dict[int, Any]:
     table = {**groups.HANDLERS, **txn.HANDLERS,
-            API_VERSIONS: admin.api_versions,
+            API_VERSIONS: admin_topics.api_versions,
             API_INIT_PRODUCER_ID: txn.init_producer_id,
-            API_CREATE_TOPICS: admin.create_topics, API_DELETE_TOPICS: admin.delete_topics,
+            API_CREATE_TOPICS: admin_topics.create_topics,
+            API_DELETE_TOPICS: admin_topics.delete_topics,
             API_PRODUCE: produce.by_topic_id(txn_produce.produce), API_FETCH: fetch.fetch,
             API_LIST_OFFSETS: fetch.list_offsets,
             **admin_partitions.HANDLERS, **admin_transactions.HANDLERS,
@@ -106,7 +107,7 @@ class KafkaListener:
     """``await KafkaListener.start(state)`` (None when no listener is configured);
     ``await listener.close()`` stops accepting and ends every connection."""
 
-    def __init__(self, broker: Broker, gateway: Any, security: sec.ListenerSecurity):
+    def __init__(self, broker: KafkaContext, gateway: Any, security: sec.ListenerSecurity):
         self.broker, self.security = broker, security
         self.max_request_bytes = gateway.socket_request_max_bytes
         self.idle_s = gateway.kafka_connections_max_idle_ms / 1000
@@ -137,7 +138,7 @@ class KafkaListener:
         told = admin_brokers.advertised(settings.gateway, scheme, host, port)
         security = sec.ListenerSecurity(scheme, settings, gateway.authorizer,
                                         gateway.verifiers)
-        self = cls(Broker(gateway, *told), settings.gateway, security)
+        self = cls(KafkaContext(gateway, *told), settings.gateway, security)
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
                                                  ssl=security.ssl_context)
         bound = self.server.sockets[0].getsockname()[1]

@@ -44,7 +44,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker, names_by_id
+from ingest_gateway.kafka.context import ZERO, KafkaContext, names_by_id
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, field_names, make, \
     response_module
 from ingest_gateway.errors import InvalidRequiredAcks
@@ -58,7 +58,7 @@ log = logging.getLogger("sparklog.gateway.kafka")
 Outcome = tuple[str, int, int, int, str | None]
 
 
-async def produce(broker: Broker, head: Header, req: Any) -> Any:
+async def produce(broker: KafkaContext, head: Header, req: Any) -> Any:
     """The Produce handler of requests without a transactional id; None at acks=0 (no
     answer is sent)."""
     acks = int(req.acks)
@@ -101,7 +101,7 @@ def answer(head: Header, acks: int, results: list[Outcome]) -> Any:
     return make(mod.ProduceResponse, responses=topics, throttle_time=ZERO)
 
 
-async def _partition(broker: Broker, topic: str, partition: int, data: bytes | None,
+async def _partition(broker: KafkaContext, topic: str, partition: int, data: bytes | None,
                      acks: int) -> Outcome:
     """One partition's outcome."""
     if not sec.allowed(broker, "Write", "Topic", topic):  # Kafka's ACL for Produce
@@ -137,7 +137,7 @@ async def _partition(broker: Broker, topic: str, partition: int, data: bytes | N
         return topic, partition, code, -1, str(e)
 
 
-def _cache(broker: Broker, cache: tail_cache.TailCache, topic: str, partition: int,
+def _cache(broker: KafkaContext, cache: tail_cache.TailCache, topic: str, partition: int,
            base: int, batch: records.DecodedBatch, raw: memoryview) -> None:
     """Keep a committed batch in the tail cache, under the topic's id and the leader
     epoch this gateway writes the partition at (not writing it: not kept)."""
@@ -154,7 +154,7 @@ def _cache(broker: Broker, cache: tail_cache.TailCache, topic: str, partition: i
 
 #: the last Produce version that names topics (v13 names them by id)
 BY_NAME = 12
-Handler = Callable[[Broker, Header, Any], Awaitable[Any]]
+Handler = Callable[[KafkaContext, Header, Any], Awaitable[Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +167,7 @@ class _Named:
 
 def by_topic_id(inner: Handler) -> Handler:
     """The Produce handler ``inner`` (by name) served for v13 too (module doc)."""
-    async def handle(broker: Broker, head: Header, req: Any) -> Any:
+    async def handle(broker: KafkaContext, head: Header, req: Any) -> Any:
         if head.api_version <= BY_NAME:
             return await inner(broker, head, req)
         ids = {t.topic_id for t in req.topic_data if t.topic_id is not None}

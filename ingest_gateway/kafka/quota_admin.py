@@ -33,7 +33,7 @@ from typing import Any
 from conf.errors import ConfigError
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server import security_admin
 from ingest_gateway.server.security_admin import CLIENT, CONFIGS, DEFAULT
@@ -85,7 +85,7 @@ def components_of(name: str) -> dict[str, str | None]:
     return out
 
 
-async def describe_client_quotas(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_client_quotas(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_CLIENT_QUOTAS, head.api_version)
 
     def answer(code: int, message: str | None, entries: tuple | None) -> Any:
@@ -147,7 +147,7 @@ def _matches(parts: dict[str, str | None], wanted: dict[str, tuple[int, str | No
     return True
 
 
-async def alter_client_quotas(broker: Broker, head: Header, req: Any) -> Any:
+async def alter_client_quotas(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_CLIENT_QUOTAS, head.api_version)
     allowed = sec.allowed(broker, "AlterConfigs", "Cluster", sec.CLUSTER_NAME)
     results = []

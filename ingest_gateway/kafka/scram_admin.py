@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.security.scram import from_salted_password
 from ingest_gateway.server import security_admin
@@ -67,7 +67,7 @@ def _name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
     return None
 
 
-async def alter_user_scram_credentials(broker: Broker, head: Header, req: Any) -> Any:
+async def alter_user_scram_credentials(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_USER_SCRAM_CREDENTIALS, head.api_version)
     errors: dict[str, tuple[int, str | None]] = {}  # per user: its first refusal
     if not sec.allowed(broker, "Alter", "Cluster", sec.CLUSTER_NAME):
@@ -133,7 +133,7 @@ def _alter_answer(mod: Any, done: list[str], errors: dict[str, tuple[int, str | 
                 results=tuple(results))
 
 
-async def describe_user_scram_credentials(broker: Broker, head: Header, req: Any) -> Any:
+async def describe_user_scram_credentials(broker: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_USER_SCRAM_CREDENTIALS, head.api_version)
 
     def answer(code: int, message: str | None, results: tuple = ()) -> Any:

@@ -58,11 +58,11 @@ from kio.schema.errors import ErrorCode
 from conf.topic import InvalidTopicName, validate_topic_name
 from ingest_gateway.protocol.groups import validate_group_id
 from ingest_gateway.errors import FlushFailed, InvalidGroupId
-from ingest_gateway.kafka import broker as admin
+from ingest_gateway.kafka import admin_topics
 from ingest_gateway.kafka import codes, groups
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.groups_protocol import INVALID_GROUP_ID
-from ingest_gateway.kafka.broker import ZERO, Broker
+from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups.txn_offsets import check_txn_committer
 from ingest_gateway.server import transaction_service as coordinator
@@ -120,12 +120,12 @@ def code_of(e: BaseException, head: Header) -> int:
     return code
 
 
-async def _run(broker: Broker, fn: Any, *args: Any, **kwargs: Any) -> Any:
+async def _run(broker: KafkaContext, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn`` on the batcher's pool: every coordinator call reads and writes the store."""
     return await broker.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
 
 
-async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
+async def find_coordinator(broker: KafkaContext, head: Header, req: Any) -> Any:
     """Key type 1 (transactional ids): this gateway (module doc); groups: ``groups``'."""
     if getattr(req, "key_type", 0) != KEY_TYPE_TRANSACTION:
         return await groups.find_coordinator(broker, head, req)
@@ -141,13 +141,13 @@ async def find_coordinator(broker: Broker, head: Header, req: Any) -> Any:
     return groups.coordinator_answer(mod, found)
 
 
-async def init_producer_id(broker: Broker, head: Header, req: Any) -> Any:
+async def init_producer_id(broker: KafkaContext, head: Header, req: Any) -> Any:
     """With a ``transactional_id``: ``transaction_service.init`` (a new epoch,
     fencing the older producer, its open transaction aborted); without: an idempotent
     producer id, as ``broker.init_producer_id``."""
     tid = req.transactional_id
     if tid is None:
-        return await admin.init_producer_id(broker, head, req)
+        return await admin_topics.init_producer_id(broker, head, req)
     mod = response_module(API_INIT_PRODUCER_ID, head.api_version)
     pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
     timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
@@ -167,7 +167,7 @@ def _init_answer(mod: Any, code: int, pid: int, epoch: int) -> Any:
                 producer_id=pid, producer_epoch=epoch)
 
 
-async def add_partitions(broker: Broker, head: Header, req: Any) -> Any:
+async def add_partitions(broker: KafkaContext, head: Header, req: Any) -> Any:
     """AddPartitionsToTxn v0-v3: every partition added, or none (each answers the
     same code; an unknown topic or partition is refused before anything is added)."""
     mod = response_module(API_ADD_PARTITIONS, head.api_version)
@@ -190,13 +190,13 @@ async def add_partitions(broker: Broker, head: Header, req: Any) -> Any:
                 results_by_topic_v3_and_below=results)
 
 
-def _add_denied(broker: Broker, tid: str, topics: list[str]) -> dict[str, int]:
+def _add_denied(broker: KafkaContext, tid: str, topics: list[str]) -> dict[str, int]:
     """Topic -> 0 or Kafka's code of a denial for AddPartitionsToTxn (module doc)."""
     txn_code = sec.refused(broker, "Write", "TransactionalId", tid)
     return {t: txn_code or sec.refused(broker, "Write", "Topic", t) for t in topics}
 
 
-async def add_offsets(broker: Broker, head: Header, req: Any) -> Any:
+async def add_offsets(broker: KafkaContext, head: Header, req: Any) -> Any:
     """AddOffsetsToTxn: the group joins the transaction (offsets follow by
     TxnOffsetCommit)."""
     mod = response_module(API_ADD_OFFSETS, head.api_version)
@@ -215,7 +215,7 @@ def _group_code(e: BaseException, head: Header) -> int:
     return INVALID_GROUP_ID if isinstance(e, InvalidGroupId) else code_of(e, head)
 
 
-async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
+async def txn_offset_commit(broker: KafkaContext, head: Header, req: Any) -> Any:
     """TxnOffsetCommit: the offsets are pending in the transaction until EndTxn commits
     them (``transaction_service.add_offsets``, as the HTTP route); all or nothing (of the
     topics the principal may commit: module doc)."""
@@ -237,7 +237,7 @@ async def txn_offset_commit(broker: Broker, head: Header, req: Any) -> Any:
     return make(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=topics)
 
 
-async def _add_txn_offsets(broker: Broker, head: Header, req: Any,
+async def _add_txn_offsets(broker: KafkaContext, head: Header, req: Any,
                            offsets: dict[str, dict[int, int]]) -> int:
     """``transaction_service.add_offsets`` of a TxnOffsetCommit; its error code."""
     try:
@@ -266,7 +266,7 @@ class _BadOffset(ValueError):
         super().__init__(f"a negative offset for topic {topic!r}")
 
 
-async def end_txn(broker: Broker, head: Header, req: Any) -> Any:
+async def end_txn(broker: KafkaContext, head: Header, req: Any) -> Any:
     """EndTxn: commit or abort, as ``POST /v3/transactions/{id}:commit|abort``; v5+
     (transactions v2, KIP-890) moves the producer to the next epoch and answers it."""
     mod = response_module(API_END_TXN, head.api_version)

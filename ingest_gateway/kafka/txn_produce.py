@@ -28,7 +28,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes, produce as plain, records
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import Broker
+from ingest_gateway.kafka.context import KafkaContext
 from ingest_gateway.kafka.txn import INVALID_TXN_STATE
 from ingest_gateway.kafka.wire import Header
 from ingest_gateway.server.codec import Parsed
@@ -47,7 +47,7 @@ class _NotTransactional(ValueError):
         super().__init__(f"a transactional Produce carries {why}")
 
 
-async def produce(broker: Broker, head: Header, req: Any) -> Any:
+async def produce(broker: KafkaContext, head: Header, req: Any) -> Any:
     """The Produce handler: transactional requests here, the others ``produce``'s."""
     tid = req.transactional_id
     if tid is None:
@@ -63,8 +63,8 @@ async def produce(broker: Broker, head: Header, req: Any) -> Any:
     return plain.answer(head, acks, results)
 
 
-async def _partition(broker: Broker, tid: str, topic: str, partition: int, data: bytes | None,
-                     acks: int, implicit: bool = False) -> plain.Outcome:
+async def _partition(broker: KafkaContext, tid: str, topic: str, partition: int,
+                     data: bytes | None, acks: int, implicit: bool = False) -> plain.Outcome:
     """One partition's outcome (``produce.Outcome``); ``implicit``: the partition joins
     the transaction first (transactions v2, module doc)."""
     # Kafka's ACLs for a transactional Produce: Write on the transactional id and topic
@@ -105,7 +105,7 @@ async def _partition(broker: Broker, tid: str, topic: str, partition: int, data:
         return topic, partition, code, -1, str(e)
 
 
-async def _join(broker: Broker, tid: str, producer_id: int, epoch: int, topic: str,
+async def _join(broker: KafkaContext, tid: str, producer_id: int, epoch: int, topic: str,
                 partition: int) -> None:
     """Add ``topic``-``partition`` to the producer's transaction (transactions v2).
     Raises UnknownPartition, ProducerFenced, InvalidTxnState, StoreError."""

@@ -2,7 +2,7 @@
 
 ``server.lifecycle.running_gateway`` builds a :class:`Gateway` with its batcher (the
 composition root, ``runner``, has the HTTP app run it for its lifespan), and both
-adapters are handed it (``app.state.gateway``; the Kafka listener's ``Broker`` holds
+adapters are handed it (``app.state.gateway``; the Kafka listener's ``KafkaContext`` holds
 it). Each service exists once per gateway: the batcher (produce, acks, flushes),
 the topic metadata both adapters read (``metadata``), topic and config admin, the
 consumer hub (long-poll fetches, the group coordinator, REST consumer instances), the

@@ -1,6 +1,6 @@
 """Topic and topic-config admin: the one implementation REST Proxy and Kafka's admin APIs call.
 
-The adapters (``http/topics.py``, ``http/v3_configs.py``, ``kafka/broker.py``,
+The adapters (``http/topics.py``, ``http/v3_configs.py``, ``kafka/admin_topics.py``,
 ``kafka/admin_configs.py``) decode a request, check its ACLs, call one method here and
 encode the answer or the typed error. Each change is one ``Log`` call (one exclusive
 version in the store: all of a request's config changes apply, or none), run off the

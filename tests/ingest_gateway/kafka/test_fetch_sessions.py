@@ -164,7 +164,7 @@ def test_a_session_over_the_wire_answers_only_what_changed(kafka_gateway, kafka_
     _produce(kafka_gateway, topic, 0, 3)
     key = topic
     if version >= 13:
-        from ingest_gateway.kafka.broker import topic_uuid
+        from ingest_gateway.kafka.context import topic_uuid
 
         key = topic_uuid(kafka_log.topic(topic, refresh=True).topic_id)
     with connect(kafka_gateway) as s:

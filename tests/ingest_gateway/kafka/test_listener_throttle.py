@@ -19,7 +19,7 @@ import pytest
 import conf
 from ingest_gateway.kafka import produce, throttle
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.broker import Broker
+from ingest_gateway.kafka.context import KafkaContext
 from ingest_gateway.kafka.listener import KafkaListener
 from ingest_gateway.kafka.wire import API_PRODUCE, API_VERSIONS
 from ingest_gateway.server.gateway import Gateway
@@ -66,7 +66,7 @@ async def _listener(monkeypatch) -> tuple[KafkaListener, Quotas, Clock, dict]:
     # no store: the handlers below answer without one
     gateway = Gateway(settings=settings, log=None, batcher=None, topics=None, quotas=quotas,
                       metrics=types.SimpleNamespace(registry=None))
-    listener = KafkaListener(Broker(gateway, "127.0.0.1", 0), settings.gateway,
+    listener = KafkaListener(KafkaContext(gateway, "127.0.0.1", 0), settings.gateway,
                              sec.ListenerSecurity("PLAINTEXT", settings, None))
     real = throttle.Mute
     monkeypatch.setattr(throttle, "Mute", lambda: real(clock.clock, clock.sleep))

@@ -14,7 +14,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from ingest_gateway.kafka.broker import topic_uuid
+from ingest_gateway.kafka.context import topic_uuid
 from ingest_gateway.kafka.records import encode_batch
 from tests.ingest_gateway.kafka.kafka_gateway import call, connect
 from tests.ingest_gateway.kafka.test_produce_fetch import (consume_confluent, expected,
