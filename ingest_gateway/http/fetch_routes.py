@@ -31,11 +31,12 @@ from starlette.routing import BaseRoute, Route
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.access import require_topics
-from ingest_gateway.http.body import read_json
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import offsets_of, read_body_as
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.record_docs import arrow_stream, batches_response, out_of_range_response
 from ingest_gateway.http.requests import (ARROW, MAX_COUNT, MAX_WAIT_MS, V2_RESPONSE, accept,
-                                          field, hub_of, int_q, metadata_of, tp_list)
+                                          hub_of, int_q, metadata_of)
 from log_layout import SEGMENT_SCHEMA
 from log_layout.reader import ISOLATION_LEVELS
 
@@ -88,16 +89,11 @@ async def get_partition_offsets(request: Request) -> Response:
 
 async def post_fetch(request: Request) -> Response:
     """Many partitions in one long-poll, answered as an Arrow stream (see module doc)."""
-    doc = await read_json(request)
-    positions = tp_list(field(doc, "partitions", list), with_offset=True)
-    max_records = field(doc, "max_records", int, 500)
-    max_bytes = field(doc, "max_bytes", int, 52_428_800)
-    wait_ms = field(doc, "wait_ms", int, 0)
-    min_bytes = field(doc, "min_bytes", int, 1)
-    level = isolation(field(doc, "isolation_level", str, None))
-    if not 1 <= max_records <= MAX_COUNT or not 0 <= wait_ms <= MAX_WAIT_MS or max_bytes < 1:
-        raise BadRequest(f"max_records must be 1..{MAX_COUNT}, wait_ms 0..{MAX_WAIT_MS}, "
-                         "max_bytes positive")
+    body = await read_body_as(request, bodies.Fetch)
+    positions = offsets_of(body.partitions)
+    max_records, max_bytes = body.max_records, body.max_bytes
+    wait_ms, min_bytes = body.wait_ms, body.min_bytes
+    level = isolation(body.isolation_level)
     require_topics(request, "Read", (t for t, _ in positions))
     hub = hub_of(request)
 

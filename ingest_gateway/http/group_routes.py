@@ -35,9 +35,9 @@ from conf.errors import SparklogError
 from ingest_gateway.protocol.groups import MemberState
 from ingest_gateway.errors import BadRequest
 from ingest_gateway.http.access import require_topics, visible, visible_offsets
-from ingest_gateway.http.body import read_json
-from ingest_gateway.http.requests import (field, group_of, hub_of, offsets_doc, partitions_query,
-                                          tp_list)
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import offsets_of, read_body_as
+from ingest_gateway.http.requests import group_of, hub_of, offsets_doc, partitions_query
 
 
 # -- the group protocol ----------------------------------------------------------------------
@@ -55,15 +55,11 @@ def _coordinated_here(request: Request) -> str:
 
 async def join_group(request: Request) -> Response:
     group = _coordinated_here(request)
-    doc = await read_json(request)
-    topics = field(doc, "topics", list)
-    if not all(isinstance(t, str) for t in topics):
-        raise BadRequest("topics must be a list of topic names")
-    kw = dict(member_id=field(doc, "member_id", str, None),
-              client_id=field(doc, "client_id", str, ""),
-              strategies=tuple(field(doc, "strategies", list, ["range"])),
-              session_timeout_ms=field(doc, "session_timeout_ms", int, None),
-              rebalance_timeout_ms=field(doc, "rebalance_timeout_ms", int, 60_000))
+    body = await read_body_as(request, bodies.JoinGroup)
+    topics = body.topics
+    kw = dict(member_id=body.member_id, client_id=body.client_id,
+              strategies=tuple(body.strategies), session_timeout_ms=body.session_timeout_ms,
+              rebalance_timeout_ms=body.rebalance_timeout_ms)
     hub = hub_of(request)
     try:
         st = await hub.run(lambda: hub.coordinator.join(group, topics, **kw))
@@ -76,8 +72,7 @@ async def join_group(request: Request) -> Response:
 
 async def heartbeat(request: Request) -> Response:
     group = _coordinated_here(request)
-    doc = await read_json(request, empty={})
-    generation = field(doc, "generation", int, -1)
+    generation = (await read_body_as(request, bodies.Heartbeat, empty=True)).generation
     hub = hub_of(request)
     member = request.path_params["member"]
     st = await hub.run(hub.coordinator.heartbeat, group, member, generation)
@@ -93,15 +88,13 @@ async def leave_group(request: Request) -> Response:
 
 async def commit_offsets(request: Request) -> Response:
     group = _coordinated_here(request)
-    doc = await read_json(request)
-    offsets = tp_list(field(doc, "offsets", list), with_offset=True)
+    body = await read_body_as(request, bodies.CommitGroupOffsets)
+    offsets = offsets_of(body.offsets)
     require_topics(request, "Read", (t for t, _ in offsets))
-    member = field(doc, "member_id", str, None)
-    generation = field(doc, "generation", int, -1)
     hub = hub_of(request)
     await hub.run(lambda: hub.coordinator.commit(
-        group, offsets, member_id=member, generation=generation,
-        metadata=field(doc, "metadata", str, "")))
+        group, offsets, member_id=body.member_id, generation=body.generation,
+        metadata=body.metadata))
     return Response(status_code=204)
 
 

@@ -2,7 +2,8 @@
 
 It describes the real request and response shapes (schemathesis fuzzes a live
 gateway against it in the tests, chaining calls by the document's links), so a
-change of a handler's shape belongs here too. The consumer routes' path items
+change of a handler's shape belongs here too. The request bodies declared in
+``bodies`` (msgspec Structs, which also check them) give their own schemas. The consumer routes' path items
 are in ``openapi_consumers``, the links in ``openapi_links``.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ingest_gateway.http import bodies
 from ingest_gateway.http.openapi_acls import acl_paths
 from ingest_gateway.http.openapi_consumers import consumer_paths
 from ingest_gateway.http.openapi_links import add_links
@@ -130,7 +132,7 @@ def document() -> dict[str, Any]:
                  "description": "Kafka REST Proxy v2 and v3 (produce, consumers, topic "
                                 "and group admin), an Arrow fast path, consumer groups."},
         "paths": paths,
-        "components": {"schemas": _schemas(), "securitySchemes": SECURITY_SCHEMES},
+        "components": {"schemas": {**bodies.components(), **_schemas()}, "securitySchemes": SECURITY_SCHEMES},
         # each is optional: a gateway without authentication.method takes none (README,
         # "Security"); with one, a request without credentials is answered 401 (40101),
         # an operation its ACLs do not allow 403 (40301)

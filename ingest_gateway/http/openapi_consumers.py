@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import ref
 from ingest_gateway.http.requests import (ARROW, BINARY_V2, JSON_V2, MAX_COUNT, MAX_WAIT_MS,
                                           V2_RESPONSE)
 
@@ -72,8 +74,6 @@ member_state = {"type": "object", "required": ["member_id", "generation", "assig
 offsets = {"type": "object", "properties": {"offsets": {"type": "array", "items": tpo}}}
 not_json = resp("the first record to hand out is not strict JSON (record_not_json, "
                 "naming topic, partition, offset): read it as binary or seek past it", err)
-session_ms = {"type": "integer", "description": "within group.min.session.timeout.ms .. "
-              "group.max.session.timeout.ms (else 400 invalid_session_timeout)"}
 
 
 def json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
@@ -108,11 +108,7 @@ def fetch_paths() -> dict[str, Any]:
                 V2_RESPONSE), **errors(400, 404)}}},
         "/fetch": {"post": {
             "summary": "many partitions in one long-poll; an Arrow stream with batch metadata",
-            "requestBody": json_body({"type": "object", "required": ["partitions"], "properties": {
-                "partitions": {"type": "array", "items": tpo},
-                "max_records": {"type": "integer"}, "max_bytes": {"type": "integer"},
-                "wait_ms": {"type": "integer"}, "min_bytes": {"type": "integer"},
-                "isolation_level": ISOLATION["schema"]}}),
+            "requestBody": json_body(ref(bodies.Fetch)),
             "responses": {"200": resp("Arrow IPC stream", {"type": "string", "format": "binary"},
                                       ARROW), **errors(400, 404)}}},
         "/fetch/waiting": {"get": {"summary": "fetches parked waiting for a commit",
@@ -125,33 +121,21 @@ def instance_paths() -> dict[str, Any]:
     return {
         "/consumers/{group}": {"post": {
             "summary": "create a consumer instance (REST Proxy v2)", "parameters": [group],
-            "requestBody": json_body({"type": "object", "properties": {
-                "name": {"type": "string"}, "format": {"type": "string",
-                                                       "enum": ["binary", "json", "arrow"]},
-                "auto.offset.reset": {"type": "string", "enum": ["earliest", "latest"]},
-                "auto.commit.enable": {"type": "string"},
-                "session.timeout.ms": session_ms,
-                "consumer.instance.timeout.ms": {
-                    "type": "integer", "minimum": 1,
-                    "description": "idle time before the instance is dropped; at most the "
-                                   "gateway's consumer.instance.timeout.ms (its default)"}}},
-                required=False),
+            "requestBody": json_body(ref(bodies.CreateInstance), required=False),
             "responses": {"200": resp("instance", {"type": "object", "properties": {
                 "instance_id": {"type": "string"}, "base_uri": {"type": "string"}}},
                 V2_RESPONSE), **errors(400, 409)}}},
         "/consumers/{group}/": {"post": {
             "summary": "create a consumer instance (the same, as REST Proxy's reference "
                        "writes it)", "parameters": [group],
-            "requestBody": json_body({"type": "object"}, required=False),
+            "requestBody": json_body(ref(bodies.CreateInstance), required=False),
             "responses": {"200": resp("instance", {"type": "object"}, V2_RESPONSE),
                           **errors(400, 409)}}},
         f"{base}/subscription": {
             "parameters": [group, instance],
             "post": {"summary": "subscribe to topics or to a topic_pattern (a regular "
                                 "expression matched against whole names); joins the group",
-                     "requestBody": json_body({"type": "object", "properties": {
-                         "topics": {"type": "array", "items": {"type": "string"}},
-                         "topic_pattern": {"type": "string", "maxLength": 1000}}}),
+                     "requestBody": json_body(ref(bodies.Subscribe)),
                      "responses": {"204": resp("subscribed"), **errors(400, 404, 409)}},
             "get": {"summary": "subscribed topics",
                     "responses": {"200": resp("topics", {"type": "object"}, V2_RESPONSE),
@@ -164,7 +148,7 @@ def instance_paths() -> dict[str, Any]:
                     "responses": {"200": resp("partitions", tps, V2_RESPONSE),
                                   **errors(400, 404, 409)}},
             "post": {"summary": "assign partitions by hand (no group membership)",
-                     "requestBody": json_body(tps),
+                     "requestBody": json_body(ref(bodies.Partitions)),
                      "responses": {"204": resp("assigned"), **errors(400, 404, 409)}}},
         **instance_read_paths(),
     }
@@ -176,11 +160,11 @@ def instance_read_paths() -> dict[str, Any]:
     return {
         f"{base}/positions/beginning": {"post": {
             "summary": "seek to the log start of assigned partitions",
-            "parameters": [group, instance], "requestBody": json_body(tps),
+            "parameters": [group, instance], "requestBody": json_body(ref(bodies.Partitions)),
             "responses": {"204": resp("positions set"), **errors(400, 404, 409)}}},
         f"{base}/positions/end": {"post": {
             "summary": "seek to the high watermark of assigned partitions",
-            "parameters": [group, instance], "requestBody": json_body(tps),
+            "parameters": [group, instance], "requestBody": json_body(ref(bodies.Partitions)),
             "responses": {"204": resp("positions set"), **errors(400, 404, 409)}}},
         f"{base}/records": {"get": {
             "summary": "records of the assigned partitions (long-poll up to timeout ms)",
@@ -195,12 +179,12 @@ def instance_read_paths() -> dict[str, Any]:
         f"{base}/positions": {"post": {
             "summary": "seek: the next offsets to fetch of assigned partitions",
             "parameters": [group, instance],
-            "requestBody": json_body(offsets),
+            "requestBody": json_body(ref(bodies.Offsets)),
             "responses": {"204": resp("positions set"), **errors(400, 404, 409)}}},
         f"{base}/offsets": {
             "parameters": [group, instance],
             "post": {"summary": "commit the given offsets, or everything consumed",
-                     "requestBody": json_body(offsets, required=False),
+                     "requestBody": json_body(ref(bodies.InstanceCommit), required=False),
                      "responses": {"204": resp("committed"), **errors(400, 404, 409)}},
             "get": {"summary": "committed offsets",
                     "parameters": [p("partitions", "query", {"type": "string"},
@@ -226,21 +210,12 @@ def group_paths() -> dict[str, Any]:
             "responses": {"200": resp("description", {"type": "object"}), **errors(400, 404)}}},
         "/groups/{group}/members": {"post": {
             "summary": "join (or rejoin with member_id)", "parameters": [group],
-            "requestBody": json_body({"type": "object", "required": ["topics"], "properties": {
-                "topics": {"type": "array", "items": {"type": "string"}},
-                "member_id": {"type": "string", "nullable": True},
-                "client_id": {"type": "string", "maxLength": 255},
-                "strategies": {"type": "array", "items": {
-                    "type": "string", "enum": ["range", "roundrobin", "sticky"]}},
-                "session_timeout_ms": session_ms,
-                "rebalance_timeout_ms": {"type": "integer", "minimum": 1,
-                                         "maximum": 2**31 - 1}}}),
+            "requestBody": json_body(ref(bodies.JoinGroup)),
             "responses": {"200": resp("member state", member_state),
                           **errors(400, 404, 409)}}},
         "/groups/{group}/members/{member}/heartbeat": {"post": {
             "summary": "heartbeat", "parameters": [group, member],
-            "requestBody": json_body({"type": "object", "properties": {
-                "generation": {"type": "integer"}}}, required=False),
+            "requestBody": json_body(ref(bodies.Heartbeat), required=False),
             "responses": {"200": resp("member state", member_state),
                           **errors(400, 404, 409)}}},
         "/groups/{group}/members/{member}": {"delete": {
@@ -249,13 +224,7 @@ def group_paths() -> dict[str, Any]:
         "/groups/{group}/offsets": {
             "parameters": [group],
             "post": {"summary": "commit (member_id and generation fence zombies)",
-                     "requestBody": json_body({"type": "object", "required": ["offsets"],
-                                               "properties": {
-                                                   "member_id": {"type": "string"},
-                                                   "generation": {"type": "integer"},
-                                                   "metadata": {"type": "string",
-                                                                "maxLength": 4096},
-                                                   "offsets": {"type": "array", "items": tpo}}}),
+                     "requestBody": json_body(ref(bodies.CommitGroupOffsets)),
                      "responses": {"204": resp("committed"), **errors(400, 404, 409)}},
             "get": {"summary": "committed offsets",
                     "parameters": [p("partitions", "query", {"type": "string"},

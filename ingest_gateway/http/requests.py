@@ -1,8 +1,9 @@
 """What the consumer routes share: media types, bounds, the hub, request parsing helpers.
 
 The consumer routes (``fetch_routes``, ``group_routes``, ``rest_consumers``)
-read their parameters and JSON bodies through these helpers, so every one
-refuses a malformed field the same way (400 ``malformed_request``).
+read their parameters through these helpers and their JSON bodies as ``bodies``
+declares them, so every one refuses a malformed field the same way (400
+``malformed_request``).
 """
 
 from __future__ import annotations
@@ -71,41 +72,6 @@ def accept(request: Request, default: str = BINARY_V2) -> str:
     if raw and "*/*" not in raw:
         raise UnsupportedContentType(raw, tuple(FORMATS))
     return default
-
-
-def field(doc: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-    if not isinstance(doc, dict):
-        raise BadRequest("the body must be a JSON object")
-    if name not in doc or doc[name] is None:
-        if default is ...:
-            raise BadRequest(f"field {name!r} is required")
-        return default
-    v = doc[name]
-    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise BadRequest(f"field {name!r} must be {kind}, not {v!r}")
-    if not isinstance(v, kind):
-        raise BadRequest(f"field {name!r} has the wrong type: {v!r}")
-    return v
-
-
-def tp_list(items: Any, *, with_offset: bool) -> dict[tuple[str, int], int] | list[tuple[str, int]]:
-    """``[{"topic", "partition"[, "offset"]}, ...]`` as {(topic, partition): offset} (or a
-    list of (topic, partition)). Raises BadRequest for anything else, and for a
-    partition outside int32 or an offset outside int64 (Kafka's types)."""
-    if not isinstance(items, list):
-        raise BadRequest("expected a list of {topic, partition"
-                         + (", offset}" if with_offset else "}"))
-    out: dict = {}
-    for it in items:
-        t = field(it, "topic", str)
-        p = field(it, "partition", int)
-        if not -2**31 <= p < 2**31:
-            raise BadRequest(f"partition {p} of {t[:100]!r} is not a 32-bit integer")
-        o = field(it, "offset", int) if with_offset else None
-        if o is not None and not -2**63 <= o < 2**63:
-            raise BadRequest(f"offset {o} of {t[:100]}-{p} is not a 64-bit integer")
-        out[(t, p)] = o
-    return out if with_offset else list(out)
 
 
 def group_of(request: Request) -> str:

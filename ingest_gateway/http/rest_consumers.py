@@ -85,15 +85,15 @@ from ingest_gateway.errors import (BadRequest, ConsumerFormatMismatch, NotCoordi
                                    UnsupportedContentType)
 from ingest_gateway.http import rest_positions
 from ingest_gateway.http.access import readable_topics, require_topics, visible_offsets
-from ingest_gateway.http.body import read_json
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import offsets_of, partitions_of, read_body_as
 from ingest_gateway.http.topic_pattern import compile_topic_pattern
 from ingest_gateway.http.params import parse_int
 from ingest_gateway.http.record_docs import arrow_stream, not_json_response, records_json
 from ingest_gateway.http.requests import (ARROW, BINARY_V2, FORMATS, JSON_V2, MAX_COUNT,
-                                          MAX_WAIT_MS, V2_RESPONSE, field, group_of, hub_of,
+                                          MAX_WAIT_MS, V2_RESPONSE, group_of, hub_of,
                                           instance_of, int_q, metadata_of, offsets_doc,
-                                          partitions_query,
-                                          sync_instance, tp_list)
+                                          partitions_query, sync_instance)
 from ingest_gateway.client.records import records_of
 from ingest_gateway.server.codec import AVRO_V2, JSONSCHEMA_V2, PROTOBUF_V2
 from ingest_gateway.server.consumer_hub import ConsumerHub
@@ -127,14 +127,13 @@ def records_media(request: Request, inst: Instance) -> str:
     raise UnsupportedContentType(raw[:200], tuple(MEDIA.values()))
 
 
-def _positive_ms(doc: Any, name: str, default: int | None, hi: int = 2**31 - 1) -> int | None:
-    raw = field(doc, name, (int, str), default)
+def _positive_ms(name: str, raw: int | str | None, default: int | None,
+                 hi: int = 2**31 - 1) -> int | None:
+    """``raw`` (a number, or ASCII digits: the body's declaration checked them) within
+    1 .. ``hi``, ``default`` when absent; raises BadRequest."""
     if raw is None:
-        return None
-    try:  # a string must be plain ASCII digits: int() would take " 1", "1_0", "١"
-        value = raw if isinstance(raw, int) else parse_int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer of milliseconds, not {raw!r}") from None
+        return default
+    value = raw if isinstance(raw, int) else parse_int(raw)
     if not 1 <= value <= hi:
         raise BadRequest(f"{name} must be between 1 and {hi} ms, not {value}")
     return value
@@ -142,27 +141,18 @@ def _positive_ms(doc: Any, name: str, default: int | None, hi: int = 2**31 - 1) 
 
 async def create_instance(request: Request) -> Response:
     group = group_of(request)
-    doc = await read_json(request, empty={})
-    name = field(doc, "name", str, None) or f"rest-{uuid.uuid4().hex[:12]}"
+    body = await read_body_as(request, bodies.CreateInstance, empty=True)
+    name = body.name or f"rest-{uuid.uuid4().hex[:12]}"
     validate_group_id(name)  # same alphabet: it becomes part of a URL
-    fmt = field(doc, "format", str, "binary")
-    if fmt not in MEDIA:
-        raise BadRequest(f"format must be avro, jsonschema, protobuf, json, binary or arrow, "
-                         f"not {fmt!r:.40}")
-    reset = field(doc, "auto.offset.reset", str, "latest")
-    if reset not in ("earliest", "latest"):
-        raise BadRequest(f"auto.offset.reset must be earliest or latest, not {reset!r}")
-    auto_commit = field(doc, "auto.commit.enable", (str, bool), "true")
-    if str(auto_commit).lower() not in ("true", "false"):
-        raise BadRequest(f"auto.commit.enable must be true or false, not {auto_commit!r}")
-    auto_commit = str(auto_commit).lower() == "true"
+    fmt, reset = body.format, body.auto_offset_reset
+    auto_commit = str(body.auto_commit_enable).lower() == "true"
     hub = hub_of(request)
-    session = _positive_ms(doc, "session.timeout.ms", None)
+    session = _positive_ms("session.timeout.ms", body.session_timeout_ms, None)
     if session is not None:  # refused now, not at the first subscription
         hub.coordinator.check_session_timeout(group, session)
     # shorter than the gateway's own timeout, never longer: it bounds the state held
-    timeout = _positive_ms(doc, "consumer.instance.timeout.ms", hub.instance_timeout_ms,
-                           hi=hub.instance_timeout_ms)
+    timeout = _positive_ms("consumer.instance.timeout.ms", body.consumer_instance_timeout_ms,
+                           hub.instance_timeout_ms, hi=hub.instance_timeout_ms)
     try:
         hub.instance(group, name, touch=False)  # drops it first if it expired
         exists = True
@@ -186,15 +176,12 @@ async def subscribe_instance(request: Request) -> Response:
     UnknownTopic (a listed topic), SubscriptionConflict (409: both given, or the
     instance has a manual assignment)."""
     hub, inst = instance_of(request)
-    doc = await read_json(request)
-    topics = field(doc, "topics", list, None)
-    raw_pattern = field(doc, "topic_pattern", str, None)
+    body = await read_body_as(request, bodies.Subscribe)
+    topics, raw_pattern = body.topics, body.topic_pattern
     if (topics is None) == (raw_pattern is None):
         if topics is not None:
             raise SubscriptionConflict(inst.name, "topics", "topic_pattern")
         raise BadRequest("give topics (a non-empty list of topic names) or topic_pattern")
-    if topics is not None and (not topics or not all(isinstance(t, str) for t in topics)):
-        raise BadRequest("topics must be a non-empty list of topic names")
     pattern = compile_topic_pattern(raw_pattern) if raw_pattern is not None else None
     require_topics(request, "Read", topics or ())
     async with inst.lock:
@@ -330,13 +317,11 @@ def _records_answer(got: list, fmt: str, read: Any = None
 
 async def instance_commit(request: Request) -> Response:
     hub, inst = instance_of(request)
-    doc = await read_json(request, empty={})
-    if not isinstance(doc, dict):  # only an empty body means "everything delivered"
-        raise BadRequest("the body must be a JSON object (or empty, to commit every "
-                         "delivered record)")
+    # an empty body (or no offsets) means "everything delivered"
+    body = await read_body_as(request, bodies.InstanceCommit, empty=True)
     offsets = None
-    if doc.get("offsets") is not None:
-        offsets = tp_list(doc["offsets"], with_offset=True)
+    if body.offsets is not None:
+        offsets = offsets_of(body.offsets)
         require_topics(request, "Read", (t for t, _ in offsets))
     async with inst.lock:
         if inst.member_id is None and inst.manual is None:
@@ -349,11 +334,9 @@ async def instance_committed(request: Request) -> Response:
     hub, inst = instance_of(request)
     tps = partitions_query(request)
     if tps is None:
-        doc = await read_json(request, empty={})
-        if not isinstance(doc, dict):
-            raise BadRequest("the body must be a JSON object (or empty)")
-        if doc.get("partitions") is not None:
-            tps = tp_list(doc["partitions"], with_offset=False)
+        body = await read_body_as(request, bodies.InstanceCommitted, empty=True)
+        if body.partitions is not None:
+            tps = partitions_of(body.partitions)
     committed = await hub.run(inst.link.committed,
                               tps if tps is not None else inst.assignment)
     return JSONResponse(offsets_doc(visible_offsets(request, committed)), media_type=V2_RESPONSE)

@@ -28,9 +28,9 @@ from starlette.routing import BaseRoute, Route
 
 from ingest_gateway.errors import BadRequest, PartitionNotAssigned, SubscriptionConflict
 from ingest_gateway.http.access import require_topics
-from ingest_gateway.http.body import read_json
-from ingest_gateway.http.requests import (V2_RESPONSE, field, instance_of, metadata_of,
-                                          sync_instance, tp_list)
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import offsets_of, partitions_of, read_body_as
+from ingest_gateway.http.requests import V2_RESPONSE, instance_of, metadata_of, sync_instance
 from ingest_gateway.server.rest_instances import Instance
 from log_layout import UnknownPartition
 
@@ -45,8 +45,8 @@ def _owned(inst: Instance, tps) -> None:
             raise PartitionNotAssigned(inst.group, inst.member_id, t, p, inst.generation)
 
 
-def _partitions(request: Request, doc) -> list[tuple[str, int]]:
-    tps = tp_list(field(doc, "partitions", list), with_offset=False)
+def _partitions(request: Request, body: bodies.Partitions) -> list[tuple[str, int]]:
+    tps = partitions_of(body.partitions)
     if len(tps) > MAX_PARTITIONS:
         raise BadRequest(f"at most {MAX_PARTITIONS} partitions in one request")
     require_topics(request, "Read", (t for t, _ in tps))
@@ -56,8 +56,7 @@ def _partitions(request: Request, doc) -> list[tuple[str, int]]:
 async def seek(request: Request) -> Response:
     """Raises PartitionNotAssigned, BadRequest (an offset outside 0 .. 2^63-1)."""
     hub, inst = instance_of(request)
-    doc = await read_json(request)
-    offsets = tp_list(field(doc, "offsets", list), with_offset=True)
+    offsets = offsets_of((await read_body_as(request, bodies.Offsets)).offsets)
     require_topics(request, "Read", (t for t, _ in offsets))
     for (t, p), offset in offsets.items():  # type: ignore[union-attr]
         if not 0 <= offset <= MAX_OFFSET:
@@ -71,7 +70,7 @@ async def seek(request: Request) -> Response:
 
 async def _seek_to(request: Request, end: bool) -> Response:
     hub, inst = instance_of(request)
-    tps = _partitions(request, await read_json(request))
+    tps = _partitions(request, await read_body_as(request, bodies.Partitions))
     async with inst.lock:
         await sync_instance(hub, inst)
         _owned(inst, tps)
@@ -93,7 +92,7 @@ async def seek_to_end(request: Request) -> Response:
 async def assign(request: Request) -> Response:
     """Raises SubscriptionConflict, UnknownTopic, UnknownPartition, BadRequest."""
     hub, inst = instance_of(request)
-    tps = _partitions(request, await read_json(request))
+    tps = _partitions(request, await read_body_as(request, bodies.Partitions))
 
     def check() -> None:
         for t, p in tps:

@@ -1,0 +1,244 @@
+"""Request bodies declared once: msgspec Structs that both check a route's JSON body and
+give its schema in ``/openapi.json``.
+
+A route reads its body with :func:`read_body_as` (``body.read_json``'s bounds first: size,
+nesting, NaN, lone surrogates), which converts the parsed document to the route's Struct;
+``openapi`` takes the same Structs' schemas from :func:`components`. A field is
+checked here when its rule is the body's shape (type, range, allowed values); a rule a
+service checks itself with its own Kafka error code (a client id's 255 characters:
+``field_too_long``; a session timeout against the group's bounds) is only documented,
+through ``Meta(extra_json_schema=...)``, so the answer keeps that code.
+
+A ``null`` top-level field means "not given" (its default), as REST Proxy reads it.
+Unknown fields are ignored, as REST Proxy (Jackson, FAIL_ON_UNKNOWN_PROPERTIES off) does.
+
+Refusals are BadRequest (400, ``malformed_request``, error_code 40001) naming the field
+by its path (``partitions[0].offset``); they never echo the value, so a huge or hostile
+value cannot make a huge answer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+from msgspec import Meta, Struct, field
+from starlette.requests import Request
+
+from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.body import read_json
+from ingest_gateway.http.requests import MAX_COUNT, MAX_WAIT_MS
+from ingest_gateway.protocol.groups import STRATEGIES
+
+T = TypeVar("T")
+
+#: Kafka's INT32 and INT64
+Int32 = Annotated[int, Meta(ge=-2**31, le=2**31 - 1)]
+Int64 = Annotated[int, Meta(ge=-2**63, le=2**63 - 1)]
+#: REST Proxy takes a millisecond count as a number or as a string of digits
+MILLIS_PATTERN = "^[0-9]{1,10}$"
+Millis = int | Annotated[str, Meta(pattern=MILLIS_PATTERN)]
+
+
+class Body(Struct, kw_only=True, omit_defaults=True):
+    """A request body: unknown fields ignored (REST Proxy's Jackson ignores them too)."""
+
+
+class TopicPartition(Body):
+    topic: str
+    partition: Int32
+
+
+class TopicPartitionOffset(Body):
+    topic: str
+    partition: Int32
+    offset: Int64
+
+
+class Partitions(Body):
+    """Partitions of a seek to the beginning or end, of an assignment."""
+    partitions: list[TopicPartition]
+
+
+class Offsets(Body):
+    """A seek to given offsets."""
+    offsets: list[TopicPartitionOffset]
+
+
+class InstanceCommit(Body):
+    """A REST consumer instance's commit: these offsets, or (no body, no offsets) every
+    record delivered so far."""
+    offsets: list[TopicPartitionOffset] | None = None
+
+
+class InstanceCommitted(Body):
+    """Which partitions' committed offsets to read (none: the instance's assignment)."""
+    partitions: list[TopicPartition] | None = None
+
+
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+
+
+class Fetch(Body):
+    """``POST /fetch``: many partitions in one long-poll."""
+    partitions: list[TopicPartitionOffset]
+    max_records: Annotated[int, Meta(ge=1, le=MAX_COUNT)] = 500
+    max_bytes: Annotated[int, Meta(ge=1)] = 52_428_800
+    wait_ms: Annotated[int, Meta(ge=0, le=MAX_WAIT_MS)] = 0
+    min_bytes: Int64 = 1
+    isolation_level: IsolationLevel = "read_uncommitted"
+
+
+#: true or false in any case (REST Proxy reads the string as Boolean.parseBoolean would)
+_TRUE_OR_FALSE = "^([tT][rR][uU][eE]|[fF][aA][lL][sS][eE])$"
+_SESSION_MS = Meta(description="within group.min.session.timeout.ms .. "
+                               "group.max.session.timeout.ms (else 400 invalid_session_timeout)")
+
+
+class CreateInstance(Body):
+    """``POST /consumers/{group}``: a REST Proxy v2 consumer instance."""
+    name: str | None = None
+    format: Literal["binary", "json", "arrow", "avro", "jsonschema", "protobuf"] = "binary"
+    auto_offset_reset: Literal["earliest", "latest"] = field(default="latest",
+                                                             name="auto.offset.reset")
+    auto_commit_enable: bool | Annotated[str, Meta(pattern=_TRUE_OR_FALSE)] = \
+        field(default=True, name="auto.commit.enable")
+    session_timeout_ms: Annotated[Millis, _SESSION_MS] | None = \
+        field(default=None, name="session.timeout.ms")
+    consumer_instance_timeout_ms: Annotated[Millis, Meta(
+        description="idle time before the instance is dropped; at most the gateway's "
+                    "consumer.instance.timeout.ms (its default)")] | None = \
+        field(default=None, name="consumer.instance.timeout.ms")
+
+
+class Subscribe(Body):
+    """A subscription: ``topics`` or ``topic_pattern`` (a regular expression matched
+    against whole names), not both."""
+    topics: Annotated[list[str], Meta(min_length=1)] | None = None
+    topic_pattern: Annotated[str, Meta(extra_json_schema={"maxLength": 1000})] | None = None
+
+
+#: the coordinator's assignors, by Kafka's names
+Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
+
+
+class JoinGroup(Body):
+    """``POST /groups/{group}/members``: join, or rejoin with ``member_id``."""
+    topics: list[str]
+    member_id: str | None = None
+    # the coordinator refuses a longer one with Kafka's field_too_long (40013)
+    client_id: Annotated[str, Meta(extra_json_schema={"maxLength": 255})] = ""
+    strategies: Annotated[list[Strategy], Meta(min_length=1)] = \
+        field(default_factory=lambda: ["range"])
+    session_timeout_ms: Annotated[int, _SESSION_MS] | None = None
+    rebalance_timeout_ms: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 60_000
+
+
+class Heartbeat(Body):
+    """A group member's heartbeat (-1: any generation)."""
+    generation: Int32 = -1
+
+
+class CommitGroupOffsets(Body):
+    """``POST /groups/{group}/offsets``: ``member_id`` and ``generation`` fence zombies."""
+    offsets: list[TopicPartitionOffset]
+    member_id: str | None = None
+    generation: Int32 = -1
+    # the coordinator refuses longer metadata with Kafka's offset_metadata_too_large
+    metadata: Annotated[str, Meta(extra_json_schema={"maxLength": 4096})] = ""
+
+
+#: every declared body, in the order of the document's components
+BODIES: tuple[type[Body], ...] = (
+    Partitions, Offsets, InstanceCommit, InstanceCommitted, Fetch, CreateInstance, Subscribe,
+    JoinGroup, Heartbeat, CommitGroupOffsets)
+
+
+def convert(doc: Any, kind: type[T]) -> T:
+    """``doc`` (parsed JSON) as ``kind``; a top-level ``null`` field counts as absent.
+
+    Raises BadRequest naming the first field that does not fit.
+    """
+    if isinstance(doc, dict) and None in doc.values():
+        doc = {k: v for k, v in doc.items() if v is not None}
+    try:
+        return msgspec.convert(doc, kind)
+    except msgspec.ValidationError as e:
+        raise BadRequest(refusal_message(str(e))) from None
+
+
+async def read_body_as(request: Request, kind: type[T], *, empty: bool = False) -> T:
+    """The request's JSON body as ``kind``; an empty body is ``kind()`` when ``empty``.
+
+    Raises what ``body.read_json`` raises (413, NestingTooDeep, BadRequest) and
+    BadRequest for a body ``kind`` refuses.
+    """
+    doc = await read_json(request, empty={} if empty else None)
+    return convert(doc, kind)
+
+
+#: a refusal quotes at most this much of msgspec's text (an enum refusal quotes the value)
+MAX_MESSAGE = 300
+_AT = re.compile(r" - at `\$(.*)`$")
+_MISSING = re.compile(r"^Object missing required field `(.*)`$")
+
+
+def refusal_message(error: str) -> str:
+    """msgspec's ValidationError text as the gateway writes a refusal: the field's path
+    first (``field 'partitions[0].offset': expected int, got str``)."""
+    m = _AT.search(error)
+    path = m.group(1).lstrip(".") if m else ""
+    what = error[:m.start()] if m else error
+    missing = _MISSING.match(what)
+    if missing:
+        name = f"{path}.{missing.group(1)}" if path else missing.group(1)
+        return f"field {name[:MAX_MESSAGE]!r} is required"
+    what = what.replace("`", "")
+    what = what[:1].lower() + what[1:]
+    out = f"field {path!r}: {what}" if path else f"the body does not fit: {what}"
+    return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE - 3] + "..."
+
+
+def offsets_of(items: list[TopicPartitionOffset]) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}``; a partition named twice takes its last offset."""
+    return {(i.topic, i.partition): i.offset for i in items}
+
+
+def partitions_of(items: list[TopicPartition]) -> list[tuple[str, int]]:
+    """``[(topic, partition)]`` in request order, each once."""
+    return list(dict.fromkeys((i.topic, i.partition) for i in items))
+
+
+def ref(kind: type[Body]) -> dict[str, str]:
+    """The OpenAPI reference to ``kind``'s schema."""
+    return {"$ref": f"#/components/schemas/{kind.__name__}"}
+
+
+def components() -> dict[str, Any]:
+    """The OpenAPI 3.0 schemas of every declared body (and the structs they hold)."""
+    _, schemas = msgspec.json.schema_components(
+        BODIES, ref_template="#/components/schemas/{name}")
+    return {name: openapi30(s) for name, s in schemas.items()}
+
+
+def openapi30(schema: Any) -> Any:
+    """A JSON Schema (2020-12, as msgspec writes it) in OpenAPI 3.0's dialect: ``null``
+    in a union becomes ``nullable`` (3.0 has no ``null`` type)."""
+    if isinstance(schema, list):
+        return [openapi30(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: openapi30(v) for k, v in schema.items()}
+    if out.get("required") == []:  # 3.0: a required list has at least one name
+        del out["required"]
+    for key in ("anyOf", "oneOf"):
+        options = out.get(key)
+        if options and {"type": "null"} in options:
+            rest = [o for o in options if o != {"type": "null"}]
+            del out[key]
+            if len(rest) == 1 and "$ref" not in rest[0]:
+                out = {**rest[0], **out, "nullable": True}
+            else:  # a $ref takes no siblings in 3.0
+                out = {**out, key: rest, "nullable": True}
+    return out
