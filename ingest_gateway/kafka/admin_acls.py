@@ -34,7 +34,7 @@ from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server import acl_admin
 from ingest_gateway.server.acl_admin import AclBinding, AclFilter, InvalidAcl
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_ACLS, API_CREATE_ACLS, API_DELETE_ACLS = 29, 30, 31
 #: Kafka 4.0's version floors up to the newest kio reads
@@ -153,7 +153,7 @@ async def create_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
             await acl_admin.create(broker.gateway, valid)
         except Exception as e:  # noqa: BLE001 - every valid creation's error code
             code = codes.code_of(e)
-            log.warning("CreateAcls failed: %s", e)
+            logger.warning("CreateAcls failed: %s", e)
             results = [(code, str(e)) if c == codes.NONE else (c, m) for c, m in results]
     return make(mod.CreateAclsResponse, throttle_time=ZERO, results=tuple(
         make(mod.AclCreationResult, error_code=error(c), error_message=m) for c, m in results))

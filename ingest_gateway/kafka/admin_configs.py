@@ -45,7 +45,7 @@ from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.topic_admin import READ_ONLY
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_CONFIGS, API_ALTER_CONFIGS, API_INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 #: Kafka 4.0's version floors up to what confluent-kafka 2.16 and kafka-python 3.0 use
@@ -227,7 +227,7 @@ def _code(e: Exception) -> int:
         return codes.INVALID_REQUEST
     code = codes.code_of(e)
     if code == codes.UNKNOWN_SERVER_ERROR:
-        log.warning("config request failed: %s", e)
+        logger.warning("config request failed: %s", e)
     return code
 
 

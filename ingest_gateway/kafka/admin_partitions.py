@@ -47,7 +47,7 @@ from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import UnknownTopic
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_LOG_DIRS, API_CREATE_PARTITIONS, API_ELECT_LEADERS = 35, 37, 43
 #: Kafka 4.0's version floors up to the newest kio reads
@@ -93,7 +93,7 @@ async def _grow(broker: KafkaContext, t: Any, duplicate: bool,
     except Exception as e:  # noqa: BLE001 - per-topic error codes
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
-            log.warning("CreatePartitions of %r: %s", t.name, e)
+            logger.warning("CreatePartitions of %r: %s", t.name, e)
         return code, str(e)
     return codes.NONE, None
 

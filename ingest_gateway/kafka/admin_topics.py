@@ -29,7 +29,7 @@ from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.context import NO_TOPIC_ID, ZERO, KafkaContext, topic_uuid
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 #: the features ApiVersions (v3+) reports, supported and finalized at the top level:
 #: Kafka's transaction.version 2 (KIP-890, transactions v2: Kafka 4 clients bump the
@@ -67,7 +67,7 @@ async def topic_metadata(broker: KafkaContext, mod: Any, name: str, may_create: 
     except Exception as e:  # noqa: BLE001 - every failure is a per-topic error code
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
-            log.warning("metadata of topic %r: %s", name, e)
+            logger.warning("metadata of topic %r: %s", name, e)
         return make(mod.MetadataResponseTopic, error_code=error(code), name=name,
                     topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
                     topic_authorized_operations=-2147483648)

@@ -57,7 +57,7 @@ from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import OffsetOutOfRange
 from log_layout.leader_epochs import epoch_at
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 #: records one fetch reads at most (the answer is bounded by max_bytes too)
 MAX_FETCH_RECORDS = 100_000
@@ -192,7 +192,7 @@ async def _read(broker: KafkaContext, head: Header, req: Any, wanted: dict
                 min_bytes=min(req.min_bytes, max_bytes), isolation_level=level,
                 partition_max_bytes=max(1, share))
         except Exception as e:  # noqa: BLE001 - a store failure: every partition's error
-            log.warning("Kafka fetch failed: %s", e)
+            logger.warning("Kafka fetch failed: %s", e)
             bad.update(dict.fromkeys(rest, codes.code_of(e)))
             rest = {}
     marks = await hub.run(_watermarks, broker, [tp for tp in rest if tp not in errors])

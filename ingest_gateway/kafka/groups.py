@@ -65,7 +65,7 @@ from ingest_gateway.kafka.groups_protocol import (COORDINATOR_NOT_AVAILABLE,
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups import static
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_OFFSET_COMMIT, API_OFFSET_FETCH, API_FIND_COORDINATOR, API_JOIN_GROUP = 8, 9, 10, 11
 API_HEARTBEAT, API_LEAVE_GROUP, API_SYNC_GROUP, API_DESCRIBE_GROUPS = 12, 13, 14, 15
@@ -151,7 +151,7 @@ async def join_group(broker: KafkaContext, head: Header, req: Any) -> Any:
     try:
         topics, strategies = _subscription(req)
     except BadSubscription as e:
-        log.info("JoinGroup of group %s refused: %s", req.group_id, e)
+        logger.info("JoinGroup of group %s refused: %s", req.group_id, e)
         return answer(INCONSISTENT_GROUP_PROTOCOL)
     group, rebalance_ms = req.group_id, _ms(req.rebalance_timeout)
     hub = broker.hub()

@@ -43,7 +43,7 @@ from ingest_gateway.server.groups.state import CONSUMER
 from ingest_gateway.server.topic_metadata import TopicMetadata
 from log_layout import UnknownTopic
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_CONSUMER_GROUP_HEARTBEAT, API_CONSUMER_GROUP_DESCRIBE = 68, 69
 GROUP_ID_NOT_FOUND = ErrorCode.group_id_not_found
@@ -134,8 +134,8 @@ async def consumer_group_heartbeat(broker: KafkaContext, head: Header, req: Any)
                 for t, ps in _by_topic(ans.assignment).items() if ids[t] is not None))
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = failed_code(e, f"ConsumerGroupHeartbeat of group {group}")
-        log.info("ConsumerGroupHeartbeat of member %s of group %s refused: %s",
-                 member_id, group, e)
+        logger.info("ConsumerGroupHeartbeat of member %s of group %s refused: %s",
+                    member_id, group, e)
         return refused(code, str(e))
     return make(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO,
                 error_code=error(codes.NONE), error_message=None, member_id=ans.member_id,

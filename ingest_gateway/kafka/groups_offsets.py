@@ -43,7 +43,7 @@ from ingest_gateway.kafka.groups_protocol import (encode_assignment, encode_subs
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server.groups.state import CONSUMER
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 NO_AUTHORIZED_OPERATIONS = -2147483648  # "not asked for" (Kafka's INT32 min)
 

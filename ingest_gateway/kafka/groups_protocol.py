@@ -35,7 +35,7 @@ INCONSISTENT_GROUP_PROTOCOL = ErrorCode.inconsistent_group_protocol
 INVALID_GROUP_ID = ErrorCode.invalid_group_id
 REBALANCE_IN_PROGRESS = ErrorCode.rebalance_in_progress
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 
 def code_of(exc: BaseException) -> int:
@@ -53,7 +53,7 @@ def failed_code(exc: Exception, what: str) -> int:
     traceback, naming ``what`` failed."""
     code = code_of(exc)
     if code == codes.UNKNOWN_SERVER_ERROR:
-        log.exception("%s failed", what)
+        logger.exception("%s failed", what)
     return code
 
 

@@ -63,7 +63,7 @@ from ingest_gateway.kafka.wire import (API_CREATE_TOPICS, API_DELETE_TOPICS, API
                                        response_module)
 from ingest_gateway.server.gateway import Gateway
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 #: requests of one connection handled at once (librdkafka pipelines up to 5)
 MAX_IN_FLIGHT = 32
@@ -145,8 +145,8 @@ class KafkaListener:
         if self.broker.port == 0:  # an ephemeral listener advertises the port it got
             self.broker.port = bound
         admin_brokers.register(self.broker)
-        log.info("Kafka protocol listener on %s://%s:%d (clients told %s:%d)", scheme, host,
-                 bound, self.broker.host, self.broker.port)
+        logger.info("Kafka protocol listener on %s://%s:%d (clients told %s:%d)", scheme, host,
+                    bound, self.broker.host, self.broker.port)
         return self
 
     async def close(self) -> None:
@@ -162,8 +162,8 @@ class KafkaListener:
         task = asyncio.current_task()
         assert task is not None
         if len(self.connections) >= self.max_connections:
-            log.warning("refusing a Kafka connection from %s: max.connections (%d) open",
-                        writer.get_extra_info("peername"), self.max_connections)
+            logger.warning("refusing a Kafka connection from %s: max.connections (%d) open",
+                           writer.get_extra_info("peername"), self.max_connections)
             writer.transport.abort()
             return
         self.connections.add(task)
@@ -196,8 +196,8 @@ class KafkaListener:
                 handling.add_done_callback(in_hand.discard)
                 await answers.put(handling)
         except (ProtocolError, ConnectionError, asyncio.IncompleteReadError) as e:
-            log.info("closing Kafka connection from %s: %s",
-                     writer.get_extra_info("peername"), e)
+            logger.info("closing Kafka connection from %s: %s",
+                        writer.get_extra_info("peername"), e)
         except asyncio.CancelledError:
             # close() ends the connection: end normally, for Python 3.11's start_server
             # logs a cancelled connection handler as an ERROR (3.12 checks cancelled())
@@ -316,21 +316,21 @@ class KafkaListener:
             try:
                 data, mute_ms, hold = await task
             except _CloseAfter as e:
-                log.info("closing Kafka connection from %s: SASL login failed",
-                         writer.get_extra_info("peername"))
+                logger.info("closing Kafka connection from %s: SASL login failed",
+                            writer.get_extra_info("peername"))
                 writer.write(e.data)
                 await writer.drain()
                 writer.close()
                 _drain_cancel(answers)
                 return
             except ProtocolError as e:
-                log.info("closing Kafka connection from %s: %s",
-                         writer.get_extra_info("peername"), e)
+                logger.info("closing Kafka connection from %s: %s",
+                            writer.get_extra_info("peername"), e)
                 writer.transport.abort()
                 _drain_cancel(answers)
                 return
             except Exception:
-                log.exception("a Kafka request failed; closing its connection")
+                logger.exception("a Kafka request failed; closing its connection")
                 writer.transport.abort()
                 _drain_cancel(answers)
                 return

@@ -51,7 +51,7 @@ from ingest_gateway.errors import InvalidRequiredAcks
 from ingest_gateway.server.codec import check_acks
 from ingest_gateway.server.codec import Parsed
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 
 #: one partition's outcome: (topic, partition, error code, base offset or -1, message)
@@ -133,7 +133,7 @@ async def _partition(broker: KafkaContext, topic: str, partition: int, data: byt
     except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
-            log.exception("produce to %s-%d failed", topic, partition)
+            logger.exception("produce to %s-%d failed", topic, partition)
         return topic, partition, code, -1, str(e)
 
 

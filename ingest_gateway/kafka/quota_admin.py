@@ -38,7 +38,7 @@ from ingest_gateway.kafka.wire import Header, error, make, response_module
 from ingest_gateway.server import security_admin
 from ingest_gateway.server.security_admin import CLIENT, CONFIGS, DEFAULT
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_CLIENT_QUOTAS, API_ALTER_CLIENT_QUOTAS = 48, 49
 OFFERED: dict[int, tuple[int, int]] = {
@@ -101,7 +101,7 @@ async def describe_client_quotas(broker: KafkaContext, head: Header, req: Any) -
     try:
         found = await security_admin.describe_quotas(broker.gateway)
     except Exception as e:  # noqa: BLE001 - the request's error
-        log.warning("DescribeClientQuotas failed: %s", e)
+        logger.warning("DescribeClientQuotas failed: %s", e)
         return answer(codes.code_of(e), "the quotas could not be read", None)
     entries = []
     for name, values in sorted(found.entries.items()):
@@ -164,7 +164,7 @@ async def alter_client_quotas(broker: KafkaContext, head: Header, req: Any) -> A
             except _Refused as e:
                 code, message = codes.INVALID_REQUEST, str(e)
             except Exception as e:  # noqa: BLE001 - this entry's error
-                log.warning("AlterClientQuotas failed: %s", e)
+                logger.warning("AlterClientQuotas failed: %s", e)
                 code, message = codes.code_of(e), "the quotas could not be written"
         results.append(make(mod.EntryData, error_code=error(code), error_message=message,
                             entity=tuple(make(mod.EntityData, entity_type=e.entity_type,

@@ -39,14 +39,14 @@ from aiokafka.record.default_records import (
 
 from log_layout.segment_schema import HEADER_TYPE, HEADERS, shared_nulls
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 try:
     from ingest_gateway.kafka import _records_c
 except ImportError:  # not built: aiokafka's path, ~10x slower a record
     _records_c = None
-    log.warning("ingest_gateway.kafka._records_c is not built (pip install -e . builds "
-                "it): Kafka record batches go through aiokafka's reader and builder")
+    logger.warning("ingest_gateway.kafka._records_c is not built (pip install -e . builds "
+                   "it): Kafka record batches go through aiokafka's reader and builder")
 
 HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61 bytes before the records
 LOG_OVERHEAD = 12  # baseOffset + batchLength

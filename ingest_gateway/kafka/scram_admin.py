@@ -40,7 +40,7 @@ from ingest_gateway.security.scram import from_salted_password
 from ingest_gateway.server import security_admin
 from ingest_gateway.server.security_admin import MECHANISMS, MIN_ITERATIONS
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_DESCRIBE_USER_SCRAM_CREDENTIALS, API_ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 OFFERED: dict[int, tuple[int, int]] = {
@@ -106,7 +106,7 @@ async def alter_user_scram_credentials(broker: KafkaContext, head: Header, req: 
             missing = await security_admin.alter_credentials(
                 broker.gateway, upsert=upserts, delete=set(deletions))
         except Exception as e:  # noqa: BLE001 - every user of the request is answered
-            log.warning("AlterUserScramCredentials failed: %s", e)
+            logger.warning("AlterUserScramCredentials failed: %s", e)
             code = codes.code_of(e)
             for name in names:
                 errors[name] = (code, "the credentials could not be written")
@@ -145,7 +145,7 @@ async def describe_user_scram_credentials(broker: KafkaContext, head: Header, re
     try:
         found = await security_admin.describe_credentials(broker.gateway)
     except Exception as e:  # noqa: BLE001 - the request's error
-        log.warning("DescribeUserScramCredentials failed: %s", e)
+        logger.warning("DescribeUserScramCredentials failed: %s", e)
         return answer(codes.code_of(e), "the credentials could not be read")
     named = [u.name for u in (req.users or ())]
     seen: dict[str, bool] = {}  # user -> named twice

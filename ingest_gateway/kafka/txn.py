@@ -70,7 +70,7 @@ from ingest_gateway.server.transaction_service import (PREPARED, InvalidProducer
                                                        InvalidTxnState, StoreError,
                                                        end_transaction)
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 
 API_FIND_COORDINATOR, API_INIT_PRODUCER_ID = 10, 22
 API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN, API_TXN_OFFSET_COMMIT = 24, 25, 26, 28
@@ -116,7 +116,7 @@ def code_of(e: BaseException, head: Header) -> int:
         return COORDINATOR_NOT_AVAILABLE
     code = codes.code_of(e)
     if code == codes.UNKNOWN_SERVER_ERROR:
-        log.error("Kafka transaction call (api key %d) failed", head.api_key, exc_info=e)
+        logger.error("Kafka transaction call (api key %d) failed", head.api_key, exc_info=e)
     return code
 
 

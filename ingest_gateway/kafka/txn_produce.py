@@ -35,7 +35,7 @@ from ingest_gateway.server.codec import Parsed
 from ingest_gateway.server import transaction_service as coordinator
 from ingest_gateway.server.transaction_service import InvalidProducerEpoch, InvalidTxnState
 
-log = logging.getLogger("sparklog.gateway.kafka")
+logger = logging.getLogger("sparklog.gateway.kafka")
 #: the first Produce version whose transactional clients add partitions implicitly
 TV2_PRODUCE = 12
 
@@ -101,7 +101,7 @@ async def _partition(broker: KafkaContext, tid: str, topic: str, partition: int,
     except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
-            log.exception("transactional produce to %s-%d failed", topic, partition)
+            logger.exception("transactional produce to %s-%d failed", topic, partition)
         return topic, partition, code, -1, str(e)
 
 

@@ -81,7 +81,7 @@ from log_layout import (Fenced, Log, OutOfOrderSequence, PartitionLog,
                         PartitionWriter, ProducerBatch, TopicInfo)
 from log_layout.hot_writer import JournalBroken, JournalWriter
 
-log = logging.getLogger("sparklog.gateway")
+logger = logging.getLogger("sparklog.gateway")
 
 CommitListener = Callable[[str, int, int], None]
 
@@ -449,7 +449,7 @@ class Batcher:
                 try:
                     listener(state.topic, state.partition, hw)
                 except Exception:  # a listener must never break produce
-                    log.exception("commit listener failed")
+                    logger.exception("commit listener failed")
         if state.stopped is not None and not state.draining:
             # Fenced: what is queued or open can never be written by this gateway.
             orphans = list(state.queue)
@@ -473,9 +473,9 @@ class Batcher:
         produce at ERROR): its acks=0/1 records were acknowledged and are lost."""
         assert batch.error is not None
         self.metrics.flush_failed(state.topic, batch.error.code, batch.acked)
-        log.error("flush of %s-%d failed, %d records not written (%d of them acknowledged at "
-                  "acks=0 or 1 and lost): %r", state.topic, state.partition, batch.rows,
-                  batch.acked, exc)
+        logger.error("flush of %s-%d failed, %d records not written (%d of them acknowledged at "
+                     "acks=0 or 1 and lost): %r", state.topic, state.partition, batch.rows,
+                     batch.acked, exc)
 
     # -- shutdown -----------------------------------------------------------------------
     async def flush_all(self) -> None:

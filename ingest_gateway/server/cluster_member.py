@@ -49,7 +49,7 @@ from ingest_gateway.errors import NotCoordinator, NotLeader
 from log_layout import Log, UnknownTopic, wall_clock_ms
 from log_layout.brokers import Assignment, BrokerRegistry, GatewayInfo, tp_key
 
-log = logging.getLogger("sparklog.gateway")
+logger = logging.getLogger("sparklog.gateway")
 
 #: how often the copy of the newest assignment is checked, should the driver's word
 #: (hint) not arrive: a conditional read, a 304 while nothing changed
@@ -152,8 +152,8 @@ class ClusterMember:
         self.epoch = await self.batcher.run_blocking(self.registry.next_gateway_epoch, self.slot)
         await self.batcher.run_blocking(self.registry.write_gateway, self._info())
         self._last_heartbeat = time.monotonic()
-        log.info("gateway %s is slot %d epoch %d at %s", self.gateway_id, self.slot, self.epoch,
-                 self.url)
+        logger.info("gateway %s is slot %d epoch %d at %s", self.gateway_id, self.slot, self.epoch,
+                    self.url)
         # the authoritative newest (a listing) once at start; the copy from then on
         a = await self.batcher.run_blocking(self.registry.assignment)
         self._last_listing = time.monotonic()
@@ -175,8 +175,8 @@ class ClusterMember:
             try:
                 await self.refresh()
             except Exception:  # a store hiccup: keep the last assignment, try again
-                log.warning("cluster refresh failed; keeping assignment %s",
-                            self.assignment and self.assignment.name, exc_info=True)
+                logger.warning("cluster refresh failed; keeping assignment %s",
+                               self.assignment and self.assignment.name, exc_info=True)
 
     async def refresh(self) -> None:
         """Read the assignment (and, each heartbeat, check the slot and write our own
@@ -215,7 +215,7 @@ class ClusterMember:
         try:
             a = await self.batcher.run_blocking(self.registry.assignment_named, name)
         except Exception:  # the periodic refresh reads it anyway
-            log.warning("reading assignment %s failed", name, exc_info=True)
+            logger.warning("reading assignment %s failed", name, exc_info=True)
             a = None
         finally:
             self._hinted.discard(name)
@@ -241,12 +241,12 @@ class ClusterMember:
         mine_before = set(before.led_by(self.slot)) if before is not None else set()
         for topic, partition in sorted(mine_now - mine_before):
             asyncio.create_task(self._lead(topic, partition))
-        log.info("assignment %s: slot %d leads %d partitions", a.name, self.slot, len(mine_now))
+        logger.info("assignment %s: slot %d leads %d partitions", a.name, self.slot, len(mine_now))
         for callback in self._listeners:
             try:
                 callback()
             except Exception:
-                log.exception("assignment listener failed")
+                logger.exception("assignment listener failed")
 
     async def _lead(self, topic: str, partition: int) -> None:
         try:
@@ -254,7 +254,7 @@ class ClusterMember:
         except UnknownTopic:
             return  # deleted since the assignment was written
         except Exception:  # the first produce claims it again
-            log.warning("claiming %s-%d failed", topic, partition, exc_info=True)
+            logger.warning("claiming %s-%d failed", topic, partition, exc_info=True)
             return
         a = self.assignment
         if self.replaced or a is None or a.leader_slot(topic, partition) != self.slot:
@@ -264,9 +264,9 @@ class ClusterMember:
 
     def _replaced(self, successor: GatewayInfo) -> None:
         self.replaced = True
-        log.error("gateway %s (slot %d epoch %d) was replaced by %s epoch %d at %s: it stops "
-                  "leading and serving", self.gateway_id, self.slot, self.epoch,
-                  successor.gateway_id, successor.epoch, successor.url)
+        logger.error("gateway %s (slot %d epoch %d) was replaced by %s epoch %d at %s: it stops "
+                     "leading and serving", self.gateway_id, self.slot, self.epoch,
+                     successor.gateway_id, successor.epoch, successor.url)
         for topic, partition in list(self.batcher.leading()):
             self.batcher.release(topic, partition, NotLeader(
                 topic, partition, "this gateway was replaced by a newer one",

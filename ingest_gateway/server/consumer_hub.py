@@ -44,7 +44,7 @@ from ingest_gateway.server.rest_instances import Instance
 from log_layout import Log, wall_clock_ms
 from log_layout.direct_reader import DirectReader, Fetched
 
-log = logging.getLogger("sparklog.gateway")
+logger = logging.getLogger("sparklog.gateway")
 #: how often the hub drops idle REST instances and expired group members when no
 #: request arrives (the REST Proxy's expiration thread also looks every second)
 EXPIRY_INTERVAL_S = 1.0
@@ -274,8 +274,8 @@ class ConsumerHub:
                 try:
                     await self.run(inst.sync, self.source.watermarks, now)
                 except (SparklogError, OSError) as e:  # a deleted topic too
-                    log.info("background heartbeat of consumer instance %s/%s: %s",
-                             inst.group, inst.name, e)
+                    logger.info("background heartbeat of consumer instance %s/%s: %s",
+                                inst.group, inst.name, e)
 
     async def _expire_periodically(self) -> None:
         while True:
@@ -285,7 +285,7 @@ class ConsumerHub:
                 await self.keep_alive()
                 await self.run(self.coordinator.expire)
             except Exception:  # noqa: BLE001 - a store hiccup must not end expiry for good
-                log.exception("expiring consumer instances and group members failed")
+                logger.exception("expiring consumer instances and group members failed")
 
 
 def _leave_quietly(inst: Instance) -> None:
@@ -302,10 +302,10 @@ def _log_dropped(fut: asyncio.Future) -> None:
     if fut.cancelled():
         return
     if fut.exception() is not None:
-        log.error("dropping the groups moved to another gateway failed",
-                  exc_info=fut.exception())
+        logger.error("dropping the groups moved to another gateway failed",
+                     exc_info=fut.exception())
     elif fut.result():
-        log.info("groups now coordinated elsewhere, dropped: %s", ", ".join(fut.result()))
+        logger.info("groups now coordinated elsewhere, dropped: %s", ", ".join(fut.result()))
 
 
 def cut_partitions(got: Fetched, partition_max_bytes: int) -> Fetched:

@@ -34,7 +34,7 @@ from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_admin import TopicAdmin
 from log_layout import Log
 
-log = logging.getLogger("sparklog.gateway")
+logger = logging.getLogger("sparklog.gateway")
 
 Beside = Callable[[Gateway], AbstractAsyncContextManager]
 
@@ -139,7 +139,7 @@ async def running_gateway(settings: conf.Settings, log_: Log, *, parts: GatewayP
         aborter = transaction_service.TimeoutAborter(
             batcher, log_, now_ms, interval_s=transaction_service.CLUSTER_ABORT_CHECK_S,
             should_run=member.owns_transaction_timeouts).start()
-    log.info("gateway %s serving %s", batcher.id, log_.url)
+    logger.info("gateway %s serving %s", batcher.id, log_.url)
     try:
         yield gateway
     finally:
@@ -151,4 +151,4 @@ async def running_gateway(settings: conf.Settings, log_: Log, *, parts: GatewayP
         if member is not None:
             await member.stop()
         await batcher.close()
-        log.info("gateway %s flushed and stopped", batcher.id)
+        logger.info("gateway %s flushed and stopped", batcher.id)

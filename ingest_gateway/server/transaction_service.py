@@ -31,7 +31,7 @@ from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, trans
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import InvalidTxnState, ProducerFenced
 
-log = logging.getLogger("sparklog.gateway")
+logger = logging.getLogger("sparklog.gateway")
 
 __all__ = ["InvalidProducerEpoch", "InvalidTxnState", "ProducerFenced", "StoreError",
            "UnknownPartition", "MAX_TIMEOUT_MS", "PREPARED", "init", "add_partitions",
@@ -149,9 +149,9 @@ class TimeoutAborter:
                 aborted = await self.batcher.run_blocking(transactions.abort_expired, self.log,
                                                           self.now_ms())
                 for tid in aborted:
-                    log.info("transaction of %r aborted: older than its timeout", tid)
+                    logger.info("transaction of %r aborted: older than its timeout", tid)
             except Exception:  # the store failing now: the next round tries again
-                log.exception("aborting timed-out transactions failed")
+                logger.exception("aborting timed-out transactions failed")
 
     async def stop(self) -> None:
         if self._task is not None:

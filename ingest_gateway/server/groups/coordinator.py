@@ -70,7 +70,7 @@ from ingest_gateway.server.groups.store import partition_counts, partition_lags
 from ingest_gateway.server.groups.table import Cluster, GroupTable
 from log_layout import Log, wall_clock_ms
 
-log = logging.getLogger("sparklog.groups")
+logger = logging.getLogger("sparklog.groups")
 
 
 class GroupCoordinator:
@@ -194,7 +194,7 @@ class GroupCoordinator:
                     m = g.members[member_id] = Member(member_id, client_id, topics, strategies,
                                                       session, rebalance_timeout_ms, now, -1,
                                                       instance_id=instance_id)
-                    log.info("group %s: member %s joined, rebalancing", group, member_id)
+                    logger.info("group %s: member %s joined, rebalancing", group, member_id)
                     self._start_rebalance(g, now)
                 else:
                     if old is not None:  # a static member back: no rebalance unless changed
@@ -325,7 +325,7 @@ class GroupCoordinator:
         this gateway no longer coordinates the group)."""
         for mid in member_ids:
             g.members.pop(mid, None)
-        log.info("group %s: left or expired: %s", g.name, ", ".join(member_ids))
+        logger.info("group %s: left or expired: %s", g.name, ", ".join(member_ids))
         generation = g.generation
         if g.members:
             self._start_rebalance(g, now)
@@ -360,8 +360,8 @@ class GroupCoordinator:
         # Persist the generation so ids never repeat after a restart (a zombie of
         # generation N must not match a new generation N).
         self.table.write(g, *g.snapshot_doc())
-        log.info("group %s: rebalanced to generation %d (%s, %d member%s)", g.name, target,
-                 strategy, len(members), "s" * (len(members) != 1))
+        logger.info("group %s: rebalanced to generation %d (%s, %d member%s)", g.name, target,
+                    strategy, len(members), "s" * (len(members) != 1))
         if self.on_rebalance is not None:
             self.on_rebalance(g.name)
         if again:
