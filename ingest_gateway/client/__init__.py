@@ -22,12 +22,12 @@ from ingest_gateway.client.consumer import Consumer
 from ingest_gateway.client.consumer_coordinator import GroupMetadata
 from ingest_gateway.protocol.groups import MemberState
 from ingest_gateway.client.producer import Producer
-from ingest_gateway.client.records import Batch, Record, TopicPartition
+from ingest_gateway.client.records import ArrowBatch, Record, TopicPartition
 from ingest_gateway.errors import (GatewayError, IllegalState, NoOffsetForPartition,
                                    ProduceError)
 from log_layout.errors import InvalidTxnState, ProducerFenced
 
-__all__ = ["Producer", "Consumer", "Record", "Batch", "TopicPartition", "RecordMetadata",
+__all__ = ["Producer", "Consumer", "Record", "ArrowBatch", "TopicPartition", "RecordMetadata",
            "BatchMetadata", "SendHandle", "BatchHandle", "MemberState", "GroupMetadata",
            "ProduceError", "IllegalState", "NoOffsetForPartition", "GatewayError",
            "ProducerFenced", "InvalidTxnState"]

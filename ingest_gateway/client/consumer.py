@@ -103,7 +103,7 @@ from ingest_gateway.client.consumer_coordinator import (ConsumerCoordinator, Gro
                                                         GroupOptions)
 from ingest_gateway.client.fetcher import Fetcher
 from ingest_gateway.client.gateway_transport import GatewaySource, HttpMembership
-from ingest_gateway.client.records import Batch, Record, as_tp, records_of
+from ingest_gateway.client.records import ArrowBatch, Record, as_tp, records_of
 from ingest_gateway.client.subscription import SubscriptionState
 from ingest_gateway.errors import IllegalState
 from ingest_gateway.protocol.connection_security import ConnectionSecurity
@@ -316,7 +316,8 @@ class Consumer:
         return self._subscriptions.paused()
 
     # -- polling ---------------------------------------------------------------------
-    def poll_batches(self, timeout: float = 1.0, max_records: int | None = None) -> list[Batch]:
+    def poll_batches(self, timeout: float = 1.0,
+                     max_records: int | None = None) -> list[ArrowBatch]:
         """Arrow batches of up to ``max_records`` records, waiting up to ``timeout`` s
         for the first; [] if none came. Records handed out count as consumed.
 
@@ -343,7 +344,7 @@ class Consumer:
         """
         return self._fetcher.iterate(self._fill_or_stop, self._is_closed)
 
-    def batches(self) -> Iterator[Batch]:
+    def batches(self) -> Iterator[ArrowBatch]:
         """Every record as Arrow batches, blocking for new ones (never ends until close())."""
         while not self._closed:
             if self._fill_or_stop():

@@ -21,7 +21,7 @@ import collections
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ingest_gateway.client.records import Batch, Fetched, Record
+from ingest_gateway.client.records import ArrowBatch, Fetched, Record
 from ingest_gateway.errors import NoOffsetForPartition
 from ingest_gateway.protocol.groups import TopicPartition
 from log_layout import OffsetOutOfRange
@@ -128,10 +128,10 @@ class Fetcher:
                 self._positions[tp] = self._consumed[tp] = nxt
 
     # -- handing out ----------------------------------------------------------------------------
-    def take(self, max_records: int, *, max_batches: int | None = None) -> list[Batch]:
+    def take(self, max_records: int, *, max_batches: int | None = None) -> list[ArrowBatch]:
         """Hand out up to ``max_records`` buffered records, in fetch order; they count
         as consumed. A fetched batch the iterator began is handed out from where it stopped."""
-        out: list[Batch] = []
+        out: list[ArrowBatch] = []
         while self._buffer and max_records > 0 and (max_batches is None or len(out) < max_batches):
             f = self._buffer[0]
             n = f.batch.num_rows - f.start
@@ -143,7 +143,7 @@ class Fetcher:
                 n = max_records
                 part = f.batch.slice(f.start, n)
                 f.start += n
-            b = Batch(f.tp[0], f.tp[1], part)
+            b = ArrowBatch(f.tp[0], f.tp[1], part)
             # the whole rest handed out: consumed up to where the fetch went on
             self._consumed[f.tp] = (f.next_offset or b.next_offset) if whole \
                 else b.next_offset

@@ -1,4 +1,5 @@
-"""What a consumer hands out: :class:`Record` tuples and Arrow :class:`Batch`es.
+"""What a consumer hands out: :class:`Record` tuples, and :class:`ArrowBatch` (a partition's
+consecutive records as one Arrow record batch).
 
 Records are built column-wise from segment-schema batches (:func:`records_of`),
 without a Python call per record; the gateway's JSON fetch answers use the same
@@ -29,8 +30,9 @@ class Record(NamedTuple):
     headers: list[tuple[str, bytes | None]] | None
 
 
-class Batch(NamedTuple):
-    """Consecutive records of one partition as Arrow (the segment schema)."""
+class ArrowBatch(NamedTuple):
+    """Consecutive records of one partition as Arrow (the segment schema), as
+    ``Consumer.poll_batches`` and ``Consumer.batches`` hand them out."""
 
     topic: str
     partition: int

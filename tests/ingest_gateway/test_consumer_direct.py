@@ -11,7 +11,8 @@ import time
 import pyarrow as pa
 import pytest
 
-from ingest_gateway.client import Batch, Consumer, IllegalState, NoOffsetForPartition, Record
+from ingest_gateway.client import (ArrowBatch, Consumer, IllegalState, NoOffsetForPartition,
+                                   Record)
 from ingest_gateway.errors import UnknownMemberId
 from ingest_gateway.server.groups.coordinator import GroupCoordinator
 from log_layout import OffsetOutOfRange, UnknownPartition, UnknownTopic
@@ -104,7 +105,7 @@ def test_batches_are_arrow_and_respect_max_records(log, topic):
         c.assign([("t", 0)])
         b = c.poll_batches(5)
         assert sum(x.records.num_rows for x in b) == 100
-        assert isinstance(b[0], Batch) and isinstance(b[0].records, pa.RecordBatch)
+        assert isinstance(b[0], ArrowBatch) and isinstance(b[0].records, pa.RecordBatch)
         assert b[0].records.schema.names == ["offset", "timestamp", "key", "value", "headers"]
         assert c.position(("t", 0)) == 100
         it = c.batches()
