@@ -149,10 +149,60 @@ class CommitGroupOffsets(Body):
     metadata: Annotated[str, Meta(extra_json_schema={"maxLength": 4096})] = ""
 
 
+#: a topic config's name, as the v3 routes take it (Kafka's longest is 45 characters)
+MAX_CONFIG_NAME = 255
+ConfigName = Annotated[str, Meta(min_length=1, max_length=MAX_CONFIG_NAME)]
+
+
+class ConfigEntry(Body):
+    name: ConfigName
+    value: str
+
+
+class CreateTopic(Body):
+    """REST Proxy v3 topic creation; ``validate_only`` checks without creating."""
+    topic_name: Annotated[str, Meta(extra_json_schema={"pattern": "^[a-zA-Z0-9._-]{1,249}$"})]
+    # the topic admin refuses a count outside these with its own code (invalid_config)
+    partitions_count: Annotated[int, Meta(extra_json_schema={"minimum": 1, "maximum": 10000})] \
+        | None = None
+    replication_factor: int | None = None  # the store replicates: any value is taken
+    # documented so that the route's refusal (sparklog places no replicas) is reachable
+    replicas_assignments: dict[str, list[int]] | None = None
+    validate_only: bool = False
+    configs: list[ConfigEntry] = field(default_factory=list)
+
+
+class PatchTopic(Body):
+    """REST Proxy v3 ``PATCH`` of a topic: grow it to ``partitions_count``."""
+    partitions_count: int
+
+
+class PutConfig(Body):
+    """Set one topic config."""
+    value: str
+
+
+#: SET or DELETE in any case, as REST Proxy reads AlterConfigBatchRequestData
+_SET_OR_DELETE = "^([sS][eE][tT]|[dD][eE][lL][eE][tT][eE])$"
+
+
+class ConfigChange(Body):
+    name: ConfigName
+    value: str | None = None  # SET needs one
+    operation: Annotated[str, Meta(pattern=_SET_OR_DELETE)] | None = None  # None: SET
+
+
+class AlterConfigs(Body):
+    """A batch of SET / DELETE of a topic's configs, all applied or none."""
+    data: list[ConfigChange]
+    validate_only: bool = False
+
+
 #: every declared body, in the order of the document's components
 BODIES: tuple[type[Body], ...] = (
     Partitions, Offsets, InstanceCommit, InstanceCommitted, Fetch, CreateInstance, Subscribe,
-    JoinGroup, Heartbeat, CommitGroupOffsets)
+    JoinGroup, Heartbeat, CommitGroupOffsets, CreateTopic, PatchTopic, PutConfig,
+    AlterConfigs)
 
 
 def convert(doc: Any, kind: type[T]) -> T:

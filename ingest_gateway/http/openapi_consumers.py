@@ -186,9 +186,11 @@ def instance_read_paths() -> dict[str, Any]:
             "post": {"summary": "commit the given offsets, or everything consumed",
                      "requestBody": json_body(ref(bodies.InstanceCommit), required=False),
                      "responses": {"204": resp("committed"), **errors(400, 404, 409)}},
-            "get": {"summary": "committed offsets",
+            "get": {"summary": "committed offsets (of the partitions the query or, as REST "
+                               "Proxy's clients send them, the body names)",
                     "parameters": [p("partitions", "query", {"type": "string"},
                                      "TOPIC:PARTITION,...")],
+                    "requestBody": json_body(ref(bodies.InstanceCommitted), required=False),
                     "responses": {"200": resp("offsets", offsets, V2_RESPONSE),
                                   **errors(400, 404)}}},
         f"{base}/heartbeat": {"post": {

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import ref
 from ingest_gateway.http.openapi_consumers import errors, p, resp
 
 CLUSTER = p("cluster_id", "path", {"type": "string"}, "the cluster id (GET /v3/clusters)")
@@ -149,22 +151,12 @@ def cluster_paths() -> dict[str, Any]:
 def topic_paths() -> dict[str, Any]:
     """Topics, partitions, configs, records."""
     t = "/v3/clusters/{cluster_id}/topics"
-    create = {"type": "object", "required": ["topic_name"], "properties": {
-        "topic_name": S, "partitions_count": {"type": "integer", "minimum": 1, "maximum": 10000},
-        "replication_factor": N, "validate_only": B,
-        "configs": {"type": "array", "items": {"type": "object", "required": ["name", "value"],
-                                               "properties": {"name": S, "value": S}}}}}
-    alter = {"type": "object", "required": ["data"], "properties": {
-        "validate_only": B,
-        "data": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
-            "name": S, "value": {**S, "nullable": True},
-            "operation": {"type": "string", "enum": ["SET", "DELETE"]}}}}}}
     return {
         t: {"parameters": [CLUSTER],
             "get": {"summary": "topics", "responses": {"200": resp("topics", lst(TOPIC_DOC)),
                                                        **errors(404)}},
             "post": {"summary": "create a topic (validate_only: check only, 200)",
-                     "requestBody": body(create),
+                     "requestBody": body(ref(bodies.CreateTopic)),
                      "responses": {"201": resp("created", TOPIC_DOC),
                                    "200": resp("validated, not created", {"type": "object"}),
                                    **errors(400, 404, 413)}}},
@@ -173,8 +165,7 @@ def topic_paths() -> dict[str, Any]:
             "get": {"summary": "a topic", "responses": {"200": resp("the topic", TOPIC_DOC),
                                                         **errors(400, 404)}},
             "patch": {"summary": "grow the partition count",
-                      "requestBody": body({"type": "object", "required": ["partitions_count"],
-                                           "properties": {"partitions_count": N}}),
+                      "requestBody": body(ref(bodies.PatchTopic)),
                       "responses": {"200": resp("the topic", TOPIC_DOC),
                                     **errors(400, 404, 413)}},
             "delete": {"summary": "delete a topic and its data",
@@ -186,14 +177,13 @@ def topic_paths() -> dict[str, Any]:
         f"{t}/{{topic}}/configs": _get("a topic's configs", [CLUSTER, TOPIC], lst(CONFIG_DOC)),
         f"{t}/{{topic}}/configs:alter": {"parameters": [CLUSTER, TOPIC], "post": {
             "summary": "set or reset configs, all or none (validate_only: check only)",
-            "requestBody": body(alter),
+            "requestBody": body(ref(bodies.AlterConfigs)),
             "responses": {"204": resp("changed"), **errors(400, 404, 413)}}},
         f"{t}/{{topic}}/configs/{{name}}": {
             "parameters": [CLUSTER, TOPIC, CONFIG],
             "get": {"summary": "one config", "responses": {"200": resp("config", CONFIG_DOC),
                                                            **errors(400, 404)}},
-            "put": {"summary": "set one config", "requestBody": body({
-                "type": "object", "required": ["value"], "properties": {"value": S}}),
+            "put": {"summary": "set one config", "requestBody": body(ref(bodies.PutConfig)),
                 "responses": {"204": resp("set"), **errors(400, 404, 413)}},
             "delete": {"summary": "reset one config to the gateway's default",
                        "responses": {"204": resp("reset"), **errors(400, 404)}}},

@@ -37,7 +37,8 @@ from starlette.routing import BaseRoute, Route
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownBroker, UnknownCluster
 from ingest_gateway.http.access import require_create, require_idempotent_producer, visible
-from ingest_gateway.http.body import read_json
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import read_body_as
 from ingest_gateway.http.params import partition_param
 from ingest_gateway.http.requests import metadata_of
 from ingest_gateway.http.v3_links import V3, cluster_url, crn, list_doc, related, self_meta
@@ -244,47 +245,26 @@ async def list_topics_v3(request: Request) -> Response:
     return JSONResponse(list_doc("KafkaTopicList", f"{cluster_url(request, cid)}/topics", docs))
 
 
-def configs_list(raw: Any, field: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
-                                            for c in raw):
-        raise BadRequest(f'"{field}" must be a list of {{"name": ..., "value": ...}} objects')
-    return {c["name"]: c.get("value") for c in raw}
-
-
-def _count(doc: dict[str, Any]) -> int | None:
-    count = doc.get("partitions_count")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-        raise BadRequest(f"partitions_count must be an integer, not {count!r}")
-    return count
-
-
 async def create_topic(request: Request) -> Response:
     """REST Proxy v3 create; ``validate_only: true`` checks without creating (200)."""
     cid = await check_cluster(request)
-    doc = await read_json(request)
-    if not isinstance(doc, dict):
-        raise BadRequest("the body must be an object with topic_name")
-    name = validate_topic_name(doc.get("topic_name"))
+    body = await read_body_as(request, bodies.CreateTopic)
+    name = validate_topic_name(body.topic_name)
     require_create(request, name)
-    if doc.get("replicas_assignments") is not None:
+    if body.replicas_assignments is not None:
         raise BadRequest("replicas_assignments: sparklog places no replicas (the store "
                          "replicates the data); give partitions_count")
-    configs = configs_list(doc.get("configs"), "configs")
-    if any(not isinstance(v, str) for v in configs.values()):
-        raise BadRequest("every config needs a string value")
-    validate_only = doc.get("validate_only") is True
-    config = await topic_admin_of(request).create(name, configs, partitions=_count(doc),
+    configs = {c.name: c.value for c in body.configs}
+    validate_only = body.validate_only
+    config = await topic_admin_of(request).create(name, configs, partitions=body.partitions_count,
                                                   validate_only=validate_only)
     if validate_only:
-        body = {"kind": "KafkaTopic", "cluster_id": cid, "topic_name": name,
-                "partitions_count": config.partitions, "replication_factor": 1,
-                "is_internal": False}
-        return JSONResponse(body, status_code=200)
-    body = await batcher_of(request).run_blocking(_topic_doc, request, metadata_of(request), cid,
-                                                  name)
-    return JSONResponse(body, status_code=201)
+        return JSONResponse({"kind": "KafkaTopic", "cluster_id": cid, "topic_name": name,
+                             "partitions_count": config.partitions, "replication_factor": 1,
+                             "is_internal": False}, status_code=200)
+    doc = await batcher_of(request).run_blocking(_topic_doc, request, metadata_of(request), cid,
+                                                 name)
+    return JSONResponse(doc, status_code=201)
 
 
 async def get_topic_v3(request: Request) -> Response:
@@ -300,10 +280,7 @@ async def patch_topic(request: Request) -> Response:
     without an integer partitions_count."""
     cid = await check_cluster(request)
     topic = _topic_param(request)
-    doc = await read_json(request)
-    count = _count(doc) if isinstance(doc, dict) else None
-    if count is None:
-        raise BadRequest('the body must be {"partitions_count": <integer>}')
+    count = (await read_body_as(request, bodies.PatchTopic)).partitions_count
     await topic_admin_of(request).add_partitions(topic, count)
     return JSONResponse(await batcher_of(request).run_blocking(_topic_doc, request,
                                                                metadata_of(request), cid, topic))

@@ -31,14 +31,15 @@ from starlette.routing import BaseRoute, Route
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, UnknownTopicConfig
 from ingest_gateway.http.access import allowed
-from ingest_gateway.http.body import read_json
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import read_body_as
 from ingest_gateway.http.topics import (batcher_of, check_cluster, metadata_of, topic_admin_of,
                                         topic_url)
 from ingest_gateway.http.v3_links import crn, list_doc, self_meta
 from ingest_gateway.server.topic_metadata import TopicMetadata
 
 #: a config name longer than any Kafka's is refused before it is looked up or echoed
-MAX_NAME = 255
+MAX_NAME = bodies.MAX_CONFIG_NAME
 
 
 def _defaults(request: Request) -> dict[str, str]:
@@ -110,21 +111,13 @@ async def _alter(request: Request, topic: str, changes: dict[str, Any], *,
     await topic_admin_of(request).alter_configs(topic, changes, validate_only=validate_only)
 
 
-def _value(name: str, raw: Any) -> str:
-    if not isinstance(raw, str):
-        raise BadRequest(f"config {name!r}: value must be a string, not {raw!r:.100}")
-    return raw
-
-
 async def put_config(request: Request) -> Response:
     """``{"value": "..."}``; raises BadRequest (no string value) or ConfigError."""
     await check_cluster(request)
     topic = validate_topic_name(request.path_params["topic"])
     name = _name(request)
-    doc = await read_json(request)
-    if not isinstance(doc, dict):
-        raise BadRequest('the body must be {"value": "..."}')
-    await _alter(request, topic, {name: _value(name, doc.get("value"))})
+    value = (await read_body_as(request, bodies.PutConfig)).value
+    await _alter(request, topic, {name: value})
     return Response(status_code=204)
 
 
@@ -140,24 +133,16 @@ async def alter_configs(request: Request) -> Response:
     """A batch of SET / DELETE, all applied or none; ``validate_only`` checks only."""
     await check_cluster(request)
     topic = validate_topic_name(request.path_params["topic"])
-    doc = await read_json(request)
-    if not isinstance(doc, dict):
-        raise BadRequest('the body must be an object with a "data" list')
-    items = doc.get("data")
-    if not isinstance(items, list) or not all(isinstance(c, dict) for c in items):
-        raise BadRequest('"data" must be a list of {"name", "value", "operation"} objects')
-    validate_only = doc.get("validate_only", False)
-    if not isinstance(validate_only, bool):
-        raise BadRequest(f"validate_only must be true or false, not {validate_only!r:.100}")
+    body = await read_body_as(request, bodies.AlterConfigs)
     changes: dict[str, Any] = {}
-    for c in items:
-        name, op = c.get("name"), c.get("operation") or "SET"
-        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
-            raise BadRequest(f"every config change needs a name of 1 to {MAX_NAME} characters")
-        if not isinstance(op, str) or op.upper() not in ("SET", "DELETE"):
-            raise BadRequest(f"config {name!r}: operation must be SET or DELETE, not {op!r:.100}")
-        changes[name] = None if op.upper() == "DELETE" else _value(name, c.get("value"))
-    await _alter(request, topic, changes, validate_only=validate_only)
+    for c in body.data:
+        if (c.operation or "SET").upper() == "DELETE":
+            changes[c.name] = None
+        elif c.value is None:
+            raise BadRequest(f"config {c.name!r}: SET needs a string value")
+        else:
+            changes[c.name] = c.value
+    await _alter(request, topic, changes, validate_only=body.validate_only)
     return Response(status_code=204)
 
 

@@ -1,0 +1,216 @@
+"""Request bodies declared once (``ingest_gateway.http.bodies``): every declaration is in
+``/openapi.json``, and what a declaration refuses the live route refuses, with REST Proxy's
+400 ``malformed_request`` (40001) naming the field.
+
+One table drives it: per declaration, the route that reads it and a valid body (answered
+2xx). Each field of the valid body, nested ones too, is then replaced in turn by hostile
+values (wrong types, a 200 kB string, nested junk, numbers past int64, null); each whole
+body by junk. Where the declaration refuses the variant, the route must answer exactly
+that refusal; where it accepts it (a long string is still a string), the route must answer
+a JSON 2xx or 4xx, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from ingest_gateway.errors import BadRequest
+from ingest_gateway.http import bodies
+from ingest_gateway.http.openapi import document
+from tests.ingest_gateway.conftest import on_local_store
+
+HUGE = "x" * 200_000  # under max.control.request.size (1 MiB)
+#: what replaces each field in turn
+HOSTILE_VALUES: dict[str, Any] = {
+    "string": "not-a-number", "huge_string": HUGE, "int": 12, "negative": -1,
+    "past_int64": 2**70, "float": 1.5, "bool": True, "null": None,
+    "nested_junk": {"a": [[{"b": {"c": [None, {}]}}]]}, "deep_list": [[[[[[]]]]]],
+    "huge_list": [{"topic": "t"}] * 5_000,
+}
+#: whole bodies that are not the declared object
+HOSTILE_BODIES: dict[str, Any] = {
+    "array": [], "string": "x", "number": 0, "true": True,
+    "junk_object": {"z": [{"z": [{"z": HUGE[:1000]}]}]},
+}
+
+
+def _refs(doc: Any) -> Iterator[str]:
+    if isinstance(doc, dict):
+        if isinstance(doc.get("$ref"), str):
+            yield doc["$ref"].rsplit("/", 1)[-1]
+        for v in doc.values():
+            yield from _refs(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _refs(v)
+
+
+def test_every_declared_body_is_a_request_body_of_the_document():
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    in_bodies = {name for item in doc["paths"].values() for op in item.values()
+                 if isinstance(op, dict) for name in _refs(op.get("requestBody", {}))}
+    for kind in bodies.BODIES:
+        assert kind.__name__ in in_bodies, f"{kind.__name__} is no route's requestBody"
+        schema = schemas[kind.__name__]
+        assert schema["type"] == "object"
+        assert set(schema["properties"]) == {f.encode_name for f in msgspec.structs.fields(kind)}
+    # every reference resolves, and OpenAPI 3.0 has no "null" type
+    assert set(_refs(doc)) <= set(schemas)
+    assert '"type": "null"' not in json.dumps(doc)
+    assert all(s.get("required", ["x"]) for s in schemas.values())
+
+
+def test_the_route_table_covers_every_declaration():
+    assert {kind for kind, *_ in ROUTES} == set(bodies.BODIES)
+
+
+# -- the live routes --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def live(gateway, gateway_log) -> dict[str, str]:
+    """A topic with records, a REST instance assigned its partitions by hand, one that
+    subscribes, and a group member: each route has something real to act on."""
+    topic = f"b-{uuid.uuid4().hex[:8]}"
+    gateway_log.create_topic(topic, {"partitions": 2})
+    status, body, _ = gateway.request("POST", f"/topics/{topic}",
+                                      content_type="application/vnd.kafka.json.v2+json",
+                                      body={"records": [{"value": {"n": i}} for i in range(4)]})
+    assert status == 200, body
+    names = {"topic": topic, "group": f"g-{topic}", "member_group": f"m-{topic}"}
+    for inst in ("manual", "subscriber"):
+        status, body, _ = gateway.request("POST", f"/consumers/{names['group']}",
+                                          body={"name": inst, "format": "json"})
+        assert status == 200, body
+    names["inst"] = f"/consumers/{names['group']}/instances/manual"
+    names["sub"] = f"/consumers/{names['group']}/instances/subscriber"
+    status, body, _ = gateway.request("POST", f"{names['inst']}/assignments", body={
+        "partitions": [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]})
+    assert status == 204, body
+    status, body, _ = gateway.request("POST", f"/groups/{names['member_group']}/members",
+                                      body={"topics": [topic], "rebalance_timeout_ms": 1000})
+    assert status == 200, body
+    names["member"] = body["member_id"]
+    status, body, _ = gateway.request("GET", "/v3/clusters")
+    assert status == 200, body
+    names["v3"] = f"/v3/clusters/{body['data'][0]['cluster_id']}"
+    return names
+
+
+def _tpo(n: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"topic": n["topic"], "partition": 0, "offset": 1}]
+
+
+#: (declaration, method, path, valid body): paths and bodies filled from ``live``
+ROUTES: list[tuple[type, str, str, Any]] = [
+    (bodies.Partitions, "POST", "{inst}/positions/beginning",
+     lambda n: {"partitions": [{"topic": n["topic"], "partition": 1}]}),
+    (bodies.Offsets, "POST", "{inst}/positions", lambda n: {"offsets": _tpo(n)}),
+    (bodies.InstanceCommit, "POST", "{inst}/offsets", lambda n: {"offsets": _tpo(n)}),
+    (bodies.InstanceCommitted, "GET", "{inst}/offsets",
+     lambda n: {"partitions": [{"topic": n["topic"], "partition": 0}]}),
+    (bodies.Fetch, "POST", "/fetch",
+     lambda n: {"partitions": _tpo(n), "max_records": 2, "max_bytes": 10_000, "wait_ms": 0,
+                "min_bytes": 1, "isolation_level": "read_committed"}),
+    (bodies.CreateInstance, "POST", "/consumers/{group}",
+     lambda n: {"format": "binary", "auto.offset.reset": "earliest",
+                "auto.commit.enable": "false", "session.timeout.ms": "10000",
+                "consumer.instance.timeout.ms": 10_000}),
+    (bodies.Subscribe, "POST", "{sub}/subscription", lambda n: {"topics": [n["topic"]]}),
+    # a group of its own: the variants join members, which would rebalance member_group
+    (bodies.JoinGroup, "POST", "/groups/j-{topic}/members",
+     lambda n: {"topics": [n["topic"]], "member_id": None, "client_id": "c",
+                "strategies": ["range", "cooperative-sticky"], "session_timeout_ms": 10_000,
+                "rebalance_timeout_ms": 1000}),
+    (bodies.Heartbeat, "POST", "/groups/{member_group}/members/{member}/heartbeat",
+     lambda n: {"generation": -1}),
+    (bodies.CommitGroupOffsets, "POST", "/groups/{member_group}/offsets",
+     lambda n: {"offsets": _tpo(n), "member_id": n["member"], "generation": n["generation"],
+                "metadata": "m"}),
+    # validate_only: the variants that fit create nothing
+    (bodies.CreateTopic, "POST", "{v3}/topics",
+     lambda n: {"topic_name": f"new-{n['topic']}", "partitions_count": 2,
+                "replication_factor": 3, "validate_only": True,
+                "configs": [{"name": "retention.ms", "value": "100000"}]}),
+    (bodies.PatchTopic, "PATCH", "{v3}/topics/{topic}", lambda n: {"partitions_count": 2}),
+    (bodies.PutConfig, "PUT", "{v3}/topics/{topic}/configs/retention.ms",
+     lambda n: {"value": "3600000"}),
+    (bodies.AlterConfigs, "POST", "{v3}/topics/{topic}/configs:alter",
+     lambda n: {"data": [{"name": "retention.ms", "value": "7200000", "operation": "set"},
+                         {"name": "cleanup.policy", "operation": "DELETE"}],
+                "validate_only": True}),
+]
+
+
+def _leaves(doc: Any, path: tuple = ()) -> Iterator[tuple]:
+    """The path of every value in ``doc`` (objects' fields and list items, nested)."""
+    if path:
+        yield path
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _leaves(v, (*path, i))
+
+
+def variants(valid: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(label, the field a refusal must name, body): ``valid`` with each value in turn
+    replaced by each hostile value (the field: the innermost object field on the way,
+    ``partitions/0/offset`` -> ``offset``), then the hostile whole bodies (no field)."""
+    for path in _leaves(valid):
+        named = [k for k in path if isinstance(k, str)][-1]
+        for name, value in HOSTILE_VALUES.items():
+            body = copy.deepcopy(valid)
+            slot = body
+            for key in path[:-1]:
+                slot = slot[key]
+            slot[path[-1]] = value
+            yield f"{'/'.join(map(str, path))}={name}", named, body
+    for name, body in HOSTILE_BODIES.items():
+        yield name, "", body
+
+
+@on_local_store
+@pytest.mark.parametrize("kind,method,path,valid", ROUTES,
+                         ids=[kind.__name__ for kind, *_ in ROUTES])
+def test_a_body_the_declaration_refuses_the_route_refuses(gateway, live, kind, method, path,
+                                                          valid):
+    status, state, _ = gateway.request(  # the member's generation now (a join moves it)
+        "POST", f"/groups/{live['member_group']}/members/{live['member']}/heartbeat", body={})
+    assert status == 200, state
+    live = {**live, "generation": state["generation"]}
+    target = path.format(**live)
+    good = valid(live)
+    bodies.convert(good, kind)  # the valid body fits its declaration ...
+    status, answer, _ = gateway.request(method, target, body=good)
+    assert 200 <= status < 300, (kind.__name__, answer)  # ... and the route takes it
+    tried = refused = 0
+    problems = []
+    for label, named, body in variants(good):
+        try:
+            bodies.convert(body, kind)
+            declared = None
+        except BadRequest as e:
+            declared = str(e)
+        status, answer, _ = gateway.request(method, target, body=body)
+        tried += 1
+        if declared is not None:
+            refused += 1
+            ok = (status == 400 and isinstance(answer, dict)
+                  and answer.get("error_code") == 40001
+                  and answer.get("message") == declared
+                  and named in declared and len(declared) <= bodies.MAX_MESSAGE)
+            if not ok:
+                problems.append(f"{label}: declared {declared!r}, route {status} {answer!r:.300}")
+        elif status >= 500:
+            problems.append(f"{label}: accepted by the declaration, route {status} "
+                            f"{answer!r:.300}")
+    assert not problems, f"{len(problems)} of {tried}:\n" + "\n".join(problems[:30])
+    assert refused > tried // 2  # the hostile values mostly do not fit
