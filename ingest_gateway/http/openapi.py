@@ -65,49 +65,15 @@ PRODUCE_PARAMS = [
 ]
 
 
-def _record(binary: bool) -> dict[str, Any]:
-    data = {"type": "string", "format": "byte", "nullable": True} if binary else {}
-    header_value = {"type": "string", "nullable": True}
-    return {
-        "type": "object",
-        "properties": {
-            "key": data, "value": data,
-            "partition": {"type": "integer", "minimum": 0, "nullable": True},
-            "timestamp": {"type": "integer", "minimum": 0, "nullable": True,
-                          "description": "milliseconds since the epoch"},
-            "headers": {"type": "array", "nullable": True, "items": {
-                "type": "object", "required": ["key"],
-                "properties": {"key": {"type": "string"}, "value": header_value}}},
-        },
-    }
-
-
-def _records_body(binary: bool) -> dict[str, Any]:
-    example = {"records": [{"key": "a2V5" if binary else "key",
-                            "value": "dmFsdWU=" if binary else {"n": 1},
-                            "headers": [{"key": "h", "value": "dg==" if binary else "v"}],
-                            "timestamp": 1700000000000}]}
-    return {"type": "object", "required": ["records"], "example": example,
-            "properties": {"records": {"type": "array", "minItems": 1,
-                                       "items": _record(binary)}}}
-
-
 _AVRO_EXAMPLE = '{"type":"record","name":"R","fields":[{"name":"n","type":"int"}]}'
 _JSON_SCHEMA_EXAMPLE = '{"type":"object","properties":{"n":{"type":"integer"}}}'
 _PROTOBUF_EXAMPLE = 'syntax = "proto3"; message R { int32 n = 1; }'
 
 
-def _schema_records_body(schema: str, value: Any) -> dict[str, Any]:
-    """A v2 body in an embedded format with a schema: the schema's text or id per key
-    and value (registered under the topic's -key/-value subject), records as JSON data."""
-    schema_fields = {f"{part}_{kind}": {"type": t, **({"minimum": 1} if t == "integer" else {})}
-                     for part in ("key", "value")
-                     for kind, t in (("schema", "string"), ("schema_id", "integer"))}
-    return {"type": "object", "required": ["records"],
-            "example": {"value_schema": schema, "records": [{"value": value}]},
-            "properties": {**schema_fields,
-                           "records": {"type": "array", "minItems": 1,
-                                       "items": _record(False)}}}
+def _schema_body(schema: str, value: Any) -> dict[str, Any]:
+    """A v2 body in an embedded format with a schema, with an example of it."""
+    return {"schema": bodies.ref(bodies.SchemaProduceRecords),
+            "example": {"value_schema": schema, "records": [{"value": value}]}}
 
 
 #: how a client may authenticate (``authentication.method``); mutual TLS needs no header
@@ -145,16 +111,16 @@ def document() -> dict[str, Any]:
 def _topic_paths() -> dict[str, Any]:
     """v2 topic reads and produce."""
     produce_body = {"required": True, "content": {
-        codec.JSON_V2: {"schema": _records_body(False)},
-        codec.PLAIN_JSON: {"schema": _records_body(False)},
-        codec.BINARY_V2: {"schema": _records_body(True)},
+        codec.JSON_V2: {"schema": bodies.ref(bodies.ProduceRecords)},
+        codec.PLAIN_JSON: {"schema": bodies.ref(bodies.ProduceRecords)},
+        codec.BINARY_V2: {"schema": bodies.ref(bodies.BinaryProduceRecords)},
         codec.ARROW_STREAM: {"schema": {"type": "string", "format": "binary",
                                         "description": "Arrow IPC stream: value, key, partition, "
                                                        "timestamp, headers columns"}},
         # REST Proxy's embedded formats with a schema (server.schema_codec)
-        codec.AVRO_V2: {"schema": _schema_records_body(_AVRO_EXAMPLE, {"n": 1})},
-        codec.JSONSCHEMA_V2: {"schema": _schema_records_body(_JSON_SCHEMA_EXAMPLE, {"n": 1})},
-        codec.PROTOBUF_V2: {"schema": _schema_records_body(_PROTOBUF_EXAMPLE, {"n": 1})},
+        codec.AVRO_V2: _schema_body(_AVRO_EXAMPLE, {"n": 1}),
+        codec.JSONSCHEMA_V2: _schema_body(_JSON_SCHEMA_EXAMPLE, {"n": 1}),
+        codec.PROTOBUF_V2: _schema_body(_PROTOBUF_EXAMPLE, {"n": 1}),
     }}
     produce_ok = {"description": "offsets per record (JSON) or per partition (Arrow)",
                   "content": {
