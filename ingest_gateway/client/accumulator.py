@@ -67,10 +67,15 @@ class RecordAccumulator:
         self.first_errors: list[ProduceError] = []
 
     # -- appending (the caller's thread) -------------------------------------------------
-    def append(self, topic: str, value: bytes | None, key: Any = None,
+    def append(self, topic: str, value: bytes | str | None, key: Any = None,
                partition: int | None = None, headers: Any = None,
                timestamp: int | None = None) -> SendHandle:
-        """Add one record (``value`` already bytes or None) to its partition's open batch."""
+        """Add one record to its partition's open batch (``Producer.send``: it is that
+        method of a producer without transactions). Raises TypeError for a value or key not
+        bytes, str or None, TimeoutError once ``max_block_s`` passed with ``buffer_memory``
+        full, RuntimeError when the record needs a new batch after ``close``."""
+        if value.__class__ is not bytes and value is not None:
+            value = to_bytes("value", value)
         if key is None and partition is None and headers is None and timestamp is None:
             # The common case, about a third cheaper: a plain keyless record joins the
             # topic's open sticky batch if that batch has no keys, headers or timestamps.

@@ -54,3 +54,37 @@ def test_a_plain_record_after_a_keyed_one_in_the_same_batch_keeps_the_keys_align
     by_value = {r["value"]: r["key"] for r in rows}
     assert by_value[b"a"] is None and by_value[b"b"] == key
     assert by_value.get(b"c", None) is None
+
+
+def test_send_converts_values_on_every_path_and_refuses_other_types(gateway, gateway_log, topic):
+    # a producer without transactions has the accumulator's append as its send (one call
+    # less per record): the conversion of str/bytearray/memoryview values and the refusal
+    # of other types must hold there, on the fast (plain) path and the general one, and
+    # on a transactional producer's send
+    with Producer(gateway.url, linger_ms=1) as producer:
+        assert producer.send.__func__ is not Producer.send  # the forwarding frame is gone
+        producer.send(topic, "plain-str")
+        producer.send(topic, bytearray(b"plain-bytearray"))
+        producer.send(topic, memoryview(b"plain-memoryview"))
+        producer.send(topic, None)
+        producer.send(topic, "keyed-str", key="k")
+        producer.send(topic, "partitioned-str", partition=2, headers=[("h", b"1")])
+        for bad in (1, 1.5, ["x"], object()):
+            with pytest.raises(TypeError, match="value must be bytes or str"):
+                producer.send(topic, bad)
+            with pytest.raises(TypeError, match="value must be bytes or str"):
+                producer.send(topic, bad, key=b"k")
+        producer.flush()
+    with Producer(gateway.url, transactional_id=f"tx-{topic}", linger_ms=1) as producer:
+        assert producer.send.__func__ is Producer.send
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, "txn-str", partition=1)
+        with pytest.raises(TypeError, match="value must be bytes or str"):
+            producer.send(topic, 7, partition=0)
+        producer.commit_transaction()
+    values = sorted((v for p in range(3)
+                     for v in gateway_log.partition(topic, p).read_table(0).column("value")
+                     .to_pylist()), key=lambda v: (v is None, v or b""))
+    assert values == [b"keyed-str", b"partitioned-str", b"plain-bytearray",
+                      b"plain-memoryview", b"plain-str", b"txn-str", None]
