@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ingest_gateway.http import bodies
 from ingest_gateway.http.openapi_consumers import errors, p, resp
 
 NAME = {"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$"}
@@ -13,7 +14,6 @@ S, N = {"type": "string"}, {"type": "integer"}
 I64 = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
 EPOCH = {"type": "integer", "minimum": 0, "maximum": 32767}
 PART = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
-PRODUCER = {"producer_id": I64, "producer_epoch": EPOCH}
 TP = {"type": "object", "required": ["topic", "partition"],
       "properties": {"topic": NAME, "partition": PART}}
 TPO = {"type": "object", "required": ["topic", "partition", "offset"],
@@ -28,9 +28,8 @@ TXN_DOC = {"type": "object", "properties": {
                                                                    "group_id": NAME}}}}}
 
 
-def _body(required: list[str], props: dict[str, Any], need: bool = True) -> dict[str, Any]:
-    return {"required": need, "content": {"application/json": {"schema": {
-        "type": "object", "required": required, "properties": props}}}}
+def _body(kind: type[bodies.Body], need: bool = True) -> dict[str, Any]:
+    return {"required": need, "content": {"application/json": {"schema": bodies.ref(kind)}}}
 
 
 def _post(summary: str, body: dict[str, Any], ok: dict[str, Any], *codes: int
@@ -43,7 +42,7 @@ def txn_paths() -> dict[str, Any]:
     """Every transaction route's path item."""
     t = "/v3/transactions/{tid}"
     done = {"204": resp("done")}
-    end = _body(["producer_id", "producer_epoch"], PRODUCER)
+    end = _body(bodies.EndTransaction)
     return {
         "/v3/transactions": {"get": {
             "summary": "every transactional id's state (those the principal may Describe)",
@@ -55,23 +54,18 @@ def txn_paths() -> dict[str, Any]:
             "register a transactional producer (Kafka's initTransactions): a new producer "
             "id, or the id's at epoch + 1, fencing the older producer; an ongoing "
             "transaction of the old epoch is aborted",
-            _body([], {"transaction_timeout_ms": {"type": "integer", "minimum": 1,
-                                                  "maximum": 900000, "default": 60000}},
-                  need=False),
+            _body(bodies.InitTransaction, need=False),
             {"200": resp("the producer", {"type": "object", "properties": {
                 "transactional_id": S, "producer_id": I64, "producer_epoch": EPOCH}})}),
         t + "/partitions": _post(
             "add partitions to the transaction (begins one if none is under way), before "
             "producing to them with ?transactional_id=",
-            _body(["producer_id", "producer_epoch", "partitions"],
-                  {**PRODUCER, "partitions": {"type": "array", "items": TP, "minItems": 1}}),
+            _body(bodies.AddTxnPartitions),
             done, 404, 409),
         t + "/offsets": _post(
             "add a group's offsets to the transaction (Kafka's sendOffsetsToTransaction): "
             "committed into the group with it",
-            _body(["producer_id", "producer_epoch", "group_id", "offsets"],
-                  {**PRODUCER, "group_id": NAME,
-                   "offsets": {"type": "array", "items": TPO, "minItems": 1}}),
+            _body(bodies.AddTxnOffsets),
             done, 409),
         t + ":commit": _post("commit the transaction (its records and offsets all visible)",
                              end, done, 409),

@@ -43,55 +43,20 @@ from starlette.routing import BaseRoute, Route
 
 from conf.topic import validate_topic_name
 from ingest_gateway.protocol.groups import validate_group_id
-from ingest_gateway.errors import BadRequest, UnknownTransactionalId
+from ingest_gateway.errors import UnknownTransactionalId
 from ingest_gateway.http import access
-from ingest_gateway.http.body import read_json
+from ingest_gateway.http import bodies
+from ingest_gateway.http.bodies import read_body_as
 from ingest_gateway.server import transaction_admin
 from ingest_gateway.server import transaction_service as coordinator
 from ingest_gateway.server.transaction_service import end_transaction
 
 
 #: Kafka's transaction.timeout.ms default
-DEFAULT_TIMEOUT_MS = 60_000
-#: at most this many partitions or offsets in one call (a body is bounded anyway)
-MAX_ITEMS = 10_000
-_INT64 = 2**63 - 1
 
 
 def _gateway(request: Request) -> Any:
     return request.app.state.gateway
-
-
-def _int(doc: dict, name: str, lo: int, hi: int, default: Any = ...) -> int:
-    v = doc.get(name)
-    if v is None:
-        if default is ...:
-            raise BadRequest(f"field {name!r} is required")
-        return default
-    if type(v) is not int or not lo <= v <= hi:
-        raise BadRequest(f"field {name!r} must be an integer {lo}..{hi}, not {str(v)[:100]!r}")
-    return v
-
-
-def _object(doc: Any) -> dict:
-    if not isinstance(doc, dict):
-        raise BadRequest("the body must be a JSON object")
-    return doc
-
-
-def _producer(doc: dict) -> tuple[int, int]:
-    return _int(doc, "producer_id", 0, _INT64), _int(doc, "producer_epoch", 0, 32767)
-
-
-def _items(doc: dict, name: str) -> list[dict]:
-    items = doc.get(name)
-    if not isinstance(items, list) or not items or len(items) > MAX_ITEMS:
-        raise BadRequest(f"field {name!r} must be a list of 1..{MAX_ITEMS} objects")
-    for it in items:
-        _object(it)
-        validate_topic_name(it.get("topic"))
-        _int(it, "partition", 0, 2**31 - 1)
-    return items
 
 
 def _tid(request: Request) -> str:
@@ -100,18 +65,17 @@ def _tid(request: Request) -> str:
 
 async def init(request: Request) -> Response:
     tid = _tid(request)
-    doc = _object(await read_json(request, empty={}))
-    timeout = _int(doc, "transaction_timeout_ms", 1, coordinator.MAX_TIMEOUT_MS,
-                   DEFAULT_TIMEOUT_MS)
+    body = await read_body_as(request, bodies.InitTransaction, empty=True)
+    timeout = body.transaction_timeout_ms
     pid, epoch = await coordinator.init(_gateway(request), tid, timeout)
     return JSONResponse({"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch})
 
 
 async def add_partitions(request: Request) -> Response:
     tid = _tid(request)
-    doc = _object(await read_json(request))
-    pid, epoch = _producer(doc)
-    pairs = [(it["topic"], it["partition"]) for it in _items(doc, "partitions")]
+    body = await read_body_as(request, bodies.AddTxnPartitions)
+    pid, epoch = body.producer_id, body.producer_epoch
+    pairs = [(validate_topic_name(it.topic), it.partition) for it in body.partitions]
     for topic in sorted({t for t, _ in pairs}):
         access.require(request, "Write", "Topic", topic)  # Kafka's AddPartitionsToTxn
     await coordinator.add_partitions(_gateway(request), tid, pid, epoch, pairs)
@@ -120,13 +84,13 @@ async def add_partitions(request: Request) -> Response:
 
 async def add_offsets(request: Request) -> Response:
     tid = _tid(request)
-    doc = _object(await read_json(request))
-    pid, epoch = _producer(doc)
-    group = validate_group_id(doc.get("group_id"))
+    body = await read_body_as(request, bodies.AddTxnOffsets)
+    pid, epoch = body.producer_id, body.producer_epoch
+    group = validate_group_id(body.group_id)
     access.require(request, "Read", "Group", group)  # Kafka's AddOffsetsToTxn
     offsets: dict[str, dict[int, int]] = {}
-    for it in _items(doc, "offsets"):
-        offsets.setdefault(it["topic"], {})[it["partition"]] = _int(it, "offset", 0, _INT64)
+    for it in body.offsets:
+        offsets.setdefault(validate_topic_name(it.topic), {})[it.partition] = it.offset
     for topic in sorted(offsets):
         access.require(request, "Read", "Topic", topic)  # Kafka's TxnOffsetCommit
     await coordinator.add_offsets(_gateway(request), tid, pid, epoch, group, offsets)
@@ -135,7 +99,8 @@ async def add_offsets(request: Request) -> Response:
 
 async def _end(request: Request, commit: bool) -> Response:
     tid = _tid(request)
-    pid, epoch = _producer(_object(await read_json(request)))
+    body = await read_body_as(request, bodies.EndTransaction)
+    pid, epoch = body.producer_id, body.producer_epoch
     await end_transaction(_gateway(request), tid, pid, epoch, commit)
     return Response(status_code=204)
 
