@@ -56,7 +56,7 @@ from ingest_gateway.http.produce import produce
 from ingest_gateway.http.requests import hub_of
 from ingest_gateway.server.metrics import HISTORY_INTERVAL_S
 
-log = logging.getLogger("sparklog.console")
+logger = logging.getLogger("sparklog.console")
 
 #: seconds between two lag samples of the groups this gateway coordinates
 LAG_SAMPLE_S = 5.0
@@ -331,4 +331,4 @@ class Observer:
 
 def _log_failure(fut: asyncio.Future) -> None:
     if not fut.cancelled() and fut.exception() is not None:
-        log.warning("sampling group lags failed: %r", fut.exception())
+        logger.warning("sampling group lags failed: %r", fut.exception())
