@@ -475,3 +475,74 @@ def test_a_run_whose_encoding_fails_fails_alone_and_takes_no_offsets(log, store,
         assert fresh.high_watermark() == 2
     finally:
         journal.close()
+
+
+def test_a_claim_while_a_partition_is_in_several_uploads_fences_them_all(log, store):
+    """Another gateway claims a partition while two flushes of it are being uploaded:
+    the seal takes the journal's next number, so neither flush is ever served (the first
+    loses its entry to the seal, the second was planned after it); the new leader starts
+    right after the last committed record."""
+    from log_layout.hot_writer import PredecessorFailed
+
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a", interval_ms=0, uploads_in_flight=4)
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        assert w.append(pa.table({"value": [b"v0"]})).base_offset == 0
+        held = _HeldUploads(journal)
+        futures = held.append_each_in_a_flush(
+            w, [pa.table({"value": [f"v{i}".encode()]}) for i in (1, 2)])
+        other = open_log(*store[:1], storage_options=store[1])
+        new = other.partition("t", 0).claim("gw-b")  # seals gw-a's journal for it
+        held.gate.set()
+        with pytest.raises(Fenced):
+            futures[0].result(timeout=60)
+        with pytest.raises((Fenced, PredecessorFailed)):
+            futures[1].result(timeout=60)
+        assert new.append(pa.table({"value": [b"b"]})).base_offset == 1
+        fresh = open_log(*store[:1], storage_options=store[1])
+        assert _values(fresh.partition("t", 0).read_table(0)) == [b"v0", b"b"]
+    finally:
+        journal.close()
+
+
+def test_an_entry_that_cannot_be_written_fails_the_later_uploads_of_its_partition(
+        log, store, monkeypatch):
+    """The store fails every try of an entry while two later flushes of its partition are
+    uploaded: the journal breaks and all three fail (JournalBroken), nothing of them shows,
+    and a new journal claims the partition right after the last committed record."""
+    from log_layout import hot_writer
+    from log_layout.hot_writer import JournalBroken
+
+    monkeypatch.setattr(hot_writer, "STORE_TRIES", 2)
+    log.create_topic("t", {"partitions": 1})
+    journal = JournalWriter(log.journals, "gw-a", interval_ms=0, uploads_in_flight=4)
+    try:
+        w = log.partition("t", 0).claim("gw-a", journal)
+        assert w.append(pa.table({"value": [b"v0"]})).base_offset == 0
+        real_commit = log.journals.commit
+
+        def failing(name, seq, *a, **k):
+            if name == journal.name and seq >= 1:
+                raise OSError("the store is down")
+            return real_commit(name, seq, *a, **k)
+
+        monkeypatch.setattr(log.journals, "commit", failing)
+        held = _HeldUploads(journal)
+        futures = held.append_each_in_a_flush(
+            w, [pa.table({"value": [f"v{i}".encode()]}) for i in (1, 2, 3)])
+        held.gate.set()
+        for f in futures:
+            with pytest.raises(JournalBroken):
+                f.result(timeout=60)
+        monkeypatch.undo()
+        fresh_journal = JournalWriter(log.journals, "gw-a")
+        try:
+            again = log.partition("t", 0).claim("gw-a", fresh_journal)
+            assert again.append(pa.table({"value": [b"b"]})).base_offset == 1
+        finally:
+            fresh_journal.close()
+        fresh = open_log(*store[:1], storage_options=store[1])
+        assert _values(fresh.partition("t", 0).read_table(0)) == [b"v0", b"b"]
+    finally:
+        journal.close()
