@@ -8,7 +8,9 @@ each serves the same four loads, the order alternating between pairs:
 
 - ``rest_batch1``: REST Proxy v2 JSON, one record per request, 64 keep-alive connections;
 - ``rest_batch50``: the same, 50 records per request;
-- ``producer_send``: the Python ``Producer``'s ``send()`` per record (this tree's client);
+- ``producer_send``: the Python ``Producer``'s ``send()`` per record, each side with its
+  own tree's client (the same load loop, this tree's ``bench.produce.run_send``): the
+  client is half of what this figure measures;
 - ``kafka_produce``: confluent-kafka, idempotent, acks=all, linger 5 ms.
 
 Every load is acks=all on 100-byte values. A figure's ratio is the median of the pairs'
@@ -24,20 +26,20 @@ Writes bench/results/ab_produce.json (DESIGN.md format).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.common import write_results  # noqa: E402
 from bench.kafka_protocol import produce as kafka_produce  # noqa: E402
-from bench.produce import run_rest, run_send  # noqa: E402
+from bench.produce import run_rest  # noqa: E402
 from jobs.gateway_process import free_port, wait_for  # noqa: E402
 from log_layout import open_log  # noqa: E402
 
@@ -110,14 +112,39 @@ class TreeGateway:
         self.proc.wait(60)
 
 
+#: run_send of this tree's bench/produce.py with ``tree``'s client: the tree's client
+#: modules are imported first, so bench.produce's own imports find them loaded
+SEND_IN_TREE = """
+import importlib.util, json, sys
+sys.path.insert(0, {tree!r})
+import ingest_gateway.client
+assert ingest_gateway.client.__file__.startswith({tree!r}), ingest_gateway.client.__file__
+spec = importlib.util.spec_from_file_location("ab_produce_load", {load!r})
+load = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(load)
+assert load.Producer is ingest_gateway.client.Producer
+print(json.dumps(load.run_send({url!r}, "bench", "all", {seconds!r})))
+"""
+
+
+def run_send_in(tree: str, url: str, seconds: float) -> dict:
+    """``bench.produce.run_send`` against ``url`` in a child process whose client is
+    ``tree``'s; raises CalledProcessError if the child fails."""
+    code = SEND_IN_TREE.format(tree=tree, url=url, seconds=seconds,
+                               load=os.path.join(ROOT, "bench", "produce.py"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, check=True, text=True,
+                         stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": tree}).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def run_case(name: str, gw: TreeGateway, seconds: float, kafka_records: int) -> float:
-    """msgs/s of one load against ``gw``."""
+    """msgs/s of one load against ``gw`` (``send()`` with the client of ``gw``'s tree)."""
     if name == "rest_batch1":
         return run_rest(gw.port, "bench", 1, "all", seconds, CONNECTIONS)["msgs_per_s"]
     if name == "rest_batch50":
         return run_rest(gw.port, "bench", 50, "all", seconds, CONNECTIONS)["msgs_per_s"]
     if name == "producer_send":
-        return run_send(gw.url, "bench", "all", seconds)["msgs_per_s"]
+        return run_send_in(gw.tree, gw.url, seconds)["msgs_per_s"]
     return kafka_produce(gw.bootstrap, "bench", kafka_records)["msgs_per_s"]
 
 
