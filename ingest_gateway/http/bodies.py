@@ -13,8 +13,8 @@ A ``null`` top-level field means "not given" (its default), as REST Proxy reads 
 Unknown fields are ignored, as REST Proxy (Jackson, FAIL_ON_UNKNOWN_PROPERTIES off) does.
 
 Refusals are BadRequest (400, ``malformed_request``, error_code 40001) naming the field
-by its path (``partitions[0].offset``); they never echo the value, so a huge or hostile
-value cannot make a huge answer.
+by its path (``partitions[0].offset``), at most :data:`MAX_MESSAGE` characters (msgspec
+quotes the value of an enumeration it refuses), so a huge value cannot make a huge answer.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ MILLIS_PATTERN = "^[0-9]{1,10}$"
 Millis = int | Annotated[str, Meta(pattern=MILLIS_PATTERN)]
 
 
-class Body(Struct, kw_only=True, omit_defaults=True):
+class Body(Struct, kw_only=True):
     """A request body: unknown fields ignored (REST Proxy's Jackson ignores them too)."""
 
 

@@ -69,6 +69,11 @@ def test_every_declared_body_is_a_request_body_of_the_document():
     assert all(s.get("required", ["x"]) for s in schemas.values())
 
 
+def test_the_document_is_valid_openapi_3_0():
+    from openapi_spec_validator import validate
+    validate(document())  # raises OpenAPIValidationError naming the bad place
+
+
 def test_the_route_table_covers_every_declaration():
     assert {kind for kind, *_ in ROUTES} == set(bodies.BODIES)
 
