@@ -25,9 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_gateway.client.batch import (MAX_OUT_PER_PARTITION, NO_LIMIT, BatchHandle,
-                                         SendBatch, SendHandle, header_dicts, headers_size,
-                                         to_bytes)
+from ingest_gateway.client.batch import (MAX_OUT_PER_PARTITION, BatchHandle, SendBatch,
+                                         SendHandle, header_dicts, headers_size, to_bytes)
 from ingest_gateway.client.sequences import PartitionSequences
 from ingest_gateway.client.topic_metadata import TopicMetadata
 from ingest_gateway.errors import ProduceError
