@@ -334,7 +334,12 @@ def convert(doc: Any, kind: type[T]) -> T:
     try:
         return msgspec.convert(doc, kind)
     except msgspec.ValidationError as e:
-        raise BadRequest(refusal_message(str(e))) from None
+        message = refusal_message(str(e))
+        if str(e).startswith("Invalid enum value"):  # say what is allowed, as REST Proxy does
+            allowed = _enum_at(kind, _AT.search(str(e)))
+            if allowed:
+                message = f"{message}; expected one of {', '.join(allowed)}"[:MAX_MESSAGE]
+        raise BadRequest(message) from None
 
 
 async def read_body_as(request: Request, kind: type[T], *, empty: bool = False) -> T:
@@ -350,6 +355,8 @@ async def read_body_as(request: Request, kind: type[T], *, empty: bool = False) 
 #: a refusal quotes at most this much of msgspec's text (an enum refusal quotes the value)
 MAX_MESSAGE = 300
 _AT = re.compile(r" - at `\$(.*)`$")
+#: an enumeration's refused value, quoted at most this long
+_LONG_ENUM_VALUE = re.compile(r"^(Invalid enum value .{40}).+$", re.DOTALL)
 _MISSING = re.compile(r"^Object missing required field `(.*)`$")
 
 
@@ -363,10 +370,47 @@ def refusal_message(error: str) -> str:
     if missing:
         name = f"{path}.{missing.group(1)}" if path else missing.group(1)
         return f"field {name[:MAX_MESSAGE]!r} is required"
-    what = what.replace("`", "")
+    what = _LONG_ENUM_VALUE.sub(r"\1...", what.replace("`", ""))
     what = what[:1].lower() + what[1:]
     out = f"field {path!r}: {what}" if path else f"the body does not fit: {what}"
     return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE - 3] + "..."
+
+
+def _enum_at(kind: type, at: re.Match[str] | None) -> list[str]:
+    """The values the enumeration at msgspec's error path ``at`` allows (``$.format``,
+    ``$.strategies[0]``, ``$.auto.offset.reset``: a name may hold dots), read from
+    ``kind``'s JSON Schema; [] if none is found."""
+    if at is None:
+        return []
+    schema = msgspec.json.schema(kind)
+    defs = schema.get("$defs", {})
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def options(node: dict[str, Any]) -> list[dict[str, Any]]:
+        return [resolve(o) for o in [node, *node.get("anyOf", [])]]
+
+    node, rest = resolve(schema), at.group(1)
+    while rest:
+        if rest.startswith("["):
+            rest = rest[rest.index("]") + 1:]
+            node = next((o["items"] for o in options(node) if "items" in o), {})
+        else:
+            rest = rest[1:]
+            props = {k: v for o in options(node) for k, v in o.get("properties", {}).items()}
+            name = max((k for k in props if rest.startswith(k) and rest[len(k):][:1] in
+                        ("", ".", "[")), key=len, default=None)
+            if name is None:
+                return []
+            node, rest = props[name], rest[len(name):]
+        node = resolve(node)
+    for candidate in options(node):
+        if "enum" in candidate:
+            return [str(v) for v in candidate["enum"]]
+    return []
 
 
 def offsets_of(items: list[TopicPartitionOffset]) -> dict[tuple[str, int], int]:

@@ -74,6 +74,29 @@ def test_the_document_is_valid_openapi_3_0():
     validate(document())  # raises OpenAPIValidationError naming the bad place
 
 
+@pytest.mark.parametrize("kind,doc,expected", [
+    (bodies.CreateInstance, {"format": "thrift"},
+     "field 'format': invalid enum value 'thrift'; expected one of arrow, avro, binary, json, "
+     "jsonschema, protobuf"),
+    (bodies.CreateInstance, {"auto.offset.reset": "x" * 100_000},  # a name with dots
+     "field 'auto.offset.reset': invalid enum value '" + "x" * 39 + "...; expected one of "
+     "earliest, latest"),
+    (bodies.JoinGroup, {"topics": ["t"], "strategies": ["range", "fair"]},
+     "field 'strategies[1]': invalid enum value 'fair'; expected one of cooperative-sticky, "
+     "range, roundrobin, sticky"),
+    (bodies.AlterConfigs, {"data": [{"name": "x", "operation": "APPEND"}]},
+     "field 'data[0].operation': expected str matching regex "
+     "'^([sS][eE][tT]|[dD][eE][lL][eE][tT][eE])$'"),
+    (bodies.Fetch, {"partitions": [{"topic": "t", "partition": 0}]},
+     "field 'partitions[0].offset' is required"),
+    (bodies.Offsets, [], "the body does not fit: expected object, got array"),
+])
+def test_a_refusal_names_the_field_and_what_it_allows(kind, doc, expected):
+    with pytest.raises(BadRequest) as refused:
+        bodies.convert(doc, kind)
+    assert str(refused.value) == expected
+
+
 def test_the_route_table_covers_every_declaration():
     assert {kind for kind, *_ in ROUTES} == set(bodies.BODIES)
 
