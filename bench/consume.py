@@ -65,16 +65,25 @@ TARGET_MSGS = 1_000_000.0
 TARGET_P99_MS = 50.0
 
 
-def fill(store: str, topic: str, records: int) -> None:
+def fill(store: str, topic: str, records: int, *, hot: bool = False) -> None:
+    """Append ``records`` to partition 0 of a new ``topic``, a segment per 10,000;
+    ``hot``: through a hot-tier journal (the segments live in shared objects)."""
+    from log_layout.hot_writer import JournalWriter
+
     lg = open_log(store, fsync=False)
     lg.create_topic(topic, {"partitions": 1})
-    w = lg.partition(topic, 0).claim("bench")
+    journal = JournalWriter(lg.journals, "bench") if hot else None
+    w = lg.partition(topic, 0).claim("bench", journal)
     value = pa.array([b"v" * VALUE_BYTES] * SEGMENT_RECORDS, pa.binary())
     left = records
-    while left > 0:
-        n = min(left, SEGMENT_RECORDS)
-        w.append(pa.table({"value": value.slice(0, n)}))
-        left -= n
+    try:
+        while left > 0:
+            n = min(left, SEGMENT_RECORDS)
+            w.append(pa.table({"value": value.slice(0, n)}))
+            left -= n
+    finally:
+        if journal is not None:
+            journal.close()
 
 
 def timed(fn, records: int) -> tuple[float, float, float]:
@@ -232,6 +241,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small run (seconds), as CI does")
     ap.add_argument("--records", type=int, help="records to consume (default 5,000,000)")
     ap.add_argument("--out", help="results file (default bench/results/consume[.quick].json)")
+    ap.add_argument("--hot", action="store_true",
+                    help="the consumed partition written through a hot-tier journal (its "
+                         "segments in shared objects); the baseline scans a cold copy's files")
+    ap.add_argument("--direct-only", action="store_true",
+                    help="only the plain scan and the direct consumers (no gateway, no latency)")
     args = ap.parse_args()
     records = args.records or (200_000 if args.quick else 5_000_000)
     json_records = min(records, 100_000 if args.quick else 500_000)
@@ -244,11 +258,20 @@ def main() -> int:
     try:
         store = os.path.join(work, "store")
         print(f"writing {records:,} records of {VALUE_BYTES} B ...", flush=True)
-        fill(store, "bench", records)
+        fill(store, "bench", records, hot=args.hot)
+        # a hot partition has no segment files of its own: the baseline reads a cold copy
+        # (the same records, the same segment bytes as plain files)
+        plain_topic = "bench"
+        if args.hot:
+            plain_topic = "bench-plain"
+            fill(store, plain_topic, records)
         rows: list[tuple[str, tuple[float, float]]] = []
-        rows.append(("plain pyarrow scan (baseline)", plain_pyarrow(store, "bench", records)))
+        rows.append(("plain pyarrow scan (baseline)",
+                     plain_pyarrow(store, plain_topic, records)))
         rows.append(("direct, Arrow batches", direct_arrow(store, "bench", records)))
         rows.append(("direct, Record iterator", direct_records(store, "bench", records)))
+        if args.direct_only:
+            return _report(args, records, json_records, rows, None)
         settings = {"gateway.linger.ms": 5, "store.fsync": "true"}
         with GatewayProcess(store, settings=settings) as gw:
             rows.append(("gateway, Arrow (POST /fetch)", gateway_arrow(gw.url, "bench", records)))
@@ -272,6 +295,14 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+    return _report(args, records, json_records, rows,
+                   (lat_gw, lat_direct, wake_gw, wake_direct), e2e_rate)
+
+
+def _report(args, records: int, json_records: int, rows: list, latencies: tuple | None,
+            e2e_rate: float = 0.0) -> int:
+    """Print the figures and write the results file; ``latencies``: the four lists
+    (send and commit to iterator, gateway and direct), None when not measured."""
     baseline, baseline_cpu = rows[0][1][0], rows[0][1][2]
     figures = [{"name": "plain_pyarrow_scan", "unit": "records/s", "ours": baseline,
                 "baseline": baseline, "ratio": 1.0, "target": None,
@@ -290,10 +321,13 @@ def main() -> int:
                         else None,
                         "records": json_records if "json" in name else records})
     lat_rows = []
+    lat_gw, lat_direct, wake_gw, wake_direct = latencies or ([], [], [], [])
     for label, key, lat in (("send -> iterator, gateway", "e2e_gateway", lat_gw),
                             ("send -> iterator, direct", "e2e_direct", lat_direct),
                             ("commit -> iterator, gateway", "wake_gateway", wake_gw),
                             ("commit -> iterator, direct", "wake_direct", wake_direct)):
+        if latencies is None:
+            break
         p50, p99 = (float(np.percentile(lat, q)) for q in (50, 99))
         lat_rows.append((label, p50, p99, len(lat)))
         if key.startswith("e2e"):
@@ -319,17 +353,18 @@ def main() -> int:
     print(f"{'anchor: Kafka paper consumer':34} {KAFKA_PAPER_CONSUMER:12,.0f}")
     print(f"{'anchor: Kafka 0.8 one consumer':34} {KAFKA_08_CONSUMER:12,.0f}")
     print(f"target: >= {TARGET_MSGS:,.0f} msgs/s for one Arrow or direct consumer\n")
-    print(f"latency: send() -> consumer iterator (Producer linger_ms=5, gateway linger.ms=5, "
-          f"acks=all, fsync on, {e2e_rate:,.0f} msgs/s), and commit (acks=all answer of a "
-          f"one-record POST) -> consumer iterator")
-    print(f"{'path':34} {'p50 ms':>8} {'p99 ms':>8} {'records':>8}")
-    for label, p50, p99, n in lat_rows:
-        print(f"{label:34} {p50:8.1f} {p99:8.1f} {n:8}")
-    print(f"{'anchor: Kafka 0.8 median':34} {KAFKA_08_E2E_MEDIAN_MS:8.1f}")
-    print(f"target: p99 <= {TARGET_P99_MS:.0f} ms on the local store")
+    if latencies is not None:
+        print(f"latency: send() -> consumer iterator (Producer linger_ms=5, gateway linger.ms=5, "
+              f"acks=all, fsync on, {e2e_rate:,.0f} msgs/s), and commit (acks=all answer of a "
+              f"one-record POST) -> consumer iterator")
+        print(f"{'path':34} {'p50 ms':>8} {'p99 ms':>8} {'records':>8}")
+        for label, p50, p99, n in lat_rows:
+            print(f"{label:34} {p50:8.1f} {p99:8.1f} {n:8}")
+        print(f"{'anchor: Kafka 0.8 median':34} {KAFKA_08_E2E_MEDIAN_MS:8.1f}")
+        print(f"target: p99 <= {TARGET_P99_MS:.0f} ms on the local store")
 
     out = write_results(
-        "consume", figures, quick=args.quick, out=args.out, records=records,
+        "consume", figures, quick=args.quick, out=args.out, records=records, hot=args.hot,
         value_bytes=VALUE_BYTES, segment_records=SEGMENT_RECORDS,
         anchors={"kafka_paper_consumer_msgs": KAFKA_PAPER_CONSUMER,
                  "kafka_08_one_consumer_msgs": KAFKA_08_CONSUMER,

@@ -121,14 +121,23 @@ def make_batches(records: int, batch: int) -> list[pa.Table]:
 
 # -- ours -------------------------------------------------------------------------
 def ours_append(folder: str, batches: list[pa.Table], fsync: bool,
-                storage_options: dict | None = None) -> float:
+                storage_options: dict | None = None, *, hot: bool = False) -> float:
+    """Seconds to append ``batches`` one by one; ``hot``: through a hot-tier journal (one
+    shared object and one entry per flush), so the read-back reads hot segments."""
+    from log_layout.hot_writer import JournalWriter
+
     log = open_log(folder, fsync=fsync, storage_options=storage_options)
     log.create_topic("bench")
-    w = log.partition("bench", 0).claim("bench")
-    start = time.perf_counter()
-    for b in batches:
-        w.append(b)
-    return time.perf_counter() - start
+    journal = JournalWriter(log.journals, "bench") if hot else None
+    w = log.partition("bench", 0).claim("bench", journal)
+    try:
+        start = time.perf_counter()
+        for b in batches:
+            w.append(b)
+        return time.perf_counter() - start
+    finally:
+        if journal is not None:
+            journal.close()
 
 
 def ours_read(folder: str, records: int, storage_options: dict | None = None) -> float:
@@ -251,7 +260,7 @@ def warm_up(workdir: str) -> None:
 
 
 def run(records: int, batch_sizes: list[int], repeat: int, workdir: str,
-        modes: tuple[str, ...] = ("durable", "page_cache")) -> list[dict]:
+        modes: tuple[str, ...] = ("durable", "page_cache"), hot: bool = False) -> list[dict]:
     warm_up(workdir)
     figures = []
     mb = records * VALUE_BYTES / 1e6
@@ -274,7 +283,7 @@ def run(records: int, batch_sizes: list[int], repeat: int, workdir: str,
                 for kind in sides[r % 3:] + sides[:r % 3]:
                     folder = os.path.join(workdir, f"{kind}-{label}-{batch}-{r}")
                     if kind == "ours":
-                        keep("ours_append", ours_append(folder, batches, durable))
+                        keep("ours_append", ours_append(folder, batches, durable, hot=hot))
                         cpu = time.process_time()
                         keep("ours_read", ours_read(folder, records))
                     else:
@@ -292,6 +301,7 @@ def run(records: int, batch_sizes: list[int], repeat: int, workdir: str,
                 figures.append({
                     "name": f"{op}_batch_{batch}_{label}", "unit": "records/s",
                     "ours": round(ours), "baseline": round(plain), "ratio": round(ours / plain, 3),
+                    "hot": hot,
                     # the median of each repeat's own ratio (both sides ran back to back):
                     # steadier than best-of-N when the machine's load comes and goes
                     "ratio_median_paired": round(statistics.median(
@@ -390,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hdfs-appends", type=int, default=None,
                     help="HDFS: appends of --hdfs-batch records per round (default 40, quick 5)")
     ap.add_argument("--hdfs-only", action="store_true", help="only the HDFS case")
+    ap.add_argument("--hot", action="store_true",
+                    help="ours appends through a hot-tier journal (reads hot segments back)")
     args = ap.parse_args(argv)
     # --quick proves the script works and measures nothing: small, and the MiniDFSCluster
     # on a C1-only JVM (bench.common.QUICK_JVM)
@@ -400,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.hdfs_only:
         with tempfile.TemporaryDirectory(prefix="bench-log-append-", dir=args.dir) as workdir:
             figures = run(records, args.batch or [1_000, 10_000], repeat, workdir,
-                          tuple(args.mode or ("durable", "page_cache")))
+                          tuple(args.mode or ("durable", "page_cache")), hot=args.hot)
     if not args.no_hdfs:
         # ~20-35 ms an append here: 30 pairs of 40 appends take about two minutes
         figures += hdfs_run(args.hdfs_appends or (5 if args.quick else 40),
