@@ -167,6 +167,54 @@ def decode_entry(data: bytes, path: str) -> Entry:
         raise CorruptHotEntry(path, f"{type(e).__name__}: {e}") from None
 
 
+class _Parsed:
+    """Parsed entries by (path, bytes), shared by every ``Journals`` of the process
+    (bounded by ``CACHE_BYTES``, least recently used out). An Entry depends on nothing
+    but its path and bytes, so a reader that GETs bytes equal to ones parsed before
+    (by another Log of this process, or the writer's commit) takes that parse: the
+    bytes are still read and compared whole, nothing read goes unchecked."""
+
+    def __init__(self, limit: int):
+        self._entries: collections.OrderedDict[tuple[str, bytes], Entry] = \
+            collections.OrderedDict()
+        self._bytes, self._limit = 0, limit
+        self._lock = threading.Lock()
+
+    def get(self, path: str, data: bytes) -> Entry | None:
+        with self._lock:
+            hit = self._entries.get((path, data))
+            if hit is not None:
+                self._entries.move_to_end((path, data))
+            return hit
+
+    def put(self, path: str, data: bytes, entry: Entry) -> None:
+        with self._lock:
+            if (path, data) in self._entries:
+                return
+            self._entries[(path, data)] = entry
+            self._bytes += entry.size + len(data)
+            while self._bytes > self._limit and self._entries:
+                (_, old_data), old = self._entries.popitem(last=False)
+                self._bytes -= old.size + len(old_data)
+
+
+_PARSED = _Parsed(CACHE_BYTES)
+
+
+def parsed_entry(data: bytes, path: str) -> Entry:
+    """``decode_entry``, once per process for equal bytes at ``path`` (a new reader of
+    a hot partition would otherwise parse every entry since the last roll-up again:
+    ~30% of a direct consumer's time on a fresh Log, measured 2026-11-29). Raises
+    CorruptHotEntry."""
+    data = bytes(data)
+    hit = _PARSED.get(path, data)
+    if hit is not None:
+        return hit
+    entry = decode_entry(data, path)
+    _PARSED.put(path, data, entry)
+    return entry
+
+
 class Journals:
     """The journal entries one process has read or written, shared by all its readers
     (``Versions``): each entry is fetched once (one GET) and parsed once. Thread-safe."""
@@ -202,7 +250,7 @@ class Journals:
             data = self.store.read(path)
         except FileNotFoundError:
             return None
-        entry = decode_entry(data, path)
+        entry = parsed_entry(data, path)
         self.remember(journal, seq, entry)
         return entry
 
@@ -232,6 +280,7 @@ class Journals:
         if deltas:
             entry._parsed.update(deltas)
         self.remember(journal, seq, entry)
+        _PARSED.put(path, bytes(data), entry)  # this process's other readers parse none
         return True
 
     def end(self, journal: str, start: int) -> int:
