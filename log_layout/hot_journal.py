@@ -172,7 +172,10 @@ class _Parsed:
     (bounded by ``CACHE_BYTES``, least recently used out). An Entry depends on nothing
     but its path and bytes, so a reader that GETs bytes equal to ones parsed before
     (by another Log of this process, or the writer's commit) takes that parse: the
-    bytes are still read and compared whole, nothing read goes unchecked."""
+    bytes are still read and compared whole, and other bytes are parsed again. One
+    exception to "parsed": an entry this process committed carries the writer's own
+    delta manifests (``Journals.commit``), so this process's readers take those, as
+    the writer's own Log always did, rather than re-parse lines it wrote itself."""
 
     def __init__(self, limit: int):
         self._entries: collections.OrderedDict[tuple[str, bytes], Entry] = \
