@@ -6,8 +6,10 @@ filesystem, a real S3 server (SeaweedFS on 127.0.0.1) and a real HDFS
 per session. ``spark`` is one local SparkSession for the whole run (a cold start
 costs seconds).
 
-Under pytest-xdist (``make test`` runs ``-n``) each worker starts these servers once
-(ports: ``jobs.gateway_process.free_port`` never hands one out twice, across processes);
+Under pytest-xdist (``make test`` runs ``-n``) the controller starts the S3 server and
+the MiniDFSCluster once for all its workers (tests/shared_servers.py; every test has a
+prefix of its own on them) and each worker starts its own SparkSession (ports:
+``jobs.gateway_process.free_port`` never hands one out twice, across processes);
 tests that share a module- or class-scoped fixture run on one worker (:func:`_group`),
 and the slowest modules start first.
 """
@@ -24,7 +26,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from log_layout import open_log  # noqa: E402
-from tests import jvm  # noqa: E402
+from tests import jvm, shared_servers  # noqa: E402
 
 jvm.install()  # before any JVM starts: every worker and child inherits it
 # the suite's ~300 gateways fork from a warm parent instead of each importing pyarrow,
@@ -40,6 +42,10 @@ SERVER_BACKENDS = ("s3", "hdfs")
 def s3_server():
     from tests.s3server import SeaweedS3
 
+    shared = shared_servers.attach("s3")
+    if shared is not None:  # the run's one server (tests/shared_servers.py)
+        yield shared
+        return
     # Its ports are the kernel's choice (its gRPC ports are port+10000, not free_port's):
     # another worker's server may take one before the bind; a new choice then fixes it.
     for attempt in range(3):
@@ -59,6 +65,10 @@ def s3_server():
 def hdfs_server():
     from bench.hdfs_side import MiniHdfs
 
+    shared = shared_servers.attach("hdfs")
+    if shared is not None:
+        yield shared
+        return
     with MiniHdfs(java_options=jvm.QUICK_START) as server:
         yield server
 
@@ -190,6 +200,13 @@ def pytest_sessionstart(session):
     except Exception as e:  # the workers fetch for themselves and fail with the reason
         print(f"warming the download caches failed ({e}); the tests fetch on first use",
               flush=True)
+    shared_servers.start(wanted)  # one S3 server and one HDFS for all the workers
+
+
+def pytest_sessionfinish(session):
+    """On the xdist controller, after its workers: stop the run's shared servers."""
+    if not hasattr(session.config, "workerinput"):
+        shared_servers.stop()
 
 
 #: a test of policy (which segments, which configs, which names) whose outcome the store

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.s3
 
 def test_spark_reads_what_a_secured_gateway_took_and_keeps_the_secret(spark, s3_server,
                                                                        tmp_path):
-    store = f"s3://{s3_server.bucket}/secured-{tmp_path.name}"
+    store = f"s3://{s3_server.bucket}/secured-{uuid.uuid4().hex}"
     options = s3_server.storage_options()
     _produce_secured(store, options, Pki(tmp_path / "pki"), tmp_path)
 
@@ -125,7 +126,7 @@ def test_an_hdfs_delegation_token_appears_in_no_plan_or_progress(spark, hdfs_ser
 
     token = encode_token(b"id-" + bytes(27), b"pw-" + bytes(17), "WEBHDFS delegation",
                          f"127.0.0.1:{hdfs_server.http_port}")
-    url = hdfs_server.url(f"token-{tmp_path.name}")
+    url = hdfs_server.url(f"token-{uuid.uuid4().hex}")
     writer = open_log(url, storage_options=hdfs_server.storage_options())
     writer.create_topic("kv", {"partitions": 1})
     writer.partition("kv", 0).claim("w").append(pa.table({"key": [b"k"], "value": [b"v"]}))
