@@ -17,7 +17,7 @@ demo: $(STAMP)  ## run the demo on the embedded local store
 
 # The web console's browser tests drive Debian's chromium; install it when it is missing
 # (root, as CI runs). If apt-get cannot, those tests skip and say why.
-chromium:  ## Debian's chromium and chromium-driver, for tests/ingest_gateway/test_console.py
+chromium:  ## Debian's chromium and chromium-driver, for tests/ingest_gateway/http/test_console.py
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
 	  echo "installing chromium and chromium-driver (apt-get)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -44,7 +44,7 @@ kcat:  ## Debian's kcat, unpacked into .cache/kcat, for tests/ingest_gateway/kaf
 	fi
 
 console-screenshots: $(STAMP) chromium  ## the README's console pictures, into docs/console/
-	SPARKLOG_CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/ingest_gateway/test_console.py
+	SPARKLOG_CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q tests/ingest_gateway/http/test_console.py
 
 # The suite runs on TEST_WORKERS pytest-xdist workers (README "Tests": most tests wait on a
 # JVM, a server or a gateway subprocess, so more workers than cores pay). A group of tests

@@ -3,7 +3,7 @@
 The pure rules first (next / duplicate / refused, pending batches, a flush of
 several batches, the state a commit records), then the rules as an append on
 every backend applies them. The gateway's use of them over HTTP (a retry before
-and after the flush) is in tests/ingest_gateway/test_http.py.
+and after the flush) is in tests/ingest_gateway/http/test_http.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The fakes (``fake_gateways``) answer the documented shapes of ``GET /metadata``
 and the 503 NOT_LEADER / NOT_COORDINATOR refusals, so each rule is checked alone:
 resolution, caching, failover between bootstrap servers, hints, rate limits, and
 the producer's and the group membership's retries. The same paths against real
-gateways in cluster mode are in ``test_cluster_failover``.
+gateways in cluster mode are in ``server/test_cluster_failover``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ingest_gateway.client.gateway_transport import HttpMembership
 from ingest_gateway.errors import NotCoordinator
 from jobs.gateway_process import free_port
 from log_layout.errors import UnknownTopic
-from tests.ingest_gateway.fake_gateways import (
+from tests.ingest_gateway.client.fake_gateways import (
     FakeGateway,
     endpoint,
     metadata,

@@ -25,8 +25,8 @@ from ingest_gateway.client import Consumer, Producer, ProducerFenced
 from jobs.gateway_process import ROOT, wait_for
 from log_layout import open_log, transactions
 from tests.conftest import make_log_url
-from tests.ingest_gateway.ctp_worker import CRASH_ENV, STEPS, output_partition, transform
-from tests.ingest_gateway.txn_crash_gateway import CrashingGateway
+from tests.ingest_gateway.server.ctp_worker import CRASH_ENV, STEPS, output_partition, transform
+from tests.ingest_gateway.server.txn_crash_gateway import CrashingGateway
 
 RC, RU = "read_committed", "read_uncommitted"
 IN, OUT, GROUP, TID = "in", "out", "etl", "etl-tx"
@@ -218,8 +218,8 @@ def start_worker(gw, crash_at=None) -> subprocess.Popen:
     if crash_at:
         env[CRASH_ENV] = crash_at
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.ingest_gateway.ctp_worker", gw.url, IN, str(len(INPUT)),
-         OUT, str(OUT_PARTITIONS), GROUP, TID],
+        [sys.executable, "-m", "tests.ingest_gateway.server.ctp_worker", gw.url, IN,
+         str(len(INPUT)), OUT, str(OUT_PARTITIONS), GROUP, TID],
         cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE)
 

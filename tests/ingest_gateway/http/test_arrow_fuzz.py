@@ -14,7 +14,7 @@ The normal run posts ``CASES`` bodies (seconds); ``-m slow`` posts ``SLOW_CASES`
 Run it longer with another seed range::
 
     SPARKLOG_ARROW_FUZZ_CASES=100000 SPARKLOG_ARROW_FUZZ_SEED=7 \\
-        .venv/bin/python -m pytest -m slow tests/ingest_gateway/test_arrow_fuzz.py
+        .venv/bin/python -m pytest -m slow tests/ingest_gateway/http/test_arrow_fuzz.py
 """
 
 from __future__ import annotations

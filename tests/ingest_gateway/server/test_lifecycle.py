@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from jobs.gateway_process import GatewayProcess
-from tests.ingest_gateway.test_http import ARROW, arrow_body
+from tests.ingest_gateway.http.test_http import ARROW, arrow_body
 
 
 def test_restart_keeps_idempotence_state(gateway, gateway_log, topic):

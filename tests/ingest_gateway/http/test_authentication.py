@@ -31,7 +31,7 @@ from ingest_gateway.security.tls import PEER_SUBJECT
 from jobs.gateway_process import ROOT, GatewayProcess, wait_for
 from log_layout import open_log
 from tests.clock import Clock
-from tests.ingest_gateway.auth_server import Served, whoami
+from tests.ingest_gateway.http.auth_server import Served, whoami
 from bench.tls_certs import Pki, new_key, public_pem
 from tests.jobs.cli_proc import assert_one_line_error, text
 

@@ -1,7 +1,7 @@
 """A real gateway that SIGKILLs itself at one chosen step of ending a transaction.
 
 A crash-test hook kept out of the product: run as
-``python -m tests.ingest_gateway.txn_crash_gateway <jobs.cli arguments>`` it wraps
+``python -m tests.ingest_gateway.server.txn_crash_gateway <jobs.cli arguments>`` it wraps
 ``log_layout.transactions`` (and the gateway's group-offsets writer) in this process
 only, then runs ``jobs.cli`` unchanged. ``TXN_CRASH_AT`` (not a ``SPARKLOG_*``
 variable: the gateway refuses unknown ones) names the step, counted from the start of
@@ -32,7 +32,7 @@ from typing import Any
 from jobs.gateway_process import ROOT, START_TIMEOUT_S, GatewayProcess, wait_for
 
 ENV = "TXN_CRASH_AT"
-MODULE = "tests.ingest_gateway.txn_crash_gateway"
+MODULE = "tests.ingest_gateway.server.txn_crash_gateway"
 
 
 class CrashingGateway(GatewayProcess):

@@ -21,7 +21,7 @@ import urllib3
 
 from jobs.gateway_process import ROOT, GatewayProcess
 from log_layout import open_log
-from tests.ingest_gateway import browser
+from tests.ingest_gateway.http import browser
 
 XSS_KEY = "<script>window.__xss = 1</script>"
 XSS_VALUE = '<img src=x onerror="window.__xss = 2">'

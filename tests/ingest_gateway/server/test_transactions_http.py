@@ -363,7 +363,7 @@ def test_a_producer_killed_mid_transaction(gateway, gateway_log, topic):
     name = tid()
     proc = subprocess.Popen([sys.executable, "-c", KILLED_PRODUCER, gateway.url, name, topic],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            cwd=str(pathlib.Path(__file__).resolve().parents[2]))
+                            cwd=str(pathlib.Path(__file__).resolve().parents[3]))
     try:
         assert proc.stdout.readline().strip() == b"sent"
     finally:

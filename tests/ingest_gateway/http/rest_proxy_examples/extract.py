@@ -1,6 +1,6 @@
 """Rebuilds v2_examples.json and v3_examples.json from Confluent's REST Proxy sources.
 
-    python tests/ingest_gateway/rest_proxy_examples/extract.py API_V2_RST OPENAPI_YAML
+    python tests/ingest_gateway/http/rest_proxy_examples/extract.py API_V2_RST OPENAPI_YAML
 
 API_V2_RST: confluentinc/kafka-rest ``docs/api.rst`` at commit
 97b79372e22823fdb8217099b9743dd8af818846 (the last before the docs moved to

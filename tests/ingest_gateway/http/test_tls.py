@@ -21,7 +21,7 @@ from ingest_gateway.client import Consumer, Producer
 from ingest_gateway.security import tls
 from jobs.gateway_process import GatewayProcess
 from log_layout import open_log
-from tests.ingest_gateway.auth_server import Served, whoami
+from tests.ingest_gateway.http.auth_server import Served, whoami
 from bench.tls_certs import Pki, key_pem, new_key
 
 

@@ -1,6 +1,6 @@
 """A consume-transform-produce worker, for the crash tests (``test_transactions_crash``).
 
-``python -m tests.ingest_gateway.ctp_worker <gateway url> <input topic> <input partitions>
+``python -m tests.ingest_gateway.server.ctp_worker <gateway url> <input topic> <input partitions>
 <output topic> <output partitions> <group> <transactional id>``: Kafka's exactly-once
 loop with the real clients -- a read_committed Consumer of the group (assigned every
 input partition, resuming at the group's committed offsets) and a Producer with the

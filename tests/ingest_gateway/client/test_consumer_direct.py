@@ -1,6 +1,6 @@
 """The Consumer in direct mode (segments read from the store through log_layout),
 with group membership through an in-process GroupCoordinator whose clock the
-tests drive. The same group semantics over real HTTP are in test_fetch_groups.py."""
+tests drive. The same group semantics over real HTTP are in http/test_fetch_http.py."""
 
 from __future__ import annotations
 

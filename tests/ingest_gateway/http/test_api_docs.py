@@ -19,7 +19,7 @@ import pytest
 from ingest_gateway.http.docs import FILES
 from jobs.gateway_process import GatewayProcess
 from log_layout import open_log
-from tests.ingest_gateway import browser
+from tests.ingest_gateway.http import browser
 
 
 

@@ -12,8 +12,8 @@ document's own (``ingest_gateway.http.openapi_links``: consumer instance and gro
 member ids, which it cannot infer), a fixed seed, ``not_a_server_error``. Run longer with::
 
     SPARKLOG_FUZZ_EXAMPLES=500 .venv/bin/python -m pytest -p no:cacheprovider \\
-        tests/ingest_gateway/test_http_fuzz.py tests/ingest_gateway/test_fuzz.py \\
-        tests/ingest_gateway/test_fetch_fuzz.py -m slow
+        tests/ingest_gateway/http/test_http_fuzz.py tests/ingest_gateway/http/test_fuzz.py \\
+        tests/ingest_gateway/http/test_fetch_fuzz.py -m slow
 """
 
 from __future__ import annotations
