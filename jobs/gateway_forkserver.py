@@ -25,12 +25,14 @@ import atexit
 import json
 import os
 import select
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 ENV = "SPARKLOG_FORK_GATEWAYS"
@@ -181,15 +183,29 @@ class ForkedProcess:
             raise
 
     def _line(self, timeout: float | None) -> dict[str, Any]:
+        # a socket timeout, not select(): a test process may hold over 1,024 descriptors,
+        # which select() refuses
+        deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._buf:
-            if not select.select([self._sock], [], [], timeout)[0]:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0 and not self._readable():
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            chunk = self._sock.recv(4096)
+            self._sock.settimeout(left if left is None or left > 0 else None)
+            try:
+                chunk = self._sock.recv(4096)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
             if not chunk:
                 raise OSError("the gateway fork server closed the connection")
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         return json.loads(line)
+
+    def _readable(self) -> bool:
+        """Whether a read would not block now (poll(), which has no 1,024 limit)."""
+        waiting = select.poll()
+        waiting.register(self._sock, select.POLLIN)
+        return bool(waiting.poll(0))
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit status; raises subprocess.TimeoutExpired after ``timeout`` s."""
@@ -238,8 +254,11 @@ def server_socket(root: str) -> str | None:
                                 cwd=root, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE)
         assert proc.stdout is not None
-        if select.select([proc.stdout], [], [], START_TIMEOUT_S)[0] \
-                and proc.stdout.readline() == b"ready\n":
+        waiting = selectors.DefaultSelector()  # select() refuses descriptors over 1,024
+        waiting.register(proc.stdout, selectors.EVENT_READ)
+        ready = waiting.select(START_TIMEOUT_S)
+        waiting.close()
+        if ready and proc.stdout.readline() == b"ready\n":
             _server = (proc, path)
             atexit.register(_stop, proc)
             return path

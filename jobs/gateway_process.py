@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -65,7 +66,39 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+#: how many ports below the kernel's ephemeral range :func:`free_port` picks from
+PORTS_BELOW_EPHEMERAL = 10_000
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768 elsewhere)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _kernel_port(host: str) -> int:
+    """A port nothing listens on, below the kernel's ephemeral range when there is room.
+
+    The kernel hands ephemeral ports to every ``bind(0)`` and outgoing connection on the
+    machine (a JVM's py4j gateway, a client's socket): a port picked from that range can
+    be taken by one of those between the pick and the caller's bind (a broker app's
+    gateway found Spark's py4j server on its port). Below the range only another
+    explicit choice can take it, and this module's registry keeps its own apart.
+    """
+    low = _ephemeral_low()
+    if low - PORTS_BELOW_EPHEMERAL >= 1024:
+        for _ in range(100):
+            # 100 short of the range: a broker app's gateways take base port + slot
+            port = random.randrange(low - PORTS_BELOW_EPHEMERAL, low - 100)
+            with socket.socket() as s:
+                try:
+                    s.bind((host, port))
+                except OSError:  # in use: another pick
+                    continue
+                return port
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]

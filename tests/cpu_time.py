@@ -9,7 +9,8 @@ session-scoped fixture starts is charged to the first test that asks for it, and
 work to whichever test is running then.
 
 Off unless ``SPARKLOG_TEST_CPU_LOG`` names a file; each worker appends a JSON line per test
-(``nodeid``, ``cpu_s``, ``wall_s``, ``worker``, ``outcome``) to it. ``python -m tests.cpu_time FILE``
+(``nodeid``, ``cpu_s``, ``wall_s``, ``worker``, ``outcome``, and ``fds``: the worker's
+open descriptors after the test, where a leak shows) to it. ``python -m tests.cpu_time FILE``
 prints the costliest tests and the totals by module.
 """
 
@@ -78,7 +79,7 @@ class CpuLog:
         yield
         line = {"nodeid": item.nodeid, "cpu_s": round(tree_cpu_seconds(pid) - cpu0, 3),
                 "wall_s": round(time.monotonic() - wall0, 3), "worker": self.worker,
-                "outcome": self.outcome}
+                "outcome": self.outcome, "fds": len(os.listdir("/proc/self/fd"))}
         with open(self.path, "a") as f:  # one short append per line: workers do not interleave
             f.write(json.dumps(line) + "\n")
 
@@ -110,6 +111,17 @@ def report(path: str, top: int = 40) -> str:
     out += ["", f"{'cpu s':>8} {'wall s':>8} {'tests':>6}  module"]
     for module, (cpu, wall, n) in sorted(by_module.items(), key=lambda kv: -kv[1][0])[:top]:
         out.append(f"{cpu:8.1f} {wall:8.1f} {n:6d}  {module}")
+    leaks: dict[str, int] = defaultdict(int)  # descriptors a test left open in its worker
+    last: dict[str, int] = {}
+    for row in rows:
+        if "fds" in row:
+            before = last.get(row["worker"], row["fds"])
+            leaks[row["nodeid"].split("::")[0]] += row["fds"] - before
+            last[row["worker"]] = row["fds"]
+    if leaks:
+        out += ["", f"{'fds':>8}  module (descriptors left open, net)"]
+        out += [f"{n:8d}  {module}" for module, n in
+                sorted(leaks.items(), key=lambda kv: -kv[1])[:top] if n > 0]
     return "\n".join(out)
 
 

@@ -97,3 +97,21 @@ def test_the_server_exits_when_its_starter_closes_its_stdin(tmp_path):
         proc.stdout.close()
     with pytest.raises(OSError):
         ForkedProcess(path, "jobs.cli", ["--help"], env=dict(os.environ), cwd=ROOT, out=None)
+
+
+def test_a_caller_holding_over_1024_descriptors_still_starts_and_waits(server, tmp_path):
+    """A test process can hold more descriptors than select() takes (a CI run failed every
+    later gateway of a worker with 'filedescriptor out of range in select()')."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        open_log(str(tmp_path / "store")).create_topic("t", {"partitions": 1})
+        with GatewayProcess(str(tmp_path / "store")) as gw:
+            assert isinstance(gw.proc, ForkedProcess) and gw.proc._sock.fileno() > 1024
+            assert gw.proc.poll() is None
+            with pytest.raises(subprocess.TimeoutExpired):
+                gw.proc.wait(0.1)
+            os.kill(gw.proc.pid, signal.SIGKILL)
+            assert gw.proc.wait(10) == -signal.SIGKILL
+    finally:
+        for fd in held:
+            os.close(fd)
