@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -197,3 +198,30 @@ def test_memory_listing_while_another_thread_deletes():
     stop.set()
     churner.join()
     assert errors == []
+
+
+def _open_paths() -> set[str]:
+    """The files this process holds a descriptor on."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return held
+
+
+def test_a_file_written_on_one_thread_is_made_durable_by_a_commit_on_another(tmp_path):
+    """A hot object is uploaded on one thread and named by a journal entry committed on
+    another: the local store's pending fsync of the object runs with that commit (it
+    was per thread, and an upload thread that never committed kept every object's
+    descriptor open: 898 in one test worker), and then no descriptor is left."""
+    store = open_store(str(tmp_path / "s"), fsync=True)
+    uploader = threading.Thread(target=store.put_new, args=("j/0-a.wal", b"x" * 100))
+    uploader.start()
+    uploader.join()
+    obj = str(tmp_path / "s" / "j" / "0-a.wal")
+    assert obj in _open_paths()  # written, its fsync owed to the next commit
+    assert store.put_exclusive("j/0.json", b"entry")
+    assert obj not in _open_paths()
+    assert store.read("j/0-a.wal") == b"x" * 100
