@@ -34,6 +34,8 @@ ATTACH_TIMEOUT_S = 300.0
 
 _running: list = []
 _threads: list[threading.Thread] = []
+#: the folder this process made in :func:`start` (None: it started nothing)
+_started: str | None = None
 
 
 def _publish(folder: str, name: str, start: Callable[[], object],
@@ -73,7 +75,8 @@ def _start_hdfs():
 def start(wanted: Callable[[str], bool]) -> None:
     """On the xdist controller: start the servers the selected tests need (``wanted``:
     whether tests with the marker ``s3`` / ``hdfs`` are selected), in the background."""
-    folder = tempfile.mkdtemp(prefix="sparklog-servers-")
+    global _started
+    folder = _started = tempfile.mkdtemp(prefix="sparklog-servers-")
     os.environ[ENV] = folder
     jobs = []
     if wanted("s3"):
@@ -90,14 +93,19 @@ def start(wanted: Callable[[str], bool]) -> None:
 
 
 def stop() -> None:
-    """On the controller, after the workers: stop the servers and remove the folder."""
+    """On the controller, after the workers: stop the servers and remove the folder.
+    Does nothing in any other process: a pytest a test runs as a child inherits the
+    folder's name (and may attach), and ending it must not end the run's servers."""
+    global _started
+    if _started is None:
+        return
     for thread in _threads:
         thread.join(timeout=ATTACH_TIMEOUT_S)
     while _running:
         _running.pop().stop()
-    folder = os.environ.pop(ENV, None)
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
+    os.environ.pop(ENV, None)
+    shutil.rmtree(_started, ignore_errors=True)
+    _started = None
 
 
 def attach(name: str):
