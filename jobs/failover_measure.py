@@ -200,15 +200,20 @@ class GroupReader:
     def _run(self) -> None:
         # Records a poll delivered are kept until a commit covers them: a commit refused
         # during the failover is retried with the next poll's, so the count neither drops
-        # what was delivered (the consumer's position is past it) nor counts it early.
-        delivered: list = []
+        # what was delivered (the consumer's position is past it) nor counts it early. A
+        # record delivered again before any commit covered it (its partition reassigned
+        # after the refused commit: at-least-once, as Kafka's consumers) is one delivery,
+        # by its partition and offset; only a record read again after a commit covered it
+        # counts twice.
+        delivered: dict[tuple[int, int], bytes] = {}
         while not self.stopping.is_set():
             try:
-                delivered += self.consumer.poll(0.5) or []
+                for r in self.consumer.poll(0.5) or []:
+                    delivered[(r.partition, r.offset)] = r.value
                 if delivered:
                     self.consumer.commit()
-                    for r in delivered:
-                        self.read[r.value] += 1
+                    for value in delivered.values():
+                        self.read[value] += 1
                     delivered.clear()
             except Exception as e:  # noqa: BLE001 - a failover error: poll again
                 if len(self.errors) < 5:
