@@ -27,7 +27,6 @@ import os
 import signal
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -66,27 +65,29 @@ def _crash_at(store, where: str, n: int) -> None:
 
 
 def _overlapping(store, report: str) -> None:
-    """Slow each hot upload by 20 ms and write the most out at once to ``report``."""
-    lock, out = threading.Lock(), [0, 0]
+    """Hold each hot upload until another is out with it (at most 0.5 s: the last of a
+    run waits alone), and write the most out at once to ``report``."""
+    changed, out = threading.Condition(), [0, 0]
     put_new = store.put_new
 
-    def slowed(path, data):
+    def held(path, data):
         if not path.startswith(paths.HOT_FOLDER) or not path.endswith(".wal"):
             return put_new(path, data)
-        with lock:
+        with changed:
             out[0] += 1
             if out[0] > out[1]:
                 out[1] = out[0]
                 with open(report, "w") as f:
                     f.write(str(out[1]))
+            changed.notify_all()
+            changed.wait_for(lambda: out[0] >= 2, timeout=0.5)
         try:
-            time.sleep(0.02)
             return put_new(path, data)
         finally:
-            with lock:
+            with changed:
                 out[0] -= 1
 
-    store.put_new = slowed
+    store.put_new = held
 
 
 def main(argv: list[str]) -> int:
