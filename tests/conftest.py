@@ -40,21 +40,11 @@ SERVER_BACKENDS = ("s3", "hdfs")
 
 @pytest.fixture(scope="session")
 def s3_server():
-    from tests.s3server import SeaweedS3
-
     shared = shared_servers.attach("s3")
     if shared is not None:  # the run's one server (tests/shared_servers.py)
         yield shared
         return
-    # Its ports are the kernel's choice (its gRPC ports are port+10000, not free_port's):
-    # another worker's server may take one before the bind; a new choice then fixes it.
-    for attempt in range(3):
-        try:
-            server = SeaweedS3().start()
-            break
-        except RuntimeError:
-            if attempt == 2:
-                raise
+    server = shared_servers.start_s3()
     try:
         yield server
     finally:
@@ -63,14 +53,15 @@ def s3_server():
 
 @pytest.fixture(scope="session")
 def hdfs_server():
-    from bench.hdfs_side import MiniHdfs
-
     shared = shared_servers.attach("hdfs")
     if shared is not None:
         yield shared
         return
-    with MiniHdfs(java_options=jvm.QUICK_START) as server:
+    server = shared_servers.start_hdfs()
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 def make_log_url(backend: str, request, tmp_path) -> tuple[str, dict | None]:

@@ -53,10 +53,12 @@ def _publish(folder: str, name: str, start: Callable[[], object],
     os.rename(tmp, os.path.join(folder, name + suffix))
 
 
-def _start_s3():
+def start_s3():
+    """A SeaweedFS S3 server, started (the run's, or a session's own under ``-n 0``)."""
     from tests.s3server import SeaweedS3
 
-    # its ports are the kernel's choice (gRPC at port+10000): a bind race retries
+    # Its ports are the kernel's choice (its gRPC ports are port+10000, not free_port's):
+    # another server may take one before the bind; a new choice then fixes it.
     for attempt in range(3):
         try:
             return SeaweedS3().start()
@@ -65,7 +67,8 @@ def _start_s3():
                 raise
 
 
-def _start_hdfs():
+def start_hdfs():
+    """A MiniDFSCluster with the tests' quick-start JVM flags, started."""
     from bench.hdfs_side.minihdfs import MiniHdfs
     from tests import jvm
 
@@ -80,10 +83,10 @@ def start(wanted: Callable[[str], bool]) -> None:
     os.environ[ENV] = folder
     jobs = []
     if wanted("s3"):
-        jobs.append(("s3", _start_s3, lambda s: {
+        jobs.append(("s3", start_s3, lambda s: {
             "bucket": s.bucket, "key": s.key, "secret": s.secret, "ports": s.ports}))
     if wanted("hdfs"):
-        jobs.append(("hdfs", _start_hdfs, lambda s: {
+        jobs.append(("hdfs", start_hdfs, lambda s: {
             "rpc_port": s.rpc_port, "http_port": s.http_port}))
     for name, starter, describe in jobs:
         thread = threading.Thread(target=_publish, args=(folder, name, starter, describe),
