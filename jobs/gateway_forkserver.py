@@ -183,29 +183,24 @@ class ForkedProcess:
             raise
 
     def _line(self, timeout: float | None) -> dict[str, Any]:
-        # a socket timeout, not select(): a test process may hold over 1,024 descriptors,
-        # which select() refuses
         deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._buf:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0 and not self._readable():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._readable(left):
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            self._sock.settimeout(left if left is None or left > 0 else None)
-            try:
-                chunk = self._sock.recv(4096)
-            except TimeoutError:
-                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+            chunk = self._sock.recv(4096)
             if not chunk:
                 raise OSError("the gateway fork server closed the connection")
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         return json.loads(line)
 
-    def _readable(self) -> bool:
-        """Whether a read would not block now (poll(), which has no 1,024 limit)."""
+    def _readable(self, timeout: float | None) -> bool:
+        """Whether the socket has data within ``timeout`` s (None: waits). poll(), not
+        select(): a test process may hold over 1,024 descriptors, which select() refuses."""
         waiting = select.poll()
         waiting.register(self._sock, select.POLLIN)
-        return bool(waiting.poll(0))
+        return bool(waiting.poll(None if timeout is None else timeout * 1000))
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit status; raises subprocess.TimeoutExpired after ``timeout`` s."""
