@@ -44,7 +44,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     try:
         registry = open(RESERVED_PORTS, "a+")
     except OSError:  # no writable temp folder: the kernel's word alone
-        return _kernel_port(host)
+        return _unused_port(host)
     with registry:
         fcntl.flock(registry, fcntl.LOCK_EX)  # released when the file closes
         registry.seek(0)
@@ -56,7 +56,7 @@ def free_port(host: str = "127.0.0.1") -> int:
                 if float(until) > now:
                     reserved[int(port)] = float(until)
         for _ in range(1000):
-            port = _kernel_port(host)
+            port = _unused_port(host)
             if port not in reserved:
                 break
         reserved[port] = now + RESERVE_S
@@ -79,7 +79,7 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def _kernel_port(host: str) -> int:
+def _unused_port(host: str) -> int:
     """A port nothing listens on, below the kernel's ephemeral range when there is room.
 
     The kernel hands ephemeral ports to every ``bind(0)`` and outgoing connection on the

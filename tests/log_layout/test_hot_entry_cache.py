@@ -30,9 +30,12 @@ def hot_log(tmp_path):
     return root, journal.name
 
 
-def _entry_file(root: str, journal: str, seq: int) -> tuple[str, str]:
+def _entry_file(root: str, journal: str, seq: int) -> tuple[str, str, bytes]:
+    """Entry ``seq``: its path in the store, its file, and its bytes."""
     path = paths.hot_entry_path(journal, seq)
-    return path, os.path.join(root, path)
+    file = os.path.join(root, path)
+    with open(file, "rb") as f:
+        return path, file, f.read()
 
 
 def _values(root: str) -> list[bytes]:
@@ -42,9 +45,7 @@ def _values(root: str) -> list[bytes]:
 def test_a_fresh_log_takes_the_writers_parse_of_equal_bytes(hot_log):
     root, journal = hot_log
     assert _values(root) == [b"r0", b"r1", b"r2"]
-    path, file = _entry_file(root, journal, 1)
-    with open(file, "rb") as f:
-        data = f.read()
+    path, file, data = _entry_file(root, journal, 1)
     # the writer's commit left its parse in the process's cache; equal bytes get it back
     first = parsed_entry(data, path)
     assert parsed_entry(bytearray(data), path) is first
@@ -56,9 +57,7 @@ def test_a_fresh_log_takes_the_writers_parse_of_equal_bytes(hot_log):
 def test_an_entry_changed_under_the_same_name_is_parsed_again(hot_log):
     root, journal = hot_log
     assert _values(root) == [b"r0", b"r1", b"r2"]
-    path, file = _entry_file(root, journal, 1)
-    with open(file, "rb") as f:
-        data = f.read()
+    path, file, data = _entry_file(root, journal, 1)
     cached = parsed_entry(data, path)
     # a valid entry with other bytes (another commit time, its checksum redone)
     body = data.rpartition(b"\n")[0]
@@ -77,9 +76,8 @@ def test_an_entry_changed_under_the_same_name_is_parsed_again(hot_log):
 def test_a_damaged_entry_is_refused_though_its_name_was_parsed(hot_log):
     root, journal = hot_log
     assert _values(root) == [b"r0", b"r1", b"r2"]
-    path, file = _entry_file(root, journal, 2)
-    with open(file, "rb") as f:
-        data = bytearray(f.read())
+    path, file, data = _entry_file(root, journal, 2)
+    data = bytearray(data)
     parsed_entry(bytes(data), path)
     data[len(data) // 2] ^= 0x01  # one bit in the middle of the entry
     with open(file, "wb") as f:
