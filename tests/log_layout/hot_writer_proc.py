@@ -14,14 +14,17 @@ rounds before waiting for the first (default 1), so a flush takes several append
 each partition: one segment per partition (``log_layout.hot_plan``).
 
 ``HOT_UPLOADS=<n>`` gives the journal n uploads in flight and keeps HOT_DEPTH rounds
-out at all times (a new round as soon as the oldest is acknowledged), each hot upload
-slowed by 20 ms so they overlap: every partition is in several uploads at once. The
-most uploads seen out at once is written to the file ``HOT_OVERLAP_FILE``.
+out at all times (a new round as soon as the oldest is acknowledged, and more, up to
+four times HOT_DEPTH, while the oldest waits), each hot upload held until another is
+out with it (or the producer waits on its oldest round), so every partition is in
+several uploads at once. The most uploads seen
+out at once is written to the file ``HOT_OVERLAP_FILE``.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import json
 import os
 import signal
@@ -64,30 +67,53 @@ def _crash_at(store, where: str, n: int) -> None:
     store.put_new, store.put_exclusive = crashing_put_new, crashing_put_exclusive
 
 
-def _overlapping(store, report: str) -> None:
-    """Hold each hot upload until another is out with it (at most 0.5 s: the last of a
-    run waits alone), and write the most out at once to ``report``."""
-    changed, out = threading.Condition(), [0, 0]
-    put_new = store.put_new
+class Overlap:
+    """Holds each hot upload until another is out with it or the producer has nothing
+    more to give (it waits on its oldest round), and writes the most uploads out at
+    once to ``report``."""
 
-    def held(path, data):
+    def __init__(self, store, report: str):
+        self._changed = threading.Condition()
+        self._out = self._most = 0
+        self._producer_waits = False
+        self._report = report
+        self._put_new = store.put_new
+        store.put_new = self._held
+
+    def _held(self, path, data):
         if not path.startswith(paths.HOT_FOLDER) or not path.endswith(".wal"):
-            return put_new(path, data)
-        with changed:
-            out[0] += 1
-            if out[0] > out[1]:
-                out[1] = out[0]
-                with open(report, "w") as f:
-                    f.write(str(out[1]))
-            changed.notify_all()
-            changed.wait_for(lambda: out[0] >= 2, timeout=0.5)
+            return self._put_new(path, data)
+        with self._changed:
+            self._out += 1
+            if self._out > self._most:
+                self._most = self._out
+                with open(self._report, "w") as f:
+                    f.write(str(self._most))
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._out >= 2 or self._producer_waits)
         try:
-            return put_new(path, data)
+            return self._put_new(path, data)
         finally:
-            with changed:
-                out[0] -= 1
+            with self._changed:
+                self._out -= 1
 
-    store.put_new = held
+    def result(self, future: concurrent.futures.Future):
+        """``future.result()``, releasing held uploads while it waits."""
+        if future.done():
+            return future.result()
+        with self._changed:
+            self._producer_waits = True
+            self._changed.notify_all()
+        try:
+            return future.result()
+        finally:
+            with self._changed:
+                self._producer_waits = False
+
+
+def _done_within(future: concurrent.futures.Future, seconds: float) -> bool:
+    done, _ = concurrent.futures.wait([future], timeout=seconds)
+    return bool(done)
 
 
 def main(argv: list[str]) -> int:
@@ -106,15 +132,19 @@ def main(argv: list[str]) -> int:
     out = sys.stdout
     depth = int(os.environ.get("HOT_DEPTH", "1"))
     if uploads:
-        _overlapping(log.store, os.environ["HOT_OVERLAP_FILE"])
+        overlap = Overlap(log.store, os.environ["HOT_OVERLAP_FILE"])
         window: collections.deque = collections.deque()
         for r in range(100_000):  # depth rounds out at all times
             window.append([(p, f"r{r}-p{p}", w.append_async(
                 pa.table({"value": [f"r{r}-p{p}".encode()]}))) for p, w in enumerate(writers)])
             if len(window) < depth:
                 continue
+            # a held upload waits for the next flush: feed it rather than wait on it
+            oldest = window[0][0][2]
+            if len(window) < 4 * depth and not _done_within(oldest, 0.02):
+                continue
             for p, value, fut in window.popleft():
-                res = fut.result()
+                res = overlap.result(fut)
                 out.write(json.dumps({"p": p, "offset": res.base_offset, "value": value}) + "\n")
             out.flush()
         return 0
