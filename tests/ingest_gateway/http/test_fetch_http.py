@@ -21,26 +21,14 @@ from ingest_gateway.errors import UnknownMemberId
 from tests.ingest_gateway.consumers import drive
 from jobs.gateway_process import GatewayProcess, wait_for
 from tests.ingest_gateway.conftest import on_local_store
+from tests.ingest_gateway.support import BINARY_V2, JSON_V2, produce
 
-BINARY_V2 = "application/vnd.kafka.binary.v2+json"
-JSON_V2 = "application/vnd.kafka.json.v2+json"
 ARROW = "application/vnd.apache.arrow.stream"
 
 
 def generation(c: Consumer) -> int:
     """The generation ``c`` was last assigned in (its group metadata)."""
     return c.group_metadata().generation
-
-
-def produce(gw, topic, partition, values, *, fmt=BINARY_V2):
-    if fmt == BINARY_V2:
-        records = [{"value": base64.b64encode(v).decode()} for v in values]
-    else:
-        records = [{"value": v} for v in values]
-    status, body, _ = gw.request("POST", f"/topics/{topic}/partitions/{partition}",
-                                 body={"records": records}, content_type=fmt)
-    assert status == 200, body
-    return body
 
 
 @pytest.fixture(scope="module")

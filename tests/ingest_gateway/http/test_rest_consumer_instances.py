@@ -19,7 +19,7 @@ from ingest_gateway.http.app import create_app
 from ingest_gateway.server.consumer_hub import ConsumerHub
 from log_layout import open_log
 from jobs.gateway_process import GatewayProcess, wait_for
-from tests.ingest_gateway.http.test_fetch_http import produce
+from tests.ingest_gateway.support import produce
 from tests.clock import Clock
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"

@@ -22,7 +22,7 @@ from jobs.gateway_process import wait_for
 from log_layout import open_log
 from tests import jvm
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
-from tests.ingest_gateway.http.test_fetch_http import produce
+from tests.ingest_gateway.support import produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_broker]
 

@@ -15,7 +15,7 @@ import pytest
 from jobs.gateway_process import wait_for
 from log_layout import open_log
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
-from tests.ingest_gateway.http.test_fetch_http import produce
+from tests.ingest_gateway.support import produce
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402

@@ -16,7 +16,7 @@ from log_layout import open_log
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.ingest_gateway.kafka.test_groups_wire import RawClient
 from tests.ingest_gateway.kafka.test_kafka_tools import run
-from tests.ingest_gateway.http.test_fetch_http import produce
+from tests.ingest_gateway.support import produce
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaException, TopicPartition  # noqa: E402
