@@ -248,6 +248,39 @@ def local_log(tmp_path):
 
 
 @pytest.fixture(scope="session")
+def shared_store(tmp_path_factory) -> str:
+    """The folder of :func:`shared_gateway`'s local store, one per session (per xdist
+    worker)."""
+    store = str(tmp_path_factory.mktemp("shared") / "store")
+    open_log(store)
+    return store
+
+
+@pytest.fixture(scope="session")
+def shared_gateway(shared_store):
+    """One gateway subprocess with default settings, its HTTP and Kafka listeners on free
+    ports (a ``KafkaGatewayProcess``: ``.url``, ``.bootstrap``), on :func:`shared_store`,
+    for every test of the session (of the xdist worker) that needs just *a* gateway.
+
+    Safe to share because its users name their topics, subjects, groups and
+    transactional ids uniquely (uuid) and assert nothing about the store as a whole; a
+    test that kills or reconfigures its gateway, counts global metrics, lists every
+    topic or subject, sets ACLs, quotas or the global compatibility, or needs an empty
+    store starts a gateway of its own (tests/ingest_gateway/conftest.py says which
+    fixture to use when)."""
+    from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
+
+    with KafkaGatewayProcess(shared_store) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="session")
+def shared_log(shared_store):
+    """The Log of :func:`shared_gateway`'s store."""
+    return open_log(shared_store)
+
+
+@pytest.fixture(scope="session")
 def spark():
     from pipeline.spark import session
 
