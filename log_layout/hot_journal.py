@@ -231,6 +231,11 @@ class Journals:
         #: its readers need not ask the store for the next one (see ``entry``)
         self.own: set[str] = set()
         self._own_end: dict[str, int] = {}  # own journal -> one past its newest entry known
+        #: journal -> (when read, its checkpoint or None): ``hot_checkpoint.cached``'s
+        self.checkpoints: dict[str, tuple[float, Any]] = {}
+        self.checkpoints_lock = threading.Lock()
+        #: counts for tests and metrics ("corrupt_checkpoints")
+        self.stats: collections.Counter[str] = collections.Counter()
 
     def entry(self, journal: str, seq: int, *, refresh: bool = True,
               trust_own: bool = True) -> Entry | None:

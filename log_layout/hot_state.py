@@ -22,6 +22,9 @@ merged entry along: that is how a claim or a maintenance run rolls the journal u
 
 from __future__ import annotations
 
+import time
+
+from log_layout import hot_checkpoint
 from log_layout.errors import CorruptManifest
 from log_layout.hot_journal import Journals
 from log_layout.manifest import Manifest
@@ -39,6 +42,13 @@ def merge(cold: Manifest, journals: Journals, topic_id: str, *, refresh: bool = 
     m = start if start is not None else cold
     key = (cold.topic, cold.partition)
     seq = m.hot_from
+    if start is None and refresh and journals.entry(journal, seq, refresh=False) is None:
+        # a reader new to this journal: its checkpoint, then the entries after it
+        got = _from_checkpoint(cold, journals, topic_id)
+        if got is not None:
+            m, seq, stopped = got
+            if stopped:
+                return m
     while True:
         entry = journals.entry(journal, seq, refresh=refresh)
         if entry is None:
@@ -53,6 +63,26 @@ def merge(cold: Manifest, journals: Journals, topic_id: str, *, refresh: bool = 
     if seq == m.hot_from:
         return m
     return m.with_fields(hot_from=seq)
+
+
+def _from_checkpoint(cold: Manifest, journals: Journals,
+                     topic_id: str) -> tuple[Manifest, int, bool] | None:
+    """The merge up to the journal's checkpoint (``hot_checkpoint``), or None: no
+    checkpoint covers ``cold.hot_from``, or it is corrupt (counted; the entries are
+    read instead: they are the truth, the checkpoint only saves reading them)."""
+    cp = hot_checkpoint.cached(journals, cold.hot_journal, cold.hot_from)
+    if cp is None:
+        return None
+    try:
+        got = cp.merge(cold, topic_id)
+        if got is not None:
+            journals.stats["checkpoint_merges"] += 1
+        return got
+    except CorruptManifest:  # CorruptHotCheckpoint too
+        journals.stats["corrupt_checkpoints"] += 1
+        with journals.checkpoints_lock:
+            journals.checkpoints[cold.hot_journal] = (time.monotonic(), None)
+        return None
 
 
 def _apply(m: Manifest, delta: Manifest, path: str) -> Manifest:

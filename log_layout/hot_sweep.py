@@ -17,6 +17,8 @@ partitions, so no partition's vacuum deletes one (``vacuum`` only drops it from 
   since then tries the numbers after it, and must find the seals there, not a gap it
   could take and believe itself committed. After :data:`LAST_ENTRY_KEEP_MS` a journal
   no partition follows goes whole.
+* a journal's **checkpoint** (``hot_checkpoint``) drops by itself what entries before
+  the oldest one left added; it goes once no partition follows its journal.
 
 Journal writers commit no object uploaded more than ``hot_writer.STALE_UPLOAD_S``
 ago, which the delay must exceed (:data:`MIN_DELAY_MS`): an object the sweeper
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from log_layout import paths
+from log_layout import hot_checkpoint, paths
 from log_layout.hot_writer import STALE_UPLOAD_S
 
 #: the least delay the sweeper waits before deleting an unnamed hot file
@@ -92,6 +94,12 @@ def sweep(log, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> SweepRep
                     deleted_bytes += f.size
                 else:
                     kept_entries += 1
+            elif f.name == hot_checkpoint.NAME:
+                # the checkpoint bounds itself (its floor follows the entries swept);
+                # it goes with its journal: no partition follows it any more
+                if first_needed is None and old:
+                    doomed.append(path)
+                    deleted_bytes += f.size
             elif paths.is_hot_object(path):
                 if old and path not in named:
                     doomed.append(path)

@@ -9,9 +9,12 @@ parent that kills it knows exactly what was acknowledged.
 ``HOT_CRASH=<where>:<n>`` kills the process with SIGKILL at the n-th ``where``:
 ``upload`` (inside a shared object's upload, half of it written on a local store),
 ``entry`` (after the object is stored, before its entry is created) or ``acked``
-(just after an entry is created, before anyone is told). ``HOT_DEPTH=<k>`` appends k
+(just after an entry is created, before anyone is told) or ``checkpoint`` (while the
+journal's checkpoint is written: half of its bytes are left in its place, as a store
+that is not atomic would leave them, then SIGKILL). ``HOT_DEPTH=<k>`` appends k
 rounds before waiting for the first (default 1), so a flush takes several appends of
 each partition: one segment per partition (``log_layout.hot_plan``).
+``HOT_CHECKPOINT=<k>`` writes the journal's checkpoint every k entries (default 3).
 
 ``HOT_UPLOADS=<n>`` gives the journal n uploads in flight and keeps HOT_DEPTH rounds
 out at all times (a new round as soon as the oldest is acknowledged, and more, up to
@@ -35,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import pyarrow as pa  # noqa: E402
 
-from log_layout import open_log, paths  # noqa: E402
+from log_layout import hot_checkpoint, open_log, paths  # noqa: E402
 from log_layout.hot_writer import JournalWriter  # noqa: E402
 
 
@@ -64,7 +67,16 @@ def _crash_at(store, where: str, n: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         return won
 
+    put_replace = store.put_replace
+
+    def crashing_put_replace(path, data):
+        if where == "checkpoint" and path.endswith("/" + hot_checkpoint.NAME) and hit():
+            put_replace(path, bytes(data)[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+        return put_replace(path, data)
+
     store.put_new, store.put_exclusive = crashing_put_new, crashing_put_exclusive
+    store.put_replace = crashing_put_replace
 
 
 class Overlap:
@@ -122,7 +134,8 @@ def main(argv: list[str]) -> int:
     log = open_log(url, storage_options=options)
     uploads = int(os.environ.get("HOT_UPLOADS", "0"))
     journal = JournalWriter(log.journals, "crash", interval_ms=5,
-                            uploads_in_flight=max(1, uploads))
+                            uploads_in_flight=max(1, uploads),
+                            checkpoint_entries=int(os.environ.get("HOT_CHECKPOINT", "3")))
     writers = [log.partition(topic, p).claim("crash", journal) for p in range(partitions)]
     crash = os.environ.get("HOT_CRASH")
     if crash:

@@ -14,7 +14,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from log_layout import open_log, paths, wall_clock_ms
+from log_layout import hot_checkpoint, open_log, paths, wall_clock_ms
 from log_layout.hot_sweep import MIN_DELAY_MS, sweep
 from tests.conftest import make_log_url
 
@@ -71,9 +71,11 @@ def _check_after_crash(store, acks: list[dict]) -> None:
 
 #: every kill point on every store; the timed kill (None) on the local store only (on the
 #: others a flush takes seconds)
-KILLS = [("file", crash) for crash in ("upload:3", "entry:3", "acked:3", None)] + [
+KILLS = [("file", crash) for crash in ("upload:3", "entry:3", "acked:3", "checkpoint:4",
+                                       None)] + [
     pytest.param(backend, crash, marks=pytest.mark.slow)
-    for backend in ("s3", "hdfs") for crash in ("upload:3", "entry:3", "acked:3")]
+    for backend in ("s3", "hdfs") for crash in ("upload:3", "entry:3", "acked:3",
+                                                "checkpoint:4")]
 
 
 @pytest.mark.parametrize("backend,crash", KILLS)
@@ -81,6 +83,17 @@ def test_sigkill_of_a_hot_writer(backend, crash, request, tmp_path):
     store = make_log_url(backend, request, tmp_path)
     open_log(store[0], storage_options=store[1]).create_topic("t", {"partitions": PARTITIONS})
     acks = _run_and_kill(store, crash, acks_before_kill=37)
+    if crash == "checkpoint:4":
+        # the torn checkpoint is still there, refused, and every reader below reads the
+        # entries instead of it
+        log = open_log(store[0], storage_options=store[1])
+        journal, = [j.rstrip("/").rsplit("/", 1)[-1]
+                    for j in log.store.list_folders(paths.HOT_FOLDER)]
+        path = hot_checkpoint.checkpoint_path(journal)
+        with pytest.raises(hot_checkpoint.CorruptHotCheckpoint):
+            hot_checkpoint.decode(log.store.read(path), path, journal)
+        log.partition("t", 0).snapshot()
+        assert log.journals.stats["corrupt_checkpoints"] == 1
     _check_after_crash(store, acks)
 
 
