@@ -14,7 +14,8 @@ __all__ = [
     "MissingSegment", "CorruptManifest", "MaintenanceConflict", "InvalidMaintenance",
     "InvalidRecords",
     "RecordTooLarge", "InvalidProducerEpoch", "OutOfOrderSequence",
-    "InvalidAcl", "CorruptDocument", "ProducerFenced", "InvalidTxnState", "LogEndMoved",
+    "InvalidAcl", "CorruptDocument", "OutcomeUnknown", "ProducerFenced", "InvalidTxnState",
+    "LogEndMoved",
 ]
 
 
@@ -210,6 +211,22 @@ class CorruptDocument(SparklogError):
     def __init__(self, path: str, reason: str):
         self.path, self.reason = path, reason
         super().__init__(f"document {path} is corrupt: {reason}")
+
+
+class OutcomeUnknown(SparklogError, OSError):
+    """A writer of a versioned document (``versioned_doc``) created its version but
+    cannot tell whether the document holds it: the newest version names fewer
+    versions below it than lie between. Like a store failure mid-write (hence an
+    OSError), the change may or may not have taken effect."""
+
+    code = "outcome_unknown"
+
+    def __init__(self, folder: str, number: int, newest: int, named: int):
+        self.folder, self.number, self.newest, self.named = folder, number, newest, named
+        super().__init__(
+            f"version {number} of {folder} was created, but whether the document holds "
+            f"it is unknown: the newest, {newest}, names only the {named} versions down "
+            f"from it")
 
 
 class ProducerFenced(InvalidProducerEpoch):

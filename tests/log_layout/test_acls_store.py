@@ -106,6 +106,8 @@ def test_document_round_trip_and_format(local_log):
     names = [f.name for f in st.list("_security/acls")]
     assert names == ["00000000000000000001.json"]
     doc = json.loads(st.read("_security/acls/00000000000000000001.json"))
+    lineage = doc.pop("_lineage")  # versioned_doc's: this version's id (nothing before it)
+    assert lineage["number"] == 1 and len(lineage["ids"]) == 1
     assert doc == {"version": 1, "written_ms": 123, "acls": [
         {"resource_type": "Topic", "name": "clicks", "pattern_type": "LITERAL",
          "principal": "User:alice", "host": "*", "operation": "Read", "permission": "Allow"},
@@ -193,13 +195,20 @@ def test_racing_writers_lose_no_acl(st):
     writers, each = 6, 3
     acls.add_acls(st, [acl("gone")])
 
+    added: list[AclBinding] = []
+
     def work(i: int) -> None:
         for j in range(each):
-            acls.add_acls(st, [acl(f"w{i}-{j}"), acl(f"shared-{j}")])
+            got = acls.add_acls(st, [acl(f"w{i}-{j}"), acl(f"shared-{j}")])
+            assert acl(f"w{i}-{j}") in got, (i, j, got)  # its own: new, whoever built on it
+            added.extend(got)
         if i == 0:
             assert acls.remove_acls(st, [AclFilter.create("Topic", "gone")]) == [acl("gone")]
 
     _race(writers, work)
+    # what the writers report is what happened: each shared ACL added by exactly one
+    assert sorted(b.name for b in added if b.name.startswith("shared-")) == \
+        [f"shared-{j}" for j in range(each)]
     found = acls.load(st)
     assert {b.name for b in found.bindings} == (
         {f"w{i}-{j}" for i in range(writers) for j in range(each)}
