@@ -87,6 +87,7 @@ class GatewaySettings:
     hot_flush_interval_ms: int
     hot_flush_bytes: int
     hot_uploads_in_flight: int
+    hot_checkpoint_interval_entries: int
     schema_registry_path: str
 
 
