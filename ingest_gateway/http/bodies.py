@@ -2,37 +2,29 @@
 give its schema in ``/openapi.json``.
 
 A route reads its body with :func:`read_body_as` (``body.read_json``'s bounds first: size,
-nesting, NaN, lone surrogates), which converts the parsed document to the route's Struct;
-``openapi`` takes the same Structs' schemas from :func:`components`. A field is
+nesting, NaN, lone surrogates), which converts the parsed document to the route's Struct
+(``body_struct``: a refusal is BadRequest, 400 ``malformed_request`` 40001, naming the
+field); ``openapi`` takes the same Structs' schemas from :func:`components`. A field is
 checked here when its rule is the body's shape (type, range, allowed values); a rule a
 service checks itself with its own Kafka error code (a client id's 255 characters:
 ``field_too_long``; a session timeout against the group's bounds) is only documented,
 through ``Meta(extra_json_schema=...)``, so the answer keeps that code.
-
-A ``null`` top-level field means "not given" (its default), as REST Proxy reads it.
-Unknown fields are ignored, as REST Proxy (Jackson, FAIL_ON_UNKNOWN_PROPERTIES off) does.
-
-Refusals are BadRequest (400, ``malformed_request``, error_code 40001) naming the field
-by its path (``partitions[0].offset``), at most :data:`MAX_MESSAGE` characters (msgspec
-quotes the value of an enumeration it refuses), so a huge value cannot make a huge answer.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta, Struct, field
-from starlette.requests import Request
+from msgspec import Meta, field
 
-from ingest_gateway.errors import BadRequest
-from ingest_gateway.http.body import read_json
+# the routes read their bodies through this module: convert and read_body_as re-exported
+from ingest_gateway.http.body_struct import (MAX_MESSAGE, Body, convert, openapi30,
+                                             read_body_as, refusal_message)
 from ingest_gateway.http.requests import MAX_COUNT, MAX_WAIT_MS
 from ingest_gateway.protocol.groups import STRATEGIES
+from ingest_gateway.server import schema_codec
 from ingest_gateway.server.transaction_service import MAX_TIMEOUT_MS as MAX_TXN_TIMEOUT_MS
-
-T = TypeVar("T")
 
 #: Kafka's INT32 and INT64
 Int32 = Annotated[int, Meta(ge=-2**31, le=2**31 - 1)]
@@ -40,10 +32,6 @@ Int64 = Annotated[int, Meta(ge=-2**63, le=2**63 - 1)]
 #: REST Proxy takes a millisecond count as a number or as a string of digits
 MILLIS_PATTERN = "^[0-9]{1,10}$"
 Millis = int | Annotated[str, Meta(pattern=MILLIS_PATTERN)]
-
-
-class Body(Struct, kw_only=True):
-    """A request body: unknown fields ignored (REST Proxy's Jackson ignores them too)."""
 
 
 class TopicPartition(Body):
@@ -268,6 +256,70 @@ class SchemaProduceRecords(Body):
     value_schema_id: SchemaId | None = None
 
 
+
+# -- produce (REST Proxy v3: v3_records) ----------------------------------------------------
+#: a key's or value's type: schemaless, or a schema format (``schema_codec.V3_TYPES``)
+V3Type = Literal["BINARY", "JSON", "STRING", "AVRO", "JSONSCHEMA", "PROTOBUF"]
+#: Confluent's subject name strategies (``schema_codec.STRATEGIES``)
+SubjectNameStrategy = Literal[schema_codec.STRATEGIES]  # type: ignore[valid-type]
+#: a record id of ``records:batch``
+MAX_BATCH_ID = 80
+
+
+class V3Data(Body):
+    """A v3 record's key or value: ``type`` and ``data`` (BINARY: base64, JSON: any JSON,
+    STRING: text); or data encoded by a schema: ``type`` and ``schema`` (its text),
+    ``schema_id``, ``subject`` and ``schema_version``, or a schema type alone (the
+    subject's latest). Which combinations go together, and ``data`` against its type, the
+    route checks (each record on its own)."""
+    type: V3Type | None = None
+    data: Any = None
+    schema: str | None = None
+    schema_id: SchemaId | None = None
+    schema_version: SchemaId | None = None
+    subject: str | None = None
+    subject_name_strategy: SubjectNameStrategy | None = None
+
+
+class V3Header(Body):
+    name: str
+    value: Base64 | None = None
+
+
+class V3Record(Body):
+    """``POST /v3/clusters/{c}/topics/{t}/records``: one record (several: concatenated)."""
+    # a partition past the topic's (or negative) is the route's 404 unknown partition
+    partition_id: Annotated[int, Meta(extra_json_schema={"minimum": 0})] | None = None
+    headers: list[V3Header] | None = None
+    key: V3Data | None = None
+    value: V3Data | None = None
+    # ISO 8601 (Python's fromisoformat; no zone: UTC), checked by the route
+    timestamp: Annotated[str, Meta(max_length=64, extra_json_schema={
+        "format": "date-time"})] | None = None
+
+
+class V3BatchEntry(V3Record, kw_only=True):
+    """A record of ``records:batch`` with its id (unique within the batch)."""
+    id: Annotated[str, Meta(min_length=1, max_length=MAX_BATCH_ID)]
+
+
+class V3RecordsBatch(Body):
+    """``POST .../records:batch``: records each with an id, each written or refused on its
+    own (207). The route reads the ids first (:class:`V3BatchIds`), then each entry as a
+    :class:`V3Record`, so that one entry's bad field fails that entry alone."""
+    entries: Annotated[list[V3BatchEntry], Meta(min_length=1)]
+
+
+class V3BatchId(Body):
+    id: Annotated[str, Meta(min_length=1, max_length=MAX_BATCH_ID)]
+
+
+class V3BatchIds(Body):
+    """The first pass over a :class:`V3RecordsBatch`: its shape and ids (not a body of its
+    own: not in the document)."""
+    entries: Annotated[list[V3BatchId], Meta(min_length=1)]
+
+
 # -- transactions (v3_transactions) -------------------------------------------------------
 #: a name as Kafka allows it in a file name; the route checks it with Kafka's own code
 #: (invalid_topic_exception, invalid_group_id), so the declaration only documents it
@@ -320,97 +372,8 @@ class AddTxnOffsets(Body):
 BODIES: tuple[type[Body], ...] = (
     Partitions, Offsets, InstanceCommit, InstanceCommitted, Fetch, CreateInstance, Subscribe,
     JoinGroup, Heartbeat, CommitGroupOffsets, CreateTopic, PatchTopic, PutConfig,
-    AlterConfigs, ProduceRecords, BinaryProduceRecords, SchemaProduceRecords, InitTransaction,
-    EndTransaction, AddTxnPartitions, AddTxnOffsets)
-
-
-def convert(doc: Any, kind: type[T]) -> T:
-    """``doc`` (parsed JSON) as ``kind``; a top-level ``null`` field counts as absent.
-
-    Raises BadRequest naming the first field that does not fit.
-    """
-    if isinstance(doc, dict) and None in doc.values():
-        doc = {k: v for k, v in doc.items() if v is not None}
-    try:
-        return msgspec.convert(doc, kind)
-    except msgspec.ValidationError as e:
-        message = refusal_message(str(e))
-        if str(e).startswith("Invalid enum value"):  # say what is allowed, as REST Proxy does
-            allowed = _enum_at(kind, _AT.search(str(e)))
-            if allowed:
-                message = f"{message}; expected one of {', '.join(allowed)}"[:MAX_MESSAGE]
-        raise BadRequest(message) from None
-
-
-async def read_body_as(request: Request, kind: type[T], *, empty: bool = False) -> T:
-    """The request's JSON body as ``kind``; an empty body is ``kind()`` when ``empty``.
-
-    Raises what ``body.read_json`` raises (413, NestingTooDeep, BadRequest) and
-    BadRequest for a body ``kind`` refuses.
-    """
-    doc = await read_json(request, empty={} if empty else None)
-    return convert(doc, kind)
-
-
-#: a refusal quotes at most this much of msgspec's text (an enum refusal quotes the value)
-MAX_MESSAGE = 300
-_AT = re.compile(r" - at `\$(.*)`$")
-#: an enumeration's refused value, quoted at most this long
-_LONG_ENUM_VALUE = re.compile(r"^(Invalid enum value .{40}).+$", re.DOTALL)
-_MISSING = re.compile(r"^Object missing required field `(.*)`$")
-
-
-def refusal_message(error: str) -> str:
-    """msgspec's ValidationError text as the gateway writes a refusal: the field's path
-    first (``field 'partitions[0].offset': expected int, got str``)."""
-    m = _AT.search(error)
-    path = m.group(1).lstrip(".") if m else ""
-    what = error[:m.start()] if m else error
-    missing = _MISSING.match(what)
-    if missing:
-        name = f"{path}.{missing.group(1)}" if path else missing.group(1)
-        return f"field {name[:MAX_MESSAGE]!r} is required"
-    what = _LONG_ENUM_VALUE.sub(r"\1...", what.replace("`", ""))
-    what = what[:1].lower() + what[1:]
-    out = f"field {path!r}: {what}" if path else f"the body does not fit: {what}"
-    return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE - 3] + "..."
-
-
-def _enum_at(kind: type, at: re.Match[str] | None) -> list[str]:
-    """The values the enumeration at msgspec's error path ``at`` allows (``$.format``,
-    ``$.strategies[0]``, ``$.auto.offset.reset``: a name may hold dots), read from
-    ``kind``'s JSON Schema; [] if none is found."""
-    if at is None:
-        return []
-    schema = msgspec.json.schema(kind)
-    defs = schema.get("$defs", {})
-
-    def resolve(node: dict[str, Any]) -> dict[str, Any]:
-        while "$ref" in node:
-            node = defs[node["$ref"].rsplit("/", 1)[-1]]
-        return node
-
-    def options(node: dict[str, Any]) -> list[dict[str, Any]]:
-        return [resolve(o) for o in [node, *node.get("anyOf", [])]]
-
-    node, rest = resolve(schema), at.group(1)
-    while rest:
-        if rest.startswith("["):
-            rest = rest[rest.index("]") + 1:]
-            node = next((o["items"] for o in options(node) if "items" in o), {})
-        else:
-            rest = rest[1:]
-            props = {k: v for o in options(node) for k, v in o.get("properties", {}).items()}
-            name = max((k for k in props if rest.startswith(k) and rest[len(k):][:1] in
-                        ("", ".", "[")), key=len, default=None)
-            if name is None:
-                return []
-            node, rest = props[name], rest[len(name):]
-        node = resolve(node)
-    for candidate in options(node):
-        if "enum" in candidate:
-            return [str(v) for v in candidate["enum"]]
-    return []
+    AlterConfigs, ProduceRecords, BinaryProduceRecords, SchemaProduceRecords, V3Record,
+    V3RecordsBatch, InitTransaction, EndTransaction, AddTxnPartitions, AddTxnOffsets)
 
 
 def offsets_of(items: list[TopicPartitionOffset]) -> dict[tuple[str, int], int]:
@@ -435,25 +398,4 @@ def components() -> dict[str, Any]:
     return {name: openapi30(s) for name, s in schemas.items()}
 
 
-def openapi30(schema: Any) -> Any:
-    """A JSON Schema (2020-12, as msgspec writes it) in OpenAPI 3.0's dialect: ``null``
-    in a union becomes ``nullable`` (3.0 has no ``null`` type)."""
-    if isinstance(schema, list):
-        return [openapi30(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: openapi30(v) for k, v in schema.items()}
-    if out.get("required") == []:  # 3.0: a required list has at least one name
-        del out["required"]
-    if "examples" in out and isinstance(out["examples"], list):  # 3.0: one example
-        out["example"] = out.pop("examples")[0]
-    for key in ("anyOf", "oneOf"):
-        options = out.get(key)
-        if options and {"type": "null"} in options:
-            rest = [o for o in options if o != {"type": "null"}]
-            del out[key]
-            if len(rest) == 1 and "$ref" not in rest[0]:
-                out = {**rest[0], **out, "nullable": True}
-            else:  # a $ref takes no siblings in 3.0
-                out = {**out, key: rest, "nullable": True}
-    return out
+__all__ = ["MAX_MESSAGE", "Body", "convert", "read_body_as", "refusal_message"]

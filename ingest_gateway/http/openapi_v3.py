@@ -46,8 +46,15 @@ def lst(item: dict[str, Any]) -> dict[str, Any]:
                            "data": {"type": "array", "items": item}}}
 
 
-def body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
-    return {"required": required, "content": {"application/json": {"schema": schema}}}
+def body(schema: dict[str, Any], required: bool = True, example: Any = None) -> dict[str, Any]:
+    media: dict[str, Any] = {"schema": schema}
+    if example is not None:
+        media["example"] = example
+    return {"required": required, "content": {"application/json": media}}
+
+
+RECORD_EXAMPLE = {"key": {"type": "STRING", "data": "k"},
+                  "value": {"type": "JSON", "data": {"a": 1}}}
 
 
 CLUSTER_DOC = res("KafkaCluster", {"cluster_id": S, "controller": LINK, "acls": LINK,
@@ -96,16 +103,6 @@ SUMMARY_DOC = res("KafkaConsumerGroupLagSummary", {
     "max_lag_topic_name": S, "max_lag_partition_id": N, "max_lag": N, "total_lag": N,
     "max_lag_consumer": {**LINK, "nullable": True}, "max_lag_partition": {**LINK,
                                                                           "nullable": True}})
-DATA = {"type": "object", "nullable": True, "properties": {
-    "type": {"type": "string", "enum": ["BINARY", "JSON", "STRING"]}, "data": {}}}
-RECORD = {"type": "object", "properties": {
-    "partition_id": {"type": "integer", "minimum": 0, "nullable": True},
-    "headers": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
-        "name": S, "value": {"type": "string", "format": "byte", "nullable": True}}}},
-    "key": DATA, "value": DATA, "timestamp": {"type": "string", "format": "date-time",
-                                             "nullable": True}},
-    "example": {"key": {"type": "STRING", "data": "k"},
-                "value": {"type": "JSON", "data": {"a": 1}}}}
 SIZE = {"type": "object", "nullable": True, "properties": {"type": S, "size": N}}
 REPORT = {"type": "object", "required": ["error_code"], "properties": {
     "error_code": N, "message": S, "cluster_id": S, "topic_name": S, "partition_id": N,
@@ -191,16 +188,13 @@ def topic_paths() -> dict[str, Any]:
             "summary": "produce one record, or several as concatenated JSON (one delivery "
                        "report each, concatenated); a chunked body without Content-Length "
                        "is a stream: each report is sent as soon as its record is written",
-            "requestBody": body(RECORD),
+            "requestBody": body(ref(bodies.V3Record), example=RECORD_EXAMPLE),
             "responses": {"200": resp("delivery report(s)", REPORT),
                           **errors(400, 404, 413, 415, 422, 429, 503)}}},
         f"{t}/{{topic}}/records:batch": {"parameters": [CLUSTER, TOPIC], "post": {
             "summary": "produce a batch of records, each with an id",
-            "requestBody": body({"type": "object", "required": ["entries"], "properties": {
-                "entries": {"type": "array", "minItems": 1, "items": {
-                    **RECORD, "required": ["id"], "properties": {
-                        **RECORD["properties"], "id": {"type": "string", "minLength": 1,
-                                                       "maxLength": 80}}}}}}),
+            "requestBody": body(ref(bodies.V3RecordsBatch), example={
+                "entries": [{"id": "1", **RECORD_EXAMPLE}]}),
             "responses": {"207": resp("per entry: success or failure", {
                 "type": "object", "properties": {
                     "successes": {"type": "array", "items": {"type": "object"}},

@@ -55,6 +55,7 @@ from starlette.routing import BaseRoute, Route
 from conf.errors import SparklogError
 from conf.topic import validate_topic_name
 from ingest_gateway.errors import BadRequest, ControlRequestTooLarge, RequestTooLarge
+from ingest_gateway.http.bodies import V3BatchIds, V3Data, V3Header, V3Record, convert
 from ingest_gateway.http.body import PARSE_INLINE_BYTES, json_depth, read_body
 from ingest_gateway.http.errors import error_body, status_of
 from ingest_gateway.http import v3_stream
@@ -67,41 +68,24 @@ from ingest_gateway.server.schema_codec import SchemaChoice, SchemaCodec
 from log_layout import UnknownPartition
 
 TYPES = ("BINARY", "JSON", "STRING")
-SCHEMA_FIELDS = ("schema", "schema_id", "schema_version", "subject", "subject_name_strategy")
-MAX_ID = 80
 
 
-def _schema_choice(row: str, which: str, raw: dict[str, Any]) -> SchemaChoice | None:
+def _schema_choice(row: str, which: str, raw: V3Data) -> SchemaChoice | None:
     """The schema a key or value names (Confluent's v3 ``schema``, ``schema_id``,
     ``subject`` / ``schema_version``, or a schema type alone: the subject's latest), None
     for the schemaless types; raises BadRequest for a combination REST Proxy refuses."""
-    kind = raw.get("type")
-    named = {f: raw.get(f) for f in SCHEMA_FIELDS if raw.get(f) is not None}
-    if not named and kind in TYPES:
-        return None
+    kind = raw.type
+    schema_id, version, subject, text = raw.schema_id, raw.schema_version, raw.subject, raw.schema
+    named = (schema_id, version, subject, text, raw.subject_name_strategy)
     if kind in TYPES:
-        raise BadRequest(f"{row}: {which} type {kind} does not support schemas")
-    if kind is not None and kind not in schema_codec.V3_TYPES:
-        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO, "
-                         f"JSONSCHEMA or PROTOBUF, not {kind!r:.50}")
-    strategy = named.pop("subject_name_strategy", "TOPIC_NAME")
-    if strategy not in schema_codec.STRATEGIES:
-        raise BadRequest(f"{row}: {which} subject_name_strategy must be one of "
-                         f"{', '.join(schema_codec.STRATEGIES)}, not {strategy!r:.40}")
-    schema_id, version = named.get("schema_id"), named.get("schema_version")
-    subject, text = named.get("subject"), named.get("schema")
+        if any(x is not None for x in named):
+            raise BadRequest(f"{row}: {which} type {kind} does not support schemas")
+        return None
+    strategy = raw.subject_name_strategy or "TOPIC_NAME"
     if strategy != "TOPIC_NAME" and subject is None and schema_id is None and text is None:
         # REST Proxy's: the subject comes from the schema's name, so a schema is needed
         raise BadRequest(f"{row}: {which} cannot use subject_name_strategy={strategy} "
                          "without schema_id or schema")
-    for name, value in (("schema_id", schema_id), ("schema_version", version)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or not 1 <= value <= 2**31 - 1):
-            raise BadRequest(f"{row}: {which} {name} must be an integer from 1 to 2^31-1")
-    if subject is not None and not isinstance(subject, str):
-        raise BadRequest(f"{row}: {which} subject must be a string")
-    if text is not None and not isinstance(text, str):
-        raise BadRequest(f"{row}: {which} schema must be the schema's text (a string)")
     if sum(x is not None for x in (schema_id, version, text)) > 1 or \
             (kind is not None and (schema_id is not None or version is not None)) or \
             (text is not None and kind is None):
@@ -112,22 +96,16 @@ def _schema_choice(row: str, which: str, raw: dict[str, Any]) -> SchemaChoice | 
                         strategy=strategy)
 
 
-def _data(row: str, which: str, raw: Any
+def _data(row: str, which: str, raw: V3Data | None
           ) -> tuple[bytes | None, dict[str, Any] | None, SchemaChoice | None]:
     """(stored bytes, {"type", "size"}, None) of a record's key or value, or (None, None,
     the schema it names) when it is to be encoded by a schema; raises BadRequest."""
     if raw is None:
         return None, None, None
-    if not isinstance(raw, dict):
-        raise BadRequest(f"{row}: {which} must be an object with type and data")
     choice = _schema_choice(row, which, raw)
     if choice is not None:
         return None, None, choice
-    kind = raw.get("type")
-    if kind not in TYPES:
-        raise BadRequest(f"{row}: {which} type must be BINARY, JSON, STRING, AVRO, "
-                         f"JSONSCHEMA or PROTOBUF, not {kind!r:.50}")
-    data = raw.get("data")
+    kind, data = raw.type, raw.data
     if data is None:
         return None, {"type": kind, "size": 0}, None
     if kind == "BINARY":
@@ -150,13 +128,11 @@ def _data(row: str, which: str, raw: Any
     return out, {"type": kind, "size": len(out)}, None
 
 
-def _timestamp(row: str, raw: Any) -> tuple[int | None, str | None]:
+def _timestamp(row: str, raw: str | None) -> tuple[int | None, str | None]:
     """(milliseconds, the ISO text) of a record's timestamp; raises BadRequest."""
     if raw is None:
         return None, None
     try:
-        if not isinstance(raw, str) or len(raw) > 64:
-            raise ValueError
         t = datetime.datetime.fromisoformat(raw)
         if t.tzinfo is None:
             t = t.replace(tzinfo=datetime.timezone.utc)
@@ -169,16 +145,13 @@ def _timestamp(row: str, raw: Any) -> tuple[int | None, str | None]:
     return ms, raw
 
 
-def _headers(row: str, raw: Any) -> list[dict[str, Any]] | None:
+def _headers(row: str, raw: list[V3Header] | None) -> list[dict[str, Any]] | None:
     """A record's headers ([{name, value: base64}]) as the segment stores them."""
     if raw is None:
         return None
-    if not isinstance(raw, list) or not all(isinstance(h, dict) and isinstance(h.get("name"), str)
-                                            for h in raw):
-        raise BadRequest(f'{row}: headers must be a list of {{"name", "value"}} objects')
     try:
-        return codec_json.parse_headers(0, [{"key": h["name"], "value": h.get("value")}
-                                            for h in raw], binary=True)
+        return codec_json.parse_headers(0, [{"key": h.name, "value": h.value} for h in raw],
+                                        binary=True)
     except BadRequest as e:  # named by this record's label, not a v2 row number
         raise BadRequest(f"{row}: {e.reason.split(': ', 1)[-1]}") from None
 
@@ -198,23 +171,24 @@ class _Record:
 
 
 def _record(row: str, doc: Any, topic: str, partitions: int) -> _Record:
-    """A v3 record; raises BadRequest or UnknownPartition."""
-    if not isinstance(doc, dict):
-        raise BadRequest(f"{row}: a record must be a JSON object")
-    p = doc.get("partition_id")
-    if p is not None:
-        if isinstance(p, bool) or not isinstance(p, int):
-            raise BadRequest(f"{row}: partition_id must be an integer, not {p!r:.50}")
-        if not 0 <= p < partitions:
-            raise UnknownPartition(topic, p, partitions)
-    key, key_doc, key_choice = _data(row, "key", doc.get("key"))
-    value, value_doc, value_choice = _data(row, "value", doc.get("value"))
-    ms, stamp = _timestamp(row, doc.get("timestamp"))
-    record = _Record(p, key, value, ms, _headers(row, doc.get("headers")),
+    """A v3 record (parsed JSON, read as its declaration ``bodies.V3Record``); raises
+    BadRequest or UnknownPartition."""
+    try:
+        rec = convert(doc, V3Record)
+    except BadRequest as e:
+        raise BadRequest(f"{row}: {e.reason}") from None
+    p = rec.partition_id
+    if p is not None and not 0 <= p < partitions:
+        raise UnknownPartition(topic, p, partitions)
+    key, key_doc, key_choice = _data(row, "key", rec.key)
+    value, value_doc, value_choice = _data(row, "value", rec.value)
+    ms, stamp = _timestamp(row, rec.timestamp)
+    record = _Record(p, key, value, ms, _headers(row, rec.headers),
                      {"timestamp": stamp, "key": key_doc, "value": value_doc, "row": row})
-    for field, choice in (("key", key_choice), ("value", value_choice)):
-        if choice is not None:
-            record.pending.append((field, choice, doc[field].get("data")))
+    for field, choice, data in (("key", key_choice, rec.key), ("value", value_choice,
+                                                                rec.value)):
+        if choice is not None and data is not None:
+            record.pending.append((field, choice, data.data))
     return record
 
 
@@ -384,16 +358,13 @@ async def produce_batch(request: Request) -> Response:
     settings = request.app.state.settings.gateway
     body = await _read_body(request, settings.max_request_size)
     docs = await _parse(body.decode("utf-8", "replace"), settings.max_json_nesting_depth)
-    doc = docs[0]
-    entries = doc.get("entries") if isinstance(doc, dict) and len(docs) == 1 else None
-    if not isinstance(entries, list) or not entries:
-        raise BadRequest('the body must be {"entries": [{"id": "...", ...}, ...]}')
-    ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
-    for i in ids:
-        if not isinstance(i, str) or not 0 < len(i) <= MAX_ID:
-            raise BadRequest(f"every entry needs an id of 1 to {MAX_ID} characters, not {i!r:.90}")
+    if len(docs) != 1:
+        raise BadRequest('the body must be one {"entries": [{"id": "...", ...}, ...]}')
+    # the shape and the ids first; each entry's own fields then fail that entry alone
+    ids = [e.id for e in convert(docs[0], V3BatchIds).entries]
     if len(set(ids)) != len(ids):
         raise BadRequest("entry ids must be unique within a batch")
+    entries = docs[0]["entries"]
     _cid, _topic, out = await _run(request, entries, lambda i, _d: f"entry {ids[i]!r}")
     successes, failures = [], []
     for i, r in zip(ids, out):
