@@ -25,6 +25,10 @@ one entry, whatever the number of partitions:
   entry before it. An entry that loses its number to a seal fails the sealed
   partitions' appends with :class:`Fenced` and takes the next number for the rest.
 
+Each committed entry (ours, or a seal we lost a number to) is folded into the journal's
+**checkpoint** (``hot_checkpoint``), written by its own thread every
+``checkpoint_entries`` entries, so a new reader reads it and the few entries after it.
+
 An upload that fails fails its flush's appends (nothing was committed, so nothing is
 lost that was acknowledged). An entry whose creation failed with an unknown outcome is
 looked for again; if the store keeps failing, the journal is **broken**: every append
@@ -422,6 +426,7 @@ class JournalWriter:
         self.next_seq = seq + 1
         self._folded(seq, self.journals.entry(self.name, seq, trust_own=False), len(data))
         self.stats["entries"] += 1
+        self.stats["entry_bytes"] += len(data)
         # partitions and appends committed: their ratio is how many appends of a
         # partition a flush takes (the appends of one partition share a segment)
         self.stats["partitions"] += len(items)
@@ -521,6 +526,7 @@ class JournalWriter:
         with self._checkpoint_lock:
             b.last_bytes = len(data)
         self.stats["checkpoints"] += 1
+        self.stats["checkpoint_bytes"] += len(data)
         return True
 
     def _break(self, exc: JournalBroken) -> None:
