@@ -13,6 +13,7 @@ through ``Meta(extra_json_schema=...)``, so the answer keeps that code.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -23,7 +24,7 @@ from ingest_gateway.http.body_struct import (MAX_MESSAGE, Body, convert, openapi
                                              read_body_as, refusal_message)
 from ingest_gateway.http.requests import MAX_COUNT, MAX_WAIT_MS
 from ingest_gateway.protocol.groups import STRATEGIES
-from ingest_gateway.server import schema_codec
+from ingest_gateway.server import acl_admin, schema_codec
 from ingest_gateway.server.transaction_service import MAX_TIMEOUT_MS as MAX_TXN_TIMEOUT_MS
 
 #: Kafka's INT32 and INT64
@@ -368,12 +369,51 @@ class AddTxnOffsets(Body):
     offsets: Annotated[list[TxnOffset], Meta(min_length=1, max_length=MAX_TXN_ITEMS)]
 
 
+
+# -- ACLs (v3_acls) -------------------------------------------------------------------------
+def rest_name(value: str) -> str:
+    """sparklog's spelling of an ACL enumeration value in REST Proxy's: ``TransactionalId``
+    -> ``TRANSACTIONAL_ID``, ``DescribeConfigs`` -> ``DESCRIBE_CONFIGS``, ``Allow`` ->
+    ``ALLOW``."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
+
+
+def _acl_enum(values: tuple[str, ...]) -> Any:
+    """A string documented as one of ``values`` in REST Proxy's spelling: the route reads
+    it in any case with ``_`` and ``-`` ignored, and refuses another with Kafka's model's
+    error (``invalid_acl``), so the declaration only documents the values."""
+    return Annotated[str, Meta(extra_json_schema={"enum": [rest_name(v) for v in values]})]
+
+
+#: at most this many ACLs in one batch (a body is bounded anyway)
+MAX_ACL_BATCH = 10_000
+
+
+class CreateAcl(Body):
+    """REST Proxy's ``CreateAclRequest``: one ACL. A field missing or not a string, or a
+    value Kafka's ACL model refuses: 400 ``invalid_acl`` (40002), naming the field."""
+    resource_type: _acl_enum(acl_admin.RESOURCE_TYPES)  # type: ignore[valid-type]
+    resource_name: Annotated[str, Meta(examples=["orders"])]
+    pattern_type: _acl_enum(acl_admin.PATTERN_TYPES)  # type: ignore[valid-type]
+    principal: Annotated[str, Meta(description="User:<name> or User:*",
+                                   examples=["User:alice"])]
+    host: Annotated[str, Meta(description="* or an IP address", examples=["*"])]
+    operation: _acl_enum(acl_admin.OPERATIONS)  # type: ignore[valid-type]
+    permission: _acl_enum(acl_admin.PERMISSIONS)  # type: ignore[valid-type]
+
+
+class CreateAcls(Body):
+    """``POST /acls:batch``: ACLs created all or none."""
+    data: Annotated[list[CreateAcl], Meta(min_length=1, max_length=MAX_ACL_BATCH)]
+
+
 #: every declared body, in the order of the document's components
 BODIES: tuple[type[Body], ...] = (
     Partitions, Offsets, InstanceCommit, InstanceCommitted, Fetch, CreateInstance, Subscribe,
     JoinGroup, Heartbeat, CommitGroupOffsets, CreateTopic, PatchTopic, PutConfig,
     AlterConfigs, ProduceRecords, BinaryProduceRecords, SchemaProduceRecords, V3Record,
-    V3RecordsBatch, InitTransaction, EndTransaction, AddTxnPartitions, AddTxnOffsets)
+    V3RecordsBatch, InitTransaction, EndTransaction, AddTxnPartitions, AddTxnOffsets,
+    CreateAcl, CreateAcls)
 
 
 def offsets_of(items: list[TopicPartitionOffset]) -> dict[tuple[str, int], int]:

@@ -12,6 +12,7 @@ so a huge value cannot make a huge answer.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -28,16 +29,26 @@ class Body(Struct, kw_only=True):
     """A request body: unknown fields ignored (REST Proxy's Jackson ignores them too)."""
 
 
-def convert(doc: Any, kind: type[T]) -> T:
+#: a route's own refusal of a body its declaration refuses: (the field's path, as
+#: ``partitions[0].offset``, "" for the body itself; what is wrong, as ``is required`` or
+#: ``expected int, got str``) -> the error to raise (the ACL routes answer REST Proxy's
+#: ``invalid_acl`` 40002, not 40001); None: the default BadRequest
+Refusal = Callable[[str, str], Exception]
+
+
+def convert(doc: Any, kind: type[T], refusal: Refusal | None = None) -> T:
     """``doc`` (parsed JSON) as ``kind``; a top-level ``null`` field counts as absent.
 
-    Raises BadRequest naming the first field that does not fit.
+    Raises BadRequest naming the first field that does not fit, or what ``refusal``
+    makes of it.
     """
     if isinstance(doc, dict) and None in doc.values():
         doc = {k: v for k, v in doc.items() if v is not None}
     try:
         return msgspec.convert(doc, kind)
     except msgspec.ValidationError as e:
+        if refusal is not None:
+            raise refusal(*split_error(str(e))) from None
         message = refusal_message(str(e))
         if str(e).startswith("Invalid enum value"):  # say what is allowed, as REST Proxy does
             allowed = _enum_at(kind, _AT.search(str(e)))
@@ -46,14 +57,15 @@ def convert(doc: Any, kind: type[T]) -> T:
         raise BadRequest(message) from None
 
 
-async def read_body_as(request: Request, kind: type[T], *, empty: bool = False) -> T:
+async def read_body_as(request: Request, kind: type[T], *, empty: bool = False,
+                       refusal: Refusal | None = None) -> T:
     """The request's JSON body as ``kind``; an empty body is ``kind()`` when ``empty``.
 
     Raises what ``body.read_json`` raises (413, NestingTooDeep, BadRequest) and
-    BadRequest for a body ``kind`` refuses.
+    BadRequest (or what ``refusal`` makes) for a body ``kind`` refuses.
     """
     doc = await read_json(request, empty={} if empty else None)
-    return convert(doc, kind)
+    return convert(doc, kind, refusal)
 
 
 #: a refusal quotes at most this much of msgspec's text (an enum refusal quotes the value)
@@ -64,18 +76,26 @@ _LONG_ENUM_VALUE = re.compile(r"^(Invalid enum value .{40}).+$", re.DOTALL)
 _MISSING = re.compile(r"^Object missing required field `(.*)`$")
 
 
-def refusal_message(error: str) -> str:
-    """msgspec's ValidationError text as the gateway writes a refusal: the field's path
-    first (``field 'partitions[0].offset': expected int, got str``)."""
+def split_error(error: str) -> tuple[str, str]:
+    """msgspec's ValidationError text as (the field's path, "" for the body itself; what
+    is wrong, lower case, at most :data:`MAX_MESSAGE` characters)."""
     m = _AT.search(error)
     path = m.group(1).lstrip(".") if m else ""
     what = error[:m.start()] if m else error
     missing = _MISSING.match(what)
     if missing:
         name = f"{path}.{missing.group(1)}" if path else missing.group(1)
-        return f"field {name[:MAX_MESSAGE]!r} is required"
+        return name[:MAX_MESSAGE], "is required"
     what = _LONG_ENUM_VALUE.sub(r"\1...", what.replace("`", ""))
-    what = what[:1].lower() + what[1:]
+    return path[:MAX_MESSAGE], (what[:1].lower() + what[1:])[:MAX_MESSAGE]
+
+
+def refusal_message(error: str) -> str:
+    """msgspec's ValidationError text as the gateway writes a refusal: the field's path
+    first (``field 'partitions[0].offset': expected int, got str``)."""
+    path, what = split_error(error)
+    if what == "is required":
+        return f"field {path!r} is required"
     out = f"field {path!r}: {what}" if path else f"the body does not fit: {what}"
     return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE - 3] + "..."
 

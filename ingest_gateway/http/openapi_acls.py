@@ -1,49 +1,52 @@
 """The OpenAPI path items of the ACL routes (``v3_acls``), merged into ``/openapi.json``
 by ``openapi.document``. Shapes are REST Proxy v3's (``AclData``, ``KafkaAclList``,
-``CreateAclRequestData``); the enumerations list the values sparklog takes."""
+``CreateAclRequestData``): the create bodies and an ACL's fields are the declarations in
+``bodies`` (``CreateAcl``, ``CreateAcls``), the filters' enumerations theirs plus ANY."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ingest_gateway.http import bodies
 from ingest_gateway.http.openapi_consumers import errors, p, resp
 from ingest_gateway.http.openapi_v3 import CLUSTER, LIST_META, S
 
-RESOURCE_TYPE = {"type": "string", "enum": ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]}
-PATTERN_TYPE = {"type": "string", "enum": ["LITERAL", "PREFIXED"]}
-OPERATION = {"type": "string", "enum": [
-    "ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
-    "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"]}
-PERMISSION = {"type": "string", "enum": ["ALLOW", "DENY"]}
-FIELDS = {"resource_type": RESOURCE_TYPE, "resource_name": {**S, "example": "orders"},
-          "pattern_type": PATTERN_TYPE, "principal": {**S, "example": "User:alice"},
-          "host": {**S, "example": "*"}, "operation": OPERATION, "permission": PERMISSION}
-ACL = {"type": "object", "required": list(FIELDS), "properties": FIELDS}
-ACL_DOC = {"type": "object", "properties": {
-    "kind": {**S, "example": "KafkaAcl"},
-    "metadata": {"type": "object", "properties": {"self": S}}, "cluster_id": S, **FIELDS}}
+
+def _fields() -> dict[str, Any]:
+    """An ACL's fields as the create body declares them (``bodies.CreateAcl``)."""
+    return bodies.components()["CreateAcl"]["properties"]
+
+
+def _acl_doc() -> dict[str, Any]:
+    """REST Proxy's ``KafkaAcl``: the declared fields, with kind, metadata, cluster_id."""
+    return {"type": "object", "properties": {
+        "kind": {**S, "example": "KafkaAcl"},
+        "metadata": {"type": "object", "properties": {"self": S}}, "cluster_id": S,
+        **_fields()}}
 
 
 def _filter(required: bool) -> list[dict[str, Any]]:
     """The query of a search (GET) or a delete (``required``: the four enumerations)."""
-    def enum(schema: dict[str, Any], *extra: str) -> dict[str, Any]:
-        return {"type": "string", "enum": [*extra, *schema["enum"]]}
+    fields = _fields()
+
+    def enum(name: str, *extra: str) -> dict[str, Any]:
+        return {"type": "string", "enum": [*extra, *fields[name]["enum"]]}
 
     return [
-        p("resource_type", "query", enum(RESOURCE_TYPE, "ANY", "DELEGATION_TOKEN"),
+        p("resource_type", "query", enum("resource_type", "ANY", "DELEGATION_TOKEN"),
           "ANY: every type (DELEGATION_TOKEN: none kept)", required),
         p("resource_name", "query", S, "the name; with MATCH, every ACL applying to it"),
-        p("pattern_type", "query", enum(PATTERN_TYPE, "ANY", "MATCH"), "how names match",
+        p("pattern_type", "query", enum("pattern_type", "ANY", "MATCH"), "how names match",
           required),
         p("principal", "query", S, "User:<name> or User:*"),
         p("host", "query", S, "* or an IP address"),
-        p("operation", "query", enum(OPERATION, "ANY"), "ANY: every operation", required),
-        p("permission", "query", enum(PERMISSION, "ANY"), "ANY: both", required),
+        p("operation", "query", enum("operation", "ANY"), "ANY: every operation", required),
+        p("permission", "query", enum("permission", "ANY"), "ANY: both", required),
     ]
 
 
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
+def _body(kind: type[bodies.Body]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": bodies.ref(kind)}}}
 
 
 def acl_paths() -> dict[str, Any]:
@@ -57,20 +60,18 @@ def acl_paths() -> dict[str, Any]:
                     "responses": {"200": resp("the ACLs", {
                         "type": "object", "properties": {
                             "kind": {**S, "example": "KafkaAclList"}, "metadata": LIST_META,
-                            "data": {"type": "array", "items": ACL_DOC}}}),
+                            "data": {"type": "array", "items": _acl_doc()}}}),
                         **errors(400, 404)}},
-            "post": {"summary": "create an ACL (Kafka's CreateAcls)", "requestBody": _body(ACL),
+            "post": {"summary": "create an ACL (Kafka's CreateAcls)",
+                     "requestBody": _body(bodies.CreateAcl),
                      "responses": {**created, **errors(400, 404, 413)}},
             "delete": {"summary": "delete the ACLs matching the filter (Kafka's DeleteAcls)",
                        "parameters": _filter(True),
                        "responses": {"200": resp("the ACLs deleted", {
                            "type": "object", "properties": {
-                               "data": {"type": "array", "items": ACL_DOC}}}),
+                               "data": {"type": "array", "items": _acl_doc()}}}),
                            **errors(400, 404)}}},
         f"{a}:batch": {"parameters": [CLUSTER], "post": {
-            "summary": "create ACLs, all or none", "requestBody": _body({
-                "type": "object", "required": ["data"], "properties": {
-                    "data": {"type": "array", "minItems": 1, "maxItems": 10000,
-                             "items": ACL}}}),
+            "summary": "create ACLs, all or none", "requestBody": _body(bodies.CreateAcls),
             "responses": {**created, **errors(400, 404, 413)}}},
     }

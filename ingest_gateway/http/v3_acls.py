@@ -28,14 +28,18 @@ exclusively created version of the store's ACL document, as ``sparklog acls --ad
 writes it; this gateway's authorizer reads it before the answer, the others within
 ``authorizer.refresh.ms``.
 
-Refusals: a field missing, ``UNKNOWN``, or a value Kafka's model does not allow
-(an operation the resource type does not support, a Cluster not named
-``kafka-cluster``, ``ANY`` in a create): 400 ``invalid_acl`` with error_code 40002
-(REST Proxy's code for a request Kafka refuses, as its spec documents for a wrong
-cluster name), the message naming the field as REST Proxy names it.
+A create body is declared once (``bodies.CreateAcl``, ``CreateAcls``: the check of its
+shape and its OpenAPI schema). Refusals: a field missing or not a string, ``UNKNOWN``,
+or a value Kafka's model does not allow (an operation the resource type does not
+support, a Cluster not named ``kafka-cluster``, ``ANY`` in a create): 400
+``invalid_acl`` with error_code 40002 (REST Proxy's code for a request Kafka refuses,
+as its spec documents for a wrong cluster name), the message naming the field as REST
+Proxy names it (``acl_refusal`` turns the declaration's refusal into that).
 Differences from REST Proxy: principals are ``User:`` only (sparklog's principals
 are users); ``acls:batch`` answers 201 as REST Proxy's spec documents (its server
-answers 204).
+answers 204); a field missing, not a string or not one of an enumeration's values is
+40002 here, where REST Proxy's Jackson mapping answers 400 with error_code 400
+(rest-utils' ``JsonMappingExceptionMapper``); values are read in any case.
 """
 
 from __future__ import annotations
@@ -50,7 +54,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ingest_gateway.errors import BadRequest
+from ingest_gateway.http.bodies import CreateAcl, CreateAcls, convert, rest_name
 from ingest_gateway.http.body import read_json
+from ingest_gateway.http.body_struct import Refusal
 from ingest_gateway.http.params import query_param
 from ingest_gateway.http.topics import check_cluster
 from ingest_gateway.http.v3_links import cluster_url
@@ -59,8 +65,6 @@ from ingest_gateway.server.acl_admin import (OPERATIONS, PATTERN_TYPES, PERMISSI
                                              RESOURCE_TYPES, SUPPORTED_OPERATIONS, AclBinding,
                                              AclFilter, InvalidAcl)
 
-#: at most this many ACLs in one batch (a body is bounded anyway)
-MAX_BATCH = 10_000
 #: the fields of an ACL, in REST Proxy's order and names
 FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
           "permission")
@@ -70,12 +74,6 @@ _REST_FIELD = {"name": "resource_name"}
 NO_RESOURCES = "DELEGATION_TOKEN"
 #: Kafka's AclPermissionType order (REST Proxy sorts by it): DENY before ALLOW
 _PERMISSION_ORDER = ("Deny", "Allow")
-
-
-def rest_name(value: str) -> str:
-    """sparklog's spelling of an enumeration value in REST Proxy's: ``TransactionalId`` ->
-    ``TRANSACTIONAL_ID``, ``DescribeConfigs`` -> ``DESCRIBE_CONFIGS``, ``Allow`` -> ``ALLOW``."""
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
 
 
 def _key(text: str) -> str:
@@ -101,26 +99,48 @@ def _rest_error(e: InvalidAcl) -> InvalidAcl:
     return InvalidAcl(_REST_FIELD.get(e.field, e.field), e.value, e.reason)
 
 
-def binding(doc: Any) -> AclBinding:
-    """One ACL of a create request (REST Proxy's ``CreateAclRequestData``); raises
-    InvalidAcl naming the first field missing or not allowed."""
-    if not isinstance(doc, dict):
-        raise BadRequest("an ACL must be a JSON object with the fields " + ", ".join(FIELDS))
-    for name in FIELDS:
-        if doc.get(name) is None:
-            raise InvalidAcl(name, None, "is required")
-    rtype = _enum("resource_type", doc["resource_type"], RESOURCE_TYPES)
-    op = _enum("operation", doc["operation"], OPERATIONS)
+def _short(value: Any) -> Any:
+    """``value`` as a refusal quotes it: itself when short, else its repr cut short."""
+    text = repr(value)
+    return value if len(text) <= 80 else text[:77] + "..."
+
+
+def acl_refusal(doc: Any) -> Refusal:
+    """How a create body (``doc``) its declaration refuses is answered: a field of an ACL
+    is REST Proxy's ``invalid_acl`` (40002) naming the field and its value, as the
+    values Kafka's model refuses are; the body's own shape (not an object, ``data`` not a
+    list of 1..MAX_ACL_BATCH objects) is BadRequest (40001), as before the declaration."""
+    def refuse(path: str, what: str) -> Exception:
+        m = _ACL_FIELD.match(path)
+        if m is None:
+            return BadRequest(f"field {path!r}: {what}" if path else
+                              f"the body does not fit: {what}")
+        if m.group(1) is None:
+            return InvalidAcl(m.group(2), _short(doc.get(m.group(2))), what)
+        acl = doc["data"][int(m.group(1))]  # which of the batch's ACLs, too
+        return InvalidAcl(m.group(2), _short(acl.get(m.group(2))),
+                          f"{what} (ACL data[{m.group(1)}])")
+    return refuse
+
+
+#: the path of an ACL's field, in a create (``principal``) or a batch (``data[3].principal``)
+_ACL_FIELD = re.compile(r"^(?:data\[(\d+)\]\.)?(" + "|".join(FIELDS) + ")$")
+
+
+def binding(acl: CreateAcl) -> AclBinding:
+    """One ACL of a create request (REST Proxy's ``CreateAclRequestData``, its shape
+    checked by its declaration); raises InvalidAcl naming the first field not allowed."""
+    rtype = _enum("resource_type", acl.resource_type, RESOURCE_TYPES)
+    op = _enum("operation", acl.operation, OPERATIONS)
     if op not in SUPPORTED_OPERATIONS[rtype]:
-        raise InvalidAcl("operation", doc["operation"], f"resource type {rest_name(rtype)} "
+        raise InvalidAcl("operation", acl.operation, f"resource type {rest_name(rtype)} "
                          "supports " + ", ".join(rest_name(o) for o in OPERATIONS
                                                  if o in SUPPORTED_OPERATIONS[rtype]))
     try:
         return AclBinding.create(
-            rtype, doc["resource_name"], _enum("pattern_type", doc["pattern_type"],
-                                               PATTERN_TYPES),
-            principal=doc["principal"], host=doc["host"], operation=op,
-            permission=_enum("permission", doc["permission"], PERMISSIONS))
+            rtype, acl.resource_name, _enum("pattern_type", acl.pattern_type, PATTERN_TYPES),
+            principal=acl.principal, host=acl.host, operation=op,
+            permission=_enum("permission", acl.permission, PERMISSIONS))
     except InvalidAcl as e:
         raise _rest_error(e) from None
 
@@ -190,7 +210,8 @@ async def list_acls(request: Request) -> Response:
 
 async def create_acl(request: Request) -> Response:
     cid = await check_cluster(request)
-    b = binding(await read_json(request))
+    doc = await read_json(request)
+    b = binding(convert(doc, CreateAcl, acl_refusal(doc)))
     await acl_admin.create(_gateway(request), [b])
     return Response(status_code=201, headers={"Location": acl_url(request, cid, b)})
 
@@ -198,10 +219,8 @@ async def create_acl(request: Request) -> Response:
 async def create_acls(request: Request) -> Response:
     await check_cluster(request)
     doc = await read_json(request)
-    data = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(data, list) or not data or len(data) > MAX_BATCH:
-        raise BadRequest(f"field 'data' must be a list of 1..{MAX_BATCH} ACLs")
-    bindings = [binding(item) for item in data]  # all valid before any is written
+    batch = convert(doc, CreateAcls, acl_refusal(doc))
+    bindings = [binding(item) for item in batch.data]  # all valid before any is written
     await acl_admin.create(_gateway(request), bindings)
     return Response(status_code=201)
 

@@ -23,8 +23,10 @@ import msgspec
 import pytest
 
 from ingest_gateway.errors import BadRequest
-from ingest_gateway.http import bodies
+from ingest_gateway.http import bodies, v3_acls
+from ingest_gateway.http.errors import status_of
 from ingest_gateway.http.openapi import document
+from log_layout.errors import InvalidAcl
 from tests.ingest_gateway.conftest import on_local_store
 
 HUGE = "x" * 200_000  # under max.control.request.size (1 MiB)
@@ -132,6 +134,12 @@ def live(gateway, gateway_log) -> dict[str, str]:
     return names
 
 
+def _acl(n: dict[str, str]) -> dict[str, str]:
+    return {"resource_type": "TOPIC", "resource_name": f"acl-{n['topic']}",
+            "pattern_type": "LITERAL", "principal": "User:bodies", "host": "*",
+            "operation": "READ", "permission": "ALLOW"}
+
+
 def _tpo(n: dict[str, str]) -> list[dict[str, Any]]:
     return [{"topic": n["topic"], "partition": 0, "offset": 1}]
 
@@ -212,7 +220,13 @@ ROUTES: list[tuple[type, str, str, Any]] = [
                              "value": {"type": "STRING", "data": "s"}},
                             {"id": "2", "key": {"type": "BINARY", "data": "a2V5"},
                              "value": None}]}),
+    # last: the ACLs they create (on this module's own topic name) are deleted after each
+    (bodies.CreateAcl, "POST", "{v3}/acls", lambda n: _acl(n)),
+    (bodies.CreateAcls, "POST", "{v3}/acls:batch", lambda n: {"data": [_acl(n)]}),
 ]
+#: routes answering a body their declaration refuses with their own error (REST Proxy's
+#: invalid_acl, 40002), made from the same declaration's refusal
+REFUSALS = {bodies.CreateAcl: v3_acls.acl_refusal, bodies.CreateAcls: v3_acls.acl_refusal}
 #: a v3 record's refusal is labelled with the record (one of concatenated records)
 LABELLED = {bodies.V3Record: "record 0: "}
 
@@ -286,11 +300,12 @@ def test_a_body_the_declaration_refuses_the_route_refuses(gateway, live, kind, m
     tried = refused = 0
     problems = []
     for label, named, body in variants(good):
+        code = 40001
         try:
-            bodies.convert(body, kind)
+            bodies.convert(body, kind, REFUSALS[kind](body) if kind in REFUSALS else None)
             declared = None
-        except BadRequest as e:
-            declared = str(e)
+        except (BadRequest, InvalidAcl) as e:
+            declared, code = str(e), status_of(e)[1]
         status, answer, _ = gateway.request(method, target, body=body, content_type=media)
         tried += 1
         if declared is not None:
@@ -305,13 +320,21 @@ def test_a_body_the_declaration_refuses_the_route_refuses(gateway, live, kind, m
                       and named.rstrip("s") in answer.get("message", ""))
             else:
                 ok = (status == 400 and isinstance(answer, dict)
-                      and answer.get("error_code") == 40001
+                      and answer.get("error_code") == code
                       and answer.get("message") == LABELLED.get(kind, "") + declared
-                      and named in declared and len(declared) <= bodies.MAX_MESSAGE)
+                      and named in declared
+                      # an ACL refusal quotes the value too (at most 80 characters)
+                      and len(declared) <= bodies.MAX_MESSAGE + (120 if kind in REFUSALS
+                                                                 else 0))
             if not ok:
                 problems.append(f"{label}: declared {declared!r}, route {status} {answer!r:.300}")
         elif status >= 500:
             problems.append(f"{label}: accepted by the declaration, route {status} "
                             f"{answer!r:.300}")
+    if kind in REFUSALS:  # the ACLs created leave the gateway as they came
+        status, answer, _ = gateway.request(
+            "DELETE", f"{live['v3']}/acls?resource_type=ANY&pattern_type=ANY&operation=ANY"
+                      "&permission=ANY")
+        assert status == 200, answer
     assert not problems, f"{len(problems)} of {tried}:\n" + "\n".join(problems[:30])
     assert refused > tried // 2  # the hostile values mostly do not fit
