@@ -28,8 +28,10 @@ its own first, then the ids of the versions it descends from, newest first, at m
 
 * its number is the greatest: it won;
 * a greater version exists: it reads the newest (which is never an orphan: an orphan's
-  number is below a greater one from its birth) and finds its own number in the
-  newest's lineage: its id there means its version was **built upon**: its change is
+  number is below a greater one from its birth; were the newest pruned and its name
+  reused between the listing and the read, the orphan read instead still names the
+  document's versions below its own number) and finds its own number in the newest's
+  lineage: its id there means its version was **built upon**: its change is
   in the document, it won (nothing is deleted and nothing run again); another id means
   its file is an orphan: it deletes it (nobody built on it) and runs its change again
   on the newest;
@@ -53,9 +55,10 @@ parse, is no lineage either: an older sparklog's ``transactions`` copies a docum
 keys into the next version (``{**doc, ...}``) and so copies its parent's lineage
 under the wrong number. An older sparklog reads the new files unchanged: ``acls``,
 ``quotas`` and ``scram`` read their own keys only, ``transactions`` reads the keys it
-knows and carries ``_lineage`` along as above. While older and newer writers share a
-folder, a newer writer that races with an older one's version above its own raises
-OutcomeUnknown rather than guess.
+knows and carries ``_lineage`` along as above. An older writer keeps its old rule
+(it may still delete its version when another was built on it: the document loses
+nothing). While older and newer writers share a folder, a newer writer that races
+with an older one's version above its own raises OutcomeUnknown rather than guess.
 
 **Crashes.** A writer killed after its create leaves either a version that won (the
 document), or an orphan below the newest: readers read the newest only, writers build
