@@ -47,13 +47,14 @@ stream with a row at or after its stopping seal (no writer makes one: a sealed
 writer is fenced) is read from the entries.
 
 **Verified, never trusted blindly.** A checkpoint that does not parse, fails its
-CRC, names another journal, or whose rows, seals or segments do not add up is
-:class:`CorruptHotCheckpoint`; ``hot_state.merge`` then reads the entries instead
+CRC, names another journal, ends with an entry that is not there, or whose rows,
+seals or segments do not add up is :class:`CorruptHotCheckpoint`; ``hot_state.merge`` then reads the entries instead
 (it only saves reads: the entries are the truth, and a reader never gets a record
 from a checkpoint it could not get from them). **Fenced**: it is a function of
 committed entries, which never change, so a fenced or frozen writer's checkpoint
 is still right about them; it holds nothing from an entry after ``N``, so the
-seals after it are read from the entries.
+seals after it are read from the entries. (The CRC finds damage, not forgery: the
+store is trusted with checkpoints as it is with entries.)
 
 **Bounded.** ``F`` is the oldest entry the sweeper left (``hot_sweep`` deletes the
 entries before every partition's ``hot_from`` once rolled up): rows before it are
@@ -270,6 +271,11 @@ def cached(journals: Any, journal: str, hot_from: int,
     path = checkpoint_path(journal)
     try:
         cp: Checkpoint | None = decode(journals.store.read(path), path, journal)
+        # its last entry is there (one HEAD): an end past the journal's would hide the
+        # entries between (the sweeper never deletes a journal's newest entries)
+        if cp.end > cp.floor and not journals.store.exists(
+                paths.hot_entry_path(journal, cp.end - 1)):
+            raise CorruptHotCheckpoint(path, f"entry {cp.end - 1} it ends with is not there")
     except FileNotFoundError:
         cp = None
     except CorruptHotCheckpoint:
@@ -384,3 +390,74 @@ def oldest_entry(store: Any, journal: str, floor: int, end: int) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+class CheckpointWriter:
+    """A journal writer's checkpoint: :meth:`folded` takes each entry committed, in
+    order; its own thread writes the checkpoint when due (so a PUT of it never delays
+    an entry). ``every`` 0: never. Thread-safe."""
+
+    def __init__(self, store: Any, journal: str, every: int, stats: Any):
+        self.store, self.journal, self.every, self.stats = store, journal, every, stats
+        self._builder = Builder(journal)
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._closing = False
+        self._thread = None
+        if every > 0:
+            self._thread = threading.Thread(target=self._loop, daemon=True,
+                                            name=f"hot-checkpoint-{journal}")
+            self._thread.start()
+
+    def folded(self, seq: int, entry: Entry | None, nbytes: int) -> None:
+        """Entry ``seq`` is committed (the writer's or a seal; None: it could not be
+        read, and no checkpoint covers it or anything after it)."""
+        if self.every <= 0:
+            return
+        with self._lock:
+            try:
+                self._builder.fold(seq, entry, nbytes)
+            except CorruptHotEntry:
+                self._builder.broken = True  # a reader meets it in the entry
+            due = self._builder.due(self.every)
+        if due:
+            self._wanted.set()
+
+    def close(self) -> None:
+        """Write what is due, then stop the thread."""
+        self._closing = True
+        self._wanted.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            closing = self._closing
+            try:
+                self.write(force=False)
+            except Exception:  # noqa: BLE001 -- readers read the entries meanwhile
+                self.stats["checkpoint_failures"] += 1
+            if closing:
+                return
+
+    def write(self, *, force: bool = False) -> bool:
+        """Write the checkpoint if one is due (``force``: if anything was committed since
+        the last); True if written. Raises the store's errors."""
+        b = self._builder
+        with self._lock:
+            if b.broken or not (force and b.entries_since or b.due(self.every)):
+                return False
+            floor, end = b.floor, b.end
+        floor = oldest_entry(self.store, self.journal, floor, end)
+        with self._lock:
+            b.prune(floor)
+            snap = b.snapshot()
+        data = encode(self.journal, *snap)
+        self.store.put_replace(checkpoint_path(self.journal), data)
+        with self._lock:
+            b.last_bytes = len(data)
+        self.stats["checkpoints"] += 1
+        self.stats["checkpoint_bytes"] += len(data)
+        return True

@@ -25,6 +25,10 @@ the next only after the last). An entry is lines of JSON::
 The checksum makes a damaged entry a CorruptHotEntry rather than other offsets; the
 segments' bytes have theirs in the lines (as in ``_log``).
 
+The journal's writer also keeps ``_hot/<journal>/checkpoint``, what its entries add up
+to, so a new reader need not read them all (``hot_checkpoint``: its own format and
+version marker; no entry's name, so readers of entries never take it for one).
+
 A partition's line is the delta of its version after the writer's last one: the
 segments it adds (in ``object``, by ``position`` and ``bytes``) and every other field
 whole, as a delta in ``_log`` would be. A reader parses the first line and only the

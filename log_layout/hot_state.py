@@ -15,6 +15,10 @@ version takes over). What each side owns:
   ``removed`` list and the cleaner's checkpoint; the log start offset is the larger
   of the two (a leader never moves it, DeleteRecords and retention do).
 
+A reader new to the journal (nothing merged, the entry at ``hot_from`` not read yet)
+starts from the journal's checkpoint when it covers ``hot_from``: the same merge, of
+the entries before its end, without reading them (``hot_checkpoint``).
+
 The merged manifest keeps ``C``'s version number and sets ``hot_from`` to the first
 entry not merged, so a ``_log`` commit built on it (``Manifest.next``) carries every
 merged entry along: that is how a claim or a maintenance run rolls the journal up.

@@ -175,29 +175,23 @@ class JournalWriter:
                                           name=f"hot-flush-{self.name}"),
                          threading.Thread(target=self._commit_loop, daemon=True,
                                           name=f"hot-commit-{self.name}")]
-        #: the journal's checkpoint (``hot_checkpoint``): folded at each commit, written by
-        #: its own thread (a PUT of it never delays an entry); 0 entries: never
-        self.checkpoint_entries = checkpoint_entries
-        self._checkpoint = hot_checkpoint.Builder(self.name)
-        self._checkpoint_lock = threading.Lock()
-        self._checkpoint_wanted = threading.Event()
-        if checkpoint_entries > 0:
-            self._threads.append(threading.Thread(target=self._checkpoint_loop, daemon=True,
-                                                  name=f"hot-checkpoint-{self.name}"))
+        #: the journal's checkpoint: each entry committed goes in (``_commit``, ``_lost_to``)
+        self.checkpoints = hot_checkpoint.CheckpointWriter(self.store, self.name,
+                                                           checkpoint_entries, self.stats)
         for t in self._threads:
             t.start()
 
     @classmethod
-    def for_store(cls, journals: Journals, owner: str, *, interval_ms: int, max_bytes: int,
-                  uploads_in_flight: int,
-                  checkpoint_entries: int = CHECKPOINT_ENTRIES) -> "JournalWriter":
-        """A journal as the store asks: on a local store one flush at a time, each as
-        soon as the one before ends (group commit); elsewhere (S3, HDFS) every
-        ``interval_ms`` with ``uploads_in_flight`` uploads at once."""
+    def for_store(cls, journals: Journals, owner: str, gateway: Any) -> "JournalWriter":
+        """A journal as the store asks, with the ``hot.*`` settings of ``gateway`` (a
+        ``conf.GatewaySettings``): on a local store one flush at a time, each as soon
+        as the one before ends (group commit); elsewhere (S3, HDFS) every
+        ``hot.flush.interval.ms`` with ``hot.uploads.in.flight`` uploads at once."""
         local = journals.store.supports_links
-        return cls(journals, owner, interval_ms=0 if local else interval_ms,
-                   max_bytes=max_bytes, uploads_in_flight=1 if local else uploads_in_flight,
-                   checkpoint_entries=checkpoint_entries)
+        return cls(journals, owner, interval_ms=0 if local else gateway.hot_flush_interval_ms,
+                   max_bytes=gateway.hot_flush_bytes,
+                   uploads_in_flight=1 if local else gateway.hot_uploads_in_flight,
+                   checkpoint_entries=gateway.hot_checkpoint_interval_entries)
 
     def __repr__(self) -> str:
         return f"JournalWriter({self.name} @ {self.store.url})"
@@ -229,16 +223,14 @@ class JournalWriter:
         return pending.future
 
     def close(self) -> None:
-        """Commit what is queued, then stop the threads (a checkpoint being written is
-        finished first)."""
+        """Commit what is queued, then stop the threads (and the checkpoint's, once
+        what is due is written)."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        for t in self._threads[:2]:
+        for t in self._threads:
             t.join()
-        self._checkpoint_wanted.set()
-        for t in self._threads[2:]:
-            t.join()
+        self.checkpoints.close()
         self._uploads.shutdown(wait=True)
 
     # -- the flush thread: plan, encode, upload ------------------------------------------
@@ -424,7 +416,8 @@ class JournalWriter:
             self.next_seq = seq
             return
         self.next_seq = seq + 1
-        self._folded(seq, self.journals.entry(self.name, seq, trust_own=False), len(data))
+        self.checkpoints.folded(seq, self.journals.entry(self.name, seq, trust_own=False),
+                                len(data))
         self.stats["entries"] += 1
         self.stats["entry_bytes"] += len(data)
         # partitions and appends committed: their ratio is how many appends of a
@@ -460,7 +453,7 @@ class JournalWriter:
     def _lost_to(self, seq: int, items: list) -> list:
         """Entry ``seq`` was taken by someone else (a seal): fence what it seals."""
         other = self.journals.entry(self.name, seq, trust_own=False)
-        self._folded(seq, other, 0 if other is None else other.size)
+        self.checkpoints.folded(seq, other, 0 if other is None else other.size)
         self.stats["lost_to_seal"] += 1
         if other is None:
             return items
@@ -480,54 +473,6 @@ class JournalWriter:
             else:
                 kept.append(item)
         return kept
-
-    # -- the checkpoint thread ---------------------------------------------------------------
-    def _folded(self, seq: int, entry: hot_journal.Entry | None, nbytes: int) -> None:
-        """Entry ``seq`` is committed (ours or a seal): into the next checkpoint."""
-        if self.checkpoint_entries <= 0:
-            return
-        with self._checkpoint_lock:
-            try:
-                self._checkpoint.fold(seq, entry, nbytes)
-            except hot_journal.CorruptHotEntry:
-                self._checkpoint.broken = True  # a reader meets it in the entry
-            due = self._checkpoint.due(self.checkpoint_entries)
-        if due:
-            self._checkpoint_wanted.set()
-
-    def _checkpoint_loop(self) -> None:
-        while True:
-            self._checkpoint_wanted.wait()
-            self._checkpoint_wanted.clear()
-            closed = self._closing and not self._threads[0].is_alive() \
-                and not self._threads[1].is_alive()
-            try:
-                self.write_checkpoint()
-            except Exception:  # noqa: BLE001 -- readers read the entries meanwhile
-                self.stats["checkpoint_failures"] += 1
-            if closed:
-                return
-
-    def write_checkpoint(self, *, force: bool = False) -> bool:
-        """Write the journal's checkpoint if one is due (``force``: if anything was
-        committed since the last); True if written. Raises the store's errors."""
-        b = self._checkpoint
-        with self._checkpoint_lock:
-            if b.broken or not (force and b.entries_since
-                                or b.due(self.checkpoint_entries)):
-                return False
-            floor, end = b.floor, b.end
-        floor = hot_checkpoint.oldest_entry(self.store, self.name, floor, end)
-        with self._checkpoint_lock:
-            b.prune(floor)
-            snap = b.snapshot()
-        data = hot_checkpoint.encode(self.name, *snap)
-        self.store.put_replace(hot_checkpoint.checkpoint_path(self.name), data)
-        with self._checkpoint_lock:
-            b.last_bytes = len(data)
-        self.stats["checkpoints"] += 1
-        self.stats["checkpoint_bytes"] += len(data)
-        return True
 
     def _break(self, exc: JournalBroken) -> None:
         with self._cond:

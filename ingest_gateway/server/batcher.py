@@ -225,10 +225,7 @@ class Batcher:
         s = self.settings
         with self._journal_lock:
             if s.hot_enable and (self.journal is None or self.journal.broken is not None):
-                self.journal = JournalWriter.for_store(
-                    self.log.journals, self.id, interval_ms=s.hot_flush_interval_ms,
-                    max_bytes=s.hot_flush_bytes, uploads_in_flight=s.hot_uploads_in_flight,
-                    checkpoint_entries=s.hot_checkpoint_interval_entries)
+                self.journal = JournalWriter.for_store(self.log.journals, self.id, s)
             return self.journal if s.hot_enable else None
 
     # -- produce ------------------------------------------------------------------
