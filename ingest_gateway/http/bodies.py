@@ -378,11 +378,13 @@ def rest_name(value: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
 
 
-def _acl_enum(values: tuple[str, ...]) -> Any:
-    """A string documented as one of ``values`` in REST Proxy's spelling: the route reads
-    it in any case with ``_`` and ``-`` ignored, and refuses another with Kafka's model's
-    error (``invalid_acl``), so the declaration only documents the values."""
-    return Annotated[str, Meta(extra_json_schema={"enum": [rest_name(v) for v in values]})]
+def _acl_enum(values: tuple[str, ...], extra: tuple[str, ...] = (),
+              description: str | None = None) -> Any:
+    """A string documented as one of ``extra`` and ``values`` in REST Proxy's spelling: the
+    route reads it in any case with ``_`` and ``-`` ignored, and refuses another with
+    Kafka's model's error (``invalid_acl``), so the declaration only documents them."""
+    return Annotated[str, Meta(description=description, extra_json_schema={
+        "enum": [*extra, *(rest_name(v) for v in values)]})]
 
 
 #: at most this many ACLs in one batch (a body is bounded anyway)
@@ -406,6 +408,38 @@ class CreateAcls(Body):
     """``POST /acls:batch``: ACLs created all or none."""
     data: Annotated[list[CreateAcl], Meta(min_length=1, max_length=MAX_ACL_BATCH)]
 
+
+_ANY_TYPE = _acl_enum(acl_admin.RESOURCE_TYPES, ("ANY", "DELEGATION_TOKEN"),
+                      "ANY: every type (DELEGATION_TOKEN: none kept)")
+_ANY_PATTERN = _acl_enum(acl_admin.PATTERN_TYPES, ("ANY", "MATCH"), "how names match")
+_ANY_OPERATION = _acl_enum(acl_admin.OPERATIONS, ("ANY",), "ANY: every operation")
+_ANY_PERMISSION = _acl_enum(acl_admin.PERMISSIONS, ("ANY",), "ANY: both")
+
+
+class AclQuery(Body):
+    """The query of ``GET /acls`` (Kafka's DescribeAcls): a filter, a parameter left out
+    (or empty) matching any value; MATCH: every ACL that applies to ``resource_name``."""
+    resource_type: _ANY_TYPE | None = None  # type: ignore[valid-type]
+    resource_name: Annotated[str, Meta(
+        description="the name; with MATCH, every ACL applying to it")] | None = None
+    pattern_type: _ANY_PATTERN | None = None  # type: ignore[valid-type]
+    principal: Annotated[str, Meta(description="User:<name> or User:*")] | None = None
+    host: Annotated[str, Meta(description="* or an IP address")] | None = None
+    operation: _ANY_OPERATION | None = None  # type: ignore[valid-type]
+    permission: _ANY_PERMISSION | None = None  # type: ignore[valid-type]
+
+
+class AclDeleteQuery(AclQuery, kw_only=True):
+    """The query of ``DELETE /acls`` (Kafka's DeleteAcls): the four enumerations are
+    required, as REST Proxy's (ANY matches every value)."""
+    resource_type: _ANY_TYPE  # type: ignore[valid-type]
+    pattern_type: _ANY_PATTERN  # type: ignore[valid-type]
+    operation: _ANY_OPERATION  # type: ignore[valid-type]
+    permission: _ANY_PERMISSION  # type: ignore[valid-type]
+
+
+#: every declared query (each field a query parameter: ``query_parameters``)
+QUERIES: tuple[type[Body], ...] = (AclQuery, AclDeleteQuery)
 
 #: every declared body, in the order of the document's components
 BODIES: tuple[type[Body], ...] = (
@@ -436,6 +470,23 @@ def components() -> dict[str, Any]:
     _, schemas = msgspec.json.schema_components(
         BODIES, ref_template="#/components/schemas/{name}")
     return {name: openapi30(s) for name, s in schemas.items()}
+
+
+def query_parameters(kind: type[Body]) -> list[dict[str, Any]]:
+    """The OpenAPI 3.0 query parameters of a declared query (one per field: its schema,
+    description, and whether it is required)."""
+    _, schemas = msgspec.json.schema_components((kind,))
+    node = schemas[kind.__name__]
+    required = set(node.get("required", ()))
+    out = []
+    for name, prop in node["properties"].items():
+        prop = openapi30(prop)
+        for key in ("default", "nullable"):  # a parameter left out is the absent value
+            prop.pop(key, None)
+        description = prop.pop("description", "")
+        out.append({"name": name, "in": "query", "required": name in required,
+                    "schema": prop, "description": description})
+    return out
 
 
 __all__ = ["MAX_MESSAGE", "Body", "convert", "read_body_as", "refusal_message"]

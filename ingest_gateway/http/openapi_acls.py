@@ -1,14 +1,15 @@
 """The OpenAPI path items of the ACL routes (``v3_acls``), merged into ``/openapi.json``
 by ``openapi.document``. Shapes are REST Proxy v3's (``AclData``, ``KafkaAclList``,
 ``CreateAclRequestData``): the create bodies and an ACL's fields are the declarations in
-``bodies`` (``CreateAcl``, ``CreateAcls``), the filters' enumerations theirs plus ANY."""
+``bodies`` (``CreateAcl``, ``CreateAcls``), and so are the filters (``AclQuery``,
+``AclDeleteQuery``: their query parameters)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ingest_gateway.http import bodies
-from ingest_gateway.http.openapi_consumers import errors, p, resp
+from ingest_gateway.http.openapi_consumers import errors, resp
 from ingest_gateway.http.openapi_v3 import CLUSTER, LIST_META, S
 
 
@@ -26,23 +27,9 @@ def _acl_doc() -> dict[str, Any]:
 
 
 def _filter(required: bool) -> list[dict[str, Any]]:
-    """The query of a search (GET) or a delete (``required``: the four enumerations)."""
-    fields = _fields()
-
-    def enum(name: str, *extra: str) -> dict[str, Any]:
-        return {"type": "string", "enum": [*extra, *fields[name]["enum"]]}
-
-    return [
-        p("resource_type", "query", enum("resource_type", "ANY", "DELEGATION_TOKEN"),
-          "ANY: every type (DELEGATION_TOKEN: none kept)", required),
-        p("resource_name", "query", S, "the name; with MATCH, every ACL applying to it"),
-        p("pattern_type", "query", enum("pattern_type", "ANY", "MATCH"), "how names match",
-          required),
-        p("principal", "query", S, "User:<name> or User:*"),
-        p("host", "query", S, "* or an IP address"),
-        p("operation", "query", enum("operation", "ANY"), "ANY: every operation", required),
-        p("permission", "query", enum("permission", "ANY"), "ANY: both", required),
-    ]
+    """The query of a search (GET) or a delete (``required``: the four enumerations), as
+    declared (``bodies.AclQuery``, ``AclDeleteQuery``)."""
+    return bodies.query_parameters(bodies.AclDeleteQuery if required else bodies.AclQuery)
 
 
 def _body(kind: type[bodies.Body]) -> dict[str, Any]:

@@ -54,7 +54,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ingest_gateway.errors import BadRequest
-from ingest_gateway.http.bodies import CreateAcl, CreateAcls, convert, rest_name
+from ingest_gateway.http.bodies import (AclDeleteQuery, AclQuery, CreateAcl, CreateAcls,
+                                        convert, rest_name)
 from ingest_gateway.http.body import read_json
 from ingest_gateway.http.body_struct import Refusal
 from ingest_gateway.http.params import query_param
@@ -145,27 +146,34 @@ def binding(acl: CreateAcl) -> AclBinding:
         raise _rest_error(e) from None
 
 
+def _query_refusal(path: str, what: str) -> Exception:
+    """A filter's refusal (its parameters are strings: only a required one can be
+    missing): REST Proxy's ``invalid_acl``, naming the parameter."""
+    if what == "is required":
+        return InvalidAcl(path, None, "is required (ANY matches every value)")
+    return InvalidAcl(path or "query", None, what)
+
+
 def acl_filter(request: Request, *, required: bool) -> AclFilter | None:
-    """The request's filter from its query (None: it can match nothing, a
-    DELEGATION_TOKEN); ``required``: resource_type, pattern_type, operation and
-    permission must be given (DeleteAcls). Raises InvalidAcl, BadRequest."""
-    q = {name: query_param(request, name) for name in FIELDS}
-    for name in ("resource_type", "pattern_type", "operation", "permission"):
-        if required and not q[name]:
-            raise InvalidAcl(name, q[name], "is required (ANY matches every value)")
-    if q["resource_type"] and _key(q["resource_type"]) == _key(NO_RESOURCES):
+    """The request's filter from its query, read as its declaration (``bodies.AclQuery``;
+    ``required``: ``AclDeleteQuery``, resource_type, pattern_type, operation and permission
+    given, as DeleteAcls needs); None: it can match nothing, a DELEGATION_TOKEN. An empty
+    parameter is a parameter left out. Raises InvalidAcl, BadRequest (one given twice)."""
+    given = {name: value for name in FIELDS if (value := query_param(request, name))}
+    q = convert(given, AclDeleteQuery if required else AclQuery, _query_refusal)
+    if q.resource_type and _key(q.resource_type) == _key(NO_RESOURCES):
         return None
 
     def enum(name: str, values: Iterable[str], extra: tuple[str, ...] = ("ANY",)) -> str | None:
-        value = _enum(name, q[name], values, extra) if q[name] else "ANY"
+        raw = getattr(q, name)
+        value = _enum(name, raw, values, extra) if raw else "ANY"
         return None if value == "ANY" else value
 
     try:
         return AclFilter.create(
-            enum("resource_type", RESOURCE_TYPES), q["resource_name"] or None,
+            enum("resource_type", RESOURCE_TYPES), q.resource_name,
             enum("pattern_type", PATTERN_TYPES, ("ANY", "MATCH")) or "ANY",
-            principal=q["principal"] or None, host=q["host"] or None,
-            operation=enum("operation", OPERATIONS),
+            principal=q.principal, host=q.host, operation=enum("operation", OPERATIONS),
             permission=enum("permission", PERMISSIONS))
     except InvalidAcl as e:
         raise _rest_error(e) from None

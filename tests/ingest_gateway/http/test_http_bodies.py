@@ -17,6 +17,7 @@ import copy
 import json
 import uuid
 from collections.abc import Iterator
+from urllib.parse import urlencode
 from typing import Any
 
 import msgspec
@@ -97,6 +98,50 @@ def test_a_refusal_names_the_field_and_what_it_allows(kind, doc, expected):
     with pytest.raises(BadRequest) as refused:
         bodies.convert(doc, kind)
     assert str(refused.value) == expected
+
+
+def test_every_declared_query_is_the_parameters_of_its_route():
+    acls = document()["paths"]["/v3/clusters/{cluster_id}/acls"]
+    for method, kind in (("get", bodies.AclQuery), ("delete", bodies.AclDeleteQuery)):
+        params = {q["name"]: q for q in acls[method]["parameters"]}
+        fields = {f.encode_name: f for f in msgspec.structs.fields(kind)}
+        assert set(params) == set(fields)
+        assert {n for n, q in params.items() if q["required"]} == \
+            {n for n, f in fields.items() if f.required}
+    assert {q["name"] for q in acls["delete"]["parameters"] if q["required"]} == \
+        {"resource_type", "pattern_type", "operation", "permission"}
+
+
+@on_local_store
+def test_a_hostile_acl_query_is_refused_naming_the_parameter(gateway, live):
+    """DELETE without one of its required parameters: 400 invalid_acl (40002) naming it,
+    nothing deleted; hostile values of each parameter: a JSON 4xx or 2xx, never a 5xx."""
+    every = {"resource_type": "ANY", "pattern_type": "ANY", "operation": "ANY",
+             "permission": "ANY"}
+    acls = f"{live['v3']}/acls"
+    status, answer, _ = gateway.request("POST", acls, body=_acl(live))
+    assert status == 201, answer
+    try:
+        for missing in every:
+            for value in (None, ""):  # left out, or empty: the same
+                query = {k: v for k, v in every.items() if k != missing}
+                if value is not None:
+                    query[missing] = value
+                status, answer, _ = gateway.request("DELETE", f"{acls}?{urlencode(query)}")
+                assert (status, answer["error_code"]) == (400, 40002), (missing, answer)
+                assert answer["message"].startswith(f"invalid ACL {missing} "), answer
+        for name in [*every, "resource_name", "principal", "host"]:
+            for value in ("x" * 20_000, "\x00", "%", "ANY,ANY", "User:*\n"):
+                for method in ("GET", "DELETE"):
+                    query = {**every, name: value} if method == "DELETE" else {name: value}
+                    status, answer, _ = gateway.request(method,
+                                                        f"{acls}?{urlencode(query)}")
+                    assert status < 500 and isinstance(answer, dict), (name, answer)
+        status, answer, _ = gateway.request("GET", acls)
+        assert status == 200 and [a["resource_name"] for a in answer["data"]] == \
+            [f"acl-{live['topic']}"]  # nothing was deleted but by a whole filter
+    finally:
+        gateway.request("DELETE", f"{acls}?{urlencode(every)}")
 
 
 def test_the_route_table_covers_every_declaration():
