@@ -6,7 +6,7 @@ Kafka's ``KafkaApis`` does, so that a denied topic, partition, group or config r
 gets its own code and the others are served: Produce, Fetch, ListOffsets, Metadata
 (``kafka.security.allowed``), OffsetCommit, OffsetFetch, DescribeGroups, ListGroups
 (``groups_offsets``), DeleteGroups, OffsetDelete (``groups_delete``), CreateTopics,
-DeleteTopics (``broker``), DeleteRecords,
+DeleteTopics (``admin_topics``), DeleteRecords,
 OffsetForLeaderEpoch (``admin_records``), AddPartitionsToTxn, TxnOffsetCommit (``txn``),
 Describe/Alter/IncrementalAlterConfigs (``admin_configs``),
 Describe/AlterUserScramCredentials (``scram_admin``), Describe/AlterClientQuotas
@@ -146,12 +146,12 @@ def _coordinators_refused(head: Header, req: Any, code: int) -> Any:
                         error_message="not authorized") for k in req.coordinator_keys))
 
 
-def check(broker: Any, who: Any, head: Header, req: Any) -> Any:
+def check(ctx: Any, who: Any, head: Header, req: Any) -> Any:
     """None when the gateway has no authorizer or ``who`` may do what this request
     asks; else the refusal to answer (module doc). Raises ProtocolError (the connection
     is closed) for a refusal the API's answer cannot carry."""
     api_key = head.api_key
-    authorizer = broker.gateway.authorizer
+    authorizer = ctx.gateway.authorizer
     if authorizer is None or api_key in OWN_CHECKS:
         return None
 

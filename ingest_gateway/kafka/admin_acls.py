@@ -96,15 +96,15 @@ def _wire(b: AclBinding) -> dict[str, Any]:
             "permission_type": _BACK["perm"][b.permission]}
 
 
-async def describe_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_acls(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_ACLS, head.api_version)
-    code, message, found = sec.refused(broker, "Describe", "Cluster"), None, []
+    code, message, found = sec.refused(ctx, "Describe", "Cluster"), None, []
     if code:
         message = "Cluster authorization failed."
     else:
         try:
             f = _filter(req, "pattern_type_filter")
-            found = [] if f is None else await acl_admin.describe(broker.gateway, f)
+            found = [] if f is None else await acl_admin.describe(ctx.gateway, f)
         except (_Refused, InvalidAcl) as e:
             code, message = codes.INVALID_REQUEST, str(e)
     by_resource: dict[tuple, list[Any]] = {}
@@ -134,9 +134,9 @@ def _binding(c: Any) -> AclBinding:
         permission=_one(PERMISSIONS, c.permission_type, "permission type", False))
 
 
-async def create_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def create_acls(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_CREATE_ACLS, head.api_version)
-    denied = sec.refused(broker, "Alter", "Cluster")
+    denied = sec.refused(ctx, "Alter", "Cluster")
     results: list[tuple[int, str | None]] = []
     valid = []
     for c in req.creations:
@@ -150,7 +150,7 @@ async def create_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
             results.append((codes.INVALID_REQUEST, str(e)))
     if valid:
         try:
-            await acl_admin.create(broker.gateway, valid)
+            await acl_admin.create(ctx.gateway, valid)
         except Exception as e:  # noqa: BLE001 - every valid creation's error code
             code = codes.code_of(e)
             logger.warning("CreateAcls failed: %s", e)
@@ -159,16 +159,16 @@ async def create_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
         make(mod.AclCreationResult, error_code=error(c), error_message=m) for c, m in results))
 
 
-async def delete_acls(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def delete_acls(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DELETE_ACLS, head.api_version)
-    denied = sec.refused(broker, "Alter", "Cluster")
+    denied = sec.refused(ctx, "Alter", "Cluster")
     out = []
     for f in req.filters:
         code, message, gone = denied, "Cluster authorization failed." if denied else None, []
         if not denied:
             try:
                 flt = _filter(f, "pattern_type_filter")
-                gone = [] if flt is None else await acl_admin.delete(broker.gateway, flt)
+                gone = [] if flt is None else await acl_admin.delete(ctx.gateway, flt)
             except (_Refused, InvalidAcl) as e:
                 code, message = codes.INVALID_REQUEST, str(e)
             except Exception as e:  # noqa: BLE001 - this filter's error code

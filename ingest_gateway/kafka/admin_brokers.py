@@ -59,21 +59,21 @@ SUPPORTED = {
 }
 
 
-def authorized_operations(broker: KafkaContext, resource_type: str, name: str) -> int:
+def authorized_operations(ctx: KafkaContext, resource_type: str, name: str) -> int:
     """Kafka's authorized-operations bit field (KIP-430): bit ``code`` set for each
     operation of ``resource_type`` the request's principal may do on ``name``, as
     ``AuthHelper.authorizedOperations`` (every supported one without an authorizer)."""
     bits = 0
     for op in SUPPORTED[resource_type]:
-        if sec.allowed(broker, op, resource_type, name):
+        if sec.allowed(ctx, op, resource_type, name):
             bits |= 1 << OPERATION_CODES[op]
     return bits
 
 
-def requested_operations(broker: KafkaContext, wanted: bool, resource_type: str, name: str) -> int:
+def requested_operations(ctx: KafkaContext, wanted: bool, resource_type: str, name: str) -> int:
     """:func:`authorized_operations` when the request asked for them, else Kafka's
     "not asked" value (INT32_MIN)."""
-    return authorized_operations(broker, resource_type, name) if wanted \
+    return authorized_operations(ctx, resource_type, name) if wanted \
         else NO_AUTHORIZED_OPERATIONS
 
 
@@ -96,35 +96,35 @@ def advertised(gateway: Any, scheme: str, host: str, port: int) -> tuple[str, in
     return adv_host, adv_port
 
 
-def register(broker: KafkaContext) -> None:
+def register(ctx: KafkaContext) -> None:
     """Tell the cluster membership (if any) this gateway's Kafka address; its next
     heartbeat writes it into the slot's registration."""
-    if broker.cluster is not None:
-        broker.cluster.kafka_address = (broker.host, broker.port)
+    if ctx.cluster is not None:
+        ctx.cluster.kafka_address = (ctx.host, ctx.port)
 
 
-async def _registrations(broker: KafkaContext) -> dict[int, GatewayInfo]:
+async def _registrations(ctx: KafkaContext) -> dict[int, GatewayInfo]:
     """Every slot's registration (``server.broker_directory``: read at most every
     second, shared by the gateway's requests)."""
-    if broker.registrations is None:
-        broker.registrations = BrokerDirectory(broker.gateway)
-    return await broker.registrations.registrations()
+    if ctx.registrations is None:
+        ctx.registrations = BrokerDirectory(ctx.gateway)
+    return await ctx.registrations.registrations()
 
 
-async def brokers(broker: KafkaContext) -> dict[int, tuple[str, int]]:
+async def brokers(ctx: KafkaContext) -> dict[int, tuple[str, int]]:
     """node id -> (host, port) of every broker clients may use (see the module doc)."""
-    out = {broker.node_id: (broker.host, broker.port)}
-    cluster = broker.cluster
+    out = {ctx.node_id: (ctx.host, ctx.port)}
+    cluster = ctx.cluster
     if cluster is None or cluster.assignment is None:
         return out
     live = set(cluster.assignment.live)
-    for slot, info in (await _registrations(broker)).items():
-        if slot in live and slot != broker.node_id and info.kafka_port > 0 and info.kafka_host:
+    for slot, info in (await _registrations(ctx)).items():
+        if slot in live and slot != ctx.node_id and info.kafka_port > 0 and info.kafka_host:
             out[slot] = (info.kafka_host, info.kafka_port)
     return out
 
 
-async def metadata(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def metadata(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Metadata: brokers (every live slot with a Kafka listener; standalone, this
     gateway), the topics asked for (None: all; ``broker.topic_metadata``) and their
     leaders from the assignment. ACLs (Kafka's): a topic needs Describe (else left out
@@ -132,57 +132,57 @@ async def metadata(broker: KafkaContext, head: Header, req: Any) -> Any:
     Create on the cluster or the topic. The topics' and the cluster's authorized
     operations (KIP-430) when the request asks for them."""
     mod = response_module(API_METADATA, head.api_version)
-    b = broker.batcher
+    b = ctx.batcher
     if req.topics is None:
-        names = await b.run_blocking(broker.metadata.names)
+        names = await b.run_blocking(ctx.metadata.names)
     else:
         names = [t.name for t in req.topics if t.name is not None]
         # v10+: a topic named by its id alone (KIP-848 clients look assignments up so)
         ids = {t.topic_id for t in req.topics if t.name is None
                and getattr(t, "topic_id", NO_TOPIC_ID) not in (None, NO_TOPIC_ID)}
         if ids:
-            found = await b.run_blocking(_names_of, broker, ids)
+            found = await b.run_blocking(_names_of, ctx, ids)
             names += [n for n in found.values() if n not in names]
     may_create = req.topics is None or getattr(req, "allow_auto_topic_creation", True)
-    known = await brokers(broker)
-    epochs = await _epochs(broker)
+    known = await brokers(ctx)
+    epochs = await _epochs(ctx)
     topics = []
     topic_ops = getattr(req, "include_topic_authorized_operations", False)
-    create_all = may_create and sec.allowed(broker, "Create", "Cluster", "kafka-cluster")
+    create_all = may_create and sec.allowed(ctx, "Create", "Cluster", "kafka-cluster")
     for name in names:
-        if not sec.allowed(broker, "Describe", "Topic", name):
+        if not sec.allowed(ctx, "Describe", "Topic", name):
             if req.topics is not None:
                 topics.append(make(mod.MetadataResponseTopic,
                                    error_code=error(sec.TOPIC_AUTHORIZATION_FAILED), name=name,
                                    topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
                                    topic_authorized_operations=-2147483648))
             continue
-        create = create_all or (may_create and sec.allowed(broker, "Create", "Topic", name))
-        t = await topic_metadata(broker, mod, name, create)
-        if broker.cluster is not None and t.error_code == error(codes.NONE):
+        create = create_all or (may_create and sec.allowed(ctx, "Create", "Topic", name))
+        t = await topic_metadata(ctx, mod, name, create)
+        if ctx.cluster is not None and t.error_code == error(codes.NONE):
             t = dataclasses.replace(t, partitions=tuple(
-                _partition(broker, mod, name, p.partition_index, known, epochs)
+                _partition(ctx, mod, name, p.partition_index, known, epochs)
                 for p in t.partitions))
         if topic_ops and t.error_code == error(codes.NONE):
             t = dataclasses.replace(t, topic_authorized_operations=authorized_operations(
-                broker, "Topic", name))
+                ctx, "Topic", name))
         topics.append(t)
     listed = tuple(make(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=None)
                    for n, (h, p) in sorted(known.items()))
     return make(mod.MetadataResponse, throttle_time=ZERO, brokers=listed,
-                cluster_id=await broker.cluster_id(), controller_id=min(known),
+                cluster_id=await ctx.cluster_id(), controller_id=min(known),
                 topics=tuple(topics), error_code=error(codes.NONE),
                 cluster_authorized_operations=requested_operations(
-                    broker, getattr(req, "include_cluster_authorized_operations", False),
+                    ctx, getattr(req, "include_cluster_authorized_operations", False),
                     "Cluster", sec.CLUSTER_NAME))
 
 
-def _names_of(broker: KafkaContext, ids: set) -> dict:
+def _names_of(ctx: KafkaContext, ids: set) -> dict:
     """Topic id -> name of the ``ids`` some topic has (the others are left out)."""
     out = {}
-    for name in broker.metadata.names():
+    for name in ctx.metadata.names():
         try:
-            tid = topic_uuid(broker.metadata.topic(name).topic_id)
+            tid = topic_uuid(ctx.metadata.topic(name).topic_id)
         except UnknownTopic:
             continue
         if tid in ids:
@@ -190,21 +190,21 @@ def _names_of(broker: KafkaContext, ids: set) -> dict:
     return out
 
 
-async def _epochs(broker: KafkaContext) -> dict[str, int]:
+async def _epochs(ctx: KafkaContext) -> dict[str, int]:
     """``topic/partition`` -> leader epoch, from the other slots' registrations then
     this gateway's own writers (the freshest for what it leads)."""
     out: dict[str, int] = {}
-    if broker.cluster is not None:
-        for slot, info in (await _registrations(broker)).items():
-            if slot != broker.node_id:
+    if ctx.cluster is not None:
+        for slot, info in (await _registrations(ctx)).items():
+            if slot != ctx.node_id:
                 out.update(info.leader_epochs)
-    out.update({tp_key(*tp): e for tp, e in broker.batcher.leading().items()})
+    out.update({tp_key(*tp): e for tp, e in ctx.batcher.leading().items()})
     return out
 
 
-def _partition(broker: KafkaContext, mod: Any, topic: str, p: int,
+def _partition(ctx: KafkaContext, mod: Any, topic: str, p: int,
                known: dict[int, tuple[str, int]], epochs: dict[str, int]) -> Any:
-    leader, _ = broker.leader(topic, p)
+    leader, _ = ctx.leader(topic, p)
     ok = leader in known
     node = leader if ok else -1
     return make(mod.MetadataResponsePartition,
@@ -218,16 +218,16 @@ def _partition(broker: KafkaContext, mod: Any, topic: str, p: int,
 def find_coordinator(inner: Any) -> Any:
     """The FindCoordinator handler: ``inner``'s answer (the groups and transactions
     modules'), with the groups another slot coordinates named (module doc)."""
-    async def handle(broker: KafkaContext, head: Header, req: Any) -> Any:
-        answer = await inner(broker, head, req)
-        if broker.cluster is None or getattr(req, "key_type", 0) != 0:
+    async def handle(ctx: KafkaContext, head: Header, req: Any) -> Any:
+        answer = await inner(ctx, head, req)
+        if ctx.cluster is None or getattr(req, "key_type", 0) != 0:
             return answer
-        known = await brokers(broker)
+        known = await brokers(ctx)
 
         def elsewhere(key: str, code: Any) -> tuple[int, str, int] | None:
             if code != error(COORDINATOR_NOT_AVAILABLE):
                 return None
-            where = broker.cluster.coordinator(key)
+            where = ctx.cluster.coordinator(key)
             if where is None or where["slot"] not in known:
                 return None
             return where["slot"], *known[where["slot"]]
@@ -247,7 +247,7 @@ def find_coordinator(inner: Any) -> Any:
     return handle
 
 
-async def describe_cluster(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_cluster(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """The cluster id, the brokers (as Metadata lists them) and a controller among
     them (the lowest node id: there is no controller, the driver decides); the
     cluster's authorized operations when asked; no broker is ever fenced (v2)."""
@@ -256,16 +256,16 @@ async def describe_cluster(broker: KafkaContext, head: Header, req: Any) -> Any:
         return make(mod.DescribeClusterResponse, throttle_time=ZERO,
                     error_code=error(codes.UNSUPPORTED_VERSION),
                     error_message="only brokers (endpoint type 1) are described",
-                    endpoint_type=req.endpoint_type, cluster_id=await broker.cluster_id(),
+                    endpoint_type=req.endpoint_type, cluster_id=await ctx.cluster_id(),
                     controller_id=-1, brokers=())
-    known = await brokers(broker)
+    known = await brokers(ctx)
     listed = tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=None,
                         is_fenced=False) for n, (h, p) in sorted(known.items()))
     return make(mod.DescribeClusterResponse, throttle_time=ZERO, error_code=error(codes.NONE),
-                error_message=None, endpoint_type=1, cluster_id=await broker.cluster_id(),
+                error_message=None, endpoint_type=1, cluster_id=await ctx.cluster_id(),
                 controller_id=min(known), brokers=listed,
                 cluster_authorized_operations=requested_operations(
-                    broker, req.include_cluster_authorized_operations, "Cluster",
+                    ctx, req.include_cluster_authorized_operations, "Cluster",
                     sec.CLUSTER_NAME))
 
 

@@ -69,7 +69,7 @@ class BadResource(ValueError):
     """A resource type or operation these APIs do not serve (INVALID_REQUEST)."""
 
 
-def _authorize(broker: KafkaContext, operation: str, kind: int, name: str) -> None:
+def _authorize(ctx: KafkaContext, operation: str, kind: int, name: str) -> None:
     """Raises ``security.Denied`` unless the principal may do ``operation`` on the
     resource."""
     if kind == TOPIC:
@@ -78,10 +78,10 @@ def _authorize(broker: KafkaContext, operation: str, kind: int, name: str) -> No
         rtype = "Group"
     else:  # a broker or broker logger: the cluster, as Kafka
         rtype, name = "Cluster", sec.CLUSTER_NAME
-    sec.check(broker, operation, rtype, name)
+    sec.check(ctx, operation, rtype, name)
 
 
-async def describe_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_configs(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Each resource's configs (those named in ``configuration_keys``; None or empty:
     all), or its error code and message."""
     mod = response_module(API_DESCRIBE_CONFIGS, head.api_version)
@@ -89,8 +89,8 @@ async def describe_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     for r in req.resources:
         code, message, configs = codes.NONE, None, ()
         try:
-            _authorize(broker, "DescribeConfigs", r.resource_type, r.resource_name)
-            values, defaults = await _described(broker, r.resource_type, r.resource_name)
+            _authorize(ctx, "DescribeConfigs", r.resource_type, r.resource_name)
+            values, defaults = await _described(ctx, r.resource_type, r.resource_name)
             wanted = set(r.configuration_keys or ()) or None
             configs = tuple(
                 make(mod.DescribeConfigsResourceResult, name=name, value=value,
@@ -108,19 +108,19 @@ async def describe_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def _described(broker: KafkaContext, kind: int, name: str) -> tuple[dict[str, str],
+async def _described(ctx: KafkaContext, kind: int, name: str) -> tuple[dict[str, str],
                                                                      dict[str, str]]:
     """(values, defaults) of a resource; raises BadResource, UnknownTopic,
     InvalidTopicName."""
-    defaults = broker.topics.default_configs()
+    defaults = ctx.topics.default_configs()
     if kind == BROKER:
         return defaults, defaults
     if kind != TOPIC:
         raise BadResource(f"resource type {kind} is not served (topics: 2, brokers: 4)")
-    return await broker.topics.configs(name), defaults
+    return await ctx.topics.configs(name), defaults
 
 
-async def alter_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def alter_configs(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Kafka's legacy AlterConfigs: the configs given replace the topic's whole set
     (every config not named goes back to its default, as Kafka's does)."""
     mod = response_module(API_ALTER_CONFIGS, head.api_version)
@@ -128,14 +128,14 @@ async def alter_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     for r in req.resources:
         code, message = codes.NONE, None
         try:
-            _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
+            _authorize(ctx, "AlterConfigs", r.resource_type, r.resource_name)
             _check_alterable(r.resource_type)
             given = _given({c.name: c.value for c in r.configs})
             # every config not named goes back to its default
-            changes: dict[str, str | None] = {k: None for k in broker.topics.default_configs()
+            changes: dict[str, str | None] = {k: None for k in ctx.topics.default_configs()
                                               if k not in READ_ONLY}
             changes.update(given)
-            await broker.topics.alter_configs(r.resource_name, changes,
+            await ctx.topics.alter_configs(r.resource_name, changes,
                                               validate_only=req.validate_only)
         except Exception as e:  # noqa: BLE001 - per-resource error codes
             code, message = _code(e), str(e)
@@ -145,7 +145,7 @@ async def alter_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.AlterConfigsResponse, throttle_time=ZERO, responses=tuple(out))
 
 
-async def incremental_alter_configs(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def incremental_alter_configs(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """SET, DELETE (back to the default), APPEND and SUBTRACT (list configs such as
     ``cleanup.policy``: items of the comma-separated value) per config."""
     mod = response_module(API_INCREMENTAL_ALTER_CONFIGS, head.api_version)
@@ -153,14 +153,14 @@ async def incremental_alter_configs(broker: KafkaContext, head: Header, req: Any
     for r in req.resources:
         code, message = codes.NONE, None
         try:
-            _authorize(broker, "AlterConfigs", r.resource_type, r.resource_name)
+            _authorize(ctx, "AlterConfigs", r.resource_type, r.resource_name)
             if _clears_throttles(r):  # never set: nothing to delete (module doc)
                 raise _NothingToDo()
             _check_alterable(r.resource_type)
-            current = (await _described(broker, TOPIC, r.resource_name))[0]
+            current = (await _described(ctx, TOPIC, r.resource_name))[0]
             changes = {c.name: _apply_op(c.name, c.config_operation, c.value, current)
                        for c in r.configs}
-            await broker.topics.alter_configs(r.resource_name, changes,
+            await ctx.topics.alter_configs(r.resource_name, changes,
                                               validate_only=req.validate_only)
         except _NothingToDo:
             pass

@@ -63,33 +63,33 @@ ELECTION_NOT_NEEDED = ErrorCode.election_not_needed
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
 
 
-async def create_partitions(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def create_partitions(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_CREATE_PARTITIONS, head.api_version)
     named = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
-        code, message = await _grow(broker, t, named[t.name] > 1, req.validate_only)
+        code, message = await _grow(ctx, t, named[t.name] > 1, req.validate_only)
         results.append(make(mod.CreatePartitionsTopicResult, name=t.name,
                             error_code=error(code), error_message=message))
     return make(mod.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def _grow(broker: KafkaContext, t: Any, duplicate: bool,
+async def _grow(ctx: KafkaContext, t: Any, duplicate: bool,
                 validate_only: bool) -> tuple[int, str | None]:
     """(error code, message) of one topic of a CreatePartitions (module doc)."""
     if duplicate:
         return codes.INVALID_REQUEST, f"Duplicate topic {t.name} in request."
-    if not sec.allowed(broker, "Alter", "Topic", t.name):
+    if not sec.allowed(ctx, "Alter", "Topic", t.name):
         return sec.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
     if t.assignments is not None:
         return INVALID_REPLICA_ASSIGNMENT, ("replicas are the store's: partitions are "
                                             "not assigned to brokers")
     try:
-        info = await broker.batcher.run_blocking(
-            lambda: broker.metadata.topic(t.name, refresh=True))
+        info = await ctx.batcher.run_blocking(
+            lambda: ctx.metadata.topic(t.name, refresh=True))
         if t.count == info.partitions:  # Kafka refuses a no-op; TopicAdmin allows it
             return INVALID_PARTITIONS, f"Topic already has {info.partitions} partitions."
-        await broker.topics.add_partitions(t.name, t.count, validate_only=validate_only)
+        await ctx.topics.add_partitions(t.name, t.count, validate_only=validate_only)
     except Exception as e:  # noqa: BLE001 - per-topic error codes
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
@@ -98,10 +98,10 @@ async def _grow(broker: KafkaContext, t: Any, duplicate: bool,
     return codes.NONE, None
 
 
-async def elect_leaders(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def elect_leaders(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ELECT_LEADERS, head.api_version)
     top = codes.NONE
-    if not sec.allowed(broker, "Alter", "Cluster", sec.CLUSTER_NAME):
+    if not sec.allowed(ctx, "Alter", "Cluster", sec.CLUSTER_NAME):
         top = sec.CLUSTER_AUTHORIZATION_FAILED
     elif getattr(req, "election_type", PREFERRED) not in (PREFERRED, UNCLEAN):
         top = codes.INVALID_REQUEST
@@ -111,9 +111,9 @@ async def elect_leaders(broker: KafkaContext, head: Header, req: Any) -> Any:
                                   for t in req.topic_partitions or ()])
         return _elected(mod, [], top)
     if req.topic_partitions is None:  # all: none needed an election, none listed
-        names = await broker.batcher.run_blocking(broker.metadata.names)
+        names = await ctx.batcher.run_blocking(ctx.metadata.names)
         return _elected(mod, [(name, []) for name in names])
-    counts = await broker.batcher.run_blocking(partition_counts, broker,
+    counts = await ctx.batcher.run_blocking(partition_counts, ctx,
                                                {t.topic for t in req.topic_partitions})
     results = []
     for t in req.topic_partitions:
@@ -125,12 +125,12 @@ async def elect_leaders(broker: KafkaContext, head: Header, req: Any) -> Any:
     return _elected(mod, results)
 
 
-def partition_counts(broker: KafkaContext, names: set[str]) -> dict[str, int]:
+def partition_counts(ctx: KafkaContext, names: set[str]) -> dict[str, int]:
     """Blocking: topic -> partition count, for the topics of ``names`` that exist."""
     out = {}
     for name in names:
         try:
-            out[name] = broker.metadata.topic(name).partitions
+            out[name] = ctx.metadata.topic(name).partitions
         except UnknownTopic:
             pass
     return out
@@ -146,29 +146,29 @@ def _elected(mod: Any, results: list[tuple[str, list[tuple[int, int, str | None]
                     for topic, parts in results))
 
 
-async def describe_log_dirs(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_log_dirs(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_LOG_DIRS, head.api_version)
-    if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):
+    if not sec.allowed(ctx, "Describe", "Cluster", sec.CLUSTER_NAME):
         return make(mod.DescribeLogDirsResponse, throttle_time=ZERO,
                     error_code=error(sec.CLUSTER_AUTHORIZATION_FAILED), results=())
     wanted = None if req.topics is None else {t.topic: set(t.partitions) for t in req.topics}
-    sizes = await broker.hub().run(_sizes, broker, wanted)
+    sizes = await ctx.hub().run(_sizes, ctx, wanted)
     topics = tuple(make(mod.DescribeLogDirsTopic, name=name, partitions=tuple(
         make(mod.DescribeLogDirsPartition, partition_index=p, partition_size=size,
              offset_lag=0, is_future_key=False) for p, size in sorted(parts.items())))
         for name, parts in sorted(sizes.items()))
     result = make(mod.DescribeLogDirsResult, error_code=error(codes.NONE),
-                  log_dir=store_name(broker), topics=topics, total_bytes=-1,
+                  log_dir=store_name(ctx), topics=topics, total_bytes=-1,
                   usable_bytes=-1, is_cordoned=False)
     return make(mod.DescribeLogDirsResponse, throttle_time=ZERO,
                 error_code=error(codes.NONE), results=(result,))
 
 
-def store_name(broker: KafkaContext) -> str:
+def store_name(ctx: KafkaContext) -> str:
     """The store's URL without user information (a password never leaves in an answer)."""
     from urllib.parse import urlsplit, urlunsplit
 
-    url = broker.metadata.store_url
+    url = ctx.metadata.store_url
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
@@ -176,23 +176,23 @@ def store_name(broker: KafkaContext) -> str:
     return urlunsplit(parts._replace(netloc=host))
 
 
-def _sizes(broker: KafkaContext, wanted: dict[str, set[int]] | None) -> dict[str, dict[int, int]]:
+def _sizes(ctx: KafkaContext, wanted: dict[str, set[int]] | None) -> dict[str, dict[int, int]]:
     """Blocking: topic -> partition -> bytes of its live segments, for the partitions
     this broker leads (of ``wanted``: None, all; a topic or partition that does not exist
     is left out, as Kafka leaves out what a directory does not hold)."""
     out: dict[str, dict[int, int]] = {}
-    names = broker.metadata.names() if wanted is None else sorted(wanted)
+    names = ctx.metadata.names() if wanted is None else sorted(wanted)
     for name in names:
         try:
-            count = broker.metadata.topic(name).partitions
+            count = ctx.metadata.topic(name).partitions
         except UnknownTopic:
             continue
         for p in range(count):
             if wanted is not None and p not in wanted[name]:
                 continue
-            if broker.gateway.leader(name, p) != broker.node_id:
+            if ctx.gateway.leader(name, p) != ctx.node_id:
                 continue
-            m = broker.metadata.snapshot(name, p)
+            m = ctx.metadata.snapshot(name, p)
             out.setdefault(name, {})[p] = sum(s.bytes for s in m.segments)
     return out
 

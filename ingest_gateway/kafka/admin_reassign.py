@@ -51,27 +51,27 @@ _ONE_REPLICA = ("each partition has one replica, the store, led by the broker th
                 "assignment names: there are no replicas to move")
 
 
-async def list_reassignments(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def list_reassignments(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_LIST_REASSIGNMENTS, head.api_version)
-    code = sec.refused(broker, "Describe", "Cluster")
+    code = sec.refused(ctx, "Describe", "Cluster")
     return make(mod.ListPartitionReassignmentsResponse, throttle_time=ZERO,
                 error_code=error(code), error_message=None, topics=())
 
 
-async def alter_reassignments(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def alter_reassignments(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_REASSIGNMENTS, head.api_version)
-    denied = sec.refused(broker, "Alter", "Cluster")
+    denied = sec.refused(ctx, "Alter", "Cluster")
     if denied:
         return make(mod.AlterPartitionReassignmentsResponse, throttle_time=ZERO,
                     allow_replication_factor_change=True, error_code=error(denied),
                     error_message="Cluster authorization failed.", responses=())
-    counts = await broker.batcher.run_blocking(partition_counts, broker,
+    counts = await ctx.batcher.run_blocking(partition_counts, ctx,
                                                {t.name for t in req.topics})
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, message = _reassign(broker, t.name, p.partition_index, p.replicas,
+            code, message = _reassign(ctx, t.name, p.partition_index, p.replicas,
                                       counts.get(t.name, 0))
             parts.append(make(mod.ReassignablePartitionResponse,
                               partition_index=p.partition_index, error_code=error(code),
@@ -83,23 +83,23 @@ async def alter_reassignments(broker: KafkaContext, head: Header, req: Any) -> A
                 error_code=error(codes.NONE), error_message=None, responses=tuple(topics))
 
 
-def _reassign(broker: KafkaContext, topic: str, partition: int, replicas: Any,
+def _reassign(ctx: KafkaContext, topic: str, partition: int, replicas: Any,
               count: int) -> tuple[int, str | None]:
     if not 0 <= partition < count:
         return UNKNOWN_TOPIC_OR_PARTITION, f"The partition {topic}-{partition} does not exist."
     if replicas is None:
         return NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
-    if tuple(replicas) == (broker.gateway.leader(topic, partition),):
+    if tuple(replicas) == (ctx.gateway.leader(topic, partition),):
         return codes.NONE, None  # its replicas already: nothing to move
     return INVALID_REPLICA_ASSIGNMENT, _ONE_REPLICA
 
 
-async def alter_replica_log_dirs(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def alter_replica_log_dirs(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_REPLICA_LOG_DIRS, head.api_version)
-    denied = sec.refused(broker, "Alter", "Cluster")
-    counts = {} if denied else await broker.batcher.run_blocking(
-        partition_counts, broker, {t.name for d in req.dirs for t in d.topics})
-    store = store_name(broker)
+    denied = sec.refused(ctx, "Alter", "Cluster")
+    counts = {} if denied else await ctx.batcher.run_blocking(
+        partition_counts, ctx, {t.name for d in req.dirs for t in d.topics})
+    store = store_name(ctx)
     results: dict[str, list[Any]] = {}
     for d in req.dirs:
         for t in d.topics:
@@ -108,7 +108,7 @@ async def alter_replica_log_dirs(broker: KafkaContext, head: Header, req: Any) -
                     code = denied
                 elif not 0 <= p < counts.get(t.name, 0):
                     code = UNKNOWN_TOPIC_OR_PARTITION
-                elif broker.gateway.leader(t.name, p) != broker.node_id:
+                elif ctx.gateway.leader(t.name, p) != ctx.node_id:
                     code = REPLICA_NOT_AVAILABLE
                 else:
                     code = codes.NONE if d.path == store else LOG_DIR_NOT_FOUND

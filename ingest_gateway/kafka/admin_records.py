@@ -48,15 +48,15 @@ UNKNOWN_LEADER_EPOCH = ErrorCode.unknown_leader_epoch
 UNDEFINED = (-1, -1)
 
 
-async def delete_records(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def delete_records(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DELETE_RECORDS, head.api_version)
     topics = []
     for t in req.topics:
-        denied = sec.refused(broker, "Delete", "Topic", t.name)
+        denied = sec.refused(ctx, "Delete", "Topic", t.name)
         parts = []
         for p in t.partitions:
             code, low = (denied, -1) if denied else \
-                await _delete_one(broker, t.name, p.partition_index, p.offset)
+                await _delete_one(ctx, t.name, p.partition_index, p.offset)
             parts.append(make(mod.DeleteRecordsPartitionResult,
                               partition_index=p.partition_index, low_watermark=low,
                               error_code=error(code)))
@@ -64,29 +64,29 @@ async def delete_records(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.DeleteRecordsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-async def _delete_one(broker: KafkaContext, topic: str, partition: int,
+async def _delete_one(ctx: KafkaContext, topic: str, partition: int,
                       offset: int) -> tuple[int, int]:
     """(error code, the new low watermark or -1) of one partition's DeleteRecords."""
     try:
-        return codes.NONE, await records_admin.delete_records(broker.gateway, topic, partition,
+        return codes.NONE, await records_admin.delete_records(ctx.gateway, topic, partition,
                                                               offset)
     except Exception as e:  # noqa: BLE001 - per-partition error codes
         return codes.code_logged(e, "DeleteRecords"), -1
 
 
-async def offset_for_leader_epoch(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def offset_for_leader_epoch(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_OFFSET_FOR_LEADER_EPOCH, head.api_version)
     topics = []
     # KIP-320: consumers ask too, so Describe on the topic does as well as ClusterAction
-    replica = sec.allowed(broker, "ClusterAction", "Cluster", sec.CLUSTER_NAME)
+    replica = sec.allowed(ctx, "ClusterAction", "Cluster", sec.CLUSTER_NAME)
     for t in req.topics:
-        denied = 0 if replica else sec.refused(broker, "Describe", "Topic", t.topic)
+        denied = 0 if replica else sec.refused(ctx, "Describe", "Topic", t.topic)
         parts = []
         for p in t.partitions:
             code, (epoch, end) = denied, UNDEFINED
             try:
                 if not denied:
-                    found = await records_admin.epoch_end(broker.gateway, t.topic,
+                    found = await records_admin.epoch_end(ctx.gateway, t.topic,
                                                           p.partition, p.leader_epoch)
                     code, epoch, end = _fenced(p.current_leader_epoch, found)
             except Exception as e:  # noqa: BLE001 - per-partition error codes

@@ -37,10 +37,10 @@ logger = logging.getLogger("sparklog.gateway.kafka")
 FEATURES = {"transaction.version": (0, 2)}
 
 
-async def api_versions(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def api_versions(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(18, head.api_version)
     keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                 for k, (lo, hi) in sorted(broker.offered.items()))
+                 for k, (lo, hi) in sorted(ctx.offered.items()))
     features: dict[str, Any] = {}
     if hasattr(mod, "FinalizedFeatureKey"):
         features = dict(
@@ -55,15 +55,15 @@ async def api_versions(broker: KafkaContext, head: Header, req: Any) -> Any:
                 throttle_time=ZERO, **features)
 
 
-async def topic_metadata(broker: KafkaContext, mod: Any, name: str, may_create: bool) -> Any:
+async def topic_metadata(ctx: KafkaContext, mod: Any, name: str, may_create: bool) -> Any:
     """One topic of a Metadata answer (``mod``: its version's module): its partitions,
     leaders as this gateway knows them, or the topic's error code. A missing topic is
     created when ``may_create`` (``auto.create.topics.enable`` permitting)."""
     try:
         if may_create:
-            info = await broker.batcher.topic_info(name)
+            info = await ctx.batcher.topic_info(name)
         else:
-            info = await broker.batcher.run_blocking(broker.metadata.topic, name)
+            info = await ctx.batcher.run_blocking(ctx.metadata.topic, name)
     except Exception as e:  # noqa: BLE001 - every failure is a per-topic error code
         code = codes.code_of(e)
         if code == codes.UNKNOWN_SERVER_ERROR:
@@ -73,8 +73,8 @@ async def topic_metadata(broker: KafkaContext, mod: Any, name: str, may_create: 
                     topic_authorized_operations=-2147483648)
     parts = []
     for p in range(info.partitions):
-        leader, epoch = broker.leader(name, p)
-        known = leader == broker.node_id or broker.cluster is None
+        leader, epoch = ctx.leader(name, p)
+        known = leader == ctx.node_id or ctx.cluster is None
         parts.append(make(mod.MetadataResponsePartition,
                           error_code=error(codes.NONE if known else codes.LEADER_NOT_AVAILABLE),
                           partition_index=p, leader_id=leader if known else -1,
@@ -85,7 +85,7 @@ async def topic_metadata(broker: KafkaContext, mod: Any, name: str, may_create: 
                 partitions=tuple(parts), topic_authorized_operations=-2147483648)
 
 
-async def init_producer_id(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def init_producer_id(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(22, head.api_version)
     if req.transactional_id is not None:
         return make(mod.InitProducerIdResponse, throttle_time=ZERO,
@@ -100,21 +100,21 @@ async def init_producer_id(broker: KafkaContext, head: Header, req: Any) -> Any:
                 producer_id=new_pid, producer_epoch=new_epoch)
 
 
-async def create_topics(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def create_topics(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Each topic with its partition count (-1: the default) and configs (Kafka's names);
     ``validate_only`` checks without creating (``TopicAdmin.create``). Replica counts are
     ignored: the store replicates (DESIGN.md). ACLs (Kafka's): Create on the cluster,
     else on each topic (TOPIC_AUTHORIZATION_FAILED for a topic without it)."""
     mod = response_module(19, head.api_version)
     results = []
-    on_cluster = sec.allowed(broker, "Create", "Cluster", sec.CLUSTER_NAME)
+    on_cluster = sec.allowed(ctx, "Create", "Cluster", sec.CLUSTER_NAME)
     for t in req.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         code, message, partitions = codes.NONE, None, -1
         try:
             if not on_cluster:
-                sec.check(broker, "Create", "Topic", t.name)
-            config = await broker.topics.create(
+                sec.check(ctx, "Create", "Topic", t.name)
+            config = await ctx.topics.create(
                 t.name, configs, partitions=None if t.num_partitions == -1 else t.num_partitions,
                 validate_only=req.validate_only)
             partitions = config.partitions
@@ -127,7 +127,7 @@ async def create_topics(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
-async def delete_topics(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def delete_topics(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Each topic named (by name; ids are answered UNKNOWN_TOPIC_ID); Delete on the
     topic is needed (else TOPIC_AUTHORIZATION_FAILED for it, as Kafka)."""
     mod = response_module(20, head.api_version)
@@ -139,8 +139,8 @@ async def delete_topics(broker: KafkaContext, head: Header, req: Any) -> Any:
         try:
             if name is None:  # v6 by topic id: ids are not stable yet
                 raise _UnknownId()
-            sec.check(broker, "Delete", "Topic", name)
-            await broker.topics.delete(name)
+            sec.check(ctx, "Delete", "Topic", name)
+            await ctx.topics.delete(name)
         except _UnknownId:
             code, message = codes.UNKNOWN_TOPIC_ID, "topics are deleted by name"
         except Exception as e:  # noqa: BLE001 - per-topic error codes

@@ -79,7 +79,7 @@ INVALID_REGULAR_EXPRESSION = ErrorCode.invalid_regular_expression
 MAX_PATTERN_CHARS = 4096
 
 
-async def list_transactions(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def list_transactions(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_LIST_TRANSACTIONS, head.api_version)
     unknown = tuple(s for s in req.state_filters if s not in STATES)
     pattern = getattr(req, "transactional_id_pattern", None)
@@ -96,13 +96,13 @@ async def list_transactions(broker: KafkaContext, head: Header, req: Any) -> Any
             code = INVALID_REGULAR_EXPRESSION
     if code == codes.NONE:
         try:
-            docs = await transaction_admin.list_all(broker.gateway, matcher)
+            docs = await transaction_admin.list_all(ctx.gateway, matcher)
         except Exception as e:  # noqa: BLE001 - the answer's error code
             code, docs = codes.code_logged(e, "ListTransactions"), []
         wanted_states = set(req.state_filters)
         pids = set(req.producer_id_filters)
         duration = getattr(req, "duration_filter", -1)
-        now = broker.gateway.clock_ms()
+        now = ctx.gateway.clock_ms()
         for tid, doc in docs:
             if doc["state"] == "Dead" or (pids and doc["producer_id"] not in pids):
                 continue
@@ -110,7 +110,7 @@ async def list_transactions(broker: KafkaContext, head: Header, req: Any) -> Any
                 continue
             if duration >= 0 and now - doc.get("started_ms", -1) <= duration:
                 continue
-            if not sec.allowed(broker, "Describe", "TransactionalId", tid):
+            if not sec.allowed(ctx, "Describe", "TransactionalId", tid):
                 continue
             states.append(make(mod.TransactionState, transactional_id=tid,
                                producer_id=doc["producer_id"],
@@ -119,32 +119,32 @@ async def list_transactions(broker: KafkaContext, head: Header, req: Any) -> Any
                 unknown_state_filters=unknown, transaction_states=tuple(states))
 
 
-async def describe_transactions(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_transactions(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_TRANSACTIONS, head.api_version)
     out = []
     for tid in req.transactional_ids:
         code, doc = codes.NONE, None
-        if not sec.allowed(broker, "Describe", "TransactionalId", tid):
+        if not sec.allowed(ctx, "Describe", "TransactionalId", tid):
             code = sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         else:
             try:
-                doc = await transaction_admin.describe(broker.gateway, tid)
+                doc = await transaction_admin.describe(ctx.gateway, tid)
                 if doc is None:
                     code = TRANSACTIONAL_ID_NOT_FOUND
             except Exception as e:  # noqa: BLE001 - a per-id error code
                 code = codes.code_logged(e, "DescribeTransactions")
-        out.append(_state(broker, mod, tid, code, doc or {}))
+        out.append(_state(ctx, mod, tid, code, doc or {}))
     return make(mod.DescribeTransactionsResponse, throttle_time=ZERO,
                 transaction_states=tuple(out))
 
 
-def _state(broker: KafkaContext, mod: Any, tid: str, code: int, doc: dict) -> Any:
+def _state(ctx: KafkaContext, mod: Any, tid: str, code: int, doc: dict) -> Any:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in doc.get("partitions", ()):
         by_topic.setdefault(topic, []).append(partition)
     topics = tuple(make(mod.TopicData, topic=t, partitions=tuple(sorted(ps)))
                    for t, ps in sorted(by_topic.items())
-                   if sec.allowed(broker, "Describe", "Topic", t))
+                   if sec.allowed(ctx, "Describe", "Topic", t))
     started = doc.get("started_ms", -1)
     return make(mod.TransactionState, error_code=error(code), transactional_id=tid,
                 transaction_state=doc.get("state", ""),
@@ -155,17 +155,17 @@ def _state(broker: KafkaContext, mod: Any, tid: str, code: int, doc: dict) -> An
                 topics=topics)
 
 
-async def describe_producers(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_producers(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_PRODUCERS, head.api_version)
     topics = []
     for t in req.topics:
-        denied = sec.refused(broker, "Read", "Topic", t.name)
+        denied = sec.refused(ctx, "Read", "Topic", t.name)
         parts = []
         for p in t.partition_indexes:
             code, message, found = denied, None, []
             if not denied:
                 try:
-                    found = await transaction_admin.producers(broker.gateway, t.name, p)
+                    found = await transaction_admin.producers(ctx.gateway, t.name, p)
                 except Exception as e:  # noqa: BLE001 - a per-partition error code
                     code, message = codes.code_logged(e, "DescribeProducers"), str(e)
             parts.append(make(mod.PartitionResponse, partition_index=p, error_code=error(code),
@@ -179,9 +179,9 @@ async def describe_producers(broker: KafkaContext, head: Header, req: Any) -> An
     return make(mod.DescribeProducersResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-async def write_txn_markers(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def write_txn_markers(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_WRITE_TXN_MARKERS, head.api_version)
-    denied = sec.refused(broker, "ClusterAction", "Cluster")
+    denied = sec.refused(ctx, "ClusterAction", "Cluster")
     out = []
     for mk in req.markers:
         topics = []
@@ -192,7 +192,7 @@ async def write_txn_markers(broker: KafkaContext, head: Header, req: Any) -> Any
                 if not code:
                     try:
                         await transaction_admin.abort_partition(
-                            broker.gateway, t.name, p, mk.producer_id, mk.producer_epoch)
+                            ctx.gateway, t.name, p, mk.producer_id, mk.producer_epoch)
                     except Exception as e:  # noqa: BLE001 - a per-partition error code
                         code = codes.code_logged(e, "WriteTxnMarkers")
                 parts.append(make(mod.WritableTxnMarkerPartitionResult, partition_index=p,

@@ -94,26 +94,26 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
         return NO_TOPIC_ID
 
 
-def names_by_id(broker: KafkaContext, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+def names_by_id(ctx: KafkaContext, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
     """Blocking: the names of the topics with these ids (the ids no topic has are left
     out), for Fetch and Produce by topic id (v13+). ``broker.topic_names`` remembers
     them, checked again on every use; a miss lists the store's topics."""
-    known = broker.topic_names
-    found = {i: known[i] for i in ids if i in known and _id_of(broker, known[i]) == i}
+    known = ctx.topic_names
+    found = {i: known[i] for i in ids if i in known and _id_of(ctx, known[i]) == i}
     if len(found) < len(ids):
         known.clear()
-        for name in broker.metadata.names():
-            tid = _id_of(broker, name)
+        for name in ctx.metadata.names():
+            tid = _id_of(ctx, name)
             if tid is not None:
                 known[tid] = name
         found = {i: known[i] for i in ids if i in known}
     return found
 
 
-def _id_of(broker: KafkaContext, name: str) -> uuid.UUID | None:
+def _id_of(ctx: KafkaContext, name: str) -> uuid.UUID | None:
     """A topic's id (None: gone, or made before topics had ids)."""
     try:
-        tid = topic_uuid(broker.metadata.topic(name).topic_id)
+        tid = topic_uuid(ctx.metadata.topic(name).topic_id)
     except UnknownTopic:
         return None
     return None if tid == NO_TOPIC_ID else tid

@@ -69,18 +69,18 @@ def _isolation(level: int) -> str | None:
     return "read_committed" if level == 1 else None
 
 
-def check_partition(broker: KafkaContext, topic: str, partition: int) -> None:
+def check_partition(ctx: KafkaContext, topic: str, partition: int) -> None:
     """Raises UnknownTopic, UnknownPartition, NotLeader (store reads: run off the loop):
     the gateway's one check (``Gateway.check_partition``)."""
-    broker.gateway.check_partition(topic, partition)
+    ctx.gateway.check_partition(topic, partition)
 
 
-def _checked(broker: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _checked(ctx: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Error codes of the partitions that cannot be read here (off the loop)."""
     bad = {}
     for tp in tps:
         try:
-            check_partition(broker, *tp)
+            check_partition(ctx, *tp)
         except Exception as e:  # noqa: BLE001 - a per-partition error code
             bad[tp] = codes.code_of(e)
     return bad
@@ -97,42 +97,43 @@ def _keys(head: Header, req: Any) -> tuple[dict, list]:
     return asked, forgotten
 
 
-async def _asked(broker: KafkaContext, head: Header, wanted: dict
+async def _asked(ctx: KafkaContext, head: Header, wanted: dict
                  ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], dict]:
     """(topic, partition, fetch offset) of ``wanted`` (``_keys``); from v13 also each
     topic's id by name and UNKNOWN_TOPIC_ID for the partitions of ids no topic has
     (named ``?<id>``, which is no topic's name)."""
     if head.api_version < 13:
         return [(t, p, off) for (t, p), (off, _) in wanted.items()], {}, {}
-    found = await broker.hub().run(names_by_id, broker, {t for t, _ in wanted})
+    found = await ctx.hub().run(names_by_id, ctx, {t for t, _ in wanted})
     ids = {found.get(t, f"?{t}"): t for t, _ in wanted}
     asked = [(found.get(t, f"?{t}"), p, off) for (t, p), (off, _) in wanted.items()]
     return asked, ids, {(t, p): codes.UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}
 
 
-async def fetch(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def fetch(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """A Fetch, within its fetch session (``fetch_sessions``) from v7."""
     mod = response_module(1, head.api_version)
-    sessions = broker.fetch_sessions
+    sessions = ctx.fetch_sessions
     keys, forgotten = _keys(head, req)
-    ctx = sessions.context(head.api_version, getattr(req, "session_id", 0),
+    fetch_ctx = sessions.context(head.api_version, getattr(req, "session_id", 0),
                            getattr(req, "session_epoch", -1), keys, forgotten)
-    if ctx.error:
-        return _session_error(mod, ctx.error, 0)
-    asked, ids, parts = await _read(broker, head, req, ctx.fetch)
-    if ctx.incremental:
-        if not sessions.current(ctx):  # raced by a request of the same epoch
-            return _session_error(mod, fetch_sessions.INVALID_FETCH_SESSION_EPOCH, ctx.session.id)
-        keep = ctx.session.answered({
+    if fetch_ctx.error:
+        return _session_error(mod, fetch_ctx.error, 0)
+    asked, ids, parts = await _read(ctx, head, req, fetch_ctx.fetch)
+    if fetch_ctx.incremental:
+        if not sessions.current(fetch_ctx):  # raced by a request of the same epoch
+            return _session_error(mod, fetch_sessions.INVALID_FETCH_SESSION_EPOCH,
+                                  fetch_ctx.session.id)
+        keep = fetch_ctx.session.answered({
             key: (bool(d.records), int(d.error_code), d.high_watermark, d.log_start_offset)
-            for key, d in zip(ctx.fetch, parts)})
-        chosen = [(a, d) for key, a, d in zip(ctx.fetch, asked, parts) if key in keep]
-        session_id = ctx.session.id
+            for key, d in zip(fetch_ctx.fetch, parts)})
+        chosen = [(a, d) for key, a, d in zip(fetch_ctx.fetch, asked, parts) if key in keep]
+        session_id = fetch_ctx.session.id
     else:
         chosen = list(zip(asked, parts))
         session_id = sessions.create(head.api_version >= 13, {
-            key: (*ctx.fetch[key], d.high_watermark, d.log_start_offset)
-            for key, d in zip(ctx.fetch, parts)}) if ctx.may_create else 0
+            key: (*fetch_ctx.fetch[key], d.high_watermark, d.log_start_offset)
+            for key, d in zip(fetch_ctx.fetch, parts)}) if fetch_ctx.may_create else 0
     topics: dict[str, list[Any]] = {}
     for (t, _p, _off), d in chosen:
         topics.setdefault(t, []).append(d)
@@ -148,12 +149,12 @@ def _session_error(mod: Any, code: int, session_id: int) -> Any:
                 session_id=session_id, responses=())
 
 
-def throttled(broker: KafkaContext, req: Any, body: Any) -> Any:
+def throttled(ctx: KafkaContext, req: Any, body: Any) -> Any:
     """The answer to a Fetch whose ``body`` is withheld for its client's quota (Kafka's
     ``getThrottledResponse``): no partitions; an incremental session's answer keeps its
     session id (what it would have told is told next time), a new session made by a
     full fetch is closed again (Kafka makes none for a throttled full fetch)."""
-    sessions, session_id = broker.fetch_sessions, body.session_id
+    sessions, session_id = ctx.fetch_sessions, body.session_id
     if session_id:
         session = sessions.sessions.get(session_id)
         if getattr(req, "session_epoch", -1) == fetch_sessions.INITIAL_EPOCH:
@@ -164,14 +165,14 @@ def throttled(broker: KafkaContext, req: Any, body: Any) -> Any:
     return dataclasses.replace(body, session_id=session_id, responses=())
 
 
-async def _read(broker: KafkaContext, head: Header, req: Any, wanted: dict
+async def _read(ctx: KafkaContext, head: Header, req: Any, wanted: dict
                 ) -> tuple[list[tuple[str, int, int]], dict[str, uuid.UUID], list[Any]]:
     """(topic, partition, fetch offset) of each partition of ``wanted`` (``_keys``), the
     topic ids by name (v13+) and each partition's PartitionData, in ``wanted``'s order."""
-    asked, ids, unknown = await _asked(broker, head, wanted)
-    hub = broker.hub()
-    denied = _denied(broker, "Read", [(t, p) for t, p, _ in asked])  # Kafka's ACL for Fetch
-    bad = await hub.run(_checked, broker, [(t, p) for t, p, _ in asked if (t, p) not in denied])
+    asked, ids, unknown = await _asked(ctx, head, wanted)
+    hub = ctx.hub()
+    denied = _denied(ctx, "Read", [(t, p) for t, p, _ in asked])  # Kafka's ACL for Fetch
+    bad = await hub.run(_checked, ctx, [(t, p) for t, p, _ in asked if (t, p) not in denied])
     bad.update(denied)
     bad.update(unknown)
     positions = {(t, p): off for t, p, off in asked if (t, p) not in bad}
@@ -179,10 +180,10 @@ async def _read(broker: KafkaContext, head: Header, req: Any, wanted: dict
     level = _isolation(getattr(req, "isolation_level", 0))
     share = max((mb for _, mb in wanted.values()), default=1)
     # a quota bounds an answer (Kafka's): one larger would be withheld every time
-    cap = throttle.fetch_max_bytes(broker.gateway.quotas, sec.CURRENT.get().principal,
+    cap = throttle.fetch_max_bytes(ctx.gateway.quotas, sec.CURRENT.get().principal,
                                    head.client_id or "")
     max_bytes = max(1, req.max_bytes if cap is None else min(req.max_bytes, cap))
-    cached, cached_marks = await _from_cache(broker, positions, max_bytes, level, share)
+    cached, cached_marks = await _from_cache(ctx, positions, max_bytes, level, share)
     rest = {tp: off for tp, off in positions.items() if tp not in cached}
     if rest:
         try:
@@ -195,8 +196,8 @@ async def _read(broker: KafkaContext, head: Header, req: Any, wanted: dict
             logger.warning("Kafka fetch failed: %s", e)
             bad.update(dict.fromkeys(rest, codes.code_of(e)))
             rest = {}
-    marks = await hub.run(_watermarks, broker, [tp for tp in rest if tp not in errors])
-    data = _encode(got, rest, {t: _codec(broker, t) for t, _ in rest},
+    marks = await hub.run(_watermarks, ctx, [tp for tp in rest if tp not in errors])
+    data = _encode(got, rest, {t: _codec(ctx, t) for t, _ in rest},
                    {tp: mark[3] for tp, mark in marks.items()})
     data.update(cached)
     marks.update(cached_marks)
@@ -219,19 +220,19 @@ async def _read(broker: KafkaContext, head: Header, req: Any, wanted: dict
     return asked, ids, parts
 
 
-async def _from_cache(broker: KafkaContext, positions: dict, max_bytes: int, level: str | None,
+async def _from_cache(ctx: KafkaContext, positions: dict, max_bytes: int, level: str | None,
                       share: int) -> tuple[dict, dict]:
     """The partitions the tail cache answers wholly from their fetch offset (see
     ``tail_cache``): their batches and their watermarks. Misses: the segments'."""
-    cache = broker.tail_cache
+    cache = ctx.tail_cache
     if cache is None or not positions:
         return {}, {}
     try:
-        snaps = await broker.hub().run(_snapshots, broker, list(positions))
-        topics = {t: broker.metadata.topic(t) for t, _ in positions}  # the log's cache
+        snaps = await ctx.hub().run(_snapshots, ctx, list(positions))
+        topics = {t: ctx.metadata.topic(t) for t, _ in positions}  # the log's cache
     except Exception:  # noqa: BLE001 - the segment path answers (and says why)
         return {}, {}
-    leading = broker.batcher.leading()
+    leading = ctx.batcher.leading()
     data, marks = {}, {}
     share, budget = max(1, share), max_bytes
     for tp, offset in positions.items():
@@ -252,14 +253,14 @@ def _cache_codec(wanted: str) -> str:
     return wanted if wanted == "producer" or wanted in records.CODECS else "none"
 
 
-def _snapshots(broker: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-    return {tp: broker.metadata.snapshot(*tp) for tp in tps}
+def _snapshots(ctx: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    return {tp: ctx.metadata.snapshot(*tp) for tp in tps}
 
 
-def _codec(broker: KafkaContext, topic: str) -> str:
+def _codec(ctx: KafkaContext, topic: str) -> str:
     """The codec a topic's batches are fetched in. On the loop: ``_checked`` has just
     read the topic off it, so this is the log's cache."""
-    wanted = broker.metadata.topic(topic).config.compression_type
+    wanted = ctx.metadata.topic(topic).config.compression_type
     return wanted if wanted in records.CODECS else "none"  # producer, uncompressed
 
 
@@ -295,32 +296,32 @@ def _encode(got: list, positions: dict, codecs: dict[str, str], epochs: dict
     return data
 
 
-def _denied(broker: KafkaContext, operation: str,
+def _denied(ctx: KafkaContext, operation: str,
             tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """TOPIC_AUTHORIZATION_FAILED for the partitions whose topic the request's principal
     may not ``operation`` (on the loop: the authorizer does no I/O)."""
     ok: dict[str, bool] = {}
     for t, _ in tps:
         if t not in ok:
-            ok[t] = sec.allowed(broker, operation, "Topic", t)
+            ok[t] = sec.allowed(ctx, operation, "Topic", t)
     return {tp: sec.TOPIC_AUTHORIZATION_FAILED for tp in tps if not ok[tp[0]]}
 
 
-def _watermarks(broker: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
+def _watermarks(ctx: KafkaContext, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple]:
     """(log start, last stable offset, high watermark, epoch history) per partition."""
     out = {}
     for tp in tps:
-        m = broker.metadata.snapshot(*tp)
+        m = ctx.metadata.snapshot(*tp)
         out[tp] = (m.log_start_offset, m.last_stable_offset, m.next_offset, m.epochs)
     return out
 
 
-async def list_offsets(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def list_offsets(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(2, head.api_version)
     committed = getattr(req, "isolation_level", 0) == 1
     asked = [(t.name, p.partition_index, p.timestamp) for t in req.topics for p in t.partitions]
-    denied = _denied(broker, "Describe", [(t, p) for t, p, _ in asked])  # Kafka's ACL
-    found = await broker.hub().run(_offsets, broker,
+    denied = _denied(ctx, "Describe", [(t, p) for t, p, _ in asked])  # Kafka's ACL
+    found = await ctx.hub().run(_offsets, ctx,
                                    [a for a in asked if a[:2] not in denied], committed)
     found_of = iter(found)
     found = [(denied[(t, p)], -1, -1, -1) if (t, p) in denied else next(found_of)
@@ -336,7 +337,7 @@ async def list_offsets(broker: KafkaContext, head: Header, req: Any) -> Any:
         for t, ps in topics.items()))
 
 
-def _offsets(broker: KafkaContext, asked: list[tuple[str, int, int]],
+def _offsets(ctx: KafkaContext, asked: list[tuple[str, int, int]],
              committed: bool) -> list[tuple[int, int, int, int]]:
     """(error code, timestamp, offset, leader epoch) per partition asked (store reads:
     off the loop). The epoch is the one the offset was written under, as Kafka's (the
@@ -344,8 +345,8 @@ def _offsets(broker: KafkaContext, asked: list[tuple[str, int, int]],
     out = []
     for topic, partition, ts in asked:
         try:
-            check_partition(broker, topic, partition)
-            plog = broker.metadata.partition(topic, partition)
+            check_partition(ctx, topic, partition)
+            plog = ctx.metadata.partition(topic, partition)
             m = plog.snapshot()
             if ts == EARLIEST:
                 stamp, offset = -1, m.log_start_offset

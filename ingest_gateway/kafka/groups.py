@@ -86,7 +86,7 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-async def find_coordinator(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def find_coordinator(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """This gateway for the groups it coordinates (every group when standalone)."""
     mod = response_module(API_FIND_COORDINATOR, head.api_version)
     keys = list(req.coordinator_keys) if hasattr(req, "coordinator_keys") else [req.key]
@@ -100,14 +100,14 @@ async def find_coordinator(broker: KafkaContext, head: Header, req: Any) -> Any:
         else:
             try:
                 validate_group_id(key)
-                broker.hub().check_coordinator(key)
+                ctx.hub().check_coordinator(key)
             except Exception as e:  # noqa: BLE001 - every failure is an error code
                 code, message = failed_code(e, "FindCoordinator"), str(e)
                 if code == NOT_COORDINATOR:
                     code = COORDINATOR_NOT_AVAILABLE
         ok = code == codes.NONE
-        found.append((key, broker.node_id if ok else -1, broker.host if ok else "",
-                      broker.port if ok else -1, code, message))
+        found.append((key, ctx.node_id if ok else -1, ctx.host if ok else "",
+                      ctx.port if ok else -1, code, message))
     return coordinator_answer(mod, found)
 
 
@@ -137,7 +137,7 @@ def _subscription(req: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return parse_subscription(known[0].metadata), strategies
 
 
-async def join_group(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def join_group(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Join or rejoin; answered when the group's next generation is complete."""
     mod = response_module(API_JOIN_GROUP, head.api_version)
 
@@ -154,31 +154,31 @@ async def join_group(broker: KafkaContext, head: Header, req: Any) -> Any:
         logger.info("JoinGroup of group %s refused: %s", req.group_id, e)
         return answer(INCONSISTENT_GROUP_PROTOCOL)
     group, rebalance_ms = req.group_id, _ms(req.rebalance_timeout)
-    hub = broker.hub()
+    hub = ctx.hub()
     coordinator = hub.coordinator
     try:
         hub.check_coordinator(group)
         # Java consumers subscribe to topics that do not exist (yet); Kafka's broker takes
         # them, the coordinator refuses them: join with those that exist, if any (the
         # client rejoins when its metadata shows a new topic)
-        topics = await hub.run(broker.metadata.existing, topics) or topics
+        topics = await hub.run(ctx.metadata.existing, topics) or topics
         st = await hub.run(lambda: coordinator.join(
             group, topics, member_id=req.member_id or None, client_id=head.client_id or "",
             strategies=strategies, session_timeout_ms=_ms(req.session_timeout),
             rebalance_timeout_ms=rebalance_ms,
             instance_id=getattr(req, "group_instance_id", None) or None))
-        st = await _until_assigned(broker, group, st, rebalance_ms)
+        st = await _until_assigned(ctx, group, st, rebalance_ms)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         return answer(failed_code(e, f"JoinGroup of group {group}"))
     return answer(codes.NONE if st.assigned else REBALANCE_IN_PROGRESS, st)
 
 
-async def _until_assigned(broker: KafkaContext, group: str, st: MemberState, rebalance_ms: int
+async def _until_assigned(ctx: KafkaContext, group: str, st: MemberState, rebalance_ms: int
                           ) -> MemberState:
     """The member's state once its generation is complete (or the rebalance timeout
     passed). Each look is a heartbeat: the member is waiting on its connection."""
-    hub = broker.hub()
-    waiters = broker.join_waiters()
+    hub = ctx.hub()
+    waiters = ctx.join_waiters()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + rebalance_ms / 1000 + RECHECK_S
     while not st.assigned and loop.time() < deadline:
@@ -192,23 +192,23 @@ async def _until_assigned(broker: KafkaContext, group: str, st: MemberState, reb
     return st
 
 
-async def _member_state(broker: KafkaContext, group: str, member_id: str, generation: int,
+async def _member_state(ctx: KafkaContext, group: str, member_id: str, generation: int,
                         instance_id: str | None = None) -> MemberState:
     """A heartbeat on the coordinator; raises what it raises, NotCoordinator, or
     FencedInstanceId (a newer member has the static member's instance id)."""
-    hub = broker.hub()
+    hub = ctx.hub()
     hub.check_coordinator(group)
     await hub.run(hub.coordinator.check_instance, group, member_id, instance_id)
     return await hub.run(hub.coordinator.heartbeat, group, member_id, generation)
 
 
-async def sync_group(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def sync_group(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """The member's partitions of its generation (any assignments sent are ignored:
     the coordinator assigned them)."""
     mod = response_module(API_SYNC_GROUP, head.api_version)
     code, assignment, strategy = codes.NONE, b"", ""
     try:
-        st = await _member_state(broker, req.group_id, req.member_id, req.generation_id,
+        st = await _member_state(ctx, req.group_id, req.member_id, req.generation_id,
                                  getattr(req, "group_instance_id", None))
         if not st.assigned:
             code = REBALANCE_IN_PROGRESS
@@ -222,10 +222,10 @@ async def sync_group(broker: KafkaContext, head: Header, req: Any) -> Any:
                 protocol_type=PROTOCOL_TYPE, protocol_name=strategy, assignment=assignment)
 
 
-async def heartbeat(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def heartbeat(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_HEARTBEAT, head.api_version)
     try:
-        st = await _member_state(broker, req.group_id, req.member_id, req.generation_id,
+        st = await _member_state(ctx, req.group_id, req.member_id, req.generation_id,
                                  getattr(req, "group_instance_id", None))
         code = ILLEGAL_GENERATION if st.generation != req.generation_id \
             else REBALANCE_IN_PROGRESS if st.rebalance or not st.assigned else codes.NONE
@@ -234,13 +234,13 @@ async def heartbeat(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.HeartbeatResponse, throttle_time=ZERO, error_code=error(code))
 
 
-async def leave_group(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def leave_group(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """v0-2 one member; v3+ a list, each answered with its own error code."""
     mod = response_module(API_LEAVE_GROUP, head.api_version)
     many = hasattr(req, "members")
     ids = [(m.member_id, m.group_instance_id) for m in req.members] if many \
         else [(req.member_id, None)]
-    hub = broker.hub()
+    hub = ctx.hub()
     results = []
     for member_id, instance in ids:
         try:

@@ -63,20 +63,20 @@ def _topic_id(metadata: TopicMetadata, name: str) -> uuid.UUID | None:
     return None if tid == NO_TOPIC_ID else tid
 
 
-def _owned(broker: KafkaContext, group: str, req: Any) -> frozenset[TopicPartition] | None:
+def _owned(ctx: KafkaContext, group: str, req: Any) -> frozenset[TopicPartition] | None:
     """The owned partitions of a heartbeat by topic name (None: not sent)."""
     if req.topic_partitions is None:
         return None
     wanted = {tp.topic_id for tp in req.topic_partitions}
     if not wanted:
         return frozenset()
-    hub = broker.hub()
+    hub = ctx.hub()
     names: dict[uuid.UUID, str] = {}
     cands = set(req.subscribed_topic_names or ()) | \
         hub.consumer_members.topics_of(group, req.member_id)
     for search in (cands, None):
-        for t in (broker.metadata.names() if search is None else search):
-            tid = _topic_id(broker.metadata, t)
+        for t in (ctx.metadata.names() if search is None else search):
+            tid = _topic_id(ctx.metadata, t)
             if tid is not None:
                 names[tid] = t
         if wanted <= set(names):
@@ -101,7 +101,7 @@ def _heartbeat_of(head: Header, req: Any, member_id: str) -> Heartbeat:
                      instance_id=req.instance_id)
 
 
-async def consumer_group_heartbeat(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def consumer_group_heartbeat(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Join, heartbeat, reconcile or leave (``server.groups.consumer``)."""
     mod = response_module(API_CONSUMER_GROUP_HEARTBEAT, head.api_version)
 
@@ -114,20 +114,20 @@ async def consumer_group_heartbeat(broker: KafkaContext, head: Header, req: Any)
     if head.api_version == 0 and not member_id and req.member_epoch == 0:
         # v0: the coordinator names a member that did not name itself (v1: the client must)
         member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    denied = sec.refused(broker, "Read", "Group", group)
+    denied = sec.refused(ctx, "Read", "Group", group)
     if denied:
         return refused(denied, f"not authorized to read group {group!r}")
-    hub = broker.hub()
+    hub = ctx.hub()
     try:
         hub.check_coordinator(group)
         if req.member_epoch == 0 and req.topic_partitions:  # before unknown ids are dropped
             raise ValueError("TopicPartitions must be empty when (re-)joining")
         hb = dataclasses.replace(_heartbeat_of(head, req, member_id),
-                                 owned=await hub.run(_owned, broker, group, req))
+                                 owned=await hub.run(_owned, ctx, group, req))
         ans = await hub.run(hub.consumer_members.heartbeat, group, hb)
         assignment = None
         if ans.assignment is not None:
-            ids = await hub.run(lambda: {t: _topic_id(broker.metadata, t)
+            ids = await hub.run(lambda: {t: _topic_id(ctx.metadata, t)
                                          for t in _by_topic(ans.assignment)})
             assignment = make(mod.Assignment, topic_partitions=tuple(
                 make(mod.TopicPartitions, topic_id=ids[t], partitions=tuple(ps))
@@ -144,14 +144,14 @@ async def consumer_group_heartbeat(broker: KafkaContext, head: Header, req: Any)
                 assignment=assignment)
 
 
-def _assignment(mod: Any, broker: KafkaContext, pairs: Iterable[dict[str, Any]]) -> Any:
+def _assignment(mod: Any, ctx: KafkaContext, pairs: Iterable[dict[str, Any]]) -> Any:
     by = _by_topic((a["topic"], a["partition"]) for a in pairs)
     return make(mod.Assignment, topic_partitions=tuple(
-        make(mod.TopicPartitions, topic_id=_topic_id(broker.metadata, t) or NO_TOPIC_ID,
+        make(mod.TopicPartitions, topic_id=_topic_id(ctx.metadata, t) or NO_TOPIC_ID,
              topic_name=t, partitions=tuple(ps)) for t, ps in by.items()))
 
 
-def _described(broker: KafkaContext, mod: Any, version: int, d: Any) -> Any:
+def _described(ctx: KafkaContext, mod: Any, version: int, d: Any) -> Any:
     members = []
     for m in d.members:
         consumer = m.get("protocol") == CONSUMER
@@ -160,8 +160,8 @@ def _described(broker: KafkaContext, mod: Any, version: int, d: Any) -> Any:
             member_epoch=m.get("member_epoch", d.generation), client_id=m["client_id"],
             client_host="", subscribed_topic_names=tuple(m["topics"]),
             subscribed_topic_regex=m.get("regex"),
-            assignment=_assignment(mod, broker, m["assignment"]),
-            target_assignment=_assignment(mod, broker, m.get("target", m["assignment"])))
+            assignment=_assignment(mod, ctx, m["assignment"]),
+            target_assignment=_assignment(mod, ctx, m.get("target", m["assignment"])))
         if version >= 1:
             fields["member_type"] = 1 if consumer else 0
         members.append(make(mod.Member, **fields))
@@ -171,11 +171,11 @@ def _described(broker: KafkaContext, mod: Any, version: int, d: Any) -> Any:
                 members=tuple(members), authorized_operations=-2147483648)
 
 
-async def consumer_group_describe(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def consumer_group_describe(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Each consumer group's epochs, assignor and members with their assignment and
     target (module docstring for the refusals)."""
     mod = response_module(API_CONSUMER_GROUP_DESCRIBE, head.api_version)
-    hub = broker.hub()
+    hub = ctx.hub()
 
     def failed(group: str, code: int, message: str) -> Any:
         return make(mod.DescribedGroup, error_code=error(code), error_message=message,
@@ -184,7 +184,7 @@ async def consumer_group_describe(broker: KafkaContext, head: Header, req: Any) 
 
     out = []
     for group in req.group_ids:
-        if sec.refused(broker, "Describe", "Group", group):
+        if sec.refused(ctx, "Describe", "Group", group):
             out.append(failed(group, GROUP_AUTHORIZATION_FAILED,
                               f"not authorized to describe group {group!r}"))
             continue
@@ -194,9 +194,9 @@ async def consumer_group_describe(broker: KafkaContext, head: Header, req: Any) 
                 out.append(failed(group, GROUP_ID_NOT_FOUND,
                                   f"Group {group} is not a consumer group."))
                 continue
-            described = await hub.run(_described, broker, mod, head.api_version, d)
+            described = await hub.run(_described, ctx, mod, head.api_version, d)
             out.append(dataclasses.replace(described, authorized_operations=requested_operations(
-                broker, req.include_authorized_operations, "Group", group)))
+                ctx, req.include_authorized_operations, "Group", group)))
         except UnknownGroup:
             out.append(failed(group, GROUP_ID_NOT_FOUND, f"Group {group} not found."))
         except Exception as e:  # noqa: BLE001 - every failure is an error code

@@ -37,13 +37,13 @@ GROUP_SUBSCRIBED_TO_TOPIC = ErrorCode.group_subscribed_to_topic
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
 
 
-async def delete_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def delete_groups(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Each group deleted or refused with its own code (module doc)."""
     mod = response_module(API_DELETE_GROUPS, head.api_version)
-    hub = broker.hub()
+    hub = ctx.hub()
     results = []
     for group in dict.fromkeys(req.groups_names):  # Kafka answers a repeated name once
-        code = sec.refused(broker, "Delete", "Group", group)
+        code = sec.refused(ctx, "Delete", "Group", group)
         if not code:
             try:
                 hub.check_coordinator(group)
@@ -69,7 +69,7 @@ def _partition_codes(metadata: TopicMetadata, topics: Any) -> dict[tuple[str, in
     return out
 
 
-async def offset_delete(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def offset_delete(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """The group's offsets of the partitions asked for deleted, each answered (module doc)."""
     mod = response_module(API_OFFSET_DELETE, head.api_version)
     group = req.group_id
@@ -78,16 +78,16 @@ async def offset_delete(broker: KafkaContext, head: Header, req: Any) -> Any:
         return make(mod.OffsetDeleteResponse, error_code=error(code), throttle_time=ZERO,
                     topics=topics)
 
-    denied = sec.refused(broker, "Delete", "Group", group)
+    denied = sec.refused(ctx, "Delete", "Group", group)
     if denied:
         return answer(denied)
-    hub = broker.hub()
+    hub = ctx.hub()
     # sec.refused reads the request's principal from a context variable, which the
     # executor thread does not see: the ACL checks stay on the loop
-    acl = {t.name: sec.refused(broker, "Read", "Topic", t.name) for t in req.topics}
+    acl = {t.name: sec.refused(ctx, "Read", "Topic", t.name) for t in req.topics}
     allowed = [t for t in req.topics if not acl[t.name]]
     try:
-        found = await hub.run(_partition_codes, broker.metadata, allowed)
+        found = await hub.run(_partition_codes, ctx.metadata, allowed)
         hub.check_coordinator(group)
         done = await hub.run(deletes.delete_offsets, hub.coordinator.table, group,
                              [tp for tp, c in found.items() if not c])

@@ -54,18 +54,18 @@ class UnsupportedVersion(Exception):
     error_code = codes.UNSUPPORTED_VERSION
 
 
-async def offset_commit(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def offset_commit(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """A member's commit (its id and generation checked, see the coordinator), or a
     member-less one (``member_id`` empty, generation -1: ``assign()`` consumers)."""
     mod = response_module(8, head.api_version)
     generation = getattr(req, "generation_id_or_member_epoch", -1)
-    denied = _denied(broker, "Read", req.group_id, [t.name for t in req.topics])
+    denied = _denied(ctx, "Read", req.group_id, [t.name for t in req.topics])
     offsets = {(t.name, p.partition_index): p.committed_offset
                for t in req.topics if not denied[t.name] for p in t.partitions}
     metadata = next((p.committed_metadata for t in req.topics for p in t.partitions), None)
     code = codes.NONE
     if offsets:
-        hub = broker.hub()
+        hub = ctx.hub()
         try:
             hub.check_coordinator(req.group_id)
             if head.api_version < 9 and req.member_id and await hub.run(
@@ -86,19 +86,19 @@ async def offset_commit(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.OffsetCommitResponse, throttle_time=ZERO, topics=topics)
 
 
-async def offset_fetch(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def offset_fetch(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Committed offsets of the partitions asked for (-1 where none), or of every
     partition the group committed for (``topics`` null); from v8 of several groups, each
     answered on its own, and from v9 a KIP-848 member's epoch checked (UNKNOWN_MEMBER_ID,
     STALE_MEMBER_EPOCH on its group)."""
     mod = response_module(9, head.api_version)
     if head.api_version < 8:
-        code, topics = await _fetch_group(broker, head, mod, req.group_id, req.topics)
+        code, topics = await _fetch_group(ctx, head, mod, req.group_id, req.topics)
         return make(mod.OffsetFetchResponse, throttle_time=ZERO, topics=topics,
                     error_code=error(code))
     groups = []
     for g in req.groups:
-        code, topics = await _fetch_group(broker, head, mod, g.group_id, g.topics,
+        code, topics = await _fetch_group(ctx, head, mod, g.group_id, g.topics,
                                           getattr(g, "member_id", None),
                                           getattr(g, "member_epoch", -1))
         groups.append(make(mod.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics,
@@ -106,19 +106,19 @@ async def offset_fetch(broker: KafkaContext, head: Header, req: Any) -> Any:
     return make(mod.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
 
 
-async def _fetch_group(broker: KafkaContext, head: Header, mod: Any, group: str, asked_topics: Any,
+async def _fetch_group(ctx: KafkaContext, head: Header, mod: Any, group: str, asked_topics: Any,
                        member_id: str | None = None, member_epoch: int = -1
                        ) -> tuple[int, tuple]:
     """(the group's error code, its topics' answers) of one group of an OffsetFetch."""
     v8 = head.api_version >= 8
     topic_cls = mod.OffsetFetchResponseTopics if v8 else mod.OffsetFetchResponseTopic
     part_cls = mod.OffsetFetchResponsePartitions if v8 else mod.OffsetFetchResponsePartition
-    group_code = sec.refused(broker, "Describe", "Group", group)
+    group_code = sec.refused(ctx, "Describe", "Group", group)
     if group_code and head.api_version >= 2:  # Kafka: the group's code alone, no topics
         return group_code, ()
     asked = None if asked_topics is None else \
         [(t.name, p) for t in asked_topics for p in t.partition_indexes]
-    hub = broker.hub()
+    hub = ctx.hub()
     code, committed = codes.NONE, {}
     if not group_code:
         try:
@@ -133,7 +133,7 @@ async def _fetch_group(broker: KafkaContext, head: Header, mod: Any, group: str,
     by_topic: dict[str, list[int]] = {}
     for t, p in (asked if asked is not None else sorted(committed)):
         by_topic.setdefault(t, []).append(p)
-    denied = _denied(broker, "Describe", group, list(by_topic), group_code)
+    denied = _denied(ctx, "Describe", group, list(by_topic), group_code)
     topics = tuple(make(topic_cls, name=t, partitions=tuple(
         make(part_cls, partition_index=p,
              committed_offset=-1 if denied[t] else committed.get((t, p), -1),
@@ -142,24 +142,24 @@ async def _fetch_group(broker: KafkaContext, head: Header, mod: Any, group: str,
     return code, topics
 
 
-def _denied(broker: KafkaContext, operation: str, group: str, topics: list[str],
+def _denied(ctx: KafkaContext, operation: str, group: str, topics: list[str],
             group_code: int | None = None) -> dict[str, int]:
     """Topic -> 0, or Kafka's code of a denial: the group's (``operation`` on the group,
     or ``group_code`` when given) for every topic, else TOPIC_AUTHORIZATION_FAILED for
     those without ``operation`` on them."""
     if group_code is None:
-        group_code = sec.refused(broker, operation, "Group", group)
-    return {t: group_code or sec.refused(broker, operation, "Topic", t) for t in topics}
+        group_code = sec.refused(ctx, operation, "Group", group)
+    return {t: group_code or sec.refused(ctx, operation, "Topic", t) for t in topics}
 
 
-async def describe_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_groups(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """State, strategy and members (subscription and assignment as the consumer
     protocol's bytes) of each group; a group nobody knows is ``Dead``, as in Kafka."""
     mod = response_module(15, head.api_version)
-    hub = broker.hub()
+    hub = ctx.hub()
     out = []
     for group in req.groups:
-        denied = sec.refused(broker, "Describe", "Group", group)
+        denied = sec.refused(ctx, "Describe", "Group", group)
         if denied:
             out.append(_described(mod, group, denied, "", "", ()))
             continue
@@ -185,7 +185,7 @@ async def describe_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
     if getattr(req, "include_authorized_operations", False):  # KIP-430, for those allowed
         out = [g if g.error_code == error(sec.GROUP_AUTHORIZATION_FAILED) else
                dataclasses.replace(g, authorized_operations=authorized_operations(
-                   broker, "Group", g.group_id)) for g in out]
+                   ctx, "Group", g.group_id)) for g in out]
     return make(mod.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 
@@ -197,19 +197,19 @@ def _described(mod: Any, group: str, code: int, state: str, strategy: str,
                 authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-async def list_groups(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def list_groups(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Every group with members here or a document in the store (v4: ``states_filter``)
     that the principal may describe (module doc)."""
     mod = response_module(16, head.api_version)
-    hub = broker.hub()
+    hub = ctx.hub()
     try:  # both take the coordinator's lock, which a store write may hold: off the loop
         names, live = await hub.run(lambda: (hub.coordinator.groups(),
                                              set(hub.coordinator.live_groups())))
         code = codes.NONE
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         names, live, code = [], set(), failed_code(e, "ListGroups")
-    if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):  # Kafka's rule
-        names = [n for n in names if sec.allowed(broker, "Describe", "Group", n)]
+    if not sec.allowed(ctx, "Describe", "Cluster", sec.CLUSTER_NAME):  # Kafka's rule
+        names = [n for n in names if sec.allowed(ctx, "Describe", "Group", n)]
     wanted = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     kinds = {s.lower() for s in getattr(req, "types_filter", ()) or ()}
     types = await hub.run(hub.consumer_members.types, names) if head.api_version >= 5 else {}

@@ -107,8 +107,8 @@ class KafkaListener:
     """``await KafkaListener.start(state)`` (None when no listener is configured);
     ``await listener.close()`` stops accepting and ends every connection."""
 
-    def __init__(self, broker: KafkaContext, gateway: Any, security: sec.ListenerSecurity):
-        self.broker, self.security = broker, security
+    def __init__(self, ctx: KafkaContext, gateway: Any, security: sec.ListenerSecurity):
+        self.context, self.security = ctx, security
         self.max_request_bytes = gateway.socket_request_max_bytes
         self.idle_s = gateway.kafka_connections_max_idle_ms / 1000
         self.read_timeout_s = gateway.request_read_timeout_ms / 1000
@@ -119,9 +119,9 @@ class KafkaListener:
         self.handlers = _handlers()
         #: what ApiVersions offers and requests may use: ours and the group APIs'
         self.offered = offered(sasl=security.login is not None)
-        broker.offered = self.offered
+        ctx.offered = self.offered
         #: the HTTP side's byte-rate quotas (None: off), shared by both protocols
-        self.quotas = broker.gateway.quotas
+        self.quotas = ctx.gateway.quotas
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[asyncio.Task] = set()
 
@@ -142,11 +142,11 @@ class KafkaListener:
         self.server = await asyncio.start_server(self._connection, host, port, backlog=1024,
                                                  ssl=security.ssl_context)
         bound = self.server.sockets[0].getsockname()[1]
-        if self.broker.port == 0:  # an ephemeral listener advertises the port it got
-            self.broker.port = bound
-        admin_brokers.register(self.broker)
+        if self.context.port == 0:  # an ephemeral listener advertises the port it got
+            self.context.port = bound
+        admin_brokers.register(self.context)
         logger.info("Kafka protocol listener on %s://%s:%d (clients told %s:%d)", scheme, host,
-                    bound, self.broker.host, self.broker.port)
+                    bound, self.context.host, self.context.port)
         return self
 
     async def close(self) -> None:
@@ -292,8 +292,8 @@ class KafkaListener:
                 raise _CloseAfter(encode_response(head, body))
         else:
             # the APIs without checks of their own: a refusal answers instead of the handler
-            body = acl_gate.check(self.broker, who, head, req) \
-                or await self.handlers[head.api_key](self.broker, head, req)
+            body = acl_gate.check(self.context, who, head, req) \
+                or await self.handlers[head.api_key](self.context, head, req)
         handled = time.monotonic()
         data = None if body is None else encode_response(head, body)
         mute_ms = throttle.record(self.quotas, who.principal, head, len(frame),
@@ -302,7 +302,7 @@ class KafkaListener:
                                                       time.monotonic()))
         if mute_ms and body is not None:
             if head.api_key == API_FETCH:  # withheld, as Kafka: its bytes taken back off
-                body = fetch.throttled(self.broker, req, body)
+                body = fetch.throttled(self.context, req, body)
                 throttle.withheld(self.quotas, who.principal, head, len(data))
             data = encode_response(head, throttle.stamped(body, mute_ms))
         return data, mute_ms, mute_ms > 0 and throttle.holds_answer(head)

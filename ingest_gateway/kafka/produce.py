@@ -58,14 +58,14 @@ logger = logging.getLogger("sparklog.gateway.kafka")
 Outcome = tuple[str, int, int, int, str | None]
 
 
-async def produce(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def produce(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """The Produce handler of requests without a transactional id; None at acks=0 (no
     answer is sent)."""
     acks = int(req.acks)
     refused = acks_refusal(head, req)
     if refused is not None:
         return refused
-    results = await asyncio.gather(*(_partition(broker, t.name, p.index, p.records, acks)
+    results = await asyncio.gather(*(_partition(ctx, t.name, p.index, p.records, acks)
                                      for t in req.topic_data for p in t.partition_data))
     return answer(head, acks, results)
 
@@ -101,24 +101,24 @@ def answer(head: Header, acks: int, results: list[Outcome]) -> Any:
     return make(mod.ProduceResponse, responses=topics, throttle_time=ZERO)
 
 
-async def _partition(broker: KafkaContext, topic: str, partition: int, data: bytes | None,
+async def _partition(ctx: KafkaContext, topic: str, partition: int, data: bytes | None,
                      acks: int) -> Outcome:
     """One partition's outcome."""
-    if not sec.allowed(broker, "Write", "Topic", topic):  # Kafka's ACL for Produce
+    if not sec.allowed(ctx, "Write", "Topic", topic):  # Kafka's ACL for Produce
         return topic, partition, sec.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized to write"
     base = -1
     try:
         raw = bytes(data or b"")
         batches = records.decode_batches(
-            raw, max_bytes=broker.settings.gateway.max_uncompressed_request_size)
-        cache = broker.tail_cache if acks == -1 else None  # kept once committed
+            raw, max_bytes=ctx.settings.gateway.max_uncompressed_request_size)
+        cache = ctx.tail_cache if acks == -1 else None  # kept once committed
         frames = tail_cache.frames(raw) if cache is not None else ()
         for i, b in enumerate(batches):
             if b.is_transactional or b.is_control:
                 return topic, partition, codes.INVALID_REQUEST, -1, \
                     "a transactional or control batch in a Produce without a transactional id"
             idempotent = b.producer_id >= 0
-            result = await broker.batcher.produce(
+            result = await ctx.batcher.produce(
                 topic, Parsed({partition: b.table}), acks=acks,
                 producer=(b.producer_id, b.producer_epoch) if idempotent else None,
                 sequences={partition: b.base_sequence} if idempotent else None)
@@ -128,7 +128,7 @@ async def _partition(broker: KafkaContext, topic: str, partition: int, data: byt
             if base < 0 and r.base_offset is not None:
                 base = r.base_offset
             if cache is not None and r.base_offset is not None:
-                _cache(broker, cache, topic, partition, r.base_offset, b, frames[i])
+                _cache(ctx, cache, topic, partition, r.base_offset, b, frames[i])
         return topic, partition, codes.NONE, base, None
     except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
         code = codes.code_of(e)
@@ -137,13 +137,13 @@ async def _partition(broker: KafkaContext, topic: str, partition: int, data: byt
         return topic, partition, code, -1, str(e)
 
 
-def _cache(broker: KafkaContext, cache: tail_cache.TailCache, topic: str, partition: int,
+def _cache(ctx: KafkaContext, cache: tail_cache.TailCache, topic: str, partition: int,
            base: int, batch: records.DecodedBatch, raw: memoryview) -> None:
     """Keep a committed batch in the tail cache, under the topic's id and the leader
     epoch this gateway writes the partition at (not writing it: not kept)."""
     try:  # the records are committed: nothing here may turn that into an error
-        state = broker.batcher.writing(topic, partition)
-        info = broker.metadata.topic(topic)
+        state = ctx.batcher.writing(topic, partition)
+        info = ctx.metadata.topic(topic)
     except Exception:  # noqa: BLE001 - e.g. the topic deleted since: not kept
         return
     if state is None or info.config.message_timestamp_type != "CreateTime":
@@ -167,11 +167,11 @@ class _Named:
 
 def by_topic_id(inner: Handler) -> Handler:
     """The Produce handler ``inner`` (by name) served for v13 too (module doc)."""
-    async def handle(broker: KafkaContext, head: Header, req: Any) -> Any:
+    async def handle(ctx: KafkaContext, head: Header, req: Any) -> Any:
         if head.api_version <= BY_NAME:
-            return await inner(broker, head, req)
+            return await inner(ctx, head, req)
         ids = {t.topic_id for t in req.topic_data if t.topic_id is not None}
-        names = await broker.hub().run(names_by_id, broker, ids)
+        names = await ctx.hub().run(names_by_id, ctx, ids)
         known = tuple(_Named(names[t.topic_id], t.partition_data) for t in req.topic_data
                       if t.topic_id in names)
         unknown = [(t.topic_id, p.index) for t in req.topic_data if t.topic_id not in names
@@ -180,7 +180,7 @@ def by_topic_id(inner: Handler) -> Handler:
             raise ProtocolError(f"a Produce at acks=0 names {len(unknown)} partitions of "
                                 "unknown topic ids")
         named = dataclasses.replace(head, api_version=BY_NAME)
-        body = await inner(broker, named, dataclasses.replace(req, topic_data=known)) \
+        body = await inner(ctx, named, dataclasses.replace(req, topic_data=known)) \
             if known else answer(named, int(req.acks), [])
         return None if body is None else _by_id(body, {n: i for i, n in names.items()},
                                                 unknown)

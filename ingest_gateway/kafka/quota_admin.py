@@ -85,21 +85,21 @@ def components_of(name: str) -> dict[str, str | None]:
     return out
 
 
-async def describe_client_quotas(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_client_quotas(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_CLIENT_QUOTAS, head.api_version)
 
     def answer(code: int, message: str | None, entries: tuple | None) -> Any:
         return make(mod.DescribeClientQuotasResponse, throttle_time=ZERO,
                     error_code=error(code), error_message=message, entries=entries)
 
-    if not sec.allowed(broker, "DescribeConfigs", "Cluster", sec.CLUSTER_NAME):
+    if not sec.allowed(ctx, "DescribeConfigs", "Cluster", sec.CLUSTER_NAME):
         return answer(sec.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", None)
     try:
         wanted = _filter(req.components)
     except _Refused as e:
         return answer(codes.INVALID_REQUEST, str(e), None)
     try:
-        found = await security_admin.describe_quotas(broker.gateway)
+        found = await security_admin.describe_quotas(ctx.gateway)
     except Exception as e:  # noqa: BLE001 - the request's error
         logger.warning("DescribeClientQuotas failed: %s", e)
         return answer(codes.code_of(e), "the quotas could not be read", None)
@@ -147,9 +147,9 @@ def _matches(parts: dict[str, str | None], wanted: dict[str, tuple[int, str | No
     return True
 
 
-async def alter_client_quotas(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def alter_client_quotas(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_CLIENT_QUOTAS, head.api_version)
-    allowed = sec.allowed(broker, "AlterConfigs", "Cluster", sec.CLUSTER_NAME)
+    allowed = sec.allowed(ctx, "AlterConfigs", "Cluster", sec.CLUSTER_NAME)
     results = []
     for entry in req.entries:
         code, message = codes.NONE, None
@@ -159,7 +159,7 @@ async def alter_client_quotas(broker: KafkaContext, head: Header, req: Any) -> A
             try:
                 who, add, delete = _alteration(entry)
                 if not req.validate_only:
-                    await security_admin.alter_quotas(broker.gateway, who, add=add,
+                    await security_admin.alter_quotas(ctx.gateway, who, add=add,
                                                       delete=delete)
             except _Refused as e:
                 code, message = codes.INVALID_REQUEST, str(e)

@@ -67,10 +67,10 @@ def _name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
     return None
 
 
-async def alter_user_scram_credentials(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def alter_user_scram_credentials(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_ALTER_USER_SCRAM_CREDENTIALS, head.api_version)
     errors: dict[str, tuple[int, str | None]] = {}  # per user: its first refusal
-    if not sec.allowed(broker, "Alter", "Cluster", sec.CLUSTER_NAME):
+    if not sec.allowed(ctx, "Alter", "Cluster", sec.CLUSTER_NAME):
         for item in (*req.deletions, *req.upsertions):
             errors[item.name] = (sec.CLUSTER_AUTHORIZATION_FAILED, None)
         return _alter_answer(mod, [], errors)
@@ -104,7 +104,7 @@ async def alter_user_scram_credentials(broker: KafkaContext, head: Header, req: 
     if names:
         try:
             missing = await security_admin.alter_credentials(
-                broker.gateway, upsert=upserts, delete=set(deletions))
+                ctx.gateway, upsert=upserts, delete=set(deletions))
         except Exception as e:  # noqa: BLE001 - every user of the request is answered
             logger.warning("AlterUserScramCredentials failed: %s", e)
             code = codes.code_of(e)
@@ -133,17 +133,17 @@ def _alter_answer(mod: Any, done: list[str], errors: dict[str, tuple[int, str | 
                 results=tuple(results))
 
 
-async def describe_user_scram_credentials(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def describe_user_scram_credentials(ctx: KafkaContext, head: Header, req: Any) -> Any:
     mod = response_module(API_DESCRIBE_USER_SCRAM_CREDENTIALS, head.api_version)
 
     def answer(code: int, message: str | None, results: tuple = ()) -> Any:
         return make(mod.DescribeUserScramCredentialsResponse, throttle_time=ZERO,
                     error_code=error(code), error_message=message, results=results)
 
-    if not sec.allowed(broker, "Describe", "Cluster", sec.CLUSTER_NAME):
+    if not sec.allowed(ctx, "Describe", "Cluster", sec.CLUSTER_NAME):
         return answer(sec.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
-        found = await security_admin.describe_credentials(broker.gateway)
+        found = await security_admin.describe_credentials(ctx.gateway)
     except Exception as e:  # noqa: BLE001 - the request's error
         logger.warning("DescribeUserScramCredentials failed: %s", e)
         return answer(codes.code_of(e), "the credentials could not be read")

@@ -26,7 +26,7 @@ Authorization: handlers call :func:`allowed` (or :func:`refused`, for Kafka's er
 of a denial) with Kafka's operation and resource type
 ("Operations and Resources on Protocols"); the principal and client address of the
 request being handled are in a context variable set by the listener per request, so
-handlers keep their ``(broker, head, request)`` signature. Without the authorizer,
+handlers keep their ``(ctx, head, request)`` signature. Without the authorizer,
 everything is allowed.
 """
 
@@ -136,11 +136,11 @@ class ListenerSecurity:
             self.login.close()
 
 
-def allowed(broker: Any, operation: str, resource_type: str, name: str) -> bool:
+def allowed(ctx: Any, operation: str, resource_type: str, name: str) -> bool:
     """Whether the request being handled (:data:`CURRENT`) may do ``operation`` on the
     ``resource_type`` named ``name`` (names as ``log_layout.acls``: ``Write``,
     ``Topic``); True when the gateway has no authorizer."""
-    authorizer = broker.gateway.authorizer
+    authorizer = ctx.gateway.authorizer
     if authorizer is None:
         return True
     who = CURRENT.get()
@@ -156,14 +156,14 @@ class Denied(PermissionError):
         super().__init__(f"{resource_type.replace('Id', ' Id')} authorization failed.")
 
 
-def check(broker: Any, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> None:
+def check(ctx: Any, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> None:
     """Raises :class:`Denied` unless :func:`allowed`."""
-    if not allowed(broker, operation, resource_type, name):
+    if not allowed(ctx, operation, resource_type, name):
         raise Denied(resource_type)
 
 
-def refused(broker: Any, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> int:
+def refused(ctx: Any, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> int:
     """0 when :func:`allowed`, else Kafka's error code of a denial on ``resource_type``
     (:data:`CODES`: TOPIC_AUTHORIZATION_FAILED for a Topic, ...); ``name`` defaults to
     the cluster's."""
-    return 0 if allowed(broker, operation, resource_type, name) else CODES[resource_type]
+    return 0 if allowed(ctx, operation, resource_type, name) else CODES[resource_type]

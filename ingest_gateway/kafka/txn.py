@@ -120,34 +120,34 @@ def code_of(e: BaseException, head: Header) -> int:
     return code
 
 
-async def _run(broker: KafkaContext, fn: Any, *args: Any, **kwargs: Any) -> Any:
+async def _run(ctx: KafkaContext, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn`` on the batcher's pool: every coordinator call reads and writes the store."""
-    return await broker.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
+    return await ctx.batcher.run_blocking(functools.partial(fn, *args, **kwargs))
 
 
-async def find_coordinator(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def find_coordinator(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """Key type 1 (transactional ids): this gateway (module doc); groups: ``groups``'."""
     if getattr(req, "key_type", 0) != KEY_TYPE_TRANSACTION:
-        return await groups.find_coordinator(broker, head, req)
+        return await groups.find_coordinator(ctx, head, req)
     mod = response_module(API_FIND_COORDINATOR, head.api_version)
     keys = list(req.coordinator_keys) if hasattr(req, "coordinator_keys") else [req.key]
     found = []
     for key in keys:
         try:
             validate_topic_name(key)
-            found.append((key, broker.node_id, broker.host, broker.port, codes.NONE, None))
+            found.append((key, ctx.node_id, ctx.host, ctx.port, codes.NONE, None))
         except InvalidTopicName as e:
             found.append((key, -1, "", -1, codes.INVALID_REQUEST, str(e)))
     return groups.coordinator_answer(mod, found)
 
 
-async def init_producer_id(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def init_producer_id(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """With a ``transactional_id``: ``transaction_service.init`` (a new epoch,
     fencing the older producer, its open transaction aborted); without: an idempotent
     producer id, as ``broker.init_producer_id``."""
     tid = req.transactional_id
     if tid is None:
-        return await admin_topics.init_producer_id(broker, head, req)
+        return await admin_topics.init_producer_id(ctx, head, req)
     mod = response_module(API_INIT_PRODUCER_ID, head.api_version)
     pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
     timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
@@ -155,7 +155,7 @@ async def init_producer_id(broker: KafkaContext, head: Header, req: Any) -> Any:
         return _init_answer(mod, INVALID_TRANSACTION_TIMEOUT, -1, -1)
     try:
         validate_topic_name(tid)
-        new = await coordinator.init(broker.gateway, tid, timeout_ms, producer_id=pid,
+        new = await coordinator.init(ctx.gateway, tid, timeout_ms, producer_id=pid,
                                      epoch=epoch)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         return _init_answer(mod, code_of(e, head), -1, -1)
@@ -167,18 +167,18 @@ def _init_answer(mod: Any, code: int, pid: int, epoch: int) -> Any:
                 producer_id=pid, producer_epoch=epoch)
 
 
-async def add_partitions(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def add_partitions(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """AddPartitionsToTxn v0-v3: every partition added, or none (each answers the
     same code; an unknown topic or partition is refused before anything is added)."""
     mod = response_module(API_ADD_PARTITIONS, head.api_version)
     tid = req.v3_and_below_transactional_id
     pairs = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
-    denied = _add_denied(broker, tid, [t.name for t in req.v3_and_below_topics])
+    denied = _add_denied(ctx, tid, [t.name for t in req.v3_and_below_topics])
     code = OPERATION_NOT_ATTEMPTED if any(denied.values()) else codes.NONE
     try:
         if code == codes.NONE:
             validate_topic_name(tid)
-            await coordinator.add_partitions(broker.gateway, tid, req.v3_and_below_producer_id,
+            await coordinator.add_partitions(ctx.gateway, tid, req.v3_and_below_producer_id,
                                              req.v3_and_below_producer_epoch, pairs)
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = code_of(e, head)
@@ -190,13 +190,13 @@ async def add_partitions(broker: KafkaContext, head: Header, req: Any) -> Any:
                 results_by_topic_v3_and_below=results)
 
 
-def _add_denied(broker: KafkaContext, tid: str, topics: list[str]) -> dict[str, int]:
+def _add_denied(ctx: KafkaContext, tid: str, topics: list[str]) -> dict[str, int]:
     """Topic -> 0 or Kafka's code of a denial for AddPartitionsToTxn (module doc)."""
-    txn_code = sec.refused(broker, "Write", "TransactionalId", tid)
-    return {t: txn_code or sec.refused(broker, "Write", "Topic", t) for t in topics}
+    txn_code = sec.refused(ctx, "Write", "TransactionalId", tid)
+    return {t: txn_code or sec.refused(ctx, "Write", "Topic", t) for t in topics}
 
 
-async def add_offsets(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def add_offsets(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """AddOffsetsToTxn: the group joins the transaction (offsets follow by
     TxnOffsetCommit)."""
     mod = response_module(API_ADD_OFFSETS, head.api_version)
@@ -204,7 +204,7 @@ async def add_offsets(broker: KafkaContext, head: Header, req: Any) -> Any:
     try:
         validate_topic_name(req.transactional_id)
         validate_group_id(req.group_id)
-        await coordinator.add_offsets(broker.gateway, req.transactional_id, req.producer_id,
+        await coordinator.add_offsets(ctx.gateway, req.transactional_id, req.producer_id,
                                       req.producer_epoch, req.group_id, {})
     except Exception as e:  # noqa: BLE001 - every failure is an error code
         code = _group_code(e, head)
@@ -215,21 +215,21 @@ def _group_code(e: BaseException, head: Header) -> int:
     return INVALID_GROUP_ID if isinstance(e, InvalidGroupId) else code_of(e, head)
 
 
-async def txn_offset_commit(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def txn_offset_commit(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """TxnOffsetCommit: the offsets are pending in the transaction until EndTxn commits
     them (``transaction_service.add_offsets``, as the HTTP route); all or nothing (of the
     topics the principal may commit: module doc)."""
     mod = response_module(API_TXN_OFFSET_COMMIT, head.api_version)
-    whole = sec.refused(broker, "Write", "TransactionalId", req.transactional_id) \
-        or sec.refused(broker, "Read", "Group", req.group_id)
-    denied = {t.name: whole or sec.refused(broker, "Read", "Topic", t.name) for t in req.topics}
+    whole = sec.refused(ctx, "Write", "TransactionalId", req.transactional_id) \
+        or sec.refused(ctx, "Read", "Group", req.group_id)
+    denied = {t.name: whole or sec.refused(ctx, "Read", "Topic", t.name) for t in req.topics}
     offsets: dict[str, dict[int, int]] = {}
     for t in req.topics:
         for p in t.partitions if not denied[t.name] else ():
             offsets.setdefault(t.name, {})[p.partition_index] = p.committed_offset
     code = codes.NONE
     if not whole and (offsets or not req.topics):  # else nothing this principal may add
-        code = await _add_txn_offsets(broker, head, req, offsets)
+        code = await _add_txn_offsets(ctx, head, req, offsets)
     topics = tuple(make(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
         make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
              error_code=error(denied[t.name] or code)) for p in t.partitions))
@@ -237,7 +237,7 @@ async def txn_offset_commit(broker: KafkaContext, head: Header, req: Any) -> Any
     return make(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=topics)
 
 
-async def _add_txn_offsets(broker: KafkaContext, head: Header, req: Any,
+async def _add_txn_offsets(ctx: KafkaContext, head: Header, req: Any,
                            offsets: dict[str, dict[int, int]]) -> int:
     """``transaction_service.add_offsets`` of a TxnOffsetCommit; its error code."""
     try:
@@ -248,11 +248,11 @@ async def _add_txn_offsets(broker: KafkaContext, head: Header, req: Any,
             if any(o < 0 for o in parts.values()):
                 raise _BadOffset(topic)
         # KIP-447: the consumer's member and generation (v3+) must still be the group's
-        await _run(broker, check_txn_committer, broker.gateway.hub().coordinator,
+        await _run(ctx, check_txn_committer, ctx.gateway.hub().coordinator,
                    req.group_id, getattr(req, "member_id", "") or "",
                    getattr(req, "generation_id", -1),
                    getattr(req, "group_instance_id", None))
-        await coordinator.add_offsets(broker.gateway, req.transactional_id, req.producer_id,
+        await coordinator.add_offsets(ctx.gateway, req.transactional_id, req.producer_id,
                                       req.producer_epoch, req.group_id, offsets)
     except _BadOffset:
         return codes.INVALID_REQUEST
@@ -266,7 +266,7 @@ class _BadOffset(ValueError):
         super().__init__(f"a negative offset for topic {topic!r}")
 
 
-async def end_txn(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def end_txn(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """EndTxn: commit or abort, as ``POST /v3/transactions/{id}:commit|abort``; v5+
     (transactions v2, KIP-890) moves the producer to the next epoch and answers it."""
     mod = response_module(API_END_TXN, head.api_version)
@@ -274,7 +274,7 @@ async def end_txn(broker: KafkaContext, head: Header, req: Any) -> Any:
     try:
         validate_topic_name(req.transactional_id)
         pid, epoch = await end_transaction(
-            broker.gateway, req.transactional_id, req.producer_id, req.producer_epoch,
+            ctx.gateway, req.transactional_id, req.producer_id, req.producer_epoch,
             bool(req.committed), bump=head.api_version >= TV2_END_TXN,
             bound_markers=True)  # Kafka's transactional producers send at acks=all
     except Exception as e:  # noqa: BLE001 - every failure is an error code

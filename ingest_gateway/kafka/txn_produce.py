@@ -47,44 +47,44 @@ class _NotTransactional(ValueError):
         super().__init__(f"a transactional Produce carries {why}")
 
 
-async def produce(broker: KafkaContext, head: Header, req: Any) -> Any:
+async def produce(ctx: KafkaContext, head: Header, req: Any) -> Any:
     """The Produce handler: transactional requests here, the others ``produce``'s."""
     tid = req.transactional_id
     if tid is None:
-        return await plain.produce(broker, head, req)
+        return await plain.produce(ctx, head, req)
     refused = plain.acks_refusal(head, req)
     if refused is not None:
         return refused
     acks = int(req.acks)
     implicit = head.api_version >= TV2_PRODUCE
     results = await asyncio.gather(*(
-        _partition(broker, tid, t.name, p.index, p.records, acks, implicit)
+        _partition(ctx, tid, t.name, p.index, p.records, acks, implicit)
         for t in req.topic_data for p in t.partition_data))
     return plain.answer(head, acks, results)
 
 
-async def _partition(broker: KafkaContext, tid: str, topic: str, partition: int,
+async def _partition(ctx: KafkaContext, tid: str, topic: str, partition: int,
                      data: bytes | None, acks: int, implicit: bool = False) -> plain.Outcome:
     """One partition's outcome (``produce.Outcome``); ``implicit``: the partition joins
     the transaction first (transactions v2, module doc)."""
     # Kafka's ACLs for a transactional Produce: Write on the transactional id and topic
-    if not sec.allowed(broker, "Write", "TransactionalId", tid):
+    if not sec.allowed(ctx, "Write", "TransactionalId", tid):
         return (topic, partition, sec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
                 "not authorized to write with this transactional id")
-    if not sec.allowed(broker, "Write", "Topic", topic):
+    if not sec.allowed(ctx, "Write", "Topic", topic):
         return topic, partition, sec.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized to write"
     base = -1
     try:
         batches = records.decode_batches(
-            bytes(data or b""), max_bytes=broker.settings.gateway.max_uncompressed_request_size)
+            bytes(data or b""), max_bytes=ctx.settings.gateway.max_uncompressed_request_size)
         for b in batches:
             if b.is_control or not b.is_transactional or b.producer_id < 0:
                 raise _NotTransactional("a control batch" if b.is_control else
                                         "a batch that is not transactional")
             if implicit:
-                await _join(broker, tid, b.producer_id, b.producer_epoch, topic, partition)
+                await _join(ctx, tid, b.producer_id, b.producer_epoch, topic, partition)
                 implicit = False
-            result = await broker.batcher.produce(
+            result = await ctx.batcher.produce(
                 topic, Parsed({partition: b.table}), acks=acks,
                 producer=(b.producer_id, b.producer_epoch),
                 sequences={partition: b.base_sequence}, transactional_id=tid)
@@ -105,9 +105,9 @@ async def _partition(broker: KafkaContext, tid: str, topic: str, partition: int,
         return topic, partition, code, -1, str(e)
 
 
-async def _join(broker: KafkaContext, tid: str, producer_id: int, epoch: int, topic: str,
+async def _join(ctx: KafkaContext, tid: str, producer_id: int, epoch: int, topic: str,
                 partition: int) -> None:
     """Add ``topic``-``partition`` to the producer's transaction (transactions v2).
     Raises UnknownPartition, ProducerFenced, InvalidTxnState, StoreError."""
-    await coordinator.add_partitions(broker.gateway, tid, producer_id, epoch,
+    await coordinator.add_partitions(ctx.gateway, tid, producer_id, epoch,
                                      [(topic, partition)])
