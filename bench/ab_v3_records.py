@@ -7,8 +7,12 @@ anything. Each pair starts a gateway from this tree and one from ``--base`` in t
 /v3/clusters/{c}/topics/bench/records`` with one record per request (a BINARY key, a
 STRING value of 100 bytes, one header), acks=all, over ``--connections`` keep-alive
 connections, closed loop. The ratio is the median of the pairs' ratios (ours / base).
+On a loaded machine those pairs scatter widely; ``--micro`` times just the route's
+per-record work (``json.loads`` and ``v3_records._record``) of both trees in one process,
+alternately, best of many rounds, which a shared machine disturbs far less.
 
     python bench/ab_v3_records.py --base HEAD --pairs 3 --seconds 5
+    python bench/ab_v3_records.py --base 7102814 --micro
 """
 
 from __future__ import annotations
@@ -61,13 +65,52 @@ def one_side(tree: str, seconds: float, connections: int) -> float:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def micro(base: str, rounds: int = 40, number: int = 5000) -> tuple[float, float]:
+    """(base, ours) best seconds per record of ``json.loads`` + ``v3_records._record`` on a
+    one-record body, ``base`` being the commit whose ``v3_records.py`` is loaded beside
+    this tree's (the modules it imports are this tree's)."""
+    import importlib.util
+    import subprocess
+    import timeit
+
+    from ingest_gateway.http import v3_records as ours
+
+    source = subprocess.run(["git", "show", f"{base}:ingest_gateway/http/v3_records.py"],
+                            cwd=TREE, check=True, capture_output=True, text=True).stdout
+    path = os.path.join(tempfile.mkdtemp(prefix="sparklog-v3-micro-"), "base_v3_records.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location("base_v3_records", path)
+    theirs = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = theirs  # dataclasses look their module up
+    spec.loader.exec_module(theirs)
+    body = json.dumps({"key": {"type": "BINARY", "data": "a2V5"},
+                       "value": {"type": "STRING", "data": "x" * 100},
+                       "headers": [{"name": "h", "value": "dg=="}]})
+    best = {"base": float("inf"), "ours": float("inf")}
+    for _ in range(rounds):
+        for name, mod in (("base", theirs), ("ours", ours)):
+            t = timeit.timeit(lambda: mod._record("record 0", json.loads(body), "t", 4),
+                              number=number) / number
+            best[name] = min(best[name], t)
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    return best["base"], best["ours"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="HEAD", help="the commit to compare against")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--micro", action="store_true", help="the per-record work only")
     args = parser.parse_args(argv)
+    if args.micro:
+        theirs, mine = micro(args.base)
+        print(f"v3 record check and encoding against {args.base}: ours {mine * 1e6:.2f} us, "
+              f"base {theirs * 1e6:.2f} us per record, ours/base {mine / theirs:.3f}, "
+              f"load {os.getloadavg()[0]:.2f}")
+        return 0
     base = base_tree(args.base)
     ratios, ours, theirs = [], [], []
     for i in range(args.pairs):
