@@ -13,8 +13,8 @@ state at an offset, then the log after it), one **checkpoint** per journal::
 replaced whole (``Store.put_replace``: atomic on every store, so a writer killed
 while writing it leaves the one before or none) once ``gateway.hot.checkpoint.
 interval.entries`` entries were committed since the last, and their bytes are at
-least 1/:data:`BYTES_RATIO` of the last checkpoint's (a checkpoint never costs more
-than :data:`BYTES_RATIO` times the entries it saves reading). A new reader reads it
+least 1/:data:`BYTES_RATIO` of the last checkpoint's (so checkpoints cost at most
+about :data:`BYTES_RATIO` times the journal's entry bytes). A new reader reads it
 (one GET, shared by every partition of the journal in the process) and then only
 the entries from its ``end`` on.
 
@@ -33,8 +33,9 @@ It stands for entries ``F`` to ``N - 1``: every seal in them (topic, id, partiti
 the epoch sealed at, the entry's number) and, for each partition's lines at one topic
 id and leader epoch (a **stream**), one row per entry with a line: its number, how
 many segments it added, and the partition's next offset and log start offset after
-it. Older sparklogs never read the file (it is no entry: ``paths.hot_entry_seq``
-does not match it) and sweep around it.
+it. ``format`` and ``kind`` are its version marker: a reader takes only format 1 (any
+other is refused, and the entries read). Older sparklogs never read the file (it is
+no entry: ``paths.hot_entry_seq`` does not match it); their sweeper leaves it.
 
 A reader at ``hot_from`` = ``h`` takes it only when ``F <= h < N`` (else it reads the
 entries, as before). The merge is the entries' merge, done from the rows: the rows
@@ -48,9 +49,9 @@ writer is fenced) is read from the entries.
 
 **Verified, never trusted blindly.** A checkpoint that does not parse, fails its
 CRC, names another journal, ends with an entry that is not there, or whose rows,
-seals or segments do not add up is :class:`CorruptHotCheckpoint`; ``hot_state.merge`` then reads the entries instead
-(it only saves reads: the entries are the truth, and a reader never gets a record
-from a checkpoint it could not get from them). **Fenced**: it is a function of
+seals or segments do not add up is :class:`CorruptHotCheckpoint`; ``hot_state.merge``
+then reads the entries instead (it only saves reads: the entries are the truth, and
+a reader never gets a record from a checkpoint it could not get from them). **Fenced**: it is a function of
 committed entries, which never change, so a fenced or frozen writer's checkpoint
 is still right about them; it holds nothing from an entry after ``N``, so the
 seals after it are read from the entries. (The CRC finds damage, not forgery: the
