@@ -362,3 +362,32 @@ def test_measure_a_new_direct_readers_first_read_after_2000_flushes(backend, req
               f"store calls, {took * 1000:.0f} ms")
     assert figures["checkpoint"][0] + figures["checkpoint"][1] <= CHECKPOINT_ENTRIES + 1
     assert figures["entries only (before)"][0] == FLUSHES + 1
+
+
+def test_a_checkpoint_over_its_segment_cap_drops_its_oldest_rows_and_readers_still_read_all(
+        hot, store, monkeypatch):
+    log, journal, writers = hot
+    monkeypatch.setattr(hot_checkpoint, "MAX_SEGMENTS", 10)
+    for r in range(2 * K):
+        _round(writers, f"r{r}")
+    journal.close()
+    journal.checkpoints.write(force=True)
+    path = hot_checkpoint.checkpoint_path(journal.name)
+    cp = hot_checkpoint.decode(log.store.read(path), path, journal.name)
+    assert cp.floor > 0 and cp.end == journal.next_seq
+    assert sum(r[1] for s in cp.streams.values() for r in s.rows) <= 10
+    # readers from before the floor (every partition's hot_from is 0) read the entries
+    reader, counting = _fresh(store)
+    for p in range(PARTITIONS):
+        assert _values(reader, p) == [f"r{r}-{p}".encode() for r in range(2 * K)]
+    assert reader.journals.stats["checkpoint_merges"] == 0
+    assert counting.calls["read entry"] >= journal.next_seq
+
+
+def test_a_checkpoint_waits_until_the_entries_since_are_worth_a_quarter_of_it():
+    b = hot_checkpoint.Builder("gw-a-0123456789abcdef")
+    b.last_bytes = 4000
+    b.entries_since, b.bytes_since = K, 999
+    assert not b.due(K)  # 999 B of entries would cost a 4,000 B checkpoint
+    b.bytes_since = 1000
+    assert b.due(K) and not b.due(K + 1) and not b.due(0)
