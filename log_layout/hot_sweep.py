@@ -18,7 +18,9 @@ partitions, so no partition's vacuum deletes one (``vacuum`` only drops it from 
   could take and believe itself committed. After :data:`LAST_ENTRY_KEEP_MS` a journal
   no partition follows goes whole.
 * a journal's **checkpoint** (``hot_checkpoint``) drops by itself what entries before
-  the oldest one left added; it goes once no partition follows its journal.
+  the oldest one left added; it goes once no partition follows its journal;
+* a **temp file** (``store.TMP_PREFIX``) a write killed midway left goes once older
+  than ``delay_ms``.
 
 Journal writers commit no object uploaded more than ``hot_writer.STALE_UPLOAD_S``
 ago, which the delay must exceed (:data:`MIN_DELAY_MS`): an object the sweeper
@@ -31,6 +33,7 @@ import dataclasses
 
 from log_layout import hot_checkpoint, paths
 from log_layout.hot_writer import STALE_UPLOAD_S
+from log_layout.store import TMP_PREFIX
 
 #: the least delay the sweeper waits before deleting an unnamed hot file
 MIN_DELAY_MS = int(STALE_UPLOAD_S * 2000)
@@ -94,6 +97,12 @@ def sweep(log, *, now_ms: int, delay_ms: int, dry_run: bool = False) -> SweepRep
                     deleted_bytes += f.size
                 else:
                     kept_entries += 1
+            elif f.name.startswith(TMP_PREFIX):
+                # a temp file of a write killed midway (a checkpoint's replace, an entry's
+                # create on a local store or HDFS): no write takes this long
+                if old:
+                    doomed.append(path)
+                    deleted_bytes += f.size
             elif f.name == hot_checkpoint.NAME:
                 # the checkpoint bounds itself (its floor follows the entries swept);
                 # it goes with its journal: no partition follows it any more

@@ -391,3 +391,15 @@ def test_a_checkpoint_waits_until_the_entries_since_are_worth_a_quarter_of_it():
     assert not b.due(K)  # 999 B of entries would cost a 4,000 B checkpoint
     b.bytes_since = 1000
     assert b.due(K) and not b.due(K + 1) and not b.due(0)
+
+
+def test_a_temp_file_a_killed_write_left_in_a_journal_folder_is_swept_once_old(hot):
+    log, journal, writers = hot
+    _round(writers, "r0")
+    left = f"{paths.journal_folder(journal.name)}/.tmp-0123456789abcdef"
+    log.store.put_new(left, b"half a checkpoint")
+    sweep(log, now_ms=wall_clock_ms(), delay_ms=0)
+    assert log.store.exists(left)  # young: perhaps a write under way
+    sweep(log, now_ms=wall_clock_ms() + 10 * MIN_DELAY_MS, delay_ms=0)
+    assert not log.store.exists(left)
+    assert _values(log, 0) == [b"r0-0"]
