@@ -1,4 +1,23 @@
-"""Fixtures of the gateway tests: a live gateway subprocess per backend (local, S3, HDFS)."""
+"""Fixtures of the gateway tests: a live gateway subprocess per backend (local, S3, HDFS).
+
+Which gateway fixture to use:
+
+- ``shared_gateway`` (tests/conftest.py; ``kafka_gateway`` in kafka/, ``local_gateway`` in
+  tests/jobs/ are the same process): one default gateway, HTTP and Kafka listeners, on a
+  local store, per session (per xdist worker). The first choice for a test that needs
+  just *a* gateway: it names its topics, subjects, groups and transactional ids uniquely
+  (uuid) and asserts nothing about the store as a whole.
+- ``gateway`` (here, module-scoped): a default gateway on a fresh store per backend, for
+  the tests that must run on S3 and HDFS too (commits, reads; ``on_local_store`` keeps a
+  module to the local one), and ``topic`` on it.
+- a module's own module-scoped gateway (``own_kafka_gateway`` in kafka/, or a
+  ``GatewayProcess`` in the module's fixture): when its tests need settings other than
+  the defaults (timeouts, limits, authentication, TLS), or change or count what every
+  user of a store sees: client quotas, ACLs, the registry's global compatibility or
+  mode, global metrics, every topic or subject listed, an empty ``_schemas``.
+- a gateway of the test's own (``with GatewayProcess(...)`` in the test): when the test
+  kills, restarts or reconfigures it, or needs a store that nothing else has touched.
+"""
 
 from __future__ import annotations
 

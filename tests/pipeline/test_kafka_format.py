@@ -8,7 +8,7 @@ And the issue's cross test: one record produced over the Kafka protocol is read 
 over REST, by sparklog's ``Consumer``, by ``format("sparklog")`` and by ``format("kafka")``,
 and the reverse (produced over HTTP).
 
-One gateway for the module; topics are fresh per test. The connector's jars are on every
+The session's shared gateway; topics are fresh per test. The connector's jars are on every
 session's classpath (``pipeline.spark.packages``).
 """
 
@@ -23,8 +23,6 @@ from chispa import assert_df_equality
 
 from ingest_gateway.client import Consumer
 from jobs.gateway_process import wait_for
-from log_layout import open_log
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.pipeline.conftest import read, source_options, ts
 
 pytestmark = pytest.mark.spark
@@ -36,21 +34,15 @@ COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timesta
            "headers"]
 
 
-@pytest.fixture(scope="module")
-def store_url(tmp_path_factory) -> str:
-    return f"file://{tmp_path_factory.mktemp('kafka-format')}"
+@pytest.fixture(scope="session")
+def gateway(shared_gateway):
+    """The session's shared gateway with its Kafka listener (topics are per test)."""
+    return shared_gateway
 
 
-@pytest.fixture(scope="module")
-def gateway(store_url):
-    """One gateway process with its Kafka listener for the module (topics are per test)."""
-    with KafkaGatewayProcess(store_url) as gw:
-        yield gw
-
-
-@pytest.fixture(scope="module")
-def klog(store_url):
-    return open_log(store_url)
+@pytest.fixture(scope="session")
+def klog(shared_log):
+    return shared_log
 
 
 def new_topic(log, partitions: int) -> str:

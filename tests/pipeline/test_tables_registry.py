@@ -14,7 +14,6 @@ from jobs.cli import main
 from log_layout import open_log
 from pipeline import tables
 from pipeline.errors import TableError
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.pipeline.conftest import append
 from tests.pipeline.registry_records import jsonschema, record, register
 
@@ -30,10 +29,10 @@ V3 = record("Click", URL, {"name": "ms", "type": "string"},
             {"name": "ref", "type": ["null", "string"], "default": None})
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('registry-tables')}") as g:
-        yield g
+@pytest.fixture(scope="session")
+def gw(shared_gateway):
+    """The session's shared gateway: subjects and topics here are named uniquely."""
+    return shared_gateway
 
 
 def produce(gw, topic: str, schema: dict, values: list[dict]) -> None:
@@ -74,10 +73,13 @@ def test_avro_topic_becomes_a_typed_table_that_evolves(spark, gw, capsys):
     assert sql(store, f"SELECT url, ms FROM {table} ORDER BY ms", capsys) == [
         {"url": "/a", "ms": 1}, {"url": "/b", "ms": 2}]
     assert spark.table(table).schema["ms"].dataType.simpleString() == "int"
-    # the topic itself, decoded by its subject with --schemas
+    # the topic itself, decoded by its subject with --schemas (the registry is the
+    # session's: v1's id is whatever it was given)
+    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
+    v1 = client.get_version(f"{topic}-value", 1).schema_id
     assert sql(store, f"SELECT value.url, valueSchemaId FROM {topic} ORDER BY offset", capsys,
-               "--schemas") == [{"url": "/a", "valueSchemaId": 1},
-                                {"url": "/b", "valueSchemaId": 1}]
+               "--schemas") == [{"url": "/a", "valueSchemaId": v1},
+                                {"url": "/b", "valueSchemaId": v1}]
 
     # v2: ms widened to long, ref added; the next run evolves the table, then appends
     produce(gw, topic, V2, [{"url": "/c", "ms": 2 ** 40, "ref": "mail"}])
@@ -90,7 +92,6 @@ def test_avro_topic_becomes_a_typed_table_that_evolves(spark, gw, capsys):
         ("key", "string"), ("url", "string"), ("ms", "bigint")]
 
     # v3 (registered under NONE): ms becomes a string, which Delta cannot follow
-    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
     client.set_compatibility(f"{topic}-value", "NONE")
     register(open_log(store), f"{topic}-value", V3)
     with pytest.raises(TableError, match=r"Delta cannot follow \(ms: bigint -> string\)"):

@@ -14,7 +14,6 @@ import uuid
 import pytest
 
 from jobs.cli import main
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.pipeline.conftest import read
 
 protoc = pytest.importorskip("grpc_tools.protoc")
@@ -79,10 +78,10 @@ def multi_pb2(tmp_path_factory):
     return generated(tmp_path_factory, "sparkmulti", "multi", MULTI)
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('registry-pb')}") as g:
-        yield g
+@pytest.fixture(scope="session")
+def gw(shared_gateway):
+    """The session's shared gateway: subjects and topics here are named uniquely."""
+    return shared_gateway
 
 
 def produce(gw, click_pb2, topic: str, values: list[dict]) -> None:

@@ -118,11 +118,10 @@ class DirectMode:
         self.writers.clear()
 
 
-@pytest.fixture(scope="module")
-def gateway_mode(tmp_path_factory):
-    store = str(tmp_path_factory.mktemp("model") / "store")
-    with GatewayProcess(store, settings={"gateway.linger.ms": 2}) as gw:
-        yield GatewayMode(gw, open_log(store))
+@pytest.fixture(scope="session")
+def gateway_mode(shared_gateway, shared_log):
+    """The session's shared gateway (topics and groups here are named uniquely)."""
+    return GatewayMode(shared_gateway, shared_log)
 
 
 @pytest.fixture

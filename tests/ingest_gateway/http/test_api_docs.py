@@ -17,18 +17,16 @@ import re
 import pytest
 
 from ingest_gateway.http.docs import FILES
-from jobs.gateway_process import GatewayProcess
-from log_layout import open_log
 from tests.ingest_gateway.http import browser
 
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    url = str(tmp_path_factory.mktemp("docs") / "store")
-    open_log(url, fsync=False).create_topic("docs-topic", {"partitions": 1})
-    with GatewayProcess(url) as g:
-        yield g
+def gw(shared_gateway, shared_log):
+    """The session's shared gateway, holding a topic (the pages only read)."""
+    if "docs-topic" not in shared_log.topics():
+        shared_log.create_topic("docs-topic", {"partitions": 1})
+    return shared_gateway
 
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])

@@ -32,7 +32,6 @@ from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,  # n
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 from tests.ingest_gateway.consumers import consume  # noqa: E402
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 PROTOBUF_V2 = "application/vnd.kafka.protobuf.v2+json"
 V2 = "application/vnd.kafka.v2+json"
@@ -41,10 +40,10 @@ CLICK = ('syntax = "proto3";\npackage demo;\n'
          '  Referrer referrer = 4;\n  message Referrer { string host = 1; }\n}\n')
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('rest-protobuf')}") as g:
-        yield g
+@pytest.fixture(scope="session")
+def gw(shared_gateway):
+    """The session's shared gateway: subjects and topics here are named uniquely."""
+    return shared_gateway
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,6 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer  # noqa
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 from tests.ingest_gateway.consumers import consume  # noqa: E402
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 AVRO_V2 = "application/vnd.kafka.avro.v2+json"
 JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
@@ -44,10 +43,10 @@ ORDER = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "type"
                     "required": ["id"]})
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('rest-schemas')}") as g:
-        yield g
+@pytest.fixture(scope="session")
+def gw(shared_gateway):
+    """The session's shared gateway: subjects and topics here are named uniquely."""
+    return shared_gateway
 
 
 @pytest.fixture(scope="module")

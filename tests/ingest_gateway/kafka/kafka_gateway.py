@@ -1,7 +1,9 @@
 """A real gateway subprocess with its Kafka listener, and a raw Kafka request helper.
 
-``kafka_gateway`` (module fixture, local store): ``gw.bootstrap`` is
-``127.0.0.1:<port>`` of the Kafka listener, ``gw.url`` the HTTP one.
+``kafka_gateway`` (session fixture: tests/conftest.py's ``shared_gateway`` on a local
+store): ``gw.bootstrap`` is ``127.0.0.1:<port>`` of the Kafka listener, ``gw.url`` the
+HTTP one; ``own_kafka_gateway`` (module fixture) is a default one on a fresh store, for a
+module whose tests may not share one.
 ``call(sock, request, version)`` sends one kio request over a plain socket and reads
 its answer: for hostile-input tests and for answers a client library hides.
 """
@@ -29,20 +31,43 @@ class KafkaGatewayProcess(GatewayProcess):
         self.bootstrap = f"127.0.0.1:{self.kafka_port}"
 
 
+@pytest.fixture(scope="session")
+def kafka_store(shared_log):
+    """The URL of :func:`kafka_gateway`'s store (``file://`` and the folder), as the
+    gateway names it."""
+    return shared_log.url
+
+
+@pytest.fixture(scope="session")
+def kafka_gateway(shared_gateway):
+    """tests/conftest.py's ``shared_gateway``: one per session (per xdist worker), so a
+    test names its topics, groups and transactional ids uniquely."""
+    return shared_gateway
+
+
+@pytest.fixture(scope="session")
+def kafka_log(shared_log):
+    return shared_log
+
+
 @pytest.fixture(scope="module")
-def kafka_store(tmp_path_factory):
+def own_kafka_store(tmp_path_factory):
     return f"file://{tmp_path_factory.mktemp('kafka-gw')}"
 
 
 @pytest.fixture(scope="module")
-def kafka_gateway(kafka_store):
-    with KafkaGatewayProcess(kafka_store) as gw:
+def own_kafka_gateway(own_kafka_store):
+    """A default gateway of the module's own, on a fresh store: for a module whose tests
+    change what every test of the store sees (client quotas, ACLs) and so may not share
+    :func:`kafka_gateway`; such a module overrides ``kafka_gateway`` (and ``kafka_log``)
+    with ``own_kafka_gateway`` (``own_kafka_log``)."""
+    with KafkaGatewayProcess(own_kafka_store) as gw:
         yield gw
 
 
 @pytest.fixture(scope="module")
-def kafka_log(kafka_store):
-    return open_log(kafka_store)
+def own_kafka_log(own_kafka_store):
+    return open_log(own_kafka_store)
 
 
 def connect(gw: KafkaGatewayProcess) -> socket.socket:

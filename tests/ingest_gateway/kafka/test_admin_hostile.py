@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import socket
 import struct
+import uuid
 
 import pytest
 
@@ -19,9 +20,11 @@ pytest.importorskip("kio")
 API_VERSIONS = {32: (1, 4), 33: (0, 2), 44: (0, 1), 21: (0, 2), 23: (2, 4), 60: (0, 1)}
 NAMES = {32: "describe_configs", 33: "alter_configs", 44: "incremental_alter_configs",
          21: "delete_records", 23: "offset_for_leader_epoch", 60: "describe_cluster"}
+#: the topic the requests name: the module's own on the session's shared gateway
+TOPIC = f"hostile-{uuid.uuid4().hex[:8]}"
 
 
-def _request(key: int, version: int, topic: str = "t", partition: int = 0, offset: int = 0):
+def _request(key: int, version: int, topic: str = TOPIC, partition: int = 0, offset: int = 0):
     m = importlib.import_module(f"kio.schema.{NAMES[key]}.v{version}.request")
     if key == 32:
         return make(m.DescribeConfigsRequest, resources=(make(
@@ -64,8 +67,8 @@ def _alive(gw) -> None:
 
 @pytest.mark.parametrize("key", sorted(API_VERSIONS))
 def test_truncated_and_overlong_requests_close_the_connection(kafka_gateway, kafka_log, key):
-    if "t" not in kafka_log.topics():
-        kafka_log.create_topic("t", {"partitions": 1})
+    if TOPIC not in kafka_log.topics():
+        kafka_log.create_topic(TOPIC, {"partitions": 1})
     low, high = API_VERSIONS[key]
     for version in range(low, high + 1):
         req = _request(key, version)
@@ -84,8 +87,8 @@ def test_truncated_and_overlong_requests_close_the_connection(kafka_gateway, kaf
 
 
 def test_absurd_values_get_typed_codes(kafka_gateway, kafka_log):
-    if "t" not in kafka_log.topics():
-        kafka_log.create_topic("t", {"partitions": 1})
+    if TOPIC not in kafka_log.topics():
+        kafka_log.create_topic(TOPIC, {"partitions": 1})
     long_name = "x" * 10_000
     with connect(kafka_gateway) as s:
         described = call(s, _request(32, 4, topic=long_name), 4)[1].results[0]
@@ -98,4 +101,4 @@ def test_absurd_values_get_typed_codes(kafka_gateway, kafka_log):
         assert (epoch.error_code, epoch.leader_epoch, epoch.end_offset) == (0, -1, -1)
         epoch = call(s, _request(23, 4, partition=-1), 4)[1].topics[0].partitions[0]
         assert epoch.error_code == 3
-    assert kafka_log.partition("t", 0).snapshot(refresh=True).log_start_offset == 0
+    assert kafka_log.partition(TOPIC, 0).snapshot(refresh=True).log_start_offset == 0

@@ -6,11 +6,24 @@ is the store's quotas the throttles read."""
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.alter_client_quotas.v1 import request as alter_req
 from kio.schema.describe_client_quotas.v1 import request as describe_req
 
 from log_layout import quotas
 from tests.ingest_gateway.kafka.kafka_gateway import call, connect
+
+
+# the quotas written here (a default consumer_byte_rate among them) would throttle every
+# other test of the session's shared gateway: a gateway and store of the module's own
+@pytest.fixture(scope="module")
+def kafka_gateway(own_kafka_gateway):
+    return own_kafka_gateway
+
+
+@pytest.fixture(scope="module")
+def kafka_log(own_kafka_log):
+    return own_kafka_log
 
 
 def alter(s, entries, validate_only=False):

@@ -23,16 +23,15 @@ from confluent_kafka.schema_registry import (Schema, SchemaReference,  # noqa: E
                                              SchemaRegistryClient)
 from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E402
 
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 PREFIX = "/schema-registry"
 CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('registry')}") as g:
-        yield g
+@pytest.fixture(scope="session")
+def gw(shared_gateway):
+    """The session's shared gateway: subjects and topics here are named uniquely."""
+    return shared_gateway
 
 
 @pytest.fixture(scope="module")
@@ -353,12 +352,14 @@ def test_compatibility_endpoint_and_errors(client, gw, http):
 def test_subjects_holding_slashes_and_percents(client, gw, http):
     """Protobuf references name subjects after files (``google/protobuf/x.proto``): a
     subject holding ``/`` or ``%`` is one path segment, sent encoded by the client."""
-    for s in ("google/protobuf/timestamp.proto", "a%2Fb", "50%-value", "sp ace/ü"):
+    tag = uuid.uuid4().hex[:8]  # the registry is the session's: no well-known file's name
+    for s in (f"google/protobuf/{tag}.proto", f"a%2Fb-{tag}", f"50%-{tag}-value",
+              f"sp ace/ü-{tag}"):
         sid = client.register_schema(s, Schema('"string"', "AVRO"))
         assert client.get_latest_version(s).schema_id == sid
         assert s in client.get_subjects()
         assert client.get_versions(s) == [1]
-    assert "a/b" not in client.get_subjects()  # a%2Fb stayed itself
+    assert f"a/b-{tag}" not in client.get_subjects()  # a%2Fb-... stayed itself
     status, body = call(http, gw, "GET", "/subjects/google%2Fprotobuf%2Fnothing.proto/versions")
     assert (status, body["error_code"]) == (404, 40401)
     assert "google/protobuf/nothing.proto" in body["message"]

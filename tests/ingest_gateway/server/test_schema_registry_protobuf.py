@@ -34,7 +34,6 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer  # noq
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 from tests.ingest_gateway.consumers import consume  # noqa: E402
-from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess  # noqa: E402
 
 HEAD = ('syntax = "proto3";\npackage shop;\nimport "google/protobuf/timestamp.proto";\n')
 V1 = HEAD + ("message Order {\n  string id = 1;\n  int64 cents = 2;\n"
@@ -74,10 +73,10 @@ PRODUCER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory):
-    with KafkaGatewayProcess(f"file://{tmp_path_factory.mktemp('registry-protobuf')}") as g:
-        yield g
+@pytest.fixture(scope="session")
+def gw(shared_gateway):
+    """The session's shared gateway: subjects and topics here are named uniquely."""
+    return shared_gateway
 
 
 @pytest.fixture(scope="module")
