@@ -136,7 +136,7 @@ async def alter_configs(ctx: KafkaContext, head: Header, req: Any) -> Any:
                                               if k not in READ_ONLY}
             changes.update(given)
             await ctx.topics.alter_configs(r.resource_name, changes,
-                                              validate_only=req.validate_only)
+                                           validate_only=req.validate_only)
         except Exception as e:  # noqa: BLE001 - per-resource error codes
             code, message = _code(e), str(e)
         out.append(make(mod.AlterConfigsResourceResponse, error_code=error(code),
@@ -161,7 +161,7 @@ async def incremental_alter_configs(ctx: KafkaContext, head: Header, req: Any) -
             changes = {c.name: _apply_op(c.name, c.config_operation, c.value, current)
                        for c in r.configs}
             await ctx.topics.alter_configs(r.resource_name, changes,
-                                              validate_only=req.validate_only)
+                                           validate_only=req.validate_only)
         except _NothingToDo:
             pass
         except Exception as e:  # noqa: BLE001 - per-resource error codes

@@ -114,7 +114,7 @@ async def elect_leaders(ctx: KafkaContext, head: Header, req: Any) -> Any:
         names = await ctx.batcher.run_blocking(ctx.metadata.names)
         return _elected(mod, [(name, []) for name in names])
     counts = await ctx.batcher.run_blocking(partition_counts, ctx,
-                                               {t.topic for t in req.topic_partitions})
+                                            {t.topic for t in req.topic_partitions})
     results = []
     for t in req.topic_partitions:
         count = counts.get(t.topic, 0)

@@ -66,7 +66,7 @@ async def alter_reassignments(ctx: KafkaContext, head: Header, req: Any) -> Any:
                     allow_replication_factor_change=True, error_code=error(denied),
                     error_message="Cluster authorization failed.", responses=())
     counts = await ctx.batcher.run_blocking(partition_counts, ctx,
-                                               {t.name for t in req.topics})
+                                            {t.name for t in req.topics})
     topics = []
     for t in req.topics:
         parts = []

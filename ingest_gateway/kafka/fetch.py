@@ -116,7 +116,7 @@ async def fetch(ctx: KafkaContext, head: Header, req: Any) -> Any:
     sessions = ctx.fetch_sessions
     keys, forgotten = _keys(head, req)
     fetch_ctx = sessions.context(head.api_version, getattr(req, "session_id", 0),
-                           getattr(req, "session_epoch", -1), keys, forgotten)
+                                 getattr(req, "session_epoch", -1), keys, forgotten)
     if fetch_ctx.error:
         return _session_error(mod, fetch_ctx.error, 0)
     asked, ids, parts = await _read(ctx, head, req, fetch_ctx.fetch)
@@ -322,7 +322,7 @@ async def list_offsets(ctx: KafkaContext, head: Header, req: Any) -> Any:
     asked = [(t.name, p.partition_index, p.timestamp) for t in req.topics for p in t.partitions]
     denied = _denied(ctx, "Describe", [(t, p) for t, p, _ in asked])  # Kafka's ACL
     found = await ctx.hub().run(_offsets, ctx,
-                                   [a for a in asked if a[:2] not in denied], committed)
+                                [a for a in asked if a[:2] not in denied], committed)
     found_of = iter(found)
     found = [(denied[(t, p)], -1, -1, -1) if (t, p) in denied else next(found_of)
              for t, p, _ in asked]
