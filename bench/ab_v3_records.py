@@ -13,6 +13,11 @@ alternately, best of many rounds, which a shared machine disturbs far less.
 
     python bench/ab_v3_records.py --base HEAD --pairs 3 --seconds 5
     python bench/ab_v3_records.py --base 7102814 --micro
+    python bench/ab_v3_records.py --quick      # both, small, against HEAD (CI)
+
+Writes bench/results/ab_v3_records.json (DESIGN.md format): the paired ratio (records/s,
+higher is better) and the micro ratio (seconds per record, base / ours: higher is
+better), target 0.95 as for the other produce paths of issue 29.
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.ab_produce import ROOT as TREE, TreeGateway, base_tree  # noqa: E402
+from bench.common import write_results  # noqa: E402
 from bench.http_load import http_closed_loop  # noqa: E402
+
+TARGET = 0.95
 
 
 def v3_requests(cluster: str, count: int = 64, value_bytes: int = 100) -> list[bytes]:
@@ -84,6 +92,7 @@ def micro(base: str, rounds: int = 40, number: int = 5000) -> tuple[float, float
     theirs = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = theirs  # dataclasses look their module up
     spec.loader.exec_module(theirs)
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)  # loaded: the file is done
     body = json.dumps({"key": {"type": "BINARY", "data": "a2V5"},
                        "value": {"type": "STRING", "data": "x" * 100},
                        "headers": [{"name": "h", "value": "dg=="}]})
@@ -104,15 +113,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--micro", action="store_true", help="the per-record work only")
+    parser.add_argument("--quick", action="store_true",
+                        help="one short pair and a short micro run against HEAD (CI)")
+    parser.add_argument("--out", help="results file (default bench/results/ab_v3_records.json)")
     args = parser.parse_args(argv)
-    if args.micro:
-        theirs, mine = micro(args.base)
+    if args.quick:
+        args.base, args.pairs, args.seconds = "HEAD", 1, 0.5
+    figures = []
+    if args.micro or args.quick:
+        theirs, mine = micro(args.base, rounds=4 if args.quick else 40,
+                             number=500 if args.quick else 5000)
         print(f"v3 record check and encoding against {args.base}: ours {mine * 1e6:.2f} us, "
               f"base {theirs * 1e6:.2f} us per record, ours/base {mine / theirs:.3f}, "
               f"load {os.getloadavg()[0]:.2f}")
-        return 0
+        figures.append({"name": "v3_record_check_us", "unit": "us/record",
+                        "ours": round(mine * 1e6, 3), "baseline": round(theirs * 1e6, 3),
+                        "baseline_source": f"the same work of commit {args.base}",
+                        "ratio": round(theirs / mine, 3), "target": TARGET,
+                        "load": round(os.getloadavg()[0], 2)})
+    if not args.micro:
+        figures.append(paired(args))
+    path = write_results("ab_v3_records", figures, quick=args.quick, out=args.out,
+                         base=args.base)
+    print(f"wrote {path}")
+    return 0
+
+
+def paired(args: argparse.Namespace) -> dict:
+    """The paired end-to-end figure (records/s, median of the pairs)."""
     base = base_tree(args.base)
-    ratios, ours, theirs = [], [], []
+    ratios, ours, theirs, loads = [], [], [], []
     for i in range(args.pairs):
         order = [(TREE, "ours"), (base, "base")]
         if i % 2:
@@ -121,12 +151,17 @@ def main(argv: list[str] | None = None) -> int:
         ours.append(got["ours"])
         theirs.append(got["base"])
         ratios.append(got["ours"] / got["base"])
+        loads.append(round(os.getloadavg()[0], 2))
         print(f"pair {i + 1}: ours {got['ours']:,.0f}/s base {got['base']:,.0f}/s "
-              f"ratio {ratios[-1]:.3f} load {os.getloadavg()[0]:.2f}", flush=True)
+              f"ratio {ratios[-1]:.3f} load {loads[-1]:.2f}", flush=True)
     print(f"v3 one-record produce against {args.base}: ours {statistics.median(ours):,.0f}/s, "
           f"base {statistics.median(theirs):,.0f}/s, ratio (median of pairs) "
           f"{statistics.median(ratios):.3f}")
-    return 0
+    return {"name": "v3_one_record_produce", "unit": "records/s",
+            "ours": round(statistics.median(ours)), "ours_best": round(max(ours)),
+            "baseline": round(statistics.median(theirs)), "baseline_best": round(max(theirs)),
+            "baseline_source": f"this benchmark on commit {args.base}",
+            "ratio": round(statistics.median(ratios), 3), "target": TARGET, "loads": loads}
 
 
 if __name__ == "__main__":
