@@ -164,9 +164,10 @@ async def messages_page(request: Request) -> Response:
     ts = _timestamp_query(q.get("timestamp", ""))
     offset = _int_query(request, "offset", 0, 2**63 - 1)
     if ts is not None:
-        plog = await _off_loop(request, state.gateway.metadata.partition, topic, partition)
-        found = await _off_loop(request, lambda: plog.offset_for_timestamp(ts))
-        offset = row.log_end if found is None else found
+        # a time before 1970 is the first record (-1 and -2 would ask for the log's ends)
+        found = await _off_loop(request, state.gateway.metadata.list_offset, topic,
+                                partition, max(ts, 0))
+        offset = row.log_end if found.offset < 0 else found.offset
     elif offset is None:
         offset = max(row.log_start, row.log_end - count)  # the newest records
     records: list[dict[str, Any]] = []

@@ -61,7 +61,6 @@ logger = logging.getLogger("sparklog.gateway.kafka")
 
 #: records one fetch reads at most (the answer is bounded by max_bytes too)
 MAX_FETCH_RECORDS = 100_000
-EARLIEST, LATEST = -2, -1
 #: per broker, topic id -> name as last found (checked again on every use)
 
 
@@ -340,34 +339,13 @@ async def list_offsets(ctx: KafkaContext, head: Header, req: Any) -> Any:
 def _offsets(ctx: KafkaContext, asked: list[tuple[str, int, int]],
              committed: bool) -> list[tuple[int, int, int, int]]:
     """(error code, timestamp, offset, leader epoch) per partition asked (store reads:
-    off the loop). The epoch is the one the offset was written under, as Kafka's (the
-    latest epoch at the log end)."""
+    off the loop)."""
     out = []
     for topic, partition, ts in asked:
         try:
             check_partition(ctx, topic, partition)
-            plog = ctx.metadata.partition(topic, partition)
-            m = plog.snapshot()
-            if ts == EARLIEST:
-                stamp, offset = -1, m.log_start_offset
-            elif ts == LATEST:
-                stamp, offset = -1, m.last_stable_offset if committed else m.next_offset
-            else:
-                stamp, offset = _by_time(plog, m, ts)
-            epoch = epoch_at(m.epochs, offset) if offset >= 0 else -1
-            out.append((codes.NONE, stamp, offset, epoch))
+            o = ctx.metadata.list_offset(topic, partition, ts, committed=committed)
+            out.append((codes.NONE, o.timestamp_ms, o.offset, o.leader_epoch))
         except Exception as e:  # noqa: BLE001 - a per-partition error code
             out.append((codes.code_of(e), -1, -1, -1))
     return out
-
-
-def _by_time(plog: Any, manifest: Any, ts: int) -> tuple[int, int]:
-    """(timestamp, offset) of the first record at or after ``ts``; (-1, -1) if none."""
-    offset = plog.offset_for_timestamp(ts, manifest=manifest)
-    if offset is None:
-        return -1, -1
-    table = plog.read_table(offset, offset + 1, manifest=manifest)
-    if table.num_rows == 0:
-        return -1, offset
-    stamp = table.column("timestamp")[0].value  # microseconds since the epoch
-    return stamp // 1000, offset

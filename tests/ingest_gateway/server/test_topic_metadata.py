@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest_gateway.server.topic_metadata import TopicMetadata
+import pyarrow as pa
+
+from ingest_gateway.server.topic_metadata import EARLIEST, LATEST, ListedOffset, TopicMetadata
 from log_layout import InvalidTopicName, UnknownPartition, UnknownTopic, open_log
 
 
@@ -37,6 +39,8 @@ def test_unknown_names_raise_the_storage_errors(store):
     with pytest.raises(UnknownPartition):
         meta.partition("a", 2)
     with pytest.raises(UnknownPartition):
+        meta.list_offset("a", 2, EARLIEST)
+    with pytest.raises(UnknownPartition):
         meta.snapshot("b", -1)
     with pytest.raises(InvalidTopicName):
         meta.partition_count("bad/name")
@@ -51,3 +55,25 @@ def test_refresh_sees_another_writer_at_once(tmp_path, store):
     assert meta.topic("b", refresh=True).partitions == 3
     other.create_topic("c", {"partitions": 1})
     assert meta.names() == ["a", "b", "c"]
+
+
+def test_list_offset_answers_the_ends_and_times_with_their_epochs(store):
+    """Kafka's ListOffsets for one partition: the log's ends, the first record at or
+    after a time (with its timestamp), none past the newest, each with the leader epoch
+    its offset was written under."""
+    meta = TopicMetadata(store)
+    empty = meta.list_offset("b", 0, EARLIEST)
+    assert (empty.timestamp_ms, empty.offset) == (-1, 0)
+    assert meta.list_offset("b", 0, 0).offset == -1  # no record yet
+    first = store.partition("b", 0).claim("g1")
+    first.append(pa.table({"value": [b"a", b"b"]}), now_ms=1_000)
+    second = store.partition("b", 0).claim("g2")  # a new leader: the next epoch
+    second.append(pa.table({"value": [b"c"]}), now_ms=5_000)
+    e1, e2 = first.epoch, second.epoch
+    assert e2 > e1
+    assert meta.list_offset("b", 0, EARLIEST) == ListedOffset(-1, 0, e1)
+    assert meta.list_offset("b", 0, LATEST) == ListedOffset(-1, 3, e2)
+    assert meta.list_offset("b", 0, LATEST, committed=True) == ListedOffset(-1, 3, e2)
+    assert meta.list_offset("b", 0, 0) == ListedOffset(1_000, 0, e1)
+    assert meta.list_offset("b", 0, 1_001) == ListedOffset(5_000, 2, e2)
+    assert meta.list_offset("b", 0, 5_001) == ListedOffset(-1, -1, -1)
