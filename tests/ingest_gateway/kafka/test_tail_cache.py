@@ -27,11 +27,13 @@ ON, OFF = "on", "off"
 
 
 @pytest.fixture(scope="module")
-def gateways(kafka_gateway, kafka_log, tmp_path_factory):
-    """{on: (gateway, log), off: (gateway, log)}."""
+def gateways(own_kafka_gateway, own_kafka_log, tmp_path_factory):
+    """{on: (gateway, log), off: (gateway, log)}. The cache's side is a gateway of this
+    module's own: the session's shared one caches every other test's records too, and
+    what it evicts or holds is then not this module's to assert."""
     store = f"file://{tmp_path_factory.mktemp('kafka-nocache')}"
     with KafkaGatewayProcess(store, {"gateway.kafka.tail.cache.bytes": "0"}) as off:
-        yield {ON: (kafka_gateway, kafka_log), OFF: (off, open_log(store))}
+        yield {ON: (own_kafka_gateway, own_kafka_log), OFF: (off, open_log(store))}
 
 
 def _hits(gw) -> float:
