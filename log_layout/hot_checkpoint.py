@@ -75,7 +75,7 @@ from typing import Any
 
 from log_layout import paths
 from log_layout.errors import CorruptManifest
-from log_layout.hot_journal import CorruptHotEntry, Entry
+from log_layout.hot_journal import CorruptHotEntry, Entry, checked_lines
 from log_layout.manifest import HOT_DELTA_FORMAT, Manifest
 
 FORMAT = 1
@@ -209,11 +209,7 @@ def _int(v: Any) -> bool:
 def decode(data: bytes, path: str, journal: str) -> Checkpoint:
     """Parse a checkpoint of ``journal`` (stream lines are parsed when used); raises
     CorruptHotCheckpoint naming what is wrong."""
-    data = bytes(data)
-    body, _, crc = data.rpartition(b"\n")
-    if len(crc) != 8 or crc != b"%08x" % zlib.crc32(body):
-        raise CorruptHotCheckpoint(path, "its checksum does not match its bytes")
-    lines = body.split(b"\n")
+    lines = checked_lines(data, path, CorruptHotCheckpoint)
     try:
         h = json.loads(lines[0])
         if type(h) is not dict or h.get("format") != FORMAT or h.get("kind") != KIND:

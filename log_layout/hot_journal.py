@@ -134,14 +134,19 @@ def encode_entry(entry_id: str, obj: str | None, committed_ms: int,
     return body + b"\n%08x" % zlib.crc32(body)
 
 
+def checked_lines(data: bytes, path: str, error: type[CorruptHotEntry]) -> list[bytes]:
+    """The lines of a file whose last line is the CRC-32 of every byte before it (an
+    entry's or a checkpoint's form); raises ``error`` if the checksum does not match."""
+    body, _, crc = bytes(data).rpartition(b"\n")
+    if len(crc) != 8 or crc != b"%08x" % zlib.crc32(body):
+        raise error(path, "its checksum does not match its bytes")
+    return body.split(b"\n")
+
+
 def decode_entry(data: bytes, path: str) -> Entry:
     """Parse an entry's header (lines are parsed when read); raises CorruptHotEntry
     naming what is wrong."""
-    data = bytes(data)
-    body, _, crc = data.rpartition(b"\n")
-    if len(crc) != 8 or crc != b"%08x" % zlib.crc32(body):
-        raise CorruptHotEntry(path, "its checksum does not match its bytes")
-    lines = body.split(b"\n")
+    lines = checked_lines(data, path, CorruptHotEntry)
     try:
         header = json.loads(lines[0])
         if type(header) is not dict or header.get("format") != FORMAT:
