@@ -316,54 +316,6 @@ def test_a_writer_that_cannot_read_an_entry_it_lost_writes_no_checkpoint_past_it
     assert b.broken
 
 
-FLUSHES = 2000
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", ["file", "s3"])
-def test_measure_a_new_direct_readers_first_read_after_2000_flushes(backend, request,
-                                                                    tmp_path):
-    """The figure in README "Known limits": a new DirectReader's first read of one
-    partition after FLUSHES flushes of one journal (no roll-up), with the journal's
-    checkpoint (every 100 entries, the default) and without it (an older sparklog's
-    read, entry by entry): store GETs and time. Printed (run with -s)."""
-    import time
-
-    from log_layout.direct_reader import DirectReader
-    from log_layout.hot_writer import CHECKPOINT_ENTRIES
-    from tests.conftest import make_log_url
-
-    store = make_log_url(backend, request, tmp_path)
-    log = open_log(store[0], storage_options=store[1])
-    log.create_topic("t", {"partitions": 4})
-    journal = JournalWriter(log.journals, "gw-a")
-    writers = [log.partition("t", p).claim("gw-a", journal) for p in range(4)]
-    start = time.perf_counter()
-    for i in range(FLUSHES):  # one append at a time: one flush, one entry each
-        writers[i % 4].append(pa.table({"value": [b"v%d" % i]}))
-    wrote_s = time.perf_counter() - start
-    journal.close()
-    assert journal.next_seq == FLUSHES
-    figures = {}
-    for name, checkpoints in (("entries only (before)", False), ("checkpoint", True)):
-        reader_log, counting = _fresh(store, checkpoints=checkpoints)
-        reader = DirectReader(reader_log)
-        start = time.perf_counter()
-        got, errors = reader.fetch({("t", 0): 0}, max_records=10 ** 6, wait_ms=0)
-        took = time.perf_counter() - start
-        assert not errors and sum(b.num_rows for _, b, _ in got) == FLUSHES // 4
-        figures[name] = (counting.calls["read entry"], counting.calls["read checkpoint"],
-                         sum(counting.calls.values()), took)
-    print(f"\n{backend}: {FLUSHES} flushes written in {wrote_s:.1f} s; checkpoints "
-          f"{journal.stats['checkpoints']} ({journal.stats['checkpoint_bytes']:,} B) for "
-          f"{journal.stats['entry_bytes']:,} B of entries")
-    for name, (entries, cps, calls, took) in figures.items():
-        print(f"  {name}: {entries} entry GETs, {cps} checkpoint GETs, {calls} counted "
-              f"store calls, {took * 1000:.0f} ms")
-    assert figures["checkpoint"][0] + figures["checkpoint"][1] <= CHECKPOINT_ENTRIES + 1
-    assert figures["entries only (before)"][0] == FLUSHES + 1
-
-
 def test_a_checkpoint_over_its_segment_cap_drops_its_oldest_rows_and_readers_still_read_all(
         hot, store, monkeypatch):
     log, journal, writers = hot

@@ -19,13 +19,17 @@ hand-out must be:
 Run in gateway mode (a real gateway subprocess: HTTP fetch and group routes)
 and in direct mode (segments read from the store, membership through an
 in-process GroupCoordinator whose clock stands still, so no session expires).
-The normal run is small and derandomized; ``-m slow`` runs a bigger one.
+The normal run is small and derandomized; ``-m slow`` runs a bigger one, and
+``SPARKLOG_MODEL_SCALE=N`` multiplies its examples by N (the examples are derandomized:
+the same every run, so a bigger count finds more only once; 2.5 is the size these ran
+at before the suite had to fit in 20 minutes).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
+import os
 import threading
 import uuid
 from typing import Any
@@ -343,6 +347,10 @@ def test_cooperative_commit_right_after_rejoining_is_accepted(mode, request):
         b.close()
 
 
+#: the long runs' examples are multiplied by this (see the module's docstring)
+SCALE = float(os.environ.get("SPARKLOG_MODEL_SCALE", "1"))
+
+
 def run(mode, *, examples: int, steps: int) -> None:
     machine = type("Model", (ConsumerModel,), {"mode": mode})
     run_state_machine_as_test(machine, settings=settings(
@@ -361,9 +369,9 @@ def test_model_direct_mode(direct_mode):
 
 @pytest.mark.slow
 def test_model_gateway_mode_long(gateway_mode):
-    run(gateway_mode, examples=150, steps=40)
+    run(gateway_mode, examples=round(60 * SCALE), steps=40)
 
 
 @pytest.mark.slow
 def test_model_direct_mode_long(direct_mode):
-    run(direct_mode, examples=300, steps=40)
+    run(direct_mode, examples=round(120 * SCALE), steps=40)
