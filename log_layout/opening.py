@@ -26,7 +26,6 @@ from log_layout.fsspec_store import FsspecStore
 from log_layout.local_store import LocalStore
 from log_layout.store import Store
 from log_layout.topics import Log
-from log_layout.webhdfs_store import WebHdfsStore
 
 #: URL schemes of HDFS (``webhdfs_store``); ``hdfs://`` is given its RPC address
 HDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
@@ -44,6 +43,10 @@ def open_store(url: str, *, storage_options: Mapping[str, Any] | None = None,
     if parts.scheme in ("", "file", "local") or (len(parts.scheme) == 1 and os.name == "nt"):
         return LocalStore(parts.path if parts.scheme in ("file", "local") else url, fsync=fsync)
     if parts.scheme in HDFS_SCHEMES:
+        # imported here: its HTTP client (urllib3) is a third of the log layout's import
+        # time, which every CLI command and Spark Python worker pays
+        from log_layout.webhdfs_store import WebHdfsStore
+
         return WebHdfsStore(url, storage_options)
     return FsspecStore(url, storage_options)
 
