@@ -211,6 +211,11 @@ class GatewayMetrics:
             "out_of_order_sequence (a gap or an overlap in a producer's sequence); zero in "
             "normal operation: a batch that overtook its predecessor is held, not refused",
             registry=r)
+        self.txn_markers = Counter(
+            "sparklog_gateway_txn_markers", "transaction markers this gateway's coordinator "
+            "wrote, by route: local (into its own hot journal), forwarded (to the leading "
+            "gateway, WriteTxnMarkers), direct (into the partition's _log, sealing a hot "
+            "journal: the fallback, with the reason)", ["route", "reason"], registry=r)
         # Children are cached: .labels() costs more than .inc() on the hot path.
         self._topic_children: dict[str, tuple[Any, Any, list[int]]] = {}
         self._out_children: dict[str, tuple[Any, Any, list[int]]] = {}
