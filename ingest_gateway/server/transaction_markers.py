@@ -19,7 +19,7 @@ sealed by a write into the partition's ``_log``:
    ``FORWARD_ATTEMPTS`` times.
 3. **Otherwise** (no cluster, no leader known, the leader unreachable or refusing,
    a listener this transport cannot log in to, or a partition not hot): today's
-   write into the partition's ``_log`` (``transactions.direct_marker``): correct
+   write into the partition's ``_log`` (:meth:`MarkerRouter.direct`): correct
    whoever leads (it seals a hot journal, whose leader then claims again), only
    slower. Every such write of a hot-tier gateway is counted in
    ``sparklog_gateway_txn_markers_total{route="direct",reason=...}``.
@@ -46,7 +46,7 @@ import weakref
 from typing import Any, NamedTuple
 
 from ingest_gateway.server.gateway import Gateway
-from log_layout import Fenced, transactions
+from log_layout import Fenced, InvalidProducerEpoch, PartitionWriter, txn_writes
 from log_layout.brokers import BrokerRegistry, GatewayInfo
 
 __all__ = ["Marker", "MarkerRouter", "KafkaMarkerTransport", "router", "encode_before",
@@ -170,7 +170,6 @@ class MarkerRouter:
                  attempts: int = FORWARD_ATTEMPTS, retry_s: float = FORWARD_RETRY_S):
         self.gateway, self.attempts, self.retry_s = gateway, attempts, retry_s
         self.transport = transport or KafkaMarkerTransport(f"sparklog-{gateway.batcher.id}")
-        self.direct = transactions.direct_marker(gateway.log)
         self._registry = BrokerRegistry(gateway.log.store)
         self._seen: dict[int, tuple[float, GatewayInfo | None]] = {}
         self._lock = threading.Lock()
@@ -188,16 +187,25 @@ class MarkerRouter:
             reason = self._forward(marker)
             if reason is None:
                 return
-            self._count("direct", reason)
+            self.count("direct", reason)
         self.direct(topic, partition, producer_id, epoch, commit, now_ms=now_ms,
                     strict=strict, before=before)
+
+    def direct(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool,
+               *, now_ms: int, strict: bool = False, before: int | None = None) -> None:
+        """Write the marker into the partition's ``_log`` (sealing a hot journal that
+        has the partition, this gateway's too: ``journal_takes`` sends here what a
+        journal must not take). Raises Fenced, InvalidProducerEpoch, StoreError."""
+        part = self.gateway.log.partition(topic, partition)
+        PartitionWriter(part, part.snapshot()).write_marker(
+            producer_id, epoch, commit, now_ms=now_ms, strict=strict, before=before)
 
     def write_here(self, marker: Marker, now_ms: int) -> bool:
         """Write ``marker`` through this gateway's hot writer of its partition; False
         when it writes none (or that writer was fenced: another leader has it).
         Raises InvalidProducerEpoch, StoreError."""
         state = self.gateway.batcher.writing(marker.topic, marker.partition)
-        if state is None or state.writer.journal is None:
+        if state is None or not journal_takes(state.writer, marker):
             return False
         try:
             state.writer.write_marker(marker.producer_id, marker.epoch, marker.commit,
@@ -205,7 +213,7 @@ class MarkerRouter:
                                       before=marker.before)
         except Fenced:
             return False
-        self._count("local", "")
+        self.count("local", "")
         return True
 
     def _forward(self, marker: Marker) -> str | None:
@@ -228,8 +236,9 @@ class MarkerRouter:
             if not isinstance(slot, int):
                 reason = "no_leader"
                 continue
-            if slot == self.gateway.node_id:
-                return "not_claimed"  # assigned here, not written here (yet): _log
+            if slot == self.gateway.node_id:  # led here, but not through the journal
+                written = self.gateway.batcher.writing(marker.topic, marker.partition)
+                return "not_claimed" if written is None else "epoch_only"
             info = self._registration(slot)
             if info is None or not info.kafka_host or info.kafka_port <= 0:
                 reason = "no_address"
@@ -239,7 +248,7 @@ class MarkerRouter:
             except (OSError, ValueError):
                 return "unreachable"  # e.g. killed: _log is right, whoever leads next
             if code == NONE:
-                self._count("forwarded", "")
+                self.count("forwarded", "")
                 return None
             if code != NOT_LEADER_OR_FOLLOWER:
                 return f"refused_{code}"
@@ -257,8 +266,26 @@ class MarkerRouter:
             self._seen[slot] = (now, info)
         return info
 
-    def _count(self, route: str, reason: str) -> None:
+    def count(self, route: str, reason: str) -> None:
+        """One marker more in ``sparklog_gateway_txn_markers_total``."""
         self._counter.labels(route, reason).inc()
+
+
+def journal_takes(writer: Any, marker: Marker) -> bool:
+    """Whether ``marker`` may go through ``writer``'s hot journal: it writes hot, and
+    the marker is not an epoch-only version (no segment: a producer with nothing open
+    in the partition, as its committed state shows). A journal flush of nothing but
+    such versions makes an entry without an object, which readers refuse (so the
+    journal would break): those go into ``_log`` instead (``direct``, counted)."""
+    if writer.journal is None:
+        return False
+    try:
+        plan = txn_writes.plan_marker(writer.head, marker.producer_id, marker.epoch,
+                                      marker.commit, 0, strict=marker.strict,
+                                      before=marker.before)
+    except InvalidProducerEpoch:
+        return True  # the journal's own plan refuses it the same way
+    return not isinstance(plan, dict)
 
 
 _ROUTERS: "weakref.WeakKeyDictionary[Gateway, MarkerRouter]" = weakref.WeakKeyDictionary()
