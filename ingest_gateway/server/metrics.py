@@ -16,6 +16,8 @@ Exposed at ``/metrics`` (names as Kafka's broker metrics would read in Prometheu
   (answered at acks=0 or 1 before the flush failed), every ``out_of_order_sequence``
   answer (refused requests and batches dropped at flush);
 * consumer group rebalances (completed generations) per group;
+* transaction markers written by this gateway's coordinator, by route (``local``,
+  ``forwarded``, ``direct`` with its reason: ``server.transaction_markers``);
 * at scrape time, from the store (``add_collector``): per-partition log start, log
   end and size, consumer lag per group and partition, maintenance runs and the bytes
   they reclaimed (collectors the HTTP layer registers: ``http.console_data``).
