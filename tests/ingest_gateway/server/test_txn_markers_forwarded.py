@@ -20,11 +20,12 @@ import uuid
 import pytest
 
 from jobs.gateway_process import free_port, wait_for
-from log_layout import transactions
-from log_layout.brokers import OFFSETS_PARTITIONS
+from log_layout import open_log, transactions
+from log_layout.brokers import OFFSETS_PARTITIONS, BrokerRegistry
 from ingest_gateway.server.transaction_markers import (NO_BEFORE, decode_before,
                                                        encode_before)
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess, call, connect
+from tests.conftest import make_log_url
 from tests.ingest_gateway.slots import SlotApplication
 
 ck = pytest.importorskip("confluent_kafka")
@@ -35,13 +36,15 @@ TIMEOUT = 60
 
 
 class HotKafkaSlots(SlotApplication):
-    """Two slots with the hot tier on and a Kafka listener each."""
+    """Two slots with the hot tier on and a Kafka listener each (on any store)."""
 
-    def __init__(self, store_url: str):
-        super().__init__(store_url, slots=())
+    def __init__(self, store_url: str, options: dict | None = None):
+        self.store_url, self.generation, self.gateways = store_url, 0, {}
+        self.log = open_log(store_url, storage_options=options, fsync=False)
+        self.registry = BrokerRegistry(self.log.store)
         for slot in (0, 1):
             port = free_port()
-            self.gateways[slot] = KafkaGatewayProcess(store_url, port=port, settings={
+            self.gateways[slot] = KafkaGatewayProcess(store_url, storage_options=options, port=port, settings={
                 "gateway.broker.id": str(slot), "gateway.hot.enable": "true",
                 "gateway.advertised.listeners": f"http://127.0.0.1:{port}"})
 
@@ -102,8 +105,8 @@ def _read_committed(bootstrap: str, count: int) -> list[bytes]:
         c.close()
 
 
-def _app(tmp_path) -> HotKafkaSlots:
-    app = HotKafkaSlots(str(tmp_path / "store"))
+def _app(tmp_path, url: str | None = None, options: dict | None = None) -> HotKafkaSlots:
+    app = HotKafkaSlots(url or str(tmp_path / "store"), options)
     app.log.create_topic(TOPIC, {"partitions": len(LEADERS)})
     return app
 
@@ -125,8 +128,10 @@ def _produce(bootstrap: str, tid: str, values: list[tuple[int, bytes]], *, end: 
     return p
 
 
-def test_a_transaction_over_two_leaders_ends_in_their_journals_without_a_seal(tmp_path):
-    app = _app(tmp_path)
+@pytest.mark.parametrize("backend", ["file", pytest.param("s3", marks=pytest.mark.slow)])
+def test_a_transaction_over_two_leaders_ends_in_their_journals_without_a_seal(
+        backend, request, tmp_path):
+    app = _app(tmp_path, *make_log_url(backend, request, tmp_path))
     with app.running():
         app.publish_assignment({TOPIC: LEADERS}, offsets=(0,) * OFFSETS_PARTITIONS)
         app.wait_for_leaders()
