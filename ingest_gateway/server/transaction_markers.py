@@ -181,10 +181,11 @@ class MarkerRouter:
         """Write one marker (module doc: here, at the leader, or into ``_log``). Raises
         Fenced (the coordinator calls again), InvalidProducerEpoch, StoreError."""
         marker = Marker(topic, partition, producer_id, epoch, commit, strict, before)
-        if self.write_here(marker, now_ms):
+        why = self._write_here(marker, now_ms)
+        if why is None:
             return
         if self.gateway.settings.gateway.hot_enable:  # off: _log is where it belongs
-            reason = self._forward(marker)
+            reason = why if why == "epoch_only" else self._forward(marker)
             if reason is None:
                 return
             self.count("direct", reason)
@@ -204,17 +205,24 @@ class MarkerRouter:
         """Write ``marker`` through this gateway's hot writer of its partition; False
         when it writes none (or that writer was fenced: another leader has it).
         Raises InvalidProducerEpoch, StoreError."""
+        return self._write_here(marker, now_ms) is None
+
+    def _write_here(self, marker: Marker, now_ms: int) -> str | None:
+        """:meth:`write_here`: None once written, else why not (``not_hot``,
+        ``epoch_only``, ``fenced``)."""
         state = self.gateway.batcher.writing(marker.topic, marker.partition)
-        if state is None or not journal_takes(state.writer, marker):
-            return False
+        if state is None or state.writer.journal is None:
+            return "not_hot"
+        if not journal_takes(state.writer, marker):
+            return "epoch_only"
         try:
             state.writer.write_marker(marker.producer_id, marker.epoch, marker.commit,
                                       now_ms=now_ms, strict=marker.strict,
                                       before=marker.before)
         except Fenced:
-            return False
+            return "fenced"  # another leader claimed it: ask the assignment
         self.count("local", "")
-        return True
+        return None
 
     def _forward(self, marker: Marker) -> str | None:
         """Send ``marker`` to its leader; None once written there, else why not (the
@@ -236,9 +244,9 @@ class MarkerRouter:
             if not isinstance(slot, int):
                 reason = "no_leader"
                 continue
-            if slot == self.gateway.node_id:  # led here, but not through the journal
+            if slot == self.gateway.node_id:  # assigned here, not written here now
                 written = self.gateway.batcher.writing(marker.topic, marker.partition)
-                return "not_claimed" if written is None else "epoch_only"
+                return "not_claimed" if written is None else "fenced"
             info = self._registration(slot)
             if info is None or not info.kafka_host or info.kafka_port <= 0:
                 reason = "no_address"

@@ -247,3 +247,32 @@ def test_a_marker_bound_round_trips_through_coordinator_epoch():
     assert encode_before(2 ** 31 - 2) is None and encode_before(-1) is None
     for admin in (-1, 0, 7, 2 ** 31 - 1):  # Kafka admin clients' values: not forwarded
         assert decode_before(admin) == (False, None)
+
+
+def test_a_marker_never_bypasses_the_fence_of_a_claim(tmp_path):
+    """Another writer claims partition 1 (a higher leader epoch, slot 1's journal
+    sealed) after the transaction's records and before its end: slot 1, still named
+    by the assignment, refuses the marker (its writer is fenced: NOT_LEADER_OR_FOLLOWER
+    to a forward, as to its own coordinator), and the coordinator, after its tries,
+    writes it into ``_log`` at the new epoch, counted as a direct write."""
+    app = _app(tmp_path)
+    with app.running():
+        app.publish_assignment({TOPIC: LEADERS}, offsets=(0,) * OFFSETS_PARTITIONS)
+        app.wait_for_leaders()
+        gws = list(app.gateways.values())
+        p = _produce(gws[0].bootstrap, "fence", [(0, b"f0"), (1, b"f1")], end="none")
+        fenced = app.log.partition(TOPIC, 1).snapshot(refresh=True).leader_epoch
+        app.log.partition(TOPIC, 1).claim("intruder")
+        p.commit_transaction(TIMEOUT)
+        routes = {}
+        for gw in gws:
+            for (name, labels), v in _metrics(gw).items():
+                if name == "sparklog_gateway_txn_markers_total" and 'route="direct"' in labels:
+                    routes[re.search(r'reason="(\w+)"', labels).group(1)] = v
+        assert sum(routes.values()) == 1 and set(routes) <= {"not_leader", "fenced"}
+        m = app.log.partition(TOPIC, 1).snapshot(refresh=True)
+        assert m.leader == "intruder" and m.leader_epoch > fenced and not m.open_txns
+        assert m.segments[-1].control and not m.segments[-1].file.startswith("_hot/")
+        m0 = app.log.partition(TOPIC, 0).snapshot(refresh=True)
+        assert m0.segments[-1].control and m0.segments[-1].file.startswith("_hot/")
+        assert sorted(_read_committed(gws[0].bootstrap, 2)) == [b"f0", b"f1"]
