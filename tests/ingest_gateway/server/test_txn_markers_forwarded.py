@@ -276,3 +276,49 @@ def test_a_marker_never_bypasses_the_fence_of_a_claim(tmp_path):
         m0 = app.log.partition(TOPIC, 0).snapshot(refresh=True)
         assert m0.segments[-1].control and m0.segments[-1].file.startswith("_hot/")
         assert sorted(_read_committed(gws[0].bootstrap, 2)) == [b"f0", b"f1"]
+
+
+def test_a_partition_added_but_never_written_keeps_its_journal_whole(tmp_path):
+    """A transaction that added partition 0 and wrote nothing there ends with a version
+    that only records the producer's epoch (no marker segment). A journal entry of
+    nothing but such versions would have no object, which readers refuse (the journal
+    would break and every partition of it be claimed again): it goes into ``_log``,
+    counted, and the gateway's journal goes on for the other partition."""
+    import datetime
+
+    from kio.schema.add_partitions_to_txn.v3 import request as apt
+    from kio.schema.end_txn.v3 import request as et
+    from kio.schema.init_producer_id.v3 import request as ipi
+
+    app = _app(tmp_path)
+    with app.running():
+        app.publish_assignment({TOPIC: (0, 0)}, offsets=(0,) * OFFSETS_PARTITIONS)
+        app.wait_for_leaders((0, 0))
+        gw0 = app.gateways[0]
+        journal = app.log.partition(TOPIC, 1).snapshot(refresh=True).hot_journal
+        with connect(gw0) as s:
+            _, init = call(s, ipi.InitProducerIdRequest(
+                transactional_id="empty", producer_id=-1, producer_epoch=-1,
+                transaction_timeout=datetime.timedelta(seconds=60)), 3)
+            assert init.error_code == 0
+            _, added = call(s, apt.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="empty",
+                v3_and_below_producer_id=init.producer_id,
+                v3_and_below_producer_epoch=init.producer_epoch,
+                v3_and_below_topics=(apt.AddPartitionsToTxnTopic(name=TOPIC,
+                                                                 partitions=(0,)),)), 3)
+            [topic] = added.results_by_topic_v3_and_below
+            assert topic.results_by_partition[0].partition_error_code == 0
+            _, ended = call(s, et.EndTxnRequest(
+                transactional_id="empty", producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch, committed=False), 3)
+            assert ended.error_code == 0
+        assert _routes([gw0]) == {"direct": 1}
+        m = app.log.partition(TOPIC, 0).snapshot(refresh=True)
+        assert init.producer_id in m.producers and not m.segments
+        # the journal is not broken: partition 1 is still written through it
+        p = ck.Producer({"bootstrap.servers": gw0.bootstrap})
+        p.produce(TOPIC, value=b"still", partition=1)
+        assert p.flush(TIMEOUT) == 0
+        m1 = app.log.partition(TOPIC, 1).snapshot(refresh=True)
+        assert m1.hot_journal == journal and m1.segments[-1].file.startswith("_hot/")
