@@ -44,9 +44,10 @@ class HotKafkaSlots(SlotApplication):
         self.registry = BrokerRegistry(self.log.store)
         for slot in (0, 1):
             port = free_port()
-            self.gateways[slot] = KafkaGatewayProcess(store_url, storage_options=options, port=port, settings={
-                "gateway.broker.id": str(slot), "gateway.hot.enable": "true",
-                "gateway.advertised.listeners": f"http://127.0.0.1:{port}"})
+            self.gateways[slot] = KafkaGatewayProcess(
+                store_url, storage_options=options, port=port, settings={
+                    "gateway.broker.id": str(slot), "gateway.hot.enable": "true",
+                    "gateway.advertised.listeners": f"http://127.0.0.1:{port}"})
 
     def wait_for_leaders(self, leaders=LEADERS) -> None:
         """Each partition claimed hot by its slot, and both slots' Kafka addresses
