@@ -140,10 +140,14 @@ def test_a_transaction_over_two_leaders_ends_in_their_journals_without_a_seal(
         epochs = [app.log.partition(TOPIC, p).snapshot(refresh=True).leader_epoch
                   for p in range(2)]
         for slot, gw in app.gateways.items():  # the coordinator on each side in turn
-            _produce(gw.bootstrap, f"t-{slot}", [(0, b"c0-%d" % slot), (1, b"c1-%d" % slot)],
-                     end="commit")
-            _produce(gw.bootstrap, f"t-{slot}", [(0, b"a0-%d" % slot), (1, b"a1-%d" % slot)],
-                     end="abort")
+            p = _produce(gw.bootstrap, f"t-{slot}",
+                         [(0, b"c0-%d" % slot), (1, b"c1-%d" % slot)], end="commit")
+            p.begin_transaction()  # the next transaction of the same producer, aborted
+            p.produce(TOPIC, value=b"a0-%d" % slot, partition=0)
+            p.produce(TOPIC, value=b"a1-%d" % slot, partition=1)
+            assert p.flush(TIMEOUT) == 0
+            p.abort_transaction(TIMEOUT)
+            del p
         routes = _routes(gws)
         assert routes.get("direct", 0) == 0 and routes.get("forwarded", 0) >= 4
         assert routes.get("local", 0) >= 4
