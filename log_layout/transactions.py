@@ -100,6 +100,13 @@ MAX_EPOCH = 32766
 MARKER_ATTEMPTS = 5
 #: writes a committed transaction's offsets of one group: (group, {topic: {p: offset}})
 OffsetsWriter = Callable[[str, Mapping[str, Mapping[str, int]]], None]
+#: writes one partition's marker: ``(topic, partition, producer_id, epoch, commit, *,
+#: now_ms, strict, before)``, as ``PartitionWriter.write_marker`` (raising Fenced when a
+#: claim fenced its writer: it is called again). The default writes into the partition's
+#: ``_log`` (:func:`direct_marker`); a gateway passes one that asks the partition's
+#: leader first (``ingest_gateway.server.transaction_markers``), so a hot partition's
+#: journal is not sealed by a marker
+MarkerWriter = Callable[..., None]
 #: what tells one transaction in one state from another
 _IDENTITY = ("state", "producer_id", "epoch", "started_ms")
 
@@ -138,11 +145,13 @@ def _check(tid: str, doc: Mapping[str, Any], producer_id: int, epoch: int,
 
 
 def init_transactions(log: Any, tid: str, timeout_ms: int,
-                      now_ms: int | None = None) -> tuple[int, int]:
+                      now_ms: int | None = None, *,
+                      markers: MarkerWriter | None = None) -> tuple[int, int]:
     """Register a transactional producer: ``(producer_id, epoch)``, a new id on first
     use, else the same id at epoch + 1 (fencing the older producer). A Prepare*
     transaction is completed and an Ongoing one aborted first. Raises ValueError for
-    a timeout outside 1..MAX_TIMEOUT_MS, InvalidTopicName for a bad id."""
+    a timeout outside 1..MAX_TIMEOUT_MS, InvalidTopicName for a bad id. ``markers``:
+    the marker writer (``MarkerWriter``; default: :func:`direct_marker`)."""
     if type(timeout_ms) is not int or not 0 < timeout_ms <= MAX_TIMEOUT_MS:
         raise ValueError(f"transaction.timeout.ms must be 1..{MAX_TIMEOUT_MS}, "
                          f"not {timeout_ms!r}")
@@ -151,10 +160,10 @@ def init_transactions(log: Any, tid: str, timeout_ms: int,
         current = d.newest() or Version(0, {})
         state = current.doc.get("state")
         if state in PREPARED:
-            _complete(log, tid, current.doc, now_ms)
+            _complete(log, tid, current.doc, now_ms, markers=markers)
             continue
         if state == ONGOING:
-            _abort_ongoing(log, tid, current.doc, now_ms)
+            _abort_ongoing(log, tid, current.doc, now_ms, markers)
             continue
 
         def init(cur: Version) -> dict[str, Any]:
@@ -176,7 +185,7 @@ def init_transactions(log: Any, tid: str, timeout_ms: int,
 
 
 def _abort_ongoing(log: Any, tid: str, seen: Mapping[str, Any], now_ms: int | None,
-                   ) -> bool:
+                   markers: MarkerWriter | None = None) -> bool:
     """Abort ``seen``'s Ongoing transaction at a bumped epoch (fencing its producer)
     and complete it. False if the state moved first (then nothing was done here)."""
     def prepare(cur: Version) -> dict[str, Any]:
@@ -191,7 +200,7 @@ def _abort_ongoing(log: Any, tid: str, seen: Mapping[str, Any], now_ms: int | No
         new = _doc(log, tid).update(prepare)
     except _Busy:
         return False
-    _complete(log, tid, new.doc, now_ms)
+    _complete(log, tid, new.doc, now_ms, markers=markers)
     return True
 
 
@@ -257,7 +266,8 @@ def add_offsets(log: Any, tid: str, producer_id: int, epoch: int, group: str,
 def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bool,
                     now_ms: int | None = None, *,
                     commit_offsets: OffsetsWriter | None = None,
-                    bump: bool = False, bound_markers: bool = True) -> tuple[int, int]:
+                    bump: bool = False, bound_markers: bool = True,
+                    markers: MarkerWriter | None = None) -> tuple[int, int]:
     """Commit or abort the ongoing transaction (the module doc's steps 1-4); returns the
     producer id and epoch the producer goes on with (with ``bump``, transactions v2:
     the next epoch, or a new id at epoch 0 past MAX_EPOCH; else the same pair). Ending
@@ -270,7 +280,8 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
     the module doc, for callers whose records are all committed before they end the
     transaction (Kafka's producers, at acks=all; this module's own appends); a caller
     that may still be flushing records of the transaction (HTTP produce at acks 0 or 1)
-    passes False, as a guard read before those land would leave them open."""
+    passes False, as a guard read before those land would leave them open. ``markers``:
+    the marker writer (``MarkerWriter``; default: :func:`direct_marker`)."""
     prepare_state = PREPARE_COMMIT if commit else PREPARE_ABORT
     done_state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
     operation = "commit" if commit else "abort"
@@ -300,23 +311,26 @@ def end_transaction(log: Any, tid: str, producer_id: int, epoch: int, commit: bo
     doc = current.doc if current is not None else {}
     mine = doc.get("ended") == ended if bump else doc.get("epoch") == epoch
     if doc.get("state") == prepare_state and mine:
-        _complete(log, tid, doc, now_ms, check=False, commit_offsets=commit_offsets)
+        _complete(log, tid, doc, now_ms, check=False, commit_offsets=commit_offsets,
+                  markers=markers)
         doc = (d.newest() or Version(0, {})).doc
     return doc.get("producer_id", producer_id), doc.get("epoch", epoch)
 
 
-def recover(log: Any, tid: str, now_ms: int | None = None) -> str | None:
+def recover(log: Any, tid: str, now_ms: int | None = None, *,
+            markers: MarkerWriter | None = None) -> str | None:
     """Finish a transaction left at its commit point (Prepare*) by a crash: markers,
     offsets, Complete*. Returns the state it is in after (None: never used)."""
     current = _doc(log, tid).newest()
     if current is None or not current.number:
         return None
     if current.doc["state"] in PREPARED:
-        return _complete(log, tid, current.doc, now_ms)
+        return _complete(log, tid, current.doc, now_ms, markers=markers)
     return current.doc["state"]
 
 
-def abort(log: Any, tid: str, now_ms: int | None = None) -> str | None:
+def abort(log: Any, tid: str, now_ms: int | None = None, *,
+          markers: MarkerWriter | None = None) -> str | None:
     """An operator's abort of ``tid``: its Ongoing transaction is aborted at a bumped
     epoch (its producer is fenced, as by the timeout) and a decided one is finished.
     Returns the state after (None: never used)."""
@@ -325,14 +339,15 @@ def abort(log: Any, tid: str, now_ms: int | None = None) -> str | None:
         if current is None or not current.number:
             return None
         if current.doc["state"] in PREPARED:
-            return _complete(log, tid, current.doc, now_ms)
+            return _complete(log, tid, current.doc, now_ms, markers=markers)
         if current.doc["state"] != ONGOING:
             return current.doc["state"]
-        if _abort_ongoing(log, tid, current.doc, now_ms):
+        if _abort_ongoing(log, tid, current.doc, now_ms, markers):
             return (_doc(log, tid).newest() or current).doc["state"]
 
 
-def abort_expired(log: Any, now_ms: int) -> list[str]:
+def abort_expired(log: Any, now_ms: int, *,
+                  markers: MarkerWriter | None = None) -> list[str]:
     """Abort every Ongoing transaction older than its ``timeout_ms`` (Kafka's
     ``transaction.timeout.ms``), at a bumped epoch so its producer is fenced; also
     finish every Prepare* transaction (its completer crashed, or is finishing it
@@ -343,15 +358,16 @@ def abort_expired(log: Any, now_ms: int) -> list[str]:
         if not doc:
             continue
         if doc["state"] == ONGOING and now_ms - doc["started_ms"] > doc["timeout_ms"]:
-            if _abort_ongoing(log, tid, doc, now_ms):
+            if _abort_ongoing(log, tid, doc, now_ms, markers):
                 aborted.append(tid)
         elif doc["state"] in PREPARED:  # decided, its completer gone or slow: finish it
-            _complete(log, tid, doc, now_ms)
+            _complete(log, tid, doc, now_ms, markers=markers)
     return aborted
 
 
 def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
-              check: bool = True, commit_offsets: OffsetsWriter | None = None) -> str:
+              check: bool = True, commit_offsets: OffsetsWriter | None = None,
+              markers: MarkerWriter | None = None) -> str:
     """Steps 2-4 for a Prepare* ``doc``: markers, offsets, Complete*. Returns the state
     after (Complete*, or whatever another caller moved it to meanwhile).
 
@@ -369,13 +385,13 @@ def _complete(log: Any, tid: str, doc: Mapping[str, Any], now_ms: int | None, *,
             if not _same(d, doc):
                 return (d.newest() or Version(0, {})).doc.get("state", doc["state"])
             _marker(log, topic, p, doc["producer_id"], doc["epoch"], commit, now_ms, strict,
-                    bound.get((topic, p)))
+                    bound.get((topic, p)), markers)
     else:
         # the producer ending its own transaction: nobody else completes it meanwhile,
         # so its markers go side by side (each waits on its own fsyncs; "remote" threads,
         # as the fsyncs of each commit take the "io" ones)
         futures = [workers.submit(_marker, log, topic, p, doc["producer_id"], doc["epoch"],
-                                  commit, now_ms, strict, bound.get((topic, p)),
+                                  commit, now_ms, strict, bound.get((topic, p)), markers,
                                   kind="remote")
                    for topic, p in doc["partitions"]]
         concurrent.futures.wait(futures)
@@ -425,17 +441,28 @@ def _same(d: VersionedDoc, doc: Mapping[str, Any]) -> bool:
     return all(cur.get(k) == doc.get(k) for k in _IDENTITY)
 
 
+def direct_marker(log: Any) -> MarkerWriter:
+    """The marker writer that writes into the partition's ``_log`` (whoever leads it:
+    a hot partition's journal is sealed by it, ``log_layout.writer``)."""
+    def write(topic: str, partition: int, producer_id: int, epoch: int, commit: bool, *,
+              now_ms: int, strict: bool = False, before: int | None = None) -> None:
+        log.partition(topic, partition).writer().write_marker(
+            producer_id, epoch, commit, now_ms=now_ms, strict=strict, before=before)
+    return write
+
+
 def _marker(log: Any, topic: str, partition: int, producer_id: int, epoch: int,
             commit: bool, now_ms: int | None, strict: bool = False,
-            before: int | None = None) -> None:
+            before: int | None = None, markers: MarkerWriter | None = None) -> None:
     """One partition's marker (``strict``: of a bumped end; ``before``: the partition's
-    end at the commit point of a v1 end; ``txn_writes``); retried when a claim fences
-    the writer meanwhile. A deleted topic needs none."""
+    end at the commit point of a v1 end; ``txn_writes``) by ``markers`` (default:
+    :func:`direct_marker`); retried when a claim fences the writer meanwhile. A deleted
+    topic needs none."""
+    write = markers or direct_marker(log)
     for attempt in range(MARKER_ATTEMPTS):
         try:
-            log.partition(topic, partition).writer().write_marker(
-                producer_id, epoch, commit, now_ms=_now(now_ms), strict=strict,
-                before=before)
+            write(topic, partition, producer_id, epoch, commit, now_ms=_now(now_ms),
+                  strict=strict, before=before)
             return
         except (UnknownTopic, UnknownPartition):
             return

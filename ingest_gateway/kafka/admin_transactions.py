@@ -39,9 +39,16 @@ producer in each partition named, at the producer's epoch there
 the partition's read_committed long-polls are woken. A partition where the producer has
 no open transaction (ended meanwhile) answers ``NONE``: there is nothing left to abort,
 as a marker written twice changes nothing; an epoch older than the producer's there
-``INVALID_PRODUCER_EPOCH`` (Kafka's check). COMMIT markers are written only by the
-transaction coordinator (EndTxn): asked for one, ``INVALID_REQUEST``. ACL: ClusterAction on
-the cluster (Kafka's; else ``CLUSTER_AUTHORIZATION_FAILED`` for every partition).
+``INVALID_PRODUCER_EPOCH`` (Kafka's check). Asked for a COMMIT: ``INVALID_REQUEST``.
+**Broker to broker** (Kafka's coordinator-to-leader use of the same request): another
+gateway's transaction coordinator forwards a partition's COMMIT or ABORT marker to this
+gateway as its leader, marked by a ``coordinator_epoch`` of -2 or less that carries
+the marker's bound (``server.transaction_markers``); it is written as asked, into this
+gateway's hot journal (``server.transaction_admin.write_forwarded``), and a partition
+this gateway does not lead, or lost to another's claim, answers
+``NOT_LEADER_OR_FOLLOWER`` (the coordinator asks the new leader). ACL for both:
+ClusterAction on the cluster (Kafka's; else ``CLUSTER_AUTHORIZATION_FAILED`` for every
+partition).
 """
 
 from __future__ import annotations
@@ -57,7 +64,9 @@ from ingest_gateway.kafka import codes
 from ingest_gateway.kafka import security as sec
 from ingest_gateway.kafka.context import ZERO, KafkaContext
 from ingest_gateway.kafka.wire import Header, error, make, response_module
+from ingest_gateway.errors import BadRequest
 from ingest_gateway.server import transaction_admin
+from ingest_gateway.server.transaction_markers import Marker, decode_before
 
 
 API_DESCRIBE_PRODUCERS, API_DESCRIBE_TRANSACTIONS, API_LIST_TRANSACTIONS = 61, 65, 66
@@ -184,15 +193,16 @@ async def write_txn_markers(ctx: KafkaContext, head: Header, req: Any) -> Any:
     denied = sec.refused(ctx, "ClusterAction", "Cluster")
     out = []
     for mk in req.markers:
+        forwarded, before = decode_before(mk.coordinator_epoch)
         topics = []
         for t in mk.topics:
             parts = []
             for p in t.partition_indexes:
-                code = denied or (codes.INVALID_REQUEST if mk.transaction_result else 0)
+                code = denied or (codes.INVALID_REQUEST if mk.transaction_result and
+                                  not forwarded else 0)
                 if not code:
                     try:
-                        await transaction_admin.abort_partition(
-                            ctx.gateway, t.name, p, mk.producer_id, mk.producer_epoch)
+                        await _write_marker(ctx, mk, t.name, p, forwarded, before)
                     except Exception as e:  # noqa: BLE001 - a per-partition error code
                         code = codes.code_logged(e, "WriteTxnMarkers")
                 parts.append(make(mod.WritableTxnMarkerPartitionResult, partition_index=p,
@@ -202,6 +212,23 @@ async def write_txn_markers(ctx: KafkaContext, head: Header, req: Any) -> Any:
         out.append(make(mod.WritableTxnMarkerResult, producer_id=mk.producer_id,
                         topics=tuple(topics)))
     return make(mod.WriteTxnMarkersResponse, markers=tuple(out))
+
+
+async def _write_marker(ctx: KafkaContext, mk: Any, topic: str, partition: int,
+                        forwarded: bool, before: int | None) -> None:
+    """One partition's marker of a WriteTxnMarkers entry: a coordinator's forwarded
+    one (``forwarded``: written as asked, module doc) or an admin's ABORT."""
+    if not forwarded:
+        await transaction_admin.abort_partition(ctx.gateway, topic, partition,
+                                                mk.producer_id, mk.producer_epoch)
+        return
+    if mk.producer_id < 0 or mk.producer_epoch < 0:
+        raise BadRequest(f"a marker for producer {mk.producer_id} at epoch "
+                         f"{mk.producer_epoch}")
+    strict = getattr(mk, "transaction_version", 0) >= 2
+    await transaction_admin.write_forwarded(ctx.gateway, Marker(
+        topic, partition, mk.producer_id, mk.producer_epoch, bool(mk.transaction_result),
+        strict, before))
 
 
 HANDLERS = {API_WRITE_TXN_MARKERS: write_txn_markers,

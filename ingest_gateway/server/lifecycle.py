@@ -27,7 +27,7 @@ from typing import Any
 
 import conf
 from conf.errors import ConfigError
-from ingest_gateway.server import transaction_service
+from ingest_gateway.server import transaction_markers, transaction_service
 from ingest_gateway.server.batcher import Batcher
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.metrics import GatewayMetrics
@@ -134,11 +134,13 @@ async def running_gateway(settings: conf.Settings, log_: Log, *, parts: GatewayP
     for serve_beside in beside:
         await others.enter_async_context(serve_beside(gateway))
     if member is None:
-        aborter = transaction_service.TimeoutAborter(batcher, log_, now_ms).start()
+        aborter = transaction_service.TimeoutAborter(
+            batcher, log_, now_ms, markers=transaction_markers.router(gateway)).start()
     else:  # one slot at a time, less often: each round lists the store
         aborter = transaction_service.TimeoutAborter(
             batcher, log_, now_ms, interval_s=transaction_service.CLUSTER_ABORT_CHECK_S,
-            should_run=member.owns_transaction_timeouts).start()
+            should_run=member.owns_transaction_timeouts,
+            markers=transaction_markers.router(gateway)).start()
     logger.info("gateway %s serving %s", batcher.id, log_.url)
     try:
         yield gateway

@@ -16,6 +16,8 @@ Exposed at ``/metrics`` (names as Kafka's broker metrics would read in Prometheu
   (answered at acks=0 or 1 before the flush failed), every ``out_of_order_sequence``
   answer (refused requests and batches dropped at flush);
 * consumer group rebalances (completed generations) per group;
+* transaction markers written by this gateway's coordinator, by route (``local``,
+  ``forwarded``, ``direct`` with its reason: ``server.transaction_markers``);
 * at scrape time, from the store (``add_collector``): per-partition log start, log
   end and size, consumer lag per group and partition, maintenance runs and the bytes
   they reclaimed (collectors the HTTP layer registers: ``http.console_data``).
@@ -211,6 +213,11 @@ class GatewayMetrics:
             "out_of_order_sequence (a gap or an overlap in a producer's sequence); zero in "
             "normal operation: a batch that overtook its predecessor is held, not refused",
             registry=r)
+        self.txn_markers = Counter(
+            "sparklog_gateway_txn_markers", "transaction markers this gateway's coordinator "
+            "wrote, by route: local (into its own hot journal), forwarded (to the leading "
+            "gateway, WriteTxnMarkers), direct (into the partition's _log, sealing a hot "
+            "journal: the fallback, with the reason)", ["route", "reason"], registry=r)
         # Children are cached: .labels() costs more than .inc() on the hot path.
         self._topic_children: dict[str, tuple[Any, Any, list[int]]] = {}
         self._out_children: dict[str, tuple[Any, Any, list[int]]] = {}

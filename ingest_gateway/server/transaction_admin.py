@@ -1,5 +1,6 @@
 """Transactions seen from outside: listing and describing transactional ids, the
-producers of a partition, and aborting a hanging transaction's partition -- what
+producers of a partition, aborting a hanging transaction's partition, and writing the
+marker another gateway's coordinator forwards to this leader -- what
 ``kafka-transactions.sh list``, ``describe``, ``describe-producers`` and ``abort``
 (ListTransactions, DescribeTransactions, DescribeProducers, WriteTxnMarkers) and REST
 v3's ``GET /v3/transactions[/{tid}]`` read.
@@ -16,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ingest_gateway.errors import NotLeader
 from ingest_gateway.server.gateway import Gateway
-from log_layout import InvalidProducerEpoch, transactions
+from ingest_gateway.server.transaction_markers import Marker, journal_takes, router
+from log_layout import Fenced, InvalidProducerEpoch, transactions
 from log_layout.txn_admin import NoOpenTransaction, abort_hanging
 from log_layout.txn_admin import describe_producers as _producers
 
@@ -79,13 +82,56 @@ async def abort_partition(gateway: Gateway, topic: str, partition: int, producer
     older than the partition's), StoreError."""
     def abort() -> None:
         gateway.check_partition(topic, partition)
-        entry = gateway.log.partition(topic, partition).snapshot().producers.get(producer_id)
+        m = gateway.log.partition(topic, partition).snapshot()
+        entry = m.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             raise InvalidProducerEpoch(producer_id, epoch, entry.epoch)
+        # the leader's own hot writer when it has one (no seal of its journal)
+        if entry is not None and producer_id in m.open_txns and router(gateway).write_here(
+                Marker(topic, partition, producer_id, entry.epoch, False, False, None),
+                gateway.clock_ms()):
+            return
         try:
             abort_hanging(gateway.log, topic, partition, producer_id)
         except NoOpenTransaction:
             pass  # ended already: nothing left to abort
 
     await gateway.batcher.run_blocking(abort)
+    gateway.hub().committed(topic, partition, -1)  # the marker moved the last stable offset
+
+
+async def write_forwarded(gateway: Gateway, marker: Marker) -> None:
+    """Write a marker another gateway's transaction coordinator forwarded to this one
+    as the partition's leader (``transaction_markers``), through this gateway's writer
+    of the partition (into its hot journal), then wake the partition's read_committed
+    long-polls. A partition assigned here that is not written yet is claimed first;
+    without the broker application, one this gateway does not write hot is written
+    into ``_log``. Raises NotLeader (another gateway leads it, or this one was fenced:
+    the coordinator asks the new leader), UnknownTopic, UnknownPartition,
+    InvalidProducerEpoch, StoreError."""
+    topic, partition = marker.topic, marker.partition
+    await gateway.batcher.run_blocking(gateway.check_partition, topic, partition)
+    if gateway.cluster is not None and gateway.batcher.writing(topic, partition) is None:
+        await gateway.batcher.lead(topic, partition)
+    markers, now = router(gateway), gateway.clock_ms()
+
+    def write() -> None:
+        state = gateway.batcher.writing(topic, partition)
+        if state is None and gateway.cluster is not None:  # claimed above: fenced since
+            raise NotLeader(topic, partition, "fenced by another gateway's claim")
+        try:
+            if state is not None and journal_takes(state.writer, marker):
+                state.writer.write_marker(marker.producer_id, marker.epoch, marker.commit,
+                                          now_ms=now, strict=marker.strict,
+                                          before=marker.before)
+            else:
+                if gateway.settings.gateway.hot_enable:
+                    markers.count("direct", "epoch_only" if state is not None else "cold")
+                markers.direct(topic, partition, marker.producer_id, marker.epoch,
+                               marker.commit, now_ms=now, strict=marker.strict,
+                               before=marker.before)
+        except Fenced as e:  # a claim took it meanwhile: the coordinator asks again
+            raise NotLeader(topic, partition, str(e)) from None
+
+    await gateway.batcher.run_blocking(write)
     gateway.hub().committed(topic, partition, -1)  # the marker moved the last stable offset

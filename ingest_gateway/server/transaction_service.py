@@ -8,7 +8,9 @@ runs on the batcher's pool, off the event loop, at the gateway's clock. Its erro
 (ProducerFenced, InvalidProducerEpoch, InvalidTxnState, UnknownPartition, StoreError)
 are re-exported here with the log's constants, for the adapters' codes.
 
-``log_layout.transactions.end_transaction`` writes the markers and the transaction's
+``log_layout.transactions.end_transaction`` writes the markers (through the gateway's
+``transaction_markers.router``: at the partition's leader, so a hot journal is not
+sealed by them) and the transaction's
 consumer-group offsets; here the offsets go through this gateway's group coordinator
 (``groups.txn_offsets.offsets_writer``: its copy of a group must learn them), and
 afterwards the read_committed long-polls of the transaction's partitions are woken (the
@@ -27,6 +29,7 @@ from typing import Any
 
 from ingest_gateway.server.gateway import Gateway
 from ingest_gateway.server.groups.txn_offsets import offsets_writer
+from ingest_gateway.server.transaction_markers import router
 from log_layout import InvalidProducerEpoch, StoreError, UnknownPartition, transactions
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import InvalidTxnState, ProducerFenced
@@ -70,7 +73,8 @@ async def init(gateway: Gateway, tid: str, timeout_ms: int, *, producer_id: int 
                 raise ProducerFenced(tid, producer_id, epoch, *cur)
             if epoch == doc["epoch"] - 1 and doc["state"] == transactions.EMPTY:
                 return doc["producer_id"], doc["epoch"]
-        return transactions.init_transactions(gateway.log, tid, timeout_ms, now)
+        return transactions.init_transactions(gateway.log, tid, timeout_ms, now,
+                                              markers=router(gateway))
 
     now = gateway.clock_ms()
     return await gateway.batcher.run_blocking(work)
@@ -117,7 +121,7 @@ async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
     after = await run(functools.partial(
         transactions.end_transaction, store, tid, pid, epoch, commit, gateway.clock_ms(),
         commit_offsets=offsets_writer(hub.coordinator, direct), bump=bump,
-        bound_markers=bound_markers))
+        bound_markers=bound_markers, markers=router(gateway)))
     for topic, partition in before.get("partitions", ()):
         hub.committed(topic, partition, -1)
     return after
@@ -126,12 +130,15 @@ async def end_transaction(gateway: Gateway, tid: str, pid: int, epoch: int,
 class TimeoutAborter:
     """Calls ``abort_expired`` every ``interval_s`` on the batcher's pool, from
     :meth:`start` to :meth:`stop` (the gateway's life), in rounds where ``should_run()``
-    says so (default: every round). Several gateways may run one each: the
-    coordinator's exclusive versions let one abort win."""
+    says so (default: every round), writing its markers with ``markers`` (a
+    ``transactions.MarkerWriter``; default: into ``_log``). Several gateways may run
+    one each: the coordinator's exclusive versions let one abort win."""
 
     def __init__(self, batcher: Any, log_: Any, now_ms: Any = None,
-                 interval_s: float = ABORT_CHECK_S, should_run: Any = None):
+                 interval_s: float = ABORT_CHECK_S, should_run: Any = None,
+                 markers: Any = None):
         self.batcher, self.log, self.interval_s = batcher, log_, interval_s
+        self.markers = markers
         self.now_ms = now_ms or wall_clock_ms
         self.should_run = should_run or (lambda: True)
         self._task: asyncio.Task | None = None
@@ -146,8 +153,8 @@ class TimeoutAborter:
             if not self.should_run():
                 continue
             try:
-                aborted = await self.batcher.run_blocking(transactions.abort_expired, self.log,
-                                                          self.now_ms())
+                aborted = await self.batcher.run_blocking(functools.partial(
+                    transactions.abort_expired, self.log, self.now_ms(), markers=self.markers))
                 for tid in aborted:
                     logger.info("transaction of %r aborted: older than its timeout", tid)
             except Exception:  # the store failing now: the next round tries again

@@ -98,7 +98,7 @@ def install(point: str) -> None:
             ending["markers"] = count + 1
             return result
 
-    def abort_expired(log: Any, now_ms: int) -> list[str]:
+    def abort_expired(log: Any, now_ms: int, **_: Any) -> list[str]:
         return []
 
     def offsets_writer(*args: Any, **kwargs: Any) -> Any:
