@@ -25,6 +25,13 @@ def _hot_files(lg) -> tuple[int, int]:
     return entries, objects
 
 
+def _hot_objects(lg) -> set[str]:
+    """The shared objects of every journal in ``lg``'s store."""
+    return {f"{journal}{f.name}" for journal in lg.store.list_folders(paths.HOT_FOLDER)
+            for f in lg.store.list(paths.journal_folder(journal.rstrip("/").rsplit("/", 1)[-1]))
+            if f.name.endswith(".wal")}
+
+
 def _read_all(consumer: Consumer, n: int) -> list:
     got: list = []
     wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= n, timeout=120,
@@ -85,6 +92,53 @@ def test_a_hot_gateway_writes_one_object_per_flush_and_every_reader_reads_it(
         assert values[-1] == b"after" and len(values) == len(by_partition[0]) + 1
     finally:
         gw.stop()
+
+
+@pytest.mark.slow
+def test_a_gateway_on_s3_is_hot_by_default_and_maintenance_rolls_it_up_and_sweeps_it(
+        request, tmp_path):
+    """No ``gateway.hot.enable`` given: on S3 the gateway writes through its journal
+    (auto). A maintenance pass (``jobs.maintain.run``: roll-up, vacuum and the hot sweep,
+    as ``sparklog maintain`` and the broker app's scheduler run it) while the gateway goes
+    on moves every record into per-partition files and deletes the shared objects; the
+    gateway keeps producing after it, and readers see every record once, in order."""
+    from jobs import maintain
+
+    url, options = make_log_url("s3", request, tmp_path)
+    lg = open_log(url, storage_options=options)
+    lg.create_topic("auto", {"partitions": 4, "file.delete.delay.ms": 0})
+    with GatewayProcess(url, options, log_path=str(tmp_path / "gateway.log")) as gw, \
+            Producer(gw.url, acks="all", linger_ms=5) as producer:
+        first = [producer.send("auto", b"a%03d" % i, key=b"k%d" % i) for i in range(200)]
+        producer.flush(timeout=120)
+        metas = [h.result(timeout=1) for h in first]
+        segments = [s.file for p in range(4) for s in lg.partition("auto", p).snapshot().segments]
+        assert segments and all(paths.is_hot_file(f) for f in segments)
+        before = _hot_objects(lg)
+        assert before
+        # past the sweep's own floor, so objects the roll-up freed are deleted in this pass
+        later = wall_clock_ms() + 3_600_000
+        summary = maintain.run(open_log(url, storage_options=options), now_ms=later)
+        assert not summary.errors
+        rolled = [s.file for p in range(4)
+                  for s in open_log(url, storage_options=options).partition("auto", p)
+                  .snapshot().segments]
+        assert rolled and not any(paths.is_hot_file(f) for f in rolled)
+        then = [producer.send("auto", b"b%03d" % i, key=b"k%d" % i) for i in range(200)]
+        producer.flush(timeout=120)
+        metas += [h.result(timeout=1) for h in then]
+    wanted = {(m.partition, m.offset): (b"a%03d" % i if i < 200 else b"b%03d" % (i - 200))
+              for i, m in enumerate(metas)}
+    assert len(wanted) == 400
+    with Consumer(store=url, storage_options=options, auto_offset_reset="earliest") as c:
+        c.assign([("auto", p) for p in range(4)])
+        got = _read_all(c, 400)
+    assert {(r.partition, r.offset): r.value for r in got} == wanted
+    # the pass's sweep deleted every object it rolled up; the flushes after it made new ones
+    after = _hot_objects(open_log(url, storage_options=options))
+    assert after and not before & after
+    with open(tmp_path / "gateway.log") as f:
+        assert "hot tier on (gateway.hot.enable)" in f.read()
 
 
 def test_kafka_clients_produce_and_read_through_a_hot_gateway(tmp_path):
