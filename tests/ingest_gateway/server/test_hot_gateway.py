@@ -1,12 +1,12 @@
 """A gateway with the hot tier on (gateway.hot.enable): a flush of many partitions is one
 shared object and one journal entry, and every reader -- a consumer through the
-gateway, a direct consumer, offsets by time, read_committed, a roll-up -- reads it."""
+gateway, a direct consumer, offsets by time, read_committed, a maintenance pass -- reads
+it. On S3 the gateway is hot by default (gateway.hot.enable=auto)."""
 
 from __future__ import annotations
 
 import pytest
 
-from compaction.rollup import rollup_partition
 from ingest_gateway.client import Consumer, Producer
 from jobs.gateway_process import GatewayProcess, wait_for
 from log_layout import open_log, paths, wall_clock_ms
@@ -42,11 +42,14 @@ def _read_all(consumer: Consumer, n: int) -> list:
 @pytest.mark.parametrize("backend", ["file", "s3"])
 def test_a_hot_gateway_writes_one_object_per_flush_and_every_reader_reads_it(
         backend, request, tmp_path):
+    from jobs import maintain
+
     url, options = make_log_url(backend, request, tmp_path)
     lg = open_log(url, storage_options=options)
-    lg.create_topic("hot", {"partitions": PARTITIONS})
-    gw = GatewayProcess(url, options, settings={"gateway.hot.enable": "true"},
-                        log_path=str(tmp_path / "gateway.log"))
+    lg.create_topic("hot", {"partitions": PARTITIONS, "file.delete.delay.ms": 0})
+    # on S3 the hot tier is on by default (gateway.hot.enable=auto); a local store asks
+    gw = GatewayProcess(url, options, log_path=str(tmp_path / "gateway.log"),
+                        settings={"gateway.hot.enable": "true"} if backend == "file" else {})
     gw.start()
     try:
         before = wall_clock_ms()
@@ -80,10 +83,18 @@ def test_a_hot_gateway_writes_one_object_per_flush_and_every_reader_reads_it(
         assert fresh.partition("hot", 0).offset_for_timestamp(before) == 0
         assert fresh.partition("hot", 0).read_table(
             0, isolation_level="read_committed").num_rows == len(by_partition[0])
-        # roll-up moves them into per-partition segments while the gateway goes on
-        config = fresh.topic("hot").config
-        for p in range(PARTITIONS):
-            rollup_partition(fresh.partition("hot", p), config, wall_clock_ms())
+        # a maintenance pass (as `sparklog maintain` and the broker app's scheduler run
+        # it) while the gateway goes on: roll-up moves every record into per-partition
+        # segments, vacuum and the hot sweep delete the shared objects (an hour on: past
+        # the sweep's floor for objects freed in this very pass)
+        before = _hot_objects(lg)
+        summary = maintain.run(fresh, now_ms=wall_clock_ms() + 3_600_000)
+        assert not summary.errors
+        rolled = [s.file for p in range(PARTITIONS)
+                  for s in open_log(url, storage_options=options).partition("hot", p)
+                  .snapshot().segments]
+        assert rolled and not any(paths.is_hot_file(f) for f in rolled)
+        assert before and not before & _hot_objects(lg)
         with Producer(gw.url, acks="all") as producer:
             after = producer.send("hot", b"after", partition=0).result(timeout=60)
         assert after.offset == len(by_partition[0])
@@ -92,51 +103,6 @@ def test_a_hot_gateway_writes_one_object_per_flush_and_every_reader_reads_it(
         assert values[-1] == b"after" and len(values) == len(by_partition[0]) + 1
     finally:
         gw.stop()
-
-
-@pytest.mark.slow
-def test_a_gateway_on_s3_is_hot_by_default_and_maintenance_rolls_it_up_and_sweeps_it(
-        request, tmp_path):
-    """No ``gateway.hot.enable`` given: on S3 the gateway writes through its journal
-    (auto). A maintenance pass (``jobs.maintain.run``: roll-up, vacuum and the hot sweep,
-    as ``sparklog maintain`` and the broker app's scheduler run it) while the gateway goes
-    on moves every record into per-partition files and deletes the shared objects; the
-    gateway keeps producing after it, and readers see every record once, in order."""
-    from jobs import maintain
-
-    url, options = make_log_url("s3", request, tmp_path)
-    lg = open_log(url, storage_options=options)
-    lg.create_topic("auto", {"partitions": 4, "file.delete.delay.ms": 0})
-    with GatewayProcess(url, options, log_path=str(tmp_path / "gateway.log")) as gw, \
-            Producer(gw.url, acks="all", linger_ms=5) as producer:
-        first = [producer.send("auto", b"a%03d" % i, key=b"k%d" % i) for i in range(200)]
-        producer.flush(timeout=120)
-        metas = [h.result(timeout=1) for h in first]
-        segments = [s.file for p in range(4) for s in lg.partition("auto", p).snapshot().segments]
-        assert segments and all(paths.is_hot_file(f) for f in segments)
-        before = _hot_objects(lg)
-        assert before
-        # past the sweep's own floor, so objects the roll-up freed are deleted in this pass
-        later = wall_clock_ms() + 3_600_000
-        summary = maintain.run(open_log(url, storage_options=options), now_ms=later)
-        assert not summary.errors
-        rolled = [s.file for p in range(4)
-                  for s in open_log(url, storage_options=options).partition("auto", p)
-                  .snapshot().segments]
-        assert rolled and not any(paths.is_hot_file(f) for f in rolled)
-        then = [producer.send("auto", b"b%03d" % i, key=b"k%d" % i) for i in range(200)]
-        producer.flush(timeout=120)
-        metas += [h.result(timeout=1) for h in then]
-    wanted = {(m.partition, m.offset): (b"a%03d" % i if i < 200 else b"b%03d" % (i - 200))
-              for i, m in enumerate(metas)}
-    assert len(wanted) == 400
-    with Consumer(store=url, storage_options=options, auto_offset_reset="earliest") as c:
-        c.assign([("auto", p) for p in range(4)])
-        got = _read_all(c, 400)
-    assert {(r.partition, r.offset): r.value for r in got} == wanted
-    # the pass's sweep deleted every object it rolled up; the flushes after it made new ones
-    after = _hot_objects(open_log(url, storage_options=options))
-    assert after and not before & after
     with open(tmp_path / "gateway.log") as f:
         assert "hot tier on (gateway.hot.enable)" in f.read()
 
