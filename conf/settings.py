@@ -6,7 +6,9 @@ Keys are dotted and lower case (``gateway.linger.ms``); the environment
 variable of a key is ``SPARKLOG_`` + the key upper-cased with dots as
 underscores (``SPARKLOG_GATEWAY_LINGER_MS``). Keys ending in ``.ms`` are
 durations (``conf.durations``: ``30s``, ``5m``; a bare number is milliseconds).
-A value that does not parse, or
+``gateway.hot.enable`` also takes ``auto`` (its default), resolved here by
+``store.url``'s scheme (:func:`hot_enable_default`), so the settings hold the
+effective value. A value that does not parse, or
 a ``SPARKLOG_<SECTION>_*`` variable that names no key, stops start-up with a
 :class:`~conf.errors.ConfigError` naming the key and the value.
 """
@@ -19,12 +21,16 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from conf.durations import parse_duration_ms
 from conf.errors import ConfigError
 from conf.topic import TOPIC_KEYS, TopicConfig
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.toml")
+#: store URL schemes ``gateway.hot.enable=auto`` turns the hot tier on for: S3 and HDFS,
+#: where each request costs (a PUT, a NameNode round trip) whatever its size
+HOT_STORE_SCHEMES = ("s3", "s3a", "hdfs", "webhdfs", "swebhdfs")
 ENV_PREFIX = "SPARKLOG_"
 #: the folder holding pyproject.toml: relative cache paths resolve against it
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -207,6 +213,24 @@ def _defaults() -> dict[str, dict[str, Any]]:
         return tomllib.load(f)
 
 
+def hot_enable_default(store_url: str) -> bool:
+    """What ``gateway.hot.enable=auto`` (its default) means for a store: on for S3 and
+    HDFS (:data:`HOT_STORE_SCHEMES`), off for a local folder, ``file://`` and
+    ``memory://`` (and any other scheme)."""
+    return urlsplit(str(store_url)).scheme.lower() in HOT_STORE_SCHEMES
+
+
+def _hot_enable(raw: Any, store_url: Any) -> Any:
+    """``gateway.hot.enable`` as a bool: as given, or, for ``auto``, what the store asks.
+    Raises ConfigError for anything but true, false (or their spellings) and auto."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return hot_enable_default(store_url)
+    try:
+        return _coerce("gateway.hot.enable", raw, bool)
+    except ConfigError:
+        raise ConfigError("gateway.hot.enable", raw, "expected true, false or auto") from None
+
+
 def load(overrides: Mapping[str, Any] | None = None, *,
          environ: Mapping[str, str] | None = None) -> Settings:
     """Load settings: defaults, then environment, then ``overrides``.
@@ -224,6 +248,8 @@ def load(overrides: Mapping[str, Any] | None = None, *,
         if key not in merged:
             raise ConfigError(key, value, "names no sparklog setting")
         merged[key] = value
+    merged["gateway.hot.enable"] = _hot_enable(merged["gateway.hot.enable"],
+                                               merged["store.url"])
 
     sections: dict[str, Any] = {}
     for section, cls in _SECTIONS.items():

@@ -139,8 +139,8 @@ def serve(settings: conf.Settings, *, storage_options: Mapping[str, Any] | None 
     server = uvicorn.Server(config)
     parts.metrics.watch_connections(lambda: len(server.server_state.connections))
     logging.getLogger("sparklog.gateway").info(
-        "listening on %s (console %s/ui, metrics /metrics), store %s, access log %s, "
-        "client certificates %s", where.url, where.url, log_.url,
-        "on" if gw.access_log else "off",
+        "listening on %s (console %s/ui, metrics /metrics), store %s, hot tier %s "
+        "(gateway.hot.enable), access log %s, client certificates %s", where.url, where.url,
+        log_.url, "on" if gw.hot_enable else "off", "on" if gw.access_log else "off",
         settings.ssl.client_auth if where.scheme == "https" else "none")
     server.run()

@@ -27,7 +27,11 @@ every live slot and the leaders the driver assigned. `sparklog cluster status` s
 it all. Keep one executor's worth of
 cores spare, so a lost executor's gateway has somewhere to go. Run the driver under a
 supervisor (systemd, Kubernetes): a restarted driver takes the application over by
-its higher driver epoch. SIGTERM or SIGINT stops the application."""
+its higher driver epoch. SIGTERM or SIGINT stops the application.
+
+The gateways write through the hot tier (one object per flush for all their
+partitions) as gateway.hot.enable says (default: on for S3 and HDFS, off for local;
+--set gateway.hot.enable=false turns it off)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,11 @@ import json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gateway", help="run the ingest gateway (HTTP produce and topic admin)",
                        description="Serve the ingest gateway on uvicorn until SIGTERM/SIGINT; "
-                                   "shutdown flushes every accepted record.")
+                                   "shutdown flushes every accepted record. The hot tier "
+                                   "(--set gateway.hot.enable=true|false|auto; default: on "
+                                   "for S3 and HDFS, off for local) writes each flush of "
+                                   "every partition as one shared object; the start-up line "
+                                   "says whether it is on.")
     p.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
                    help="the log's store (default: store.url)")
     p.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")

@@ -85,3 +85,43 @@ def test_compaction_job_matches_model(log, spark):
                            as_df(spark, {tp: m.records for tp, m in models.items()}))
     assert log.partition("events", 0).snapshot() == events_before
     assert log.history()[-1]["partitions_cleaned"] == len(expected_clean)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["s3"], indirect=True)
+def test_the_spark_job_rolls_up_hot_segments_and_sweeps_their_objects(log, store, spark):
+    """A gateway on S3 writes through the hot tier by default (gateway.hot.enable=auto):
+    the maintenance job, its roll-up in Spark tasks that reopen the store, rewrites the
+    journal's segments into per-partition files while the writer goes on, and the pass's
+    sweep deletes the shared objects it freed."""
+    from log_layout import open_log, paths, wall_clock_ms
+    from log_layout.hot_writer import JournalWriter
+
+    log.create_topic("hot", {"partitions": 3, "file.delete.delay.ms": 0})
+    journal = JournalWriter(log.journals, "gw-spark")
+    try:
+        writers = [log.partition("hot", p).claim("gw-spark", journal) for p in range(3)]
+        for r in range(3):
+            for f in [w.append_async(pa.table({"value": [b"r%d-%d" % (r, p)]}))
+                      for p, w in enumerate(writers)]:
+                f.result(timeout=60)
+        objects = {f.name for f in log.store.list(paths.journal_folder(journal.name))
+                   if f.name.endswith(".wal")}
+        assert objects
+        summary = run(log, now_ms=wall_clock_ms() + 3_600_000, spark=spark)
+        assert not summary.errors
+        assert {r.partition for r in summary.results if r.changed} == {0, 1, 2}
+        for p, w in enumerate(writers):  # the writer goes on after the roll-up
+            w.append_async(pa.table({"value": [b"after-%d" % p]})).result(timeout=60)
+        reader = open_log(store[0], storage_options=store[1])
+        for p in range(3):
+            plog = reader.partition("hot", p)
+            assert plog.read_table(0).column("value").to_pylist() == \
+                [b"r0-%d" % p, b"r1-%d" % p, b"r2-%d" % p, b"after-%d" % p]
+            cold = plog.versions.cold_snapshot()
+            assert not any(paths.is_hot_file(s.file) for s in cold.segments)
+        left = {f.name for f in log.store.list(paths.journal_folder(journal.name))
+                if f.name.endswith(".wal")}
+        assert not objects & left
+    finally:
+        journal.close()

@@ -46,6 +46,7 @@ def test_explicit_overrides_beat_environment():
     ("SPARKLOG_GATEWAY_PORT", "70000", "at most 65535"),
     ("SPARKLOG_GATEWAY_LINGER_MS", "-1", "negative"),
     ("SPARKLOG_STORE_FSYNC", "maybe", "true or false"),
+    ("SPARKLOG_GATEWAY_HOT_ENABLE", "maybe", "true, false or auto"),
     ("SPARKLOG_TOPIC_CLEANUP_POLICY", "shred", "one of"),
     ("SPARKLOG_TOPIC_MIN_CLEANABLE_DIRTY_RATIO", "1.5", "between 0 and 1"),
 ])
@@ -56,6 +57,29 @@ def test_bad_value_names_key_and_value(key, value, words):
     dotted = key[len("SPARKLOG_"):].lower().replace("_", ".")
     assert e.value.key in (dotted, key) or e.value.key == dotted.split(".", 1)[1]
     assert value in str(e.value)
+
+
+@pytest.mark.parametrize("url,hot", [
+    ("s3://bucket/log", True), ("s3a://bucket/log", True), ("hdfs://nn:8020/log", True),
+    ("webhdfs://nn:9870/log", True), ("S3://bucket/log", True),
+    ("./sparklog-data", False), ("/abs/log", False), ("file:///tmp/log", False),
+    ("memory://log", False), ("gs://bucket/log", False)])
+def test_hot_tier_is_on_by_default_for_s3_and_hdfs_only(url, hot):
+    assert load({"store.url": url}, environ={}).gateway.hot_enable is hot
+    # "auto" given explicitly means the same; true and false win whatever the store
+    assert load({"store.url": url, "gateway.hot.enable": "auto"},
+                environ={}).gateway.hot_enable is hot
+    assert load({"store.url": url}, environ={"SPARKLOG_GATEWAY_HOT_ENABLE": str(not hot)}
+                ).gateway.hot_enable is (not hot)
+    assert load({"store.url": url, "gateway.hot.enable": "off"},
+                environ={"SPARKLOG_GATEWAY_HOT_ENABLE": "on"}).gateway.hot_enable is False
+    assert load({"store.url": url, "gateway.hot.enable": True}, environ={}).gateway.hot_enable
+
+
+def test_hot_tier_follows_the_store_url_from_the_environment():
+    assert load(environ={"SPARKLOG_STORE_URL": "s3://b/x"}).gateway.hot_enable is True
+    assert load({"store.url": "./d"}, environ={"SPARKLOG_STORE_URL": "s3://b/x"}
+                ).gateway.hot_enable is False
 
 
 def test_unknown_sparklog_variable_names_itself():

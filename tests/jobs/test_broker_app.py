@@ -107,6 +107,11 @@ def test_failover_on_the_s3_store(tmp_path, cluster, s3_server):
     finally:
         status = app.stop()
     assert status == 0, app.log_text()[-3000:]
+    # the gateways wrote through the hot tier, on by default on S3 (gateway.hot.enable=auto)
+    from log_layout import paths
+    assert log.store.list_folders(paths.HOT_FOLDER)
+    assert any(paths.is_hot_file(s.file) for p in log.partitions("s3_executor")
+               for s in p.snapshot().segments)
 
 
 @pytest.fixture(scope="module")

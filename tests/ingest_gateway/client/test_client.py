@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from ingest_gateway.client import ProduceError, Producer
+from log_layout import paths
 from log_layout.partitioner import partition_for_key
 
 
@@ -23,6 +24,13 @@ def test_send_batches_by_key_and_resolves_every_handle(gateway, gateway_log, top
         rows = gateway_log.partition(topic, p).read_table(0).to_pylist()
         by_offset = {m.offset: i for i, m in enumerate(metas) if m.partition == p}
         assert all(rows[o]["value"] == b"value-%d" % i for o, i in by_offset.items())
+    # the hot tier is on by default on S3 and HDFS (gateway.hot.enable=auto), off locally:
+    # a partition's segments are in the shared journal objects, or its own files
+    kind = gateway_log.store.url.split("://", 1)[0] if "://" in gateway_log.store.url else ""
+    segments = [s.file for p in range(3) for s in gateway_log.partition(topic, p)
+                .snapshot().segments]
+    assert segments and all(paths.is_hot_file(f) is (kind in ("s3", "hdfs", "webhdfs"))
+                            for f in segments), (kind, segments)
 
 
 def test_send_headers_timestamps_and_sticky_partition(gateway, gateway_log, topic):

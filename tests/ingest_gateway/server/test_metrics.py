@@ -294,6 +294,7 @@ def test_access_log_is_off_by_default_and_text_is_the_default_format(tmp_path):
                      status=200) == 3
     text = read_log(path)
     assert any("INFO sparklog.gateway: listening on" in x and "access log off" in x
+               and "hot tier off (gateway.hot.enable)" in x  # off on a local store
                for x in text)
     assert not any("sparklog.access" in x for x in text)
     assert not any(x.startswith("{") for x in text)
