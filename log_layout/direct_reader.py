@@ -8,7 +8,10 @@ It answers ``(tp, batch, next offset)`` triples of segment-schema
     reader = DirectReader(log)
     got, errors = reader.fetch({("clicks", 0): 1000}, max_records=500, wait_ms=100)
 
-A position past the last record of a segment moves over a compaction gap to
+The segments one read needs (as far as its ``max_records`` reaches) are read together
+(``reader.read_segments``): every one's bytes, then every CRC-32, then every parse, so
+no record of a read is handed out before all its segments' checksums are checked. A
+position past the last record of a segment moves over a compaction gap to
 the segment's end offset, so a consumer never asks for offsets that no
 longer exist. A segment vacuumed while being read (compaction or retention
 replaced it) is re-planned once on the newest snapshot. The store cannot
