@@ -27,8 +27,11 @@ end-to-end latency (Jay Kreps, "Benchmarking Apache Kafka", 2014). Targets:
 >= 1,000,000 msgs/s for one Arrow or direct consumer (ratio to the Kafka 0.8
 anchor >= 1.063); end-to-end p99 <= 50 ms on the local store.
 
-Usage: ``python bench/consume.py [--quick] [--records N]``. Writes
-``bench/results/consume.json``.
+Usage: ``python bench/consume.py [--quick] [--records N] [--repeat N]``. Writes
+``bench/results/consume.json``. ``--repeat N`` measures the plain scan and the direct
+Arrow consumer N times each, alternately (one after the other, a new consumer each
+time), and reports their medians, the best runs and the median of the paired ratios:
+beside other work on 2 cores one run of each moves 2x.
 """
 
 from __future__ import annotations
@@ -244,6 +247,9 @@ def main() -> int:
     ap.add_argument("--hot", action="store_true",
                     help="the consumed partition written through a hot-tier journal (its "
                          "segments in shared objects); the baseline scans a cold copy's files")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure the plain scan and the direct Arrow consumer this many "
+                         "times, alternately; report medians, best runs and paired ratios")
     ap.add_argument("--direct-only", action="store_true",
                     help="only the plain scan and the direct consumers (no gateway, no latency)")
     args = ap.parse_args()
@@ -265,13 +271,16 @@ def main() -> int:
         if args.hot:
             plain_topic = "bench-plain"
             fill(store, plain_topic, records)
-        rows: list[tuple[str, tuple[float, float]]] = []
-        rows.append(("plain pyarrow scan (baseline)",
-                     plain_pyarrow(store, plain_topic, records)))
-        rows.append(("direct, Arrow batches", direct_arrow(store, "bench", records)))
+        rows: list[tuple[str, tuple[float, float, float]]] = []
+        runs: list[tuple[tuple[float, float, float], tuple[float, float, float]]] = []
+        for _ in range(max(1, args.repeat)):  # alternately: each pair sees the same load
+            runs.append((plain_pyarrow(store, plain_topic, records),
+                         direct_arrow(store, "bench", records)))
+        rows.append(("plain pyarrow scan (baseline)", _median_run([p for p, _ in runs])))
+        rows.append(("direct, Arrow batches", _median_run([d for _, d in runs])))
         rows.append(("direct, Record iterator", direct_records(store, "bench", records)))
         if args.direct_only:
-            return _report(args, records, json_records, rows, None)
+            return _report(args, records, json_records, rows, None, runs=runs)
         settings = {"gateway.linger.ms": 5, "store.fsync": "true"}
         with GatewayProcess(store, settings=settings) as gw:
             rows.append(("gateway, Arrow (POST /fetch)", gateway_arrow(gw.url, "bench", records)))
@@ -296,13 +305,36 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     return _report(args, records, json_records, rows,
-                   (lat_gw, lat_direct, wake_gw, wake_direct), e2e_rate)
+                   (lat_gw, lat_direct, wake_gw, wake_direct), e2e_rate, runs=runs)
+
+
+def _median_run(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """The median of each figure of ``runs`` (records/s, MB/s, records per CPU second)."""
+    return tuple(float(np.median([r[i] for r in runs])) for i in range(3))
+
+
+def _paired(runs: list) -> dict:
+    """What ``--repeat`` adds to the direct Arrow figure: every run, the best of each
+    side, and the median of the ratios of runs measured one after the other."""
+    ratios = sorted(d[0] / p[0] for p, d in runs)
+    cpu = sorted(d[2] / p[2] for p, d in runs)
+    return {"repeat": len(runs),
+            "runs": [{"plain": p[0], "ours": d[0], "plain_cpu": p[2], "ours_cpu": d[2]}
+                     for p, d in runs],
+            "best": max(d[0] for _, d in runs), "baseline_best": max(p[0] for p, _ in runs),
+            "of_plain_pyarrow_best": max(d[0] for _, d in runs) / max(p[0] for p, _ in runs),
+            "of_plain_pyarrow_paired_median": float(np.median(ratios)),
+            "of_plain_pyarrow_paired": ratios,
+            "of_plain_pyarrow_cpu_paired_median": float(np.median(cpu)),
+            "of_plain_pyarrow_cpu_paired": cpu}
 
 
 def _report(args, records: int, json_records: int, rows: list, latencies: tuple | None,
-            e2e_rate: float = 0.0) -> int:
+            e2e_rate: float = 0.0, *, runs: list | None = None) -> int:
     """Print the figures and write the results file; ``latencies``: the four lists
-    (send and commit to iterator, gateway and direct), None when not measured."""
+    (send and commit to iterator, gateway and direct), None when not measured; ``runs``:
+    the (plain scan, direct Arrow) pairs of ``--repeat``."""
+    runs = runs or []
     baseline, baseline_cpu = rows[0][1][0], rows[0][1][2]
     figures = [{"name": "plain_pyarrow_scan", "unit": "records/s", "ours": baseline,
                 "baseline": baseline, "ratio": 1.0, "target": None,
@@ -319,7 +351,9 @@ def _report(args, records: int, json_records: int, rows: list, latencies: tuple 
                         # the client process's CPU only: meaningful in direct mode
                         "of_plain_pyarrow_cpu": cpu_rate / baseline_cpu if "direct" in name
                         else None,
-                        "records": json_records if "json" in name else records})
+                        "records": json_records if "json" in name else records,
+                        **(_paired(runs) if name == "consume_direct_arrow"
+                           and len(runs) > 1 else {})})
     lat_rows = []
     lat_gw, lat_direct, wake_gw, wake_direct = latencies or ([], [], [], [])
     for label, key, lat in (("send -> iterator, gateway", "e2e_gateway", lat_gw),
@@ -350,6 +384,14 @@ def _report(args, records: int, json_records: int, rows: list, latencies: tuple 
         print(f"{label:34} {msgs:12,.0f} {mbs:8.1f} {msgs / baseline:10.2f} "
               f"{msgs / KAFKA_08_CONSUMER:12.2f} "
               f"{'' if 'gateway' in label else f'{cpu_rate / baseline_cpu:.2f}':>20}")
+    if len(runs) > 1:
+        p = _paired(runs)
+        print(f"{p['repeat']} alternate runs (medians above): best {p['best']:,.0f} against "
+              f"{p['baseline_best']:,.0f} ({p['of_plain_pyarrow_best']:.2f}); paired ratios "
+              f"{', '.join(f'{r:.2f}' for r in p['of_plain_pyarrow_paired'])} (median "
+              f"{p['of_plain_pyarrow_paired_median']:.2f}); in CPU time "
+              f"{', '.join(f'{r:.2f}' for r in p['of_plain_pyarrow_cpu_paired'])} (median "
+              f"{p['of_plain_pyarrow_cpu_paired_median']:.2f})")
     print(f"{'anchor: Kafka paper consumer':34} {KAFKA_PAPER_CONSUMER:12,.0f}")
     print(f"{'anchor: Kafka 0.8 one consumer':34} {KAFKA_08_CONSUMER:12,.0f}")
     print(f"target: >= {TARGET_MSGS:,.0f} msgs/s for one Arrow or direct consumer\n")
@@ -365,7 +407,8 @@ def _report(args, records: int, json_records: int, rows: list, latencies: tuple 
 
     out = write_results(
         "consume", figures, quick=args.quick, out=args.out, records=records, hot=args.hot,
-        value_bytes=VALUE_BYTES, segment_records=SEGMENT_RECORDS,
+        value_bytes=VALUE_BYTES, segment_records=SEGMENT_RECORDS, repeat=args.repeat,
+        load_after=os.getloadavg()[0],
         anchors={"kafka_paper_consumer_msgs": KAFKA_PAPER_CONSUMER,
                  "kafka_08_one_consumer_msgs": KAFKA_08_CONSUMER,
                  "kafka_08_e2e_median_ms": KAFKA_08_E2E_MEDIAN_MS})

@@ -8,7 +8,10 @@ It answers ``(tp, batch, next offset)`` triples of segment-schema
     reader = DirectReader(log)
     got, errors = reader.fetch({("clicks", 0): 1000}, max_records=500, wait_ms=100)
 
-A position past the last record of a segment moves over a compaction gap to
+The segments one read needs (as far as its ``max_records`` reaches) are read together
+(``reader.read_segments``): every one's bytes, then every CRC-32, then every parse, so
+no record of a read is handed out before all its segments' checksums are checked. A
+position past the last record of a segment moves over a compaction gap to
 the segment's end offset, so a consumer never asks for offsets that no
 longer exist. A segment vacuumed while being read (compaction or retention
 replaced it) is re-planned once on the newest snapshot. The store cannot
@@ -43,6 +46,8 @@ import pyarrow as pa
 from log_layout import reader as reads
 from log_layout.segment import SCHEMA
 from log_layout.errors import MissingSegment, OffsetOutOfRange
+from log_layout.manifest import Manifest, SegmentInfo
+from log_layout.partition import PartitionLog
 from log_layout.topics import Log
 
 TopicPartition = tuple[str, int]
@@ -50,6 +55,8 @@ TopicPartition = tuple[str, int]
 _EMPTY = pa.RecordBatch.from_arrays([pa.nulls(0, t) for t in SCHEMA.types], schema=SCHEMA)
 #: what a read answers: (partition, batch, the position after it) in read order
 Fetched = list[tuple[TopicPartition, pa.RecordBatch, int]]
+#: a segment read: ((file, position), its table, its offsets as NumPy once needed)
+_Cached = tuple[tuple[str, int], pa.Table, "np.ndarray | None"]
 #: the shortest wait between two probes of the manifests
 PROBE_MIN_S = 0.001
 #: the wait between probes is the time since records last came divided by this
@@ -75,11 +82,9 @@ class DirectReader:
         #: when a probe last found records (the clock's time); the probe interval
         #: grows with the time since
         self._records_at = clock()
-        # tp -> ((segment file, position), table, offsets as numpy once needed): a poll
-        # usually continues inside the segment the last one read, so it is decoded
-        # once, not per poll
-        self._segments: dict[TopicPartition,
-                             tuple[tuple[str, int], pa.Table, np.ndarray | None]] = {}
+        # tp -> the last segment read (_Cached): a poll usually continues inside the
+        # segment the last one read, so it is decoded once, not per poll
+        self._segments: dict[TopicPartition, _Cached] = {}
         self._rotate = 0
 
     def partitions(self, topic: str) -> int:
@@ -171,51 +176,100 @@ class DirectReader:
             raise OffsetOutOfRange(tp[0], tp[1], pos, m.log_start_offset, m.next_offset)
         got: list[tuple[pa.RecordBatch, int]] = []
         start = pos
-        for info in m.segments_between(pos, end):
-            if budget <= 0:
-                break
-            if m.transactional and reads.hidden(m, info, committed):
-                pos = info.end_offset  # a marker, or aborted: skipped, position moves on
-                continue
-            cached = self._segments.get(tp)
-            key = (info.file, info.position)  # a hot object holds many partitions' segments
-            if cached is None or cached[0] != key:
-                try:
-                    table = plog.read_segment(info, version=m.version)
-                except MissingSegment:
-                    # Vacuumed after a compaction or retention replaced it: re-plan
-                    # once on the newest snapshot (it may also be out of range now).
-                    self._segments.pop(tp, None)
-                    if got:
-                        break
-                    if retry:
-                        return self._read(tp, pos, budget, committed, retry=False)
-                    raise
-                cached = self._segments[tp] = (key, table, None)
-            _, table, offs = cached
-            n = table.num_rows
-            if pos <= info.base_offset and budget >= n:
-                # the whole segment (a consumer keeping up): no search, no slice
-                part, nxt = table, info.end_offset
-            else:
-                if offs is None:  # the offsets as NumPy, once per segment read
-                    offs = table.column(0).to_numpy()
-                    self._segments[tp] = (key, table, offs)
-                i = int(np.searchsorted(offs, pos, "left"))
-                j = min(n, i + budget)
-                # past the segment's last record, a compaction gap may remain up to its end
-                nxt = int(offs[j - 1]) + 1 if j < n else info.end_offset
-                part = table.slice(i, j - i)
-            for b in part.to_batches():
-                if b.num_rows:
-                    got.append((b, int(b.column(0)[-1].as_py()) + 1))
-            budget -= part.num_rows
-            pos = nxt
+        segments = m.segments_between(pos, end)
+        k = 0
+        while k < len(segments) and budget > 0:
+            # the segments this budget may reach, read together (``read_segments``)
+            todo, k = _plan(m, segments, k, pos, budget, committed)
+            try:
+                loaded = iter(self._load(tp, plog, m, [info for info, skip in todo if not skip]))
+            except MissingSegment:
+                # Vacuumed after a compaction or retention replaced it: re-plan once on
+                # the newest snapshot (it may also be out of range now).
+                if got:
+                    break
+                if retry:
+                    return self._read(tp, pos, budget, committed, retry=False)
+                raise
+            for info, skip in todo:
+                if skip:
+                    pos = info.end_offset  # a marker, or aborted: skipped, position moves on
+                    continue
+                entry = next(loaded, None)
+                if entry is None:  # missing from here on: what was read is answered
+                    k = len(segments)
+                    break
+                budget, pos = self._take(tp, info, entry, pos, budget, got)
         if got and got[-1][1] < pos:  # the position skips a trailing compaction gap
             got[-1] = (got[-1][0], pos)
         elif not got and m.transactional and pos > start:
             got.append((_EMPTY, pos))  # only skipped segments: move the position past them
         return got
 
+    def _load(self, tp: TopicPartition, plog: PartitionLog, m: Manifest,
+              infos: list[SegmentInfo]) -> list[_Cached]:
+        """The cache entries of ``infos``' segments: the cached one if it is the first,
+        the others read (``PartitionLog.read_segments``: a missing one ends the list).
+        Raises MissingSegment if the first is missing, CorruptSegment."""
+        cached = self._segments.get(tp)
+        out: list[_Cached] = []
+        if infos and cached is not None and cached[0] == (infos[0].file, infos[0].position):
+            out.append(cached)
+        rest = infos[len(out):]
+        if rest:
+            try:
+                tables = plog.read_segments(rest, version=m.version)
+            except MissingSegment:
+                self._segments.pop(tp, None)
+                if not out:
+                    raise
+                return out
+            # a hot object holds many partitions' segments: its key is the file and position
+            out += [((info.file, info.position), table, None) for info, table in zip(rest, tables)]
+        return out
+
+    def _take(self, tp: TopicPartition, info: SegmentInfo, entry: _Cached, pos: int, budget: int,
+              got: list[tuple[pa.RecordBatch, int]]) -> tuple[int, int]:
+        """Append the records of one segment at ``pos`` and after (up to ``budget``) to
+        ``got``; returns the budget left and the position after them."""
+        key, table, offs = entry
+        self._segments[tp] = entry
+        n = table.num_rows
+        if pos <= info.base_offset and budget >= n:
+            # the whole segment (a consumer keeping up): no search, no slice
+            part, nxt = table, info.end_offset
+        else:
+            if offs is None:  # the offsets as NumPy, once per segment read
+                offs = table.column(0).to_numpy()
+                self._segments[tp] = (key, table, offs)
+            i = int(np.searchsorted(offs, pos, "left"))
+            j = min(n, i + budget)
+            # past the segment's last record, a compaction gap may remain up to its end
+            nxt = int(offs[j - 1]) + 1 if j < n else info.end_offset
+            part = table.slice(i, j - i)
+        for b in part.to_batches():
+            if b.num_rows:
+                got.append((b, int(b.column(0)[-1].as_py()) + 1))
+        return budget - part.num_rows, nxt
+
     def close(self) -> None:
         self._segments.clear()
+
+
+def _plan(m: Manifest, segments: list[SegmentInfo], k: int, pos: int, budget: int,
+          committed: bool) -> tuple[list[tuple[SegmentInfo, bool]], int]:
+    """The segments from ``segments[k]`` on that a read of ``budget`` records at ``pos``
+    may reach, each with whether the reader skips it (``reads.hidden``), and the index
+    after them. A segment counts for at most its records after ``pos``, so none is
+    planned that the budget cannot reach; with compaction gaps a read may need a
+    second plan."""
+    todo: list[tuple[SegmentInfo, bool]] = []
+    while k < len(segments) and budget > 0:
+        info = segments[k]
+        k += 1
+        skip = m.transactional and reads.hidden(m, info, committed)
+        todo.append((info, skip))
+        if not skip:
+            budget -= min(info.count, info.end_offset - max(pos, info.base_offset))
+            pos = info.end_offset
+    return todo, k

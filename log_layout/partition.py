@@ -103,6 +103,12 @@ class PartitionLog:
         MissingSegment or CorruptSegment."""
         return reader.read_segment(self.versions, info, start, end, version=version)
 
+    def read_segments(self, infos: list[SegmentInfo], *, version: int = -1) -> list[pa.Table]:
+        """The whole tables of ``infos``, in order, read in passes (``reader.read_segments``:
+        a missing segment after the first ends the list); raises MissingSegment or
+        CorruptSegment."""
+        return reader.read_segments(self.versions, infos, version=version)
+
     def read(self, start: int, end: int | None = None, *, manifest: Manifest | None = None,
              isolation_level: str = reader.READ_UNCOMMITTED) -> Iterator[pa.RecordBatch]:
         """Record batches with offsets in ``[start, end)`` (``end`` = high watermark;

@@ -15,6 +15,7 @@ transaction reads as before: one flag per segment is all the extra work.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +67,47 @@ def read_segment(v: Versions, info: SegmentInfo, start: int | None = None,
     Raises MissingSegment if the file is gone and CorruptSegment if its
     bytes do not match the manifest's checksum.
     """
+    path, data = _segment_bytes(v, info, version)
+    table = segment.decode(data, path=path, crc32=info.crc32, size=info.bytes)
+    lo = start is not None and start > info.base_offset
+    hi = end is not None and end <= info.last_offset
+    if lo or hi:
+        offsets = table.column("offset").to_numpy()
+        i = int(np.searchsorted(offsets, start, "left")) if lo else 0
+        j = int(np.searchsorted(offsets, end, "left")) if hi else len(offsets)
+        table = table.slice(i, j - i)
+    return table
+
+
+def read_segments(v: Versions, infos: list[SegmentInfo], *,
+                  version: int = -1) -> list[pa.Table]:
+    """The whole tables of ``infos``, in order, checked as ``read_segment`` checks one.
+
+    Read in three passes: every segment's bytes, then every CRC-32, then every parse
+    (a CRC-32 is never taken after its segment was parsed). Faster than
+    ``read_segment`` one after the other: a 1 MB checksum streams through the CPU's
+    caches, and the parse after each one ran with cold caches (segments of 10,000
+    records of 100 B: ~220 us a segment one by one, ~165 in passes; 2026-11-29).
+
+    A missing segment after the first ends the list before it (the caller goes on
+    from there, on a newer snapshot); raises MissingSegment if the first is missing,
+    CorruptSegment as ``read_segment``.
+    """
+    read: list[tuple[str, Any]] = []
+    for info in infos:
+        try:
+            read.append(_segment_bytes(v, info, version))
+        except MissingSegment:
+            if not read:
+                raise
+            break
+    verified = [segment.verify(data, path=path, crc32=info.crc32, size=info.bytes)
+                for info, (path, data) in zip(infos, read)]
+    return [segment.parse(data, path=path) for data, (path, _) in zip(verified, read)]
+
+
+def _segment_bytes(v: Versions, info: SegmentInfo, version: int) -> tuple[str, Any]:
+    """(path, bytes) of a segment, not checked yet; raises MissingSegment if it is gone."""
     hot = paths.is_hot_file(info.file)
     path = info.file if hot else f"{v.folder}/{info.file}"
     try:
@@ -79,15 +121,7 @@ def read_segment(v: Versions, info: SegmentInfo, start: int | None = None,
         # a carried segment, superseded, that vacuum cut off its version file (the JSON
         # is left: vacuum.cut_to_version); an Arrow file starts with its magic
         raise MissingSegment(path, version)
-    table = segment.decode(data, path=path, crc32=info.crc32, size=info.bytes)
-    lo = start is not None and start > info.base_offset
-    hi = end is not None and end <= info.last_offset
-    if lo or hi:
-        offsets = table.column("offset").to_numpy()
-        i = int(np.searchsorted(offsets, start, "left")) if lo else 0
-        j = int(np.searchsorted(offsets, end, "left")) if hi else len(offsets)
-        table = table.slice(i, j - i)
-    return table
+    return path, data
 
 
 def read(v: Versions, start: int, end: int | None = None, *,

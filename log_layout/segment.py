@@ -373,7 +373,7 @@ def checksum(data: bytes | pa.Buffer | memoryview, crc: int = 0) -> int:
 
 def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
            size: int | None = None) -> pa.Table:
-    """Parse segment bytes, verifying the CRC-32 when given.
+    """Parse segment bytes, verifying the CRC-32 when given: ``parse(verify(...))``.
 
     ``size`` is the segment's length as its manifest records it: a longer file
     carries a trailer after the segment (see the module docstring), which is
@@ -381,23 +381,38 @@ def decode(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
     module docstring). Raises CorruptSegment for a checksum mismatch, a truncated
     file, bytes that are not an Arrow IPC file, or a schema of neither form.
     """
+    return parse(verify(data, path=path, crc32=crc32, size=size), path=path)
+
+
+def verify(data: bytes | pa.Buffer, *, path: str, crc32: int | None,
+           size: int | None = None) -> pa.Buffer:
+    """The segment's bytes (``data`` up to ``size``: without a trailer) once their length
+    and CRC-32 (when given) are checked; only such bytes are given to :func:`parse`.
+
+    Raises CorruptSegment for a file shorter than ``size`` or a checksum mismatch.
+    """
     if size is not None and len(data) != size:
         if len(data) < size:
             raise CorruptSegment(path, f"it has {len(data)} bytes, the manifest recorded {size}")
         data = data.slice(0, size) if isinstance(data, pa.Buffer) else memoryview(data)[:size]
     if crc32 is not None:
-        # Before parsing (bytes not verified are never parsed), on this thread: taken
-        # on a helper thread while this one parsed, 1 MB segments read no faster
-        # beside other work on 2 cores (the helper waits for a CPU; 2026-11-28).
+        # On this thread: taken on a helper thread while this one parsed, 1 MB segments
+        # read no faster beside other work on 2 cores (the helper waits for a CPU;
+        # 2026-11-28). A reader of several segments verifies them all before it parses
+        # any (``reader.read_segments``): faster than one after the other.
         actual = checksum(data)
         if actual != crc32:
             raise CorruptSegment(path, f"CRC-32 is {actual:#010x}, the manifest recorded "
                                        f"{crc32:#010x}")
-    return _parse(data if isinstance(data, pa.Buffer) else pa.py_buffer(data), path)
+    return data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
 
 
-def _parse(data: pa.Buffer, path: str) -> pa.Table:
-    """The segment-schema table of a segment's bytes (see ``decode``)."""
+def parse(data: pa.Buffer, *, path: str) -> pa.Table:
+    """The segment-schema table of a segment's bytes, verified first (:func:`verify`).
+
+    Raises CorruptSegment for bytes that are not an Arrow IPC file or a schema of
+    neither form.
+    """
     try:
         reader = pa.ipc.open_file(data)
         layout = segment_stored.layout(reader.schema, path)  # checked before reading

@@ -228,16 +228,18 @@ def layout(schema: pa.Schema, path: str) -> Layout | None:
     if marker != b"%d" % FORMAT:
         raise CorruptSegment(path, f"it is in segment format {marker.decode(errors='replace')}; "
                                    f"this reader knows formats 1 and {FORMAT}")
-    # The columns' part is checked once per schema: keyed by the schema's exact Arrow
-    # serialization without its metadata (names, types, nullability, children), ~2 us
-    # where comparing the types is ~5 us; only schemas that passed are kept.
-    key = schema.remove_metadata().serialize().to_pybytes()
-    kinds = _KINDS.get(key)
-    if kinds is None:
+    # The columns' part is checked once per schema: a schema read is compared with the
+    # ones that passed (Arrow's equality, metadata aside: ~0.05 us where serializing
+    # it for a dict key was ~2 us and comparing the types ~5 us).
+    global _KNOWN
+    for known, kinds in _KNOWN:
+        if schema.equals(known):
+            break
+    else:
         kinds = _kinds(schema, path)
-        if len(_KINDS) >= 64:  # bounded: a stored form has at most 5 * 5 * 8 schemas
-            _KINDS.clear()
-        _KINDS[key] = kinds
+        # bounded (a stored form has at most 5 * 5 * 8 schemas), newest first; replaced
+        # whole, so threads reading it meanwhile see one tuple or the other
+        _KNOWN = ((schema.remove_metadata(), kinds),) + _KNOWN[:15]
     try:
         layout = Layout(*kinds, int(meta[BASE_OFFSET_KEY]), int(meta[BASE_TIMESTAMP_KEY]),
                         int(meta[TIMESTAMP_UNIT_KEY]))
@@ -250,8 +252,8 @@ def layout(schema: pa.Schema, path: str) -> Layout | None:
 
 
 Kinds = tuple[pa.DataType | None, pa.DataType | None, tuple[bool, ...]]
-#: the checked columns of stored-form schemas (see ``layout``)
-_KINDS: dict[bytes, Kinds] = {}
+#: stored-form schemas (without their metadata) that passed ``_kinds``, and its answer
+_KNOWN: tuple[tuple[pa.Schema, Kinds], ...] = ()
 
 
 def _kinds(schema: pa.Schema, path: str) -> Kinds:

@@ -7,6 +7,7 @@ import pytest
 from log_layout import (CorruptManifest, CorruptSegment, MissingSegment, SparklogError,
                         open_log)
 from log_layout import segment as segment_format
+from log_layout.direct_reader import DirectReader
 from tests.log_layout.helpers import table
 
 
@@ -27,6 +28,7 @@ def _all_reads(p):
     """Every read entry point, each a thunk."""
     return [lambda: p.read_table(0), lambda: list(p.read(5, 15)),
             lambda: p.read_segment(p.snapshot().segments[0]),
+            lambda: p.read_segments(p.snapshot().segments),
             lambda: p.offset_for_timestamp(50)]
 
 
@@ -54,6 +56,44 @@ def test_corrupt_segment(part, damage):
         assert not isinstance(e.value, MissingSegment)
     # the other segment still reads
     assert part.read_table(10).num_rows == 10
+
+
+@pytest.mark.usefixtures("two_segments")
+def test_a_corrupt_segment_after_the_first_of_a_read_in_passes(log, part):
+    """A read of several segments takes every checksum before it parses any: a flipped
+    byte in the second segment fails the whole read, and a consumer gets no record of it
+    nor of the good segment before it (the read raises; the position stays)."""
+    first, second = part.snapshot().segments
+    path = f"{part.folder}/{second.file}"
+    data = bytearray(part.store.read(path))
+    data[len(data) // 2] ^= 0x01
+    part.store.put_replace(path, bytes(data))
+    with pytest.raises(CorruptSegment, match="CRC-32") as e:
+        part.read_segments([first, second])
+    assert e.value.path == path
+    reader = DirectReader(log)
+    with pytest.raises(CorruptSegment, match="CRC-32"):
+        reader.read_available({("t", 0): 0}, 100)
+    # the first alone still reads, through both entry points
+    assert [t.num_rows for t in part.read_segments([first])] == [10]
+    got, errors = reader.read_available({("t", 0): 0}, 10)
+    assert [(b.num_rows, nxt) for _, b, nxt in got] == [(10, 10)] and not errors
+
+
+@pytest.mark.usefixtures("two_segments")
+def test_a_segment_missing_after_the_first_of_a_read_in_passes_ends_it(log, part):
+    """A segment vacuumed under a read in passes: what was read before it is answered,
+    and a read starting at it raises MissingSegment (the newest manifest still names it)."""
+    first, second = part.snapshot().segments
+    part.store.delete([f"{part.folder}/{second.file}"])
+    assert [t.num_rows for t in part.read_segments([first, second])] == [10]
+    with pytest.raises(MissingSegment):
+        part.read_segments([second, first])
+    reader = DirectReader(log)
+    got, _ = reader.read_available({("t", 0): 0}, 100)
+    assert [(b.num_rows, nxt) for _, b, nxt in got] == [(10, 10)]
+    with pytest.raises(MissingSegment):
+        reader.read_available({("t", 0): 10}, 100)
 
 
 @pytest.mark.parametrize("data", [b"", b"ARROW1", b"garbage" * 100, b"ARROW1\x00\x00" + b"\x01" * 64])
