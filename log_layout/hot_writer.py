@@ -57,6 +57,8 @@ STORE_TRIES = 4
 #: an object uploaded longer ago than this is not committed (its flush fails): the
 #: sweeper may judge it unnamed by its age (hot_sweep.MIN_DELAY_MS is twice this)
 STALE_UPLOAD_S = 15.0
+#: appends up to this many bytes may be flushed on the caller's thread (``flush_here``)
+INLINE_BYTES = 64 * 1024
 #: ``gateway.hot.checkpoint.interval.entries``'s default: a checkpoint (``hot_checkpoint``)
 #: once this many entries were committed since the last
 CHECKPOINT_ENTRIES = 100
@@ -249,39 +251,74 @@ class JournalWriter:
                     if ready and wait <= 0:
                         break
                     self._cond.wait(wait if ready and wait < 3600 else None)
-                taken, kept = [], collections.deque()
-                keys: set[Key] = set()
-                for p in self._pending:  # every append of a partition with a slot free
-                    key = p.key
-                    if key not in keys and self._in_flight[key] >= self.uploads_in_flight:
-                        kept.append(p)
-                    else:
-                        taken.append(p)
-                        keys.add(key)
-                self._pending = kept
-                self._pending_bytes = sum(p.nbytes for p in kept)
-                self._in_flight.update(keys)
-                self._uploading += 1
-                self._last_start = self._clock()
-            flush = self._plan(taken)
+                taken = self._take()
             if self.uploads_in_flight == 1:
                 # one at a time (a local store): upload and commit here, without handing
                 # the flush to two more threads (each hand-off costs a one-record
                 # append tens of microseconds)
-                if flush.chunks:
-                    flush.uploaded = concurrent.futures.Future()
-                    try:
-                        self._upload(flush)
-                        flush.uploaded.set_result(None)
-                    except BaseException as exc:  # noqa: BLE001 -- _commit fails the flush
-                        flush.uploaded.set_exception(exc)
-                self._committed(flush)
+                self._flush_one(taken)
                 continue
+            flush = self._plan(taken)
             if flush.chunks:
                 flush.uploaded = self._uploads.submit(self._upload, flush)
             with self._cond:
                 self._to_commit.append(flush)
                 self._cond.notify_all()
+
+    def flush_here(self) -> bool:
+        """Run the next flush on the calling thread, if the journal is one flush at a
+        time on a store whose commits cost microseconds (``Store.cheap_commits``: a local
+        store without fsync), nothing is being flushed, and at most ``INLINE_BYTES`` of
+        appends wait; True if it ran one (their futures are then done). Else the flush
+        thread takes them as usual.
+
+        For a caller on an event loop that has just submitted its appends (a gateway at
+        the end of its loop's turn): a lone record's flush then costs no hand-off to the
+        flush thread and back, each a wake-up and a GIL pass, as the per-partition path
+        writes a small batch on the loop (``ingest_gateway.server.batcher``). Appends
+        submitted before the call go in the flush together (group commit). Raises
+        nothing: a failed flush fails its appends' futures."""
+        if self.uploads_in_flight != 1 or not self.store.cheap_commits:
+            return False
+        with self._cond:
+            if self._uploading or self._closing or self.broken is not None \
+                    or not self._pending or self._pending_bytes > INLINE_BYTES \
+                    or self._wait_s() > 0:
+                return False
+            taken = self._take()
+        self._flush_one(taken)
+        return True
+
+    def _take(self) -> list[Pending]:
+        """The appends the next flush takes (called holding the lock, a flush slot
+        free): every append of a partition with a slot free; they are then in flight."""
+        taken, kept = [], collections.deque()
+        keys: set[Key] = set()
+        for p in self._pending:
+            key = p.key
+            if key not in keys and self._in_flight[key] >= self.uploads_in_flight:
+                kept.append(p)
+            else:
+                taken.append(p)
+                keys.add(key)
+        self._pending = kept
+        self._pending_bytes = sum(p.nbytes for p in kept)
+        self._in_flight.update(keys)
+        self._uploading += 1
+        self._last_start = self._clock()
+        return taken
+
+    def _flush_one(self, taken: list[Pending]) -> None:
+        """Plan, upload and commit ``taken`` on this thread (one flush at a time)."""
+        flush = self._plan(taken)
+        if flush.chunks:
+            flush.uploaded = concurrent.futures.Future()
+            try:
+                self._upload(flush)
+                flush.uploaded.set_result(None)
+            except BaseException as exc:  # noqa: BLE001 -- _commit fails the flush
+                flush.uploaded.set_exception(exc)
+        self._committed(flush)
 
     def _wait_s(self) -> float:
         """Seconds until a flush may start (called holding the lock)."""
