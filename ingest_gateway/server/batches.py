@@ -182,11 +182,13 @@ def write_now(state: PartitionState, batch: FlushBatch) -> concurrent.futures.Fu
 def write_batch_hot(state: PartitionState, batch: FlushBatch) -> concurrent.futures.Future:
     """``write_batch`` through the partition's hot journal, on the event loop: the
     returned future gives the AppendResult once the journal commits it (or raises what
-    ``write_batch`` would)."""
+    ``write_batch`` would). The caller calls the journal's ``flush_here`` at the end of
+    the loop's turn."""
     try:
         table, accepted = _accepted(state, batch)
         return state.writer.append_async(table, producer_batches=accepted,
-                                         transactional=batch.txn is not None)
+                                         transactional=batch.txn is not None,
+                                         caller_flushes=True)
     except Exception as exc:
         done: concurrent.futures.Future = concurrent.futures.Future()
         done.set_exception(exc)
