@@ -22,6 +22,10 @@ the 1-minute load average after every run:
 3. batched produce of N records, 4 partitions, linger 5 ms, idempotent
    (``Producer.send`` vs confluent-kafka ``produce``), and the bulk paths
    (``Producer.send_batch`` of Arrow columns vs Kafka's Java ``ProducerPerformance``);
+   (3c) Kafka's ``ProducerPerformance`` with nothing but ``bootstrap.servers`` (the Java
+   client's defaults: 16 KB batches, linger 5 ms, acks=all, idempotent), 500,000
+   records, against Kafka and against the gateway's Kafka listener (issue 30), and its
+   p99 latency;
 4. one consumer reading those N records, per record through the gateway vs
    confluent-kafka (and sparklog's Arrow batches against the same Kafka figure);
 5. end-to-end p50/p99 at a steady 5,000 msgs/s, idempotent producer, linger 5 ms,
@@ -37,6 +41,11 @@ the 1-minute load average after every run:
 Every Kafka producer uses ``batch.size`` = 1 MiB, as sparklog's Producer does.
 ``--durable`` compares fsync with fsync instead: sparklog ``store.fsync=true``
 against Kafka ``log.flush.interval.messages=1`` (writes ``vs_kafka_durable.*``).
+``--hot`` runs a second gateway with ``gateway.hot.enable=true`` beside the
+per-partition one (its own store), the three sides alternating (A B C); the tables and
+``vs_kafka_hot.*`` (``vs_kafka_durable_hot.*``) give the hot gateway's figures with the
+per-partition gateway's of the same run beside them (``per_partition``,
+``per_partition_ratio``). ``--only sync,perf`` runs just those workloads.
 
 ``ratio`` follows DESIGN.md: sparklog / Kafka, or Kafka / sparklog for latency and
 bytes, so higher is better for sparklog everywhere; targets are issue 18's.
@@ -291,13 +300,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "the hot gateway's, the per-partition ones beside them "
                          "(writes vs_kafka_hot.* or vs_kafka_durable_hot.*)")
     ap.add_argument("--only", help="comma-separated workloads to run, of "
-                    + ", ".join(WORKLOADS) + " (default: all)")
+                    + ", ".join(WORKLOADS) + " (default: all; with --quick all but perf)")
     ap.add_argument("--perf-records", type=int, help="records of workload 3c "
                     f"(default {PERF_RECORDS:,}; 5,000 with --quick)")
     ap.add_argument("--gateway-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a gateway setting on top of store.fsync=false (repeatable)")
     args = ap.parse_args(argv)
-    only = set(WORKLOADS if args.only is None else args.only.split(","))
+    # --quick leaves 3c out unless asked: two more JVMs would add ~5 s to the suite's
+    # run of it (tests/test_bench_quick.py), which has no margin left
+    default = set(WORKLOADS) - ({"perf"} if args.quick else set())
+    only = default if args.only is None else set(args.only.split(","))
     if only - set(WORKLOADS):
         ap.error(f"--only: unknown workloads {sorted(only - set(WORKLOADS))}; "
                  f"they are {', '.join(WORKLOADS)}")
