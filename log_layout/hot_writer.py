@@ -45,9 +45,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from log_layout import hot_checkpoint, hot_journal, paths, segment
+from log_layout import hot_checkpoint, hot_journal, paths
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import Fenced
+from log_layout.hot_flush import (Flush, Item, JournalBroken, Key,  # noqa: F401 -- re-exported
+                                  Pending, PredecessorFailed, without_segments)
 from log_layout.hot_journal import Journals
 from log_layout.hot_plan import PartitionPlan
 from log_layout.manifest import Manifest
@@ -62,79 +64,6 @@ INLINE_BYTES = 64 * 1024
 #: ``gateway.hot.checkpoint.interval.entries``'s default: a checkpoint (``hot_checkpoint``)
 #: once this many entries were committed since the last
 CHECKPOINT_ENTRIES = 100
-Key = tuple[str, int]
-
-
-class JournalBroken(Fenced):
-    """The journal's store kept failing while an entry's outcome was unknown: nothing
-    more can be committed to it (the writer claims again, with a new journal)."""
-
-    code = "journal_broken"
-
-    def __init__(self, journal: str, cause: BaseException):
-        self.journal, self.cause = journal, cause
-        Exception.__init__(self, f"hot journal {journal} is broken: {type(cause).__name__}: "
-                                 f"{cause}")
-
-
-class Pending:
-    """One append (or marker) waiting for a flush: ``build(head)`` plans it on the
-    partition's state (None: nothing to write; a dict: a version without records;
-    ``(stats, changes)``: a segment of ``records``)."""
-
-    __slots__ = ("writer", "build", "records", "compression", "nbytes", "future")
-
-    def __init__(self, writer: Any, build: Callable[[Manifest], Any],
-                 records: "segment.Records | None", compression: str | None):
-        self.writer, self.build, self.records = writer, build, records
-        self.compression = compression
-        # the buffers' sizes (Arrow's nbytes walks slices: ~20 us a column)
-        self.nbytes = 64 if records is None else 64 + sum(
-            c.get_total_buffer_size() for c in records.columns if c is not None)
-        self.future: concurrent.futures.Future = concurrent.futures.Future()
-
-    @property
-    def key(self) -> Key:
-        p = self.writer.partition
-        return (p.topic, p.partition)
-
-
-class PredecessorFailed(Exception):
-    """An append was planned on the state an earlier flush of its partition was to
-    leave, and that flush failed: nothing of it was committed (a retry is safe)."""
-
-    def __init__(self, topic: str, partition: int):
-        self.topic, self.partition = topic, partition
-        super().__init__(f"{topic}-{partition}: an earlier flush this append was planned "
-                         "after failed; nothing of it was written")
-
-
-class _Item:
-    """One partition's appends planned into a flush, in order, each on the state the
-    one before leaves: ``appends`` pairs each with its partition state once committed,
-    the first planned on ``base`` (the state the flushes before leave); ``planned`` is
-    the last state without its segments, the writer's head after the commit; ``line``
-    the partition's one delta line in the entry."""
-
-    __slots__ = ("writer", "key", "base", "appends", "planned", "line", "generation")
-
-    def __init__(self, writer: Any, key: Key, base: Manifest,
-                 appends: list[tuple[Pending, Manifest]], generation: int):
-        self.writer, self.key, self.base, self.appends = writer, key, base, appends
-        last = appends[-1][1]
-        self.planned = without_segments(last)
-        self.line = last.to_json(delta_of=base)
-        #: the partition's planning generation (a failure starts the next one)
-        self.generation = generation
-
-
-class _Flush:
-    def __init__(self, keys: set[Key], obj: str | None, chunks: list[Any],
-                 items: list[_Item]):
-        #: the partitions taken into this flush (in flight until committed or failed)
-        self.keys, self.obj, self.chunks, self.items = keys, obj, chunks, items
-        self.uploaded: concurrent.futures.Future | None = None
-        self.upload_started = time.monotonic()
 
 
 class JournalWriter:
@@ -168,7 +97,7 @@ class JournalWriter:
         self._last_start = float("-inf")
         self._cond = threading.Condition()
         self._closing = False
-        self._to_commit: collections.deque[_Flush] = collections.deque()
+        self._to_commit: collections.deque[Flush] = collections.deque()
         self._uploads = concurrent.futures.ThreadPoolExecutor(
             self.uploads_in_flight, thread_name_prefix=f"hot-upload-{self.name}")
         #: what has been committed (flushes, entries lost to seals), for metrics and tests
@@ -339,12 +268,12 @@ class JournalWriter:
             return 0.0
         return self._last_start + self.interval_s - self._clock()
 
-    def _plan(self, taken: list[Pending]) -> _Flush:
+    def _plan(self, taken: list[Pending]) -> Flush:
         """Plan each partition's appends, in order, on its state and encode their
         segments (``hot_plan``)."""
         obj = paths.hot_object_path(self.name, self.next_seq)
         chunks: list[Any] = []
-        items: list[_Item] = []
+        items: list[Item] = []
         position = 0
         by_key: dict[Key, list[Pending]] = {}
         for p in taken:
@@ -363,14 +292,14 @@ class JournalWriter:
             position = plan.position
             if not plan.appends:
                 continue
-            item = _Item(w, key, base, plan.appends, generation)
+            item = Item(w, key, base, plan.appends, generation)
             items.append(item)
             with self._cond:
                 if self._generation[key] == generation:  # else a failure came between
                     self._planned[key] = (w, item.planned)
-        return _Flush(set(by_key), obj if chunks else None, chunks, items)
+        return Flush(set(by_key), obj if chunks else None, chunks, items)
 
-    def _upload(self, flush: _Flush) -> None:
+    def _upload(self, flush: Flush) -> None:
         data = b"".join(flush.chunks)  # one PUT: the store needs the whole body
         for attempt in range(STORE_TRIES):
             try:
@@ -394,7 +323,7 @@ class JournalWriter:
                 return
             self._committed(flush)
 
-    def _committed(self, flush: _Flush) -> None:
+    def _committed(self, flush: Flush) -> None:
         """Commit ``flush`` and free its partitions for the next flush."""
         try:
             self._commit(flush)
@@ -409,7 +338,7 @@ class JournalWriter:
                 if self._pending or self._closing or self.uploads_in_flight > 1:
                     self._cond.notify_all()  # else no thread waits for this one
 
-    def _fail(self, items: list[_Item], exc: BaseException) -> None:
+    def _fail(self, items: list[Item], exc: BaseException) -> None:
         """``items`` will never commit: fail their appends, and plan their partitions'
         next appends on what is committed (those planned after them fail too)."""
         with self._cond:
@@ -424,7 +353,7 @@ class JournalWriter:
             for p, _ in item.appends:
                 p.future.set_exception(exc)
 
-    def _commit(self, flush: _Flush) -> None:
+    def _commit(self, flush: Flush) -> None:
         items = flush.items
         if flush.uploaded is not None:
             try:
@@ -533,12 +462,6 @@ class JournalWriter:
             self._pending_bytes = 0
         for p in pending:
             p.future.set_exception(exc)
-
-
-def without_segments(m: Manifest) -> Manifest:
-    """``m`` without its segments: a writer plans on the rest, and its next delta adds
-    only the segments after it."""
-    return m.with_fields(segments=())
 
 
 def _quietly(fn: Callable[[], Any]) -> Any:

@@ -72,8 +72,9 @@ from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
-from ingest_gateway.server.batches import (FlushBatch, NothingToWrite, PartitionState, PartResult,
-                                           Ticket, write_batch, write_batch_hot, write_now)
+from ingest_gateway.server.batches import (FlushBatch, JournalFlushes, NothingToWrite,
+                                           PartitionState, PartResult, Ticket, write_batch,
+                                           write_now)
 from ingest_gateway.server.codec import Parsed, check_acks, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
@@ -123,11 +124,8 @@ class Batcher:
         #: the hot journal partitions are claimed with (gateway.hot.enable; see _hot_journal)
         self.journal: JournalWriter | None = None
         self._journal_lock = threading.Lock()
-        #: journals given appends in this turn of the loop, to be offered the flush at
-        #: its end (``_flush_journals``)
-        self._journals_due: set[JournalWriter] = set()
-        #: the loop's thread while it runs a journal's flush (``_flush_journals``)
-        self._flushing_here: int | None = None
+        #: hot flushes: each journal given appends in a turn is offered the flush at its end
+        self._hot = JournalFlushes()
 
     # -- hooks -----------------------------------------------------------------
     def add_commit_listener(self, callback: CommitListener) -> None:
@@ -398,18 +396,7 @@ class Batcher:
         state.flushing.append(batch)
         started = time.perf_counter()
         if state.writer.journal is not None:  # the journal gathers every partition's flush
-            loop = asyncio.get_running_loop()
-
-            def done(f: concurrent.futures.Future) -> None:
-                if self._flushing_here == threading.get_ident():  # in _flush_journals
-                    self._flushed(state, batch, f, started)
-                else:
-                    loop.call_soon_threadsafe(self._flushed, state, batch, f, started)
-
-            write_batch_hot(state, batch).add_done_callback(done)
-            if not self._journals_due:
-                loop.call_soon(self._flush_journals)
-            self._journals_due.add(state.writer.journal)
+            self._hot.write(state, batch, lambda f: self._flushed(state, batch, f, started))
             return
         if batch.nbytes <= INLINE_FLUSH_BYTES and self.log.store.cheap_commits:
             # A small batch on a store whose commits cost microseconds: the two thread
@@ -418,19 +405,6 @@ class Batcher:
             return
         fut = asyncio.get_running_loop().run_in_executor(self.executor, write_batch, state, batch)
         fut.add_done_callback(lambda f: self._flushed(state, batch, f, started))
-
-    def _flush_journals(self) -> None:
-        """At the end of the loop's turn in which appends went to hot journals: a journal
-        whose commits cost microseconds and that is idle flushes them here, all the
-        partitions' appends of the turn together (``JournalWriter.flush_here``; the
-        same reasoning as INLINE_FLUSH_BYTES); else its flush thread does."""
-        due, self._journals_due = self._journals_due, set()
-        self._flushing_here = threading.get_ident()
-        try:
-            for journal in due:
-                journal.flush_here()
-        finally:
-            self._flushing_here = None
 
     def _flushed(self, state: PartitionState, batch: FlushBatch, fut: concurrent.futures.Future,
                  started: float) -> None:
