@@ -49,7 +49,7 @@ class PartitionPlan:
         self._run_from: Manifest = base
 
     def add(self, p: Any) -> None:
-        """Plan ``p`` (a ``hot_writer.Pending``) after the appends before it; its own
+        """Plan ``p`` (a ``hot_flush.Pending``) after the appends before it; its own
         failure (fenced, a sequence that no longer fits, ...) is set on its future."""
         w, key = self.writer, self.key
         if p.writer.fenced is not None or p.writer is not w:

@@ -45,9 +45,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from log_layout import hot_checkpoint, hot_journal, paths, segment
+from log_layout import hot_checkpoint, hot_journal, paths
 from log_layout.commit import wall_clock_ms
 from log_layout.errors import Fenced
+from log_layout.hot_flush import (Flush, Item, JournalBroken, Key,  # noqa: F401 -- re-exported
+                                  Pending, PredecessorFailed, without_segments)
 from log_layout.hot_journal import Journals
 from log_layout.hot_plan import PartitionPlan
 from log_layout.manifest import Manifest
@@ -57,82 +59,11 @@ STORE_TRIES = 4
 #: an object uploaded longer ago than this is not committed (its flush fails): the
 #: sweeper may judge it unnamed by its age (hot_sweep.MIN_DELAY_MS is twice this)
 STALE_UPLOAD_S = 15.0
+#: appends up to this many bytes may be flushed on the caller's thread (``flush_here``)
+INLINE_BYTES = 64 * 1024
 #: ``gateway.hot.checkpoint.interval.entries``'s default: a checkpoint (``hot_checkpoint``)
 #: once this many entries were committed since the last
 CHECKPOINT_ENTRIES = 100
-Key = tuple[str, int]
-
-
-class JournalBroken(Fenced):
-    """The journal's store kept failing while an entry's outcome was unknown: nothing
-    more can be committed to it (the writer claims again, with a new journal)."""
-
-    code = "journal_broken"
-
-    def __init__(self, journal: str, cause: BaseException):
-        self.journal, self.cause = journal, cause
-        Exception.__init__(self, f"hot journal {journal} is broken: {type(cause).__name__}: "
-                                 f"{cause}")
-
-
-class Pending:
-    """One append (or marker) waiting for a flush: ``build(head)`` plans it on the
-    partition's state (None: nothing to write; a dict: a version without records;
-    ``(stats, changes)``: a segment of ``records``)."""
-
-    __slots__ = ("writer", "build", "records", "compression", "nbytes", "future")
-
-    def __init__(self, writer: Any, build: Callable[[Manifest], Any],
-                 records: "segment.Records | None", compression: str | None):
-        self.writer, self.build, self.records = writer, build, records
-        self.compression = compression
-        # the buffers' sizes (Arrow's nbytes walks slices: ~20 us a column)
-        self.nbytes = 64 if records is None else 64 + sum(
-            c.get_total_buffer_size() for c in records.columns if c is not None)
-        self.future: concurrent.futures.Future = concurrent.futures.Future()
-
-    @property
-    def key(self) -> Key:
-        p = self.writer.partition
-        return (p.topic, p.partition)
-
-
-class PredecessorFailed(Exception):
-    """An append was planned on the state an earlier flush of its partition was to
-    leave, and that flush failed: nothing of it was committed (a retry is safe)."""
-
-    def __init__(self, topic: str, partition: int):
-        self.topic, self.partition = topic, partition
-        super().__init__(f"{topic}-{partition}: an earlier flush this append was planned "
-                         "after failed; nothing of it was written")
-
-
-class _Item:
-    """One partition's appends planned into a flush, in order, each on the state the
-    one before leaves: ``appends`` pairs each with its partition state once committed,
-    the first planned on ``base`` (the state the flushes before leave); ``planned`` is
-    the last state without its segments, the writer's head after the commit; ``line``
-    the partition's one delta line in the entry."""
-
-    __slots__ = ("writer", "key", "base", "appends", "planned", "line", "generation")
-
-    def __init__(self, writer: Any, key: Key, base: Manifest,
-                 appends: list[tuple[Pending, Manifest]], generation: int):
-        self.writer, self.key, self.base, self.appends = writer, key, base, appends
-        last = appends[-1][1]
-        self.planned = without_segments(last)
-        self.line = last.to_json(delta_of=base)
-        #: the partition's planning generation (a failure starts the next one)
-        self.generation = generation
-
-
-class _Flush:
-    def __init__(self, keys: set[Key], obj: str | None, chunks: list[Any],
-                 items: list[_Item]):
-        #: the partitions taken into this flush (in flight until committed or failed)
-        self.keys, self.obj, self.chunks, self.items = keys, obj, chunks, items
-        self.uploaded: concurrent.futures.Future | None = None
-        self.upload_started = time.monotonic()
 
 
 class JournalWriter:
@@ -166,15 +97,18 @@ class JournalWriter:
         self._last_start = float("-inf")
         self._cond = threading.Condition()
         self._closing = False
-        self._to_commit: collections.deque[_Flush] = collections.deque()
+        self._to_commit: collections.deque[Flush] = collections.deque()
         self._uploads = concurrent.futures.ThreadPoolExecutor(
             self.uploads_in_flight, thread_name_prefix=f"hot-upload-{self.name}")
         #: what has been committed (flushes, entries lost to seals), for metrics and tests
         self.stats = collections.Counter()
+        # one flush at a time (a local store): the flush thread commits too, and a
+        # commit thread would only be woken by every notify for nothing
         self._threads = [threading.Thread(target=self._flush_loop, daemon=True,
-                                          name=f"hot-flush-{self.name}"),
-                         threading.Thread(target=self._commit_loop, daemon=True,
-                                          name=f"hot-commit-{self.name}")]
+                                          name=f"hot-flush-{self.name}")]
+        if self.uploads_in_flight > 1:
+            self._threads.append(threading.Thread(target=self._commit_loop, daemon=True,
+                                                  name=f"hot-commit-{self.name}"))
         #: the journal's checkpoint: each entry committed goes in (``_commit``, ``_lost_to``)
         self.checkpoints = hot_checkpoint.CheckpointWriter(self.store, self.name,
                                                            checkpoint_entries, self.stats)
@@ -207,9 +141,14 @@ class JournalWriter:
                 old.fenced = Fenced(p.topic, p.partition, old.epoch, writer.epoch)
             self._writers[(p.topic, p.partition)] = writer
 
-    def submit(self, pending: Pending) -> concurrent.futures.Future:
+    def submit(self, pending: Pending, *, caller_flushes: bool = False
+               ) -> concurrent.futures.Future:
         """Queue ``pending`` for the next flush; its future gives the partition's new
-        state (a Manifest), None, or raises what planning or committing raised."""
+        state (a Manifest), None, or raises what planning or committing raised.
+        ``caller_flushes``: the caller calls :meth:`flush_here` before it waits for the
+        future (at the end of its event loop's turn), so the flush thread is not woken
+        now: waking it costs the caller a GIL pass per append for nothing when the
+        flush then runs on the caller's thread (a fifth of a one-record request)."""
         with self._cond:
             failed = self.broken or pending.writer.fenced
             if failed is None and self._closing:
@@ -217,7 +156,8 @@ class JournalWriter:
             if failed is None:
                 self._pending.append(pending)
                 self._pending_bytes += pending.nbytes
-                self._cond.notify_all()
+                if not caller_flushes:
+                    self._cond.notify_all()
         if failed is not None:
             pending.future.set_exception(failed)
         return pending.future
@@ -249,39 +189,76 @@ class JournalWriter:
                     if ready and wait <= 0:
                         break
                     self._cond.wait(wait if ready and wait < 3600 else None)
-                taken, kept = [], collections.deque()
-                keys: set[Key] = set()
-                for p in self._pending:  # every append of a partition with a slot free
-                    key = p.key
-                    if key not in keys and self._in_flight[key] >= self.uploads_in_flight:
-                        kept.append(p)
-                    else:
-                        taken.append(p)
-                        keys.add(key)
-                self._pending = kept
-                self._pending_bytes = sum(p.nbytes for p in kept)
-                self._in_flight.update(keys)
-                self._uploading += 1
-                self._last_start = self._clock()
-            flush = self._plan(taken)
+                taken = self._take()
             if self.uploads_in_flight == 1:
                 # one at a time (a local store): upload and commit here, without handing
                 # the flush to two more threads (each hand-off costs a one-record
                 # append tens of microseconds)
-                if flush.chunks:
-                    flush.uploaded = concurrent.futures.Future()
-                    try:
-                        self._upload(flush)
-                        flush.uploaded.set_result(None)
-                    except BaseException as exc:  # noqa: BLE001 -- _commit fails the flush
-                        flush.uploaded.set_exception(exc)
-                self._committed(flush)
+                self._flush_one(taken)
                 continue
+            flush = self._plan(taken)
             if flush.chunks:
                 flush.uploaded = self._uploads.submit(self._upload, flush)
             with self._cond:
                 self._to_commit.append(flush)
                 self._cond.notify_all()
+
+    def flush_here(self) -> bool:
+        """Run the next flush on the calling thread, if the journal is one flush at a
+        time on a store whose commits cost microseconds (``Store.cheap_commits``: a local
+        store without fsync), nothing is being flushed, and at most ``INLINE_BYTES`` of
+        appends wait; True if it ran one (their futures are then done). Else the flush
+        thread takes them as usual.
+
+        For a caller on an event loop that has just submitted its appends (a gateway at
+        the end of its loop's turn): a lone record's flush then costs no hand-off to the
+        flush thread and back, each a wake-up and a GIL pass, as the per-partition path
+        writes a small batch on the loop (``ingest_gateway.server.batcher``). Appends
+        submitted before the call go in the flush together (group commit); if it does not
+        run the flush, it wakes the flush thread for them. Raises nothing: a failed flush
+        fails its appends' futures."""
+        with self._cond:
+            if self.uploads_in_flight != 1 or not self.store.cheap_commits \
+                    or self._uploading or self._closing or self.broken is not None \
+                    or not self._pending or self._pending_bytes > INLINE_BYTES \
+                    or self._wait_s() > 0:
+                if self._pending:
+                    self._cond.notify_all()
+                return False
+            taken = self._take()
+        self._flush_one(taken)
+        return True
+
+    def _take(self) -> list[Pending]:
+        """The appends the next flush takes (called holding the lock, a flush slot
+        free): every append of a partition with a slot free; they are then in flight."""
+        taken, kept = [], collections.deque()
+        keys: set[Key] = set()
+        for p in self._pending:
+            key = p.key
+            if key not in keys and self._in_flight[key] >= self.uploads_in_flight:
+                kept.append(p)
+            else:
+                taken.append(p)
+                keys.add(key)
+        self._pending = kept
+        self._pending_bytes = sum(p.nbytes for p in kept)
+        self._in_flight.update(keys)
+        self._uploading += 1
+        self._last_start = self._clock()
+        return taken
+
+    def _flush_one(self, taken: list[Pending]) -> None:
+        """Plan, upload and commit ``taken`` on this thread (one flush at a time)."""
+        flush = self._plan(taken)
+        if flush.chunks:
+            flush.uploaded = concurrent.futures.Future()
+            try:
+                self._upload(flush)
+                flush.uploaded.set_result(None)
+            except BaseException as exc:  # noqa: BLE001 -- _commit fails the flush
+                flush.uploaded.set_exception(exc)
+        self._committed(flush)
 
     def _wait_s(self) -> float:
         """Seconds until a flush may start (called holding the lock)."""
@@ -291,12 +268,12 @@ class JournalWriter:
             return 0.0
         return self._last_start + self.interval_s - self._clock()
 
-    def _plan(self, taken: list[Pending]) -> _Flush:
+    def _plan(self, taken: list[Pending]) -> Flush:
         """Plan each partition's appends, in order, on its state and encode their
         segments (``hot_plan``)."""
         obj = paths.hot_object_path(self.name, self.next_seq)
         chunks: list[Any] = []
-        items: list[_Item] = []
+        items: list[Item] = []
         position = 0
         by_key: dict[Key, list[Pending]] = {}
         for p in taken:
@@ -315,14 +292,14 @@ class JournalWriter:
             position = plan.position
             if not plan.appends:
                 continue
-            item = _Item(w, key, base, plan.appends, generation)
+            item = Item(w, key, base, plan.appends, generation)
             items.append(item)
             with self._cond:
                 if self._generation[key] == generation:  # else a failure came between
                     self._planned[key] = (w, item.planned)
-        return _Flush(set(by_key), obj if chunks else None, chunks, items)
+        return Flush(set(by_key), obj if chunks else None, chunks, items)
 
-    def _upload(self, flush: _Flush) -> None:
+    def _upload(self, flush: Flush) -> None:
         data = b"".join(flush.chunks)  # one PUT: the store needs the whole body
         for attempt in range(STORE_TRIES):
             try:
@@ -346,7 +323,7 @@ class JournalWriter:
                 return
             self._committed(flush)
 
-    def _committed(self, flush: _Flush) -> None:
+    def _committed(self, flush: Flush) -> None:
         """Commit ``flush`` and free its partitions for the next flush."""
         try:
             self._commit(flush)
@@ -358,9 +335,10 @@ class JournalWriter:
                     if self._in_flight[key] <= 0:
                         del self._in_flight[key]
                         self._planned.pop(key, None)  # nothing in flight: plan on the head
-                self._cond.notify_all()
+                if self._pending or self._closing or self.uploads_in_flight > 1:
+                    self._cond.notify_all()  # else no thread waits for this one
 
-    def _fail(self, items: list[_Item], exc: BaseException) -> None:
+    def _fail(self, items: list[Item], exc: BaseException) -> None:
         """``items`` will never commit: fail their appends, and plan their partitions'
         next appends on what is committed (those planned after them fail too)."""
         with self._cond:
@@ -375,7 +353,7 @@ class JournalWriter:
             for p, _ in item.appends:
                 p.future.set_exception(exc)
 
-    def _commit(self, flush: _Flush) -> None:
+    def _commit(self, flush: Flush) -> None:
         items = flush.items
         if flush.uploaded is not None:
             try:
@@ -484,12 +462,6 @@ class JournalWriter:
             self._pending_bytes = 0
         for p in pending:
             p.future.set_exception(exc)
-
-
-def without_segments(m: Manifest) -> Manifest:
-    """``m`` without its segments: a writer plans on the rest, and its next delta adds
-    only the segments after it."""
-    return m.with_fields(segments=())
 
 
 def _quietly(fn: Callable[[], Any]) -> Any:

@@ -190,14 +190,17 @@ class PartitionWriter:
 
     def append_async(self, records: pa.Table | pa.RecordBatch, *, now_ms: int | None = None,
                      producer_batches: Sequence[tuple[ProducerBatch, int]] = (),
-                     transactional: bool = False) -> "concurrent.futures.Future[AppendResult]":
+                     transactional: bool = False, caller_flushes: bool = False,
+                     ) -> "concurrent.futures.Future[AppendResult]":
         """``append`` through the hot journal, without waiting for its flush: the future
-        gives the AppendResult or raises what ``append`` would. Raises ValueError on a
-        writer without a journal."""
+        gives the AppendResult or raises what ``append`` would (``caller_flushes``: the
+        caller calls ``journal.flush_here()`` before it waits; ``JournalWriter.submit``).
+        Raises ValueError on a writer without a journal."""
         if self.journal is None:
             raise ValueError(f"{self} has no hot journal: use append()")
         table, ts, txn_pid = self._records(records, now_ms, producer_batches, transactional)
-        return self._hot_append(table, producer_batches, ts, txn_pid)
+        return self._hot_append(table, producer_batches, ts, txn_pid,
+                                caller_flushes=caller_flushes)
 
     def _records(self, records: pa.Table | pa.RecordBatch, now_ms: int | None,
                  producer_batches: Sequence[tuple[ProducerBatch, int]],
@@ -216,6 +219,7 @@ class PartitionWriter:
     def _hot_append(self, table: segment.Records,
                     producer_batches: Sequence[tuple[ProducerBatch, int]], ts: int,
                     txn_pid: int | None, if_next_offset: int | None = None,
+                    caller_flushes: bool = False,
                     ) -> "concurrent.futures.Future[AppendResult]":
         assert self.journal is not None
         rows = table.num_rows
@@ -231,7 +235,7 @@ class PartitionWriter:
                 return
             done.set_result(_result(fut.result(), rows, producer_batches))
 
-        self.journal.submit(pending).add_done_callback(resolved)
+        self.journal.submit(pending, caller_flushes=caller_flushes).add_done_callback(resolved)
         return done
 
     def _plan(self, m: Manifest, table: segment.Records,

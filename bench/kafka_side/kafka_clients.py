@@ -101,11 +101,12 @@ def batched(bootstrap: str, topic: str, records: int, linger_ms: float) -> dict:
     _warm(p, topic)
     t0 = time.perf_counter()
     for i in range(records):
-        try:
-            p.produce(topic, VALUE)
-        except BufferError:  # the client's queue is full: serve it and go on
-            p.poll(0.01)
-            p.produce(topic, VALUE)
+        while True:
+            try:
+                p.produce(topic, VALUE)
+                break
+            except BufferError:  # the client's queue is full: serve it until it takes it
+                p.poll(0.01)
         if i & 0x3FFF == 0:
             p.poll(0)
     left = p.flush(120)
@@ -225,3 +226,22 @@ def perf_summary(proc: subprocess.CompletedProcess) -> dict:
                            f"{(proc.stdout + proc.stderr)[-1500:]}")
     return {"records": int(m.group(1)), "per_s": float(m.group(2)),
             "p50_ms": float(m.group(5)), "p99_ms": float(m.group(7))}
+
+
+def producer_performance_defaults(tools_classpath: str, bootstrap: str, topic: str,
+                                  records: int, java: str = "java",
+                                  jvm: Sequence[str] = ()) -> dict:
+    """Kafka's own ``ProducerPerformance`` with nothing but ``bootstrap.servers``: the
+    Java client's defaults (acks=all, idempotent, ``batch.size`` 16 KB, ``linger.ms``
+    5 since Kafka 4.0), ``records`` 100-byte records as fast as it can. The same call
+    against Kafka and against a gateway's Kafka listener: only the broker differs."""
+    cmd = [java, "-Xmx512M", *jvm, "-cp", tools_classpath,
+           "org.apache.kafka.tools.ProducerPerformance",
+           "--topic", topic, "--num-records", str(records), "--record-size", str(VALUE_BYTES),
+           "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    s = perf_summary(proc)
+    if s["records"] != records:
+        raise RuntimeError(f"ProducerPerformance sent {s['records']} of {records} records")
+    return {"msgs_per_s": s["per_s"], "records": s["records"],
+            "elapsed_s": s["records"] / s["per_s"], "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"]}

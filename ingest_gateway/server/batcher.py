@@ -72,8 +72,9 @@ from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
-from ingest_gateway.server.batches import (FlushBatch, NothingToWrite, PartitionState, PartResult,
-                                           Ticket, write_batch, write_batch_hot, write_now)
+from ingest_gateway.server.batches import (FlushBatch, JournalFlushes, NothingToWrite,
+                                           PartitionState, PartResult, Ticket, write_batch,
+                                           write_now)
 from ingest_gateway.server.codec import Parsed, check_acks, check_records
 from ingest_gateway.server.metrics import GatewayMetrics
 from ingest_gateway.server.topic_cache import TopicCache
@@ -123,6 +124,8 @@ class Batcher:
         #: the hot journal partitions are claimed with (gateway.hot.enable; see _hot_journal)
         self.journal: JournalWriter | None = None
         self._journal_lock = threading.Lock()
+        #: hot flushes: each journal given appends in a turn is offered the flush at its end
+        self._hot = JournalFlushes()
 
     # -- hooks -----------------------------------------------------------------
     def add_commit_listener(self, callback: CommitListener) -> None:
@@ -393,9 +396,7 @@ class Batcher:
         state.flushing.append(batch)
         started = time.perf_counter()
         if state.writer.journal is not None:  # the journal gathers every partition's flush
-            call = asyncio.get_running_loop().call_soon_threadsafe
-            write_batch_hot(state, batch).add_done_callback(
-                lambda f: call(self._flushed, state, batch, f, started))
+            self._hot.write(state, batch, lambda f: self._flushed(state, batch, f, started))
             return
         if batch.nbytes <= INLINE_FLUSH_BYTES and self.log.store.cheap_commits:
             # A small batch on a store whose commits cost microseconds: the two thread

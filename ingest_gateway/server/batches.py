@@ -6,7 +6,8 @@ which its offsets follow once the batch is flushed (:class:`PartResult`).
 :class:`PartitionState` is everything the gateway keeps for a partition it
 writes: open, flushing and queued batches, the idempotent batches accepted
 and not committed (``pending``), the offsets predicted for acks=1.
-:func:`write_batch` is what a flush does with a batch on a flush thread.
+:func:`write_batch` is what a flush does with a batch on a flush thread;
+:class:`JournalFlushes` hands hot partitions' batches to their journals.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import asyncio
 import collections
 import concurrent.futures
 import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -182,11 +186,13 @@ def write_now(state: PartitionState, batch: FlushBatch) -> concurrent.futures.Fu
 def write_batch_hot(state: PartitionState, batch: FlushBatch) -> concurrent.futures.Future:
     """``write_batch`` through the partition's hot journal, on the event loop: the
     returned future gives the AppendResult once the journal commits it (or raises what
-    ``write_batch`` would)."""
+    ``write_batch`` would). The caller calls the journal's ``flush_here`` at the end of
+    the loop's turn."""
     try:
         table, accepted = _accepted(state, batch)
         return state.writer.append_async(table, producer_batches=accepted,
-                                         transactional=batch.txn is not None)
+                                         transactional=batch.txn is not None,
+                                         caller_flushes=True)
     except Exception as exc:
         done: concurrent.futures.Future = concurrent.futures.Future()
         done.set_exception(exc)
@@ -239,6 +245,44 @@ def _accepted(state: PartitionState, batch: FlushBatch) -> tuple[pa.Table, list]
     if not tables:
         raise NothingToWrite()
     return to_table(tables), [(pb, starts[part]) for pb, part in accepted]
+
+
+class JournalFlushes:
+    """The hot journals given a gateway's appends in this turn of its event loop, each
+    offered the flush at the turn's end (``JournalWriter.flush_here``): on a local store
+    without fsync an idle journal flushes on the loop, every partition's appends of the
+    turn in one entry, with no hand-off to its flush thread and back (the batcher's
+    INLINE_FLUSH_BYTES, for the hot tier). Used on the loop's thread only."""
+
+    def __init__(self) -> None:
+        self._due: set[Any] = set()
+        self._here: int | None = None  # the loop's thread while a journal flushes on it
+
+    def write(self, state: PartitionState, batch: FlushBatch,
+              on_done: Callable[[concurrent.futures.Future], None]) -> None:
+        """``write_batch_hot`` of ``batch``; ``on_done(future)`` runs on the loop once it
+        is committed or failed (at once if the loop flushed it itself)."""
+        loop = asyncio.get_running_loop()
+
+        def done(f: concurrent.futures.Future) -> None:
+            if self._here == threading.get_ident():
+                on_done(f)
+            else:
+                loop.call_soon_threadsafe(on_done, f)
+
+        write_batch_hot(state, batch).add_done_callback(done)
+        if not self._due:
+            loop.call_soon(self._flush)
+        self._due.add(state.writer.journal)
+
+    def _flush(self) -> None:
+        due, self._due = self._due, set()
+        self._here = threading.get_ident()
+        try:
+            for journal in due:
+                journal.flush_here()
+        finally:
+            self._here = None
 
 
 class NothingToWrite(Exception):

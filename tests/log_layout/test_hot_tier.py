@@ -546,3 +546,44 @@ def test_an_entry_that_cannot_be_written_fails_the_later_uploads_of_its_partitio
         assert _values(fresh.partition("t", 0).read_table(0)) == [b"v0", b"b"]
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_an_idle_journal_on_a_cheap_store_flushes_on_the_callers_thread(tmp_path, fsync):
+    """``flush_here``: on a local store without fsync (commits cost microseconds) an
+    idle journal runs the flush of what waits on the caller's thread, every
+    partition's appends in one entry; with fsync it leaves them to its flush thread.
+    Either way they commit and read back."""
+    log = open_log(str(tmp_path), fsync=fsync)
+    log.create_topic("t", {"partitions": 3})
+    journal = JournalWriter.for_store(log.journals, "gw-a", _Hot())
+    planned_on: list[int] = []
+    real = journal._plan
+    journal._plan = lambda taken: (planned_on.append(threading.get_ident()), real(taken))[1]
+    try:
+        writers = [log.partition("t", p).claim("gw-a", journal) for p in range(3)]
+        with journal._cond:  # the flush thread cannot take them before flush_here
+            futures = [w.append_async(pa.table({"value": [f"v{p}".encode()]}))
+                       for p, w in enumerate(writers)]
+            ran = journal.flush_here()
+            assert ran is not fsync
+            if ran:  # done before flush_here returned: no other thread was involved
+                assert all(f.done() for f in futures)
+        assert [f.result(timeout=60).base_offset for f in futures] == [0, 0, 0]
+        assert (planned_on[0] == threading.get_ident()) is not fsync
+        assert journal.stats["entries"] == 1 and journal.stats["partitions"] == 3
+        fresh = open_log(str(tmp_path))
+        assert [_values(fresh.partition("t", p).read_table(0)) for p in range(3)] == \
+            [[b"v0"], [b"v1"], [b"v2"]]
+        assert not journal.flush_here()  # nothing waits
+    finally:
+        journal.close()
+
+
+class _Hot:
+    """The ``hot.*`` settings ``JournalWriter.for_store`` reads, at their defaults."""
+
+    hot_flush_interval_ms = 200
+    hot_flush_bytes = 4 << 20
+    hot_uploads_in_flight = 4
+    hot_checkpoint_interval_entries = 100
