@@ -31,7 +31,10 @@ version marker; no entry's name, so readers of entries never take it for one).
 
 A partition's line is the delta of its version after the writer's last one: the
 segments it adds (in ``object``, by ``position`` and ``bytes``) and every other field
-whole, as a delta in ``_log`` would be. A reader parses the first line and only the
+whole, as a delta in ``_log`` would be. ``object`` is null when no line adds a segment:
+a seal, or a flush of versions that only move a producer's state (an epoch bump, a
+transaction marker with nothing open in the partition); a line adding a segment outside
+the entry's object is refused. A reader parses the first line and only the
 lines of the partitions it reads.
 
 **Seals** fence. A partition's ``_log`` version names the journal its leader writes
@@ -167,8 +170,6 @@ def decode_entry(data: bytes, path: str) -> Entry:
         if len(lines) != len(header["partitions"]) + 1:
             raise ValueError(f"{len(header['partitions'])} partitions but "
                              f"{len(lines) - 1} manifest lines")
-        if header["partitions"] and obj is None:
-            raise ValueError("partitions without an object")
         if len({(r[0], r[2]) for r in header["partitions"]}) != len(header["partitions"]):
             raise ValueError("a partition twice")
         return Entry(path, header, lines[1:])

@@ -19,7 +19,7 @@ from typing import Any
 
 from ingest_gateway.errors import NotLeader
 from ingest_gateway.server.gateway import Gateway
-from ingest_gateway.server.transaction_markers import Marker, journal_takes, router
+from ingest_gateway.server.transaction_markers import Marker, router
 from log_layout import Fenced, InvalidProducerEpoch, transactions
 from log_layout.txn_admin import NoOpenTransaction, abort_hanging
 from log_layout.txn_admin import describe_producers as _producers
@@ -120,13 +120,13 @@ async def write_forwarded(gateway: Gateway, marker: Marker) -> None:
         if state is None and gateway.cluster is not None:  # claimed above: fenced since
             raise NotLeader(topic, partition, "fenced by another gateway's claim")
         try:
-            if state is not None and journal_takes(state.writer, marker):
+            if state is not None and state.writer.journal is not None:
                 state.writer.write_marker(marker.producer_id, marker.epoch, marker.commit,
                                           now_ms=now, strict=marker.strict,
                                           before=marker.before)
             else:
                 if gateway.settings.gateway.hot_enable:
-                    markers.count("direct", "epoch_only" if state is not None else "cold")
+                    markers.count("direct", "cold")
                 markers.direct(topic, partition, marker.producer_id, marker.epoch,
                                marker.commit, now_ms=now, strict=marker.strict,
                                before=marker.before)

@@ -46,7 +46,7 @@ import weakref
 from typing import Any, NamedTuple
 
 from ingest_gateway.server.gateway import Gateway
-from log_layout import Fenced, InvalidProducerEpoch, PartitionWriter, txn_writes
+from log_layout import Fenced, PartitionWriter
 from log_layout.brokers import BrokerRegistry, GatewayInfo
 
 __all__ = ["Marker", "MarkerRouter", "KafkaMarkerTransport", "router", "encode_before",
@@ -185,7 +185,7 @@ class MarkerRouter:
         if why is None:
             return
         if self.gateway.settings.gateway.hot_enable:  # off: _log is where it belongs
-            reason = why if why == "epoch_only" else self._forward(marker)
+            reason = self._forward(marker)
             if reason is None:
                 return
             self.count("direct", reason)
@@ -195,8 +195,7 @@ class MarkerRouter:
     def direct(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool,
                *, now_ms: int, strict: bool = False, before: int | None = None) -> None:
         """Write the marker into the partition's ``_log`` (sealing a hot journal that
-        has the partition, this gateway's too: ``journal_takes`` sends here what a
-        journal must not take). Raises Fenced, InvalidProducerEpoch, StoreError."""
+        has the partition). Raises Fenced, InvalidProducerEpoch, StoreError."""
         part = self.gateway.log.partition(topic, partition)
         PartitionWriter(part, part.snapshot()).write_marker(
             producer_id, epoch, commit, now_ms=now_ms, strict=strict, before=before)
@@ -209,12 +208,10 @@ class MarkerRouter:
 
     def _write_here(self, marker: Marker, now_ms: int) -> str | None:
         """:meth:`write_here`: None once written, else why not (``not_hot``,
-        ``epoch_only``, ``fenced``)."""
+        ``fenced``)."""
         state = self.gateway.batcher.writing(marker.topic, marker.partition)
         if state is None or state.writer.journal is None:
             return "not_hot"
-        if not journal_takes(state.writer, marker):
-            return "epoch_only"
         try:
             state.writer.write_marker(marker.producer_id, marker.epoch, marker.commit,
                                       now_ms=now_ms, strict=marker.strict,
@@ -277,23 +274,6 @@ class MarkerRouter:
     def count(self, route: str, reason: str) -> None:
         """One marker more in ``sparklog_gateway_txn_markers_total``."""
         self._counter.labels(route, reason).inc()
-
-
-def journal_takes(writer: Any, marker: Marker) -> bool:
-    """Whether ``marker`` may go through ``writer``'s hot journal: it writes hot, and
-    the marker is not an epoch-only version (no segment: a producer with nothing open
-    in the partition, as its committed state shows). A journal flush of nothing but
-    such versions makes an entry without an object, which readers refuse (so the
-    journal would break): those go into ``_log`` instead (``direct``, counted)."""
-    if writer.journal is None:
-        return False
-    try:
-        plan = txn_writes.plan_marker(writer.head, marker.producer_id, marker.epoch,
-                                      marker.commit, 0, strict=marker.strict,
-                                      before=marker.before)
-    except InvalidProducerEpoch:
-        return True  # the journal's own plan refuses it the same way
-    return not isinstance(plan, dict)
 
 
 _ROUTERS: "weakref.WeakKeyDictionary[Gateway, MarkerRouter]" = weakref.WeakKeyDictionary()

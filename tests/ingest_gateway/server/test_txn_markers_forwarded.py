@@ -230,12 +230,13 @@ def test_hostile_forwarded_markers_get_typed_codes(tmp_path):
         # an admin-shaped COMMIT (coordinator epoch >= -1) stays refused
         assert _forward(gw0, coordinator_epoch=0) == 42
         # the smallest bound, a producer with nothing open: only its epoch is recorded, a
-        # version without a segment, which goes into _log (a journal entry without an
-        # object would be refused by readers), counted as a direct write
+        # version without a segment, through the journal (an entry without an object), not
+        # sealed back to _log
+        journal = app.log.partition(TOPIC, 0).snapshot(refresh=True).hot_journal
         assert _forward(gw0, coordinator_epoch=-(2 ** 31)) == 0
         m = app.log.partition(TOPIC, 0).snapshot(refresh=True)
         assert not any(s.control for s in m.segments) and m.producers[5].epoch == 0
-        assert _routes([gw0]) == {"direct": 1}
+        assert m.hot_journal == journal is not None and "direct" not in _routes([gw0])
         # the journal is whole: partition 0 takes records again (claimed back)
         p = ck.Producer({"bootstrap.servers": gw0.bootstrap})
         p.produce(TOPIC, value=b"after", partition=0)
@@ -285,10 +286,11 @@ def test_a_marker_never_bypasses_the_fence_of_a_claim(tmp_path):
 
 def test_a_partition_added_but_never_written_keeps_its_journal_whole(tmp_path):
     """A transaction that added partition 0 and wrote nothing there ends with a version
-    that only records the producer's epoch (no marker segment). A journal entry of
-    nothing but such versions would have no object, which readers refuse (the journal
-    would break and every partition of it be claimed again): it goes into ``_log``,
-    counted, and the gateway's journal goes on for the other partition."""
+    that only records the producer's epoch (no marker segment): a journal entry with
+    partitions and no object. Readers take it (they once refused it, breaking the
+    journal, so every partition of it was claimed again and EndTxn answered
+    KAFKA_STORAGE_ERROR): it goes through the journal like any marker, and the journal
+    goes on for the other partition."""
     import datetime
 
     from kio.schema.add_partitions_to_txn.v3 import request as apt
@@ -318,9 +320,10 @@ def test_a_partition_added_but_never_written_keeps_its_journal_whole(tmp_path):
                 transactional_id="empty", producer_id=init.producer_id,
                 producer_epoch=init.producer_epoch, committed=False), 3)
             assert ended.error_code == 0
-        assert _routes([gw0]) == {"direct": 1}
+        assert _routes([gw0]) == {"local": 1}
         m = app.log.partition(TOPIC, 0).snapshot(refresh=True)
         assert init.producer_id in m.producers and not m.segments
+        assert m.hot_journal == journal  # not sealed back to _log
         # the journal is not broken: partition 1 is still written through it
         p = ck.Producer({"bootstrap.servers": gw0.bootstrap})
         p.produce(TOPIC, value=b"still", partition=1)
