@@ -1,56 +1,44 @@
 """Per-partition batching, flushing, acks and idempotence of one gateway.
 
-Lifecycle of a record: a produce request is parsed into one Arrow table per
-partition (``codec``); :meth:`Batcher.produce` checks it (size, keys, producer
-sequence, buffer room) for *every* partition before it adds anything, so a
-refused request leaves nothing behind. The tables join the partition's open
-:class:`FlushBatch`. Flushes are a *group commit*: a batch of a partition with no
-flush in flight is flushed at once (at the end of the event loop's turn, so the
-requests parsed in that turn go together); while a flush is in flight, arrivals
-gather and go together in the next flush, when it ends. A batch also goes at
-``batch.size`` bytes or ``flush.messages`` records, and at shutdown. The
-gateway does not linger (neither does Kafka's broker: ``linger.ms`` is the
-client's setting); ``gateway.linger.ms`` > 0, for compatibility, makes a new
-batch wait that long too. A flush is ONE ``PartitionWriter.append`` of the
-concatenated tables: one segment file and one manifest commit, at most one in
-flight per partition, so partition order holds, on a flush thread (a slow flush of
-P never delays Q); a small batch on a store whose commits cost microseconds
-(``Store.cheap_commits``) is written on the event loop, where a thread costs more.
-While a flush is in flight the next batch fills; once full it waits in the
-partition's queue and another opens, so no flush grows past the thresholds.
-Each batch has ONE asyncio future, resolved when its flush ends; requests keep
-(batch, part) references into it and compute their offsets from the batch's
-base offset, never one future per record.
+Lifecycle of a record: a produce request is parsed into one Arrow table per partition
+(``codec``); :meth:`Batcher.produce` checks it (size, keys, producer sequence, buffer
+room) for *every* partition before it adds anything, so a refused request leaves nothing
+behind; plain calls add in arrival order (``arrival_order``). The tables join the
+partition's open :class:`FlushBatch`. Flushes are a *group commit*: a partition with no
+flush in flight flushes at once (at the end of the event loop's turn, so that turn's
+requests go together); while one is in flight, arrivals gather for the next. A batch
+also goes at ``batch.size`` bytes or ``flush.messages`` records, and at shutdown; the
+gateway does not linger, as Kafka's broker does not (``gateway.linger.ms`` > 0 makes a
+new batch wait, for compatibility). A flush is ONE ``PartitionWriter.append`` of the
+concatenated tables (one segment, one manifest commit), at most one in flight per
+partition, on a flush thread (a slow flush of P never delays Q); a small batch on a
+store whose commits cost microseconds (``Store.cheap_commits``) is written on the event
+loop. Each batch has ONE asyncio future, resolved when its flush ends; requests keep
+(batch, part) references into it and compute their offsets from its base offset.
 
-Acks: ``0`` answers at once with no offsets; ``1`` answers once the records are
-in the batch, with the offsets they will get (predicted from the partition's
-high watermark plus what is pending; if that flush then fails they are lost, as
-with Kafka's acks=1, and the loss is logged at ERROR and counted in
-``sparklog_gateway_flush_failures_total`` and ``sparklog_gateway_records_lost_total``);
-``all`` answers after the manifest commit. A flush fails only for the store's
-or the leadership's sake: everything a record could make fail is refused when
-its request is parsed (``codec``), so one bad record never costs its neighbours.
+Acks: ``0`` answers at once with no offsets; ``1`` once the records are in the batch,
+with the offsets they will get (if that flush then fails they are lost, as with Kafka's
+acks=1: logged at ERROR, counted in ``sparklog_gateway_flush_failures_total`` and
+``sparklog_gateway_records_lost_total``); ``all`` after the manifest commit. A flush
+fails only for the store's or the leadership's sake: everything a record could make
+fail is refused when its request is parsed, so one bad record never costs its
+neighbours.
 
-Idempotence: a request may carry (producer_id, producer_epoch) and per
-partition a first sequence. The committed state lives in the manifest
-(``Manifest.producers``, last five batches per producer), so it survives a
-restart; batches that are accepted but not yet committed (``PartitionState.pending``)
-are checked too, so a retry arriving before the flush is answered with the
-pending batch's offsets and not written twice. The rules, for both, are
-``log_layout.idempotence``.
+Idempotence: a request may carry (producer_id, producer_epoch) and per partition a first
+sequence. The committed state lives in the manifest (``Manifest.producers``, last five
+batches per producer), so it survives a restart; accepted batches not yet committed
+(``PartitionState.pending``) are checked too, so a retry arriving before the flush is
+answered with the pending batch's offsets (``log_layout.idempotence``: the rules).
 
-Every partition this gateway writes is claimed first (``PartitionLog.claim``,
-which bumps the leader epoch and fences the previous writer). A writer that is
-fenced in turn stops writing that partition and answers ``NotLeader``. Under the
-broker application (``cluster``: a ``ClusterMember``) only assigned partitions are
-written (others: ``NotLeader`` naming the leader); they are claimed at once
+Every partition written is claimed first (``PartitionLog.claim``: a new leader epoch,
+fencing the previous writer); a writer fenced in turn answers ``NotLeader``. Under the
+broker application (``cluster``) only assigned partitions are written, claimed at once
 (:meth:`lead`); one moved away is *released* (:meth:`release`): refused, what it
 accepted still flushed (or fenced by the new leader's claim), then forgotten.
 
-The hot tier (``gateway.hot.enable``): partitions are claimed with the gateway's
-journal (``log_layout.hot_writer``), which gathers every partition's flush into one
-shared object and one commit; a hot partition has up to ``hot.uploads.in.flight``
-flushes out at once (each planned after those). acks=all waits for the entry.
+The hot tier (``gateway.hot.enable``): partitions are claimed with the gateway's journal
+(``log_layout.hot_writer``: every partition's flush in one shared object and one commit,
+up to ``hot.uploads.in.flight`` out at once). acks=all waits for the entry.
 """
 
 from __future__ import annotations
@@ -72,6 +60,7 @@ from conf.topic import TopicConfig
 from ingest_gateway.errors import BadRequest, BufferFull, FlushFailed, NotLeader, ShuttingDown
 from ingest_gateway.partitioner import StickyPartitioner
 from ingest_gateway.server import sequencing, txn_produce
+from ingest_gateway.server.arrival_order import ArrivalOrder, Gate
 from ingest_gateway.server.batches import (FlushBatch, JournalFlushes, NothingToWrite,
                                            PartitionState, PartResult, Ticket, write_batch,
                                            write_now)
@@ -111,6 +100,7 @@ class Batcher:
         self.closing = False
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._claims: dict[tuple[str, int], asyncio.Future] = {}
+        self._arrivals = ArrivalOrder()
         self.topics = TopicCache(log_, settings, topic_defaults, self.run_blocking,
                                  cache_s=topic_cache_ms / 1000)
         self._listeners: list[CommitListener] = []
@@ -240,15 +230,26 @@ class Batcher:
 
         All checks run before anything is added, so an error leaves nothing
         behind. Raises InvalidRequiredAcks (``acks`` not 0, 1 or -1), ShuttingDown,
-        UnknownTopic, UnknownPartition, RecordTooLarge, MissingKey, BufferFull,
-        BadRequest (sequences),
-        InvalidProducerEpoch, OutOfOrderSequence, NotLeader; with a
+        UnknownTopic, UnknownPartition, RecordTooLarge, MissingKey, BufferFull, BadRequest
+        (sequences), InvalidProducerEpoch, OutOfOrderSequence, NotLeader; with a
         ``transactional_id`` (``txn_produce``) ProducerFenced, InvalidTxnState. With
         acks=all, a failed flush is reported per partition in ``PartResult.error``.
         """
         check_acks(acks)
         if self.closing:
             raise ShuttingDown()
+        # plain calls add in arrival order (``arrival_order``); idempotent ones by sequence
+        gate = self._arrivals.enter(topic, parsed.parts) if producer is None else None
+        try:
+            return await self._produce(topic, parsed, acks, producer, sequences,
+                                       transactional_id, gate)
+        finally:
+            if gate is not None:
+                gate.leave()
+
+    async def _produce(self, topic: str, parsed: Parsed, acks: int,
+                       producer: tuple[int, int] | None, sequences: dict[int, int] | None,
+                       transactional_id: str | None, gate: Gate | None) -> list[PartResult]:
         info = await self.topic_info(topic)
         if self.cluster is not None:
             for p in parsed.parts:
@@ -280,22 +281,22 @@ class Batcher:
         tickets = await sequencing.tickets(parsed, states, batches,
                                            closing=lambda: self.closing,
                                            out_of_order=self.metrics.out_of_order)
+        if gate is not None:
+            await gate.turn()
         for p, table in parsed.parts.items():
             ticket = tickets[p]
             if ticket.batch is None and ticket.committed is None:
                 self._add(states[p], table, batches.get(p), ticket, txn)
                 if acks != -1:
                     ticket.batch.acked += table.num_rows  # type: ignore[union-attr]
+        if gate is not None:
+            gate.leave()  # added: the next call goes on while this one waits for its flush
         self.metrics.accepted(topic, parsed.count, incoming)
         for p, table in parsed.parts.items():
             key = (topic, p)
             self.bytes_in[key] = self.bytes_in.get(key, 0) + table.nbytes
             self.records_in[key] = self.records_in.get(key, 0) + table.num_rows
-
-        results = []
-        for p, ticket in tickets.items():
-            results.append(await self._answer(ticket, acks))
-        return results
+        return [await self._answer(ticket, acks) for ticket in tickets.values()]
 
     def _add(self, state: PartitionState, table: pa.Table, pb: ProducerBatch | None,
              ticket: Ticket, txn: tuple[int, int] | None = None) -> None:
