@@ -583,7 +583,7 @@ def test_an_idle_journal_on_a_cheap_store_flushes_on_the_callers_thread(tmp_path
 class _Hot:
     """The ``hot.*`` settings ``JournalWriter.for_store`` reads, at their defaults."""
 
-    hot_flush_interval_ms = 200
+    hot_flush_interval_ms = 50
     hot_flush_bytes = 4 << 20
     hot_uploads_in_flight = 4
     hot_checkpoint_interval_entries = 100
