@@ -6,7 +6,6 @@ record; the sweeper bounds it. On every store."""
 
 from __future__ import annotations
 
-import collections
 import json
 import random
 import zlib
@@ -14,6 +13,7 @@ import zlib
 import pyarrow as pa
 import pytest
 
+from bench.hot_checkpoint import CountingStore
 from compaction.rollup import rollup_partition
 from log_layout import hot_checkpoint, hot_state, open_log, paths, wall_clock_ms
 from log_layout.hot_checkpoint import CorruptHotCheckpoint
@@ -24,36 +24,6 @@ from log_layout.topics import Log
 
 PARTITIONS = 3
 K = 6
-
-
-class CountingStore:
-    """The real store, counting the calls a reader makes (by kind of hot file)."""
-
-    def __init__(self, store):
-        self._store = store
-        self.calls: collections.Counter[str] = collections.Counter()
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-    def _kind(self, path: str) -> str:
-        name = path.rsplit("/", 1)[-1]
-        if paths.hot_entry_seq(name) is not None:
-            return "entry"
-        return "checkpoint" if name == hot_checkpoint.NAME and path.startswith("_hot/") \
-            else "other"
-
-    def read(self, path):
-        self.calls["read " + self._kind(path)] += 1
-        return self._store.read(path)
-
-    def exists(self, path):
-        self.calls["exists " + self._kind(path)] += 1
-        return self._store.exists(path)
-
-    def list(self, folder):
-        self.calls["list " + ("hot" if folder.startswith("_hot") else "other")] += 1
-        return self._store.list(folder)
 
 
 def _fresh(store, *, checkpoints: bool = True) -> tuple[Log, CountingStore]:
