@@ -51,6 +51,7 @@ from log_layout.schema_registry import SchemaStore, StoredSchema
 from pipeline.errors import InvalidSourceOption, UndecodableRecord, UnusableSchema
 from pipeline.registry_protobuf import BadRecord as _PROTOBUF_BAD
 from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type, plain_logical
+from pipeline.registry_unions import mark_reader, pair_writer
 
 FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}  # option value -> registry schemaType
 FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
@@ -280,8 +281,14 @@ class _Decoder:
         self.registry = _registry(store_description)
         reader = self.registry.schema(plan.reader_id)
         self.reader: Any = None
+        self.marked: Any = None  # the reader with its several-type unions marked, if any
         if plan.format == "avro":
-            self.reader = self.registry.avro(reader, plan.subject)[0]
+            self.reader, named = self.registry.avro(reader, plan.subject)
+            self.marked = mark_reader(self.reader, named)
+            if self.marked is not None:
+                import fastavro
+
+                self.reader = fastavro.parse_schema(self.marked, named_schemas={})
         elif plan.format == "protobuf":
             from pipeline.registry_protobuf import MessageReader
 
@@ -303,9 +310,21 @@ class _Decoder:
         try:
             if self.plan.format == "protobuf":
                 return self.registry.protobuf(stored, self.plan.subject)
-            return self.registry.avro(stored, self.plan.subject)[0]
+            parsed, named = self.registry.avro(stored, self.plan.subject)
         except UnusableSchema as e:  # the registry took it, fastavro does not: this record's
             raise _Failure(e.reason) from None
+        if self.marked is None:
+            return parsed
+        if schema_id == self.plan.reader_id:  # the same bytes: read without resolving
+            return self.reader
+        try:
+            import fastavro
+
+            return fastavro.parse_schema(pair_writer(parsed, named, self.marked),
+                                         named_schemas={})
+        except Exception as e:  # a rewrite fastavro refuses (pipeline.registry_unions)
+            raise _Failure(f"schema id {schema_id}'s unions cannot be resolved to the "
+                           f"reader's ({type(e).__name__}: {e})") from None
 
     def _read_one(self, writers: dict[int, Any], schema_id: int, body: bytes) -> Any:
         """One record's body decoded (``writers``: the ids met so far). Raises _Failure."""
