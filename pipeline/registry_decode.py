@@ -337,16 +337,37 @@ class _Decoder:
             raise _Failure(str(writers[schema_id]))  # a new one: no traceback piling up
         try:
             if self.plan.format == "jsonschema":
-                return json.loads(body)
+                return self._json(body)
             if self.plan.format == "protobuf":
                 return self.reader.read(body, writers[schema_id], schema_id)
             reader = None if schema_id == self.plan.reader_id else self.reader
             return _schemaless_reader(io.BytesIO(body), writers[schema_id], reader)
+        except _Failure:
+            raise
         except _PROTOBUF_BAD as e:  # its own sentence: which message, which indexes
             raise _Failure(str(e)) from None
         except Exception as e:  # fastavro and json raise many types for bad bytes
             raise _Failure(f"schema id {schema_id} does not read it "
                            f"({type(e).__name__}: {e})") from None
+
+    def _json(self, body: bytes) -> Any:
+        """A JSON value; a fractional number where the column has an integer is refused,
+        as pyarrow would silently truncate it. Raises _Failure, ValueError."""
+        fractions: list[float] = []
+
+        def number(text: str) -> float:
+            value = float(text)
+            if not value.is_integer():
+                fractions.append(value)
+            return value
+
+        value = json.loads(body, parse_float=number)
+        if fractions:  # rare: only then walk the value against the column's type
+            where = _fraction_in_integer(value, self.plan.arrow_type, self.plan.column)
+            if where is not None:
+                raise _Failure(f"{where[0]} is {where[1]!r}, not the integer its column "
+                               "holds (JSON Schema's integer)")
+        return value
 
     def column(self, raw: pa.Array, where: tuple[str, int], offsets: pa.Array
                ) -> tuple[pa.Array, pa.Array]:
@@ -391,6 +412,30 @@ class _Decoder:
         if self.plan.mode == FAILFAST:
             raise UndecodableRecord(where[0], where[1], offsets[i].as_py(), self.plan.column,
                                     reason)
+
+
+def _fraction_in_integer(value: Any, t: pa.DataType, path: str) -> tuple[str, float] | None:
+    """(field path, number) of the first non-integral number where ``t`` has an integer."""
+    if pa.types.is_integer(t):
+        if isinstance(value, float) and not value.is_integer():
+            return path, value
+    elif pa.types.is_struct(t) and isinstance(value, dict):
+        for f in t:
+            found = f.name in value and _fraction_in_integer(value[f.name], f.type,
+                                                             f"{path}.{f.name}")
+            if found:
+                return found
+    elif pa.types.is_list(t) and isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _fraction_in_integer(item, t.value_type, f"{path}[{i}]")
+            if found:
+                return found
+    elif pa.types.is_map(t) and isinstance(value, dict):
+        for k, item in value.items():
+            found = _fraction_in_integer(item, t.item_type, f"{path}[{k!r}]")
+            if found:
+                return found
+    return None
 
 
 def _id_or_none(raw: bytes) -> int | None:

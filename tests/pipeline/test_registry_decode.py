@@ -108,6 +108,28 @@ def test_json_schema_values(clicks):
         (2, None, sid)]
 
 
+def test_a_fraction_in_an_integer_field_is_undecodable(clicks):
+    """pyarrow would truncate 1.5 to 1 in a bigint column: the record does not fit."""
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer"}, "x": {"type": "number"},
+        "ns": {"type": "array", "items": {"type": "integer"}},
+        "m": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+    sid = register(clicks, "clicks-value", schema, "JSON")
+    append(clicks, "clicks", 0, [jsonschema(sid, {"n": 2.0, "x": 0.5, "ns": [1], "m": {"a": 3}}),
+                                 jsonschema(sid, {"n": 1.5}),
+                                 jsonschema(sid, {"ns": [1, 2, 3.25]}),
+                                 jsonschema(sid, {"m": {"a": 1e-3}})])
+    with pytest.raises(UndecodableRecord, match=r"clicks-0 offset 1: the value cannot be "
+                                                r"decoded: value\.n is 1\.5, not the integer"):
+        rows(clicks, subscribe="clicks", valueFormat="jsonschema")
+    assert decoded(clicks, subscribe="clicks", valueFormat="jsonschema", mode="PERMISSIVE") == [
+        (0, {"n": 2, "x": 0.5, "ns": [1], "m": [("a", 3)]}, sid),  # 2.0 is an integer
+        (1, None, sid), (2, None, sid), (3, None, sid)]
+    with pytest.raises(UndecodableRecord, match=r"offset 2: .*value\.ns\[2\] is 3\.25"):
+        rows(clicks, subscribe="clicks", valueFormat="jsonschema",
+             startingOffsets='{"clicks": {"0": 2}}')
+
+
 @pytest.mark.parametrize("raw, reason", [
     (b"{}", "shorter than Confluent's 5-byte header"),
     (b'{"a": 1}', "first byte is 0x7b, not Confluent's magic byte"),
