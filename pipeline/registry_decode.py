@@ -23,7 +23,9 @@ JSON values need no resolution: the reader schema's fields are taken, others ign
 missing ones null; the id must still be one the registry holds.
 
 A record that cannot be decoded (no magic byte, shorter than 5 bytes, an unknown id,
-bytes its writer schema does not read, a JSON value that does not fit the column) fails
+bytes its writer schema does not read, an array block claiming more items than its bytes
+can hold (:mod:`pipeline.avro_bounds`), a JSON value that does not fit the column, a
+fraction in a JSON Schema integer) fails
 the read with :class:`~pipeline.errors.UndecodableRecord` naming topic, partition and
 offset (``mode=FAILFAST``, the default, as ``from_avro``'s), or reads as null with
 ``mode=PERMISSIVE``. A null key or value stays null. Beside the decoded column,
@@ -48,6 +50,7 @@ import pyarrow as pa
 
 from log_layout import shared_log
 from log_layout.schema_registry import SchemaStore, StoredSchema
+from pipeline.avro_bounds import Unbounded, check, needs_check
 from pipeline.errors import InvalidSourceOption, UndecodableRecord, UnusableSchema
 from pipeline.registry_protobuf import BadRecord as _PROTOBUF_BAD
 from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type, plain_logical
@@ -282,6 +285,7 @@ class _Decoder:
         reader = self.registry.schema(plan.reader_id)
         self.reader: Any = None
         self.marked: Any = None  # the reader with its several-type unions marked, if any
+        self.bounded: dict[int, tuple] = {}  # writer ids whose arrays may be empty-item ones
         if plan.format == "avro":
             self.reader, named = self.registry.avro(reader, plan.subject)
             self.marked = mark_reader(self.reader, named)
@@ -313,6 +317,8 @@ class _Decoder:
             parsed, named = self.registry.avro(stored, self.plan.subject)
         except UnusableSchema as e:  # the registry took it, fastavro does not: this record's
             raise _Failure(e.reason) from None
+        if needs_check(parsed, named):
+            self.bounded[schema_id] = (parsed, named)
         if self.marked is None:
             return parsed
         if schema_id == self.plan.reader_id:  # the same bytes: read without resolving
@@ -340,6 +346,11 @@ class _Decoder:
                 return self._json(body)
             if self.plan.format == "protobuf":
                 return self.reader.read(body, writers[schema_id], schema_id)
+            if schema_id in self.bounded:  # before fastavro loops over empty items
+                try:
+                    check(body, *self.bounded[schema_id])
+                except Unbounded as e:
+                    raise _Failure(f"schema id {schema_id} does not read it ({e})") from None
             reader = None if schema_id == self.plan.reader_id else self.reader
             return _schemaless_reader(io.BytesIO(body), writers[schema_id], reader)
         except _Failure:

@@ -256,3 +256,84 @@ def test_hostile_records_fail_as_undecodable_or_read_as_null(fuzz_plan, raws):
     got = decode_batch(batch, (lenient,), description, "f", 0)
     assert got.num_rows == len(raws) and got.schema.field("value").type == plan.arrow_type
     assert all(v is None for v, raw in zip(got.column("value").to_pylist(), raws) if raw is None)
+
+
+def _varint(n: int) -> bytes:
+    """Avro's zigzag varint of a long."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+EMPTY_ITEMS = record("E", {"name": "nulls", "type": {"type": "array", "items": "null"}},
+                     {"name": "ns", "type": {"type": "array", "items": "long"}},
+                     {"name": "m", "type": {"type": "map", "values": "null"}})
+
+
+@pytest.fixture(scope="module")
+def empty_items_plan(tmp_path_factory):
+    """A plan decoding ``e-value``: arrays of nulls and of longs, a map of nulls."""
+    from log_layout import open_log
+    from pipeline.registry_decode import FAILFAST, plan_column
+
+    log = open_log(str(tmp_path_factory.mktemp("empty")))
+    sid = register(log, "e-value", EMPTY_ITEMS)
+    description = {"url": log.store.describe()["url"], "storage_options": None}
+    return plan_column(description, "value", "avro", "e-value", "latest", FAILFAST), sid, description
+
+
+def _decode(plan, description, raws):
+    from pipeline.registry_decode import decode_batch
+
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(raws, pa.binary()),
+                                        "offset": pa.array(range(len(raws)), pa.int64())})
+    return decode_batch(batch, (plan,), description, "e", 0).column("value").to_pylist()
+
+
+def test_array_blocks_claiming_more_than_the_bytes_hold_are_undecodable(empty_items_plan):
+    """10 bytes claiming 2**62 nulls would keep fastavro looping for minutes."""
+    from pipeline.avro_bounds import MAX_EMPTY_ITEMS
+
+    plan, sid, description = empty_items_plan
+    fine = header(sid) + _varint(3) + _varint(0) + _varint(2) + _varint(7) * 2 + _varint(0) \
+        + _varint(1) + _varint(1) + b"k" + _varint(0)
+    assert _decode(plan, description, [fine]) == [
+        {"nulls": [None] * 3, "ns": [7, 7], "m": [("k", None)]}]
+    hostile = {
+        "more than 1,000,000 empty array items": _varint(2 ** 62) + _varint(0) * 3,
+        "in all": (_varint(MAX_EMPTY_ITEMS) + _varint(1)) + _varint(0) * 3,
+        "a block of 1,099,511,627,776 items": _varint(0) + _varint(2 ** 40) + _varint(1),
+        "a block of 4,611,686,018,427,387,904 items": _varint(0) + _varint(-(2 ** 62))
+        + _varint(8) + _varint(1)}
+    for reason, body in hostile.items():
+        reason = "more than 1,000,000 empty" if reason == "in all" else reason
+        with pytest.raises(UndecodableRecord, match=f"e-0 offset 1: .*{reason}"):
+            _decode(plan, description, [fine, header(sid) + body])
+    # a map of nulls has a key per entry: fastavro runs out of bytes by itself
+    with pytest.raises(UndecodableRecord, match="e-0 offset 0"):
+        _decode(plan, description, [header(sid) + _varint(0) * 2 + _varint(2 ** 62) + b"k"])
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.integers(-(2 ** 63), 2 ** 63 - 1).map(_varint),
+                          st.binary(max_size=4)), max_size=12))
+def test_hostile_counts_end_as_undecodable_or_read(empty_items_plan, parts):
+    """Whatever counts the bytes claim, a record decodes or is undecodable (and the test
+    ends: no block loops over items its bytes cannot hold)."""
+    import dataclasses
+
+    from pipeline.registry_decode import PERMISSIVE
+
+    plan, sid, description = empty_items_plan
+    raw = header(sid) + b"".join(parts)
+    try:
+        got = _decode(plan, description, [raw])
+    except UndecodableRecord as e:
+        assert e.offset == 0
+    else:
+        assert len(got[0]["nulls"]) <= 1_000_000
+    assert len(_decode(dataclasses.replace(plan, mode=PERMISSIVE), description, [raw])) == 1
