@@ -8,6 +8,8 @@ from __future__ import annotations
 import fastavro
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import UndecodableRecord, UnusableSchema
 from pipeline.registry_types import avro_arrow_type
@@ -115,3 +117,55 @@ def test_a_writer_type_goes_to_the_branch_avro_resolves_it_to(events):
     got = decoded(events, subscribe="ev", valueFormat="avro", valueSchemaVersion=2)
     assert [v["n"] for _, v, _ in got] == [_member(3, 1, 5), _member(3, 0, 5),
                                           _member(3, 2, "x"), _member(3, 0, 6)]
+
+
+W = record("W", {"name": "v", "type": ["null", "int", "string", "double",
+                                      {"type": "array", "items": ["long", "string"]}]})
+# a newer reader: int read as long (a promotion), a branch added at the end
+R = record("W", {"name": "v", "type": ["null", "long", "string", "double",
+                                      {"type": "array", "items": ["long", "string"]},
+                                      "boolean"]})
+_VALUES = st.one_of(st.none(), st.integers(-(2 ** 31), 2 ** 31 - 1), st.text(max_size=5),
+                    st.floats(allow_nan=False),
+                    st.lists(st.one_of(st.integers(-(2 ** 63), 2 ** 63 - 1),
+                                       st.text(max_size=3)), max_size=4))
+
+
+@pytest.fixture(scope="module")
+def union_plans(tmp_path_factory):
+    """Plans reading ``u-value`` as W (version 1) and as R (version 2), in a store of
+    their own; W's id."""
+    from log_layout import open_log
+    from pipeline.registry_decode import FAILFAST, plan_column
+
+    log = open_log(str(tmp_path_factory.mktemp("unions")))
+    wid = register(log, "u-value", W)
+    register(log, "u-value", R)
+    description = {"url": log.store.describe()["url"], "storage_options": None}
+    return ([plan_column(description, "value", "avro", "u-value", v, FAILFAST)
+             for v in (1, 2)], wid, description)
+
+
+def _expected(value, width: int) -> dict | None:
+    """The member struct fastavro's writer's branch (the first that fits) gives."""
+    if value is None:
+        return None
+    branch = (0 if isinstance(value, int) else 1 if isinstance(value, str)
+              else 2 if isinstance(value, float) else 3)
+    if branch == 3:
+        value = [_member(2, 0 if isinstance(x, int) else 1, x) for x in value]
+    return _member(width, branch, value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_VALUES, min_size=1, max_size=8))
+def test_any_union_value_lands_in_its_branch(union_plans, values):
+    from pipeline.registry_decode import decode_batch
+
+    plans, wid, description = union_plans
+    batch = pa.RecordBatch.from_pydict({
+        "value": pa.array([avro(W, wid, {"v": v}) for v in values], pa.binary()),
+        "offset": pa.array(range(len(values)), pa.int64())})
+    for plan, width in zip(plans, (4, 5)):  # as the writer's own version, then as R
+        got = decode_batch(batch, (plan,), description, "u", 0).column("value").to_pylist()
+        assert [g["v"] for g in got] == [_expected(v, width) for v in values]
