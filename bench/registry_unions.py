@@ -14,8 +14,11 @@ best and median records/s of R rounds. Writes ``bench/results/registry_unions.js
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -28,7 +31,28 @@ sys.path.insert(0, ROOT)
 from bench.common import machine, write_results  # noqa: E402
 from log_layout import open_log  # noqa: E402
 from pipeline.registry_decode import FAILFAST, decode_batch, plan_column  # noqa: E402
-from tests.pipeline.registry_records import avro, record, register  # noqa: E402
+
+
+def record(name: str, *fields) -> dict:
+    return {"type": "record", "name": name, "namespace": "bench", "fields": list(fields)}
+
+
+def register(log, subject: str, schema: dict) -> int:
+    """``schema`` registered under ``subject`` in the store's registry; its id."""
+    from ingest_gateway.server.schema_registry import SchemaRegistry
+    from log_layout.schema_registry import SchemaStore
+
+    return SchemaRegistry(SchemaStore(log.store)).register(
+        subject, {"schema": json.dumps(schema)})["id"]
+
+
+def avro(schema: dict, schema_id: int, value) -> bytes:
+    """``value`` in Confluent's wire format: magic byte, id, Avro binary (fastavro)."""
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+    return b"\0" + struct.pack(">I", schema_id) + out.getvalue()
 
 COMMON = [{"name": "url", "type": "string"}, {"name": "ms", "type": "long"},
           {"name": "user", "type": "int"}, {"name": "ok", "type": "boolean"}]
