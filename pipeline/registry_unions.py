@@ -108,6 +108,9 @@ class _Rewriter:
         self.defined.add(s["name"])
         return body()
 
+    def _field(self, f: dict, depth: int) -> dict:
+        return {**f, "type": self.copy(f["type"], depth + 1)}
+
     def copy(self, s: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH:
             raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
@@ -119,7 +122,7 @@ class _Rewriter:
         kind = s.get("type")
         if kind == "record":
             return self._named_def(s, lambda: {**self._clean(s), "fields": [
-                {**f, "type": self.copy(f["type"], depth + 1)} for f in s["fields"]]})
+                self._field(f, depth) for f in s["fields"]]})
         if kind in _NAMED:
             return self._named_def(s, lambda: self._clean(s))
         if kind == "array":
@@ -135,6 +138,16 @@ class _Marker(_Rewriter):
     def __init__(self, named: Mapping[str, Any]):
         super().__init__(named)
         self.unions = 0
+
+    def _field(self, f: dict, depth: int) -> dict:
+        """A field; a union's default (its first branch's value) wrapped as the branch
+        is, so a record written without the field reads it as ``member0``."""
+        out = super()._field(f, depth)
+        union = _deref(f["type"], self.named)
+        if ("default" in f and isinstance(union, list) and union[0] != "null"
+                and several(union, self.named)):
+            out["default"] = {"member0": f["default"]}
+        return out
 
     def copy(self, s: Any, depth: int) -> Any:
         deref = _deref(s, self.named)

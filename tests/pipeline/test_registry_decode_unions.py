@@ -27,7 +27,8 @@ V1 = record("Event",
             {"name": "tag", "type": ["string", KIND]})
 # a branch added at the end (BACKWARD: the new reader still reads every old branch)
 V2 = record("Event", {"name": "id", "type": ["null", "int", "string", "double"]},
-            *V1["fields"][1:])
+            *V1["fields"][1:],
+            {"name": "since", "type": ["int", "string"], "default": 3})  # old records: 3
 
 ID = pa.struct([("member0", pa.int32()), ("member1", pa.string())])
 PARTS = pa.list_(pa.field("element", pa.struct([("member0", pa.int64()),
@@ -88,11 +89,12 @@ def test_the_branch_written_is_set_nested_and_resolved(events):
 
     # v2 adds a branch at the end: v1's records resolve into the same members
     id2 = register(events, "ev-value", V2)
-    append(events, "ev", 0, [avro(V2, id2, {**second, "id": 2.5})])
+    append(events, "ev", 0, [avro(V2, id2, {**second, "id": 2.5, "since": "x"})])
     got = decoded(events, subscribe="ev", valueFormat="avro")
     assert [v["id"] for _, v, _ in got] == [_member(3, 0, 7), _member(3, 1, "seven"), None,
                                            _member(3, 2, 2.5)]
     assert [sid for *_, sid in got] == [id1, id1, id1, id2]
+    assert [v["since"] for _, v, _ in got] == [_member(2, 0, 3)] * 3 + [_member(2, 1, "x")]
     assert got[0][1]["parts"] == want[0]["parts"]
     # read as v1, the double written by v2 has no branch: undecodable, naming the offset
     with pytest.raises(UndecodableRecord, match="ev-0 offset 3: the value cannot be decoded"):
