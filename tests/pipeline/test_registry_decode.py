@@ -282,7 +282,8 @@ def empty_items_plan(tmp_path_factory):
     log = open_log(str(tmp_path_factory.mktemp("empty")))
     sid = register(log, "e-value", EMPTY_ITEMS)
     description = {"url": log.store.describe()["url"], "storage_options": None}
-    return plan_column(description, "value", "avro", "e-value", "latest", FAILFAST), sid, description
+    plan = plan_column(description, "value", "avro", "e-value", "latest", FAILFAST)
+    return plan, sid, description
 
 
 def _decode(plan, description, raws):
