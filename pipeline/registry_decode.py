@@ -23,7 +23,9 @@ JSON values need no resolution: the reader schema's fields are taken, others ign
 missing ones null; the id must still be one the registry holds.
 
 A record that cannot be decoded (no magic byte, shorter than 5 bytes, an unknown id,
-bytes its writer schema does not read, a JSON value that does not fit the column) fails
+bytes its writer schema does not read, an array block claiming more items than its bytes
+can hold (:mod:`pipeline.avro_bounds`), a JSON value that does not fit the column, a
+fraction in a JSON Schema integer) fails
 the read with :class:`~pipeline.errors.UndecodableRecord` naming topic, partition and
 offset (``mode=FAILFAST``, the default, as ``from_avro``'s), or reads as null with
 ``mode=PERMISSIVE``. A null key or value stays null. Beside the decoded column,
@@ -48,9 +50,11 @@ import pyarrow as pa
 
 from log_layout import shared_log
 from log_layout.schema_registry import SchemaStore, StoredSchema
+from pipeline.avro_bounds import Unbounded, check, needs_check
 from pipeline.errors import InvalidSourceOption, UndecodableRecord, UnusableSchema
 from pipeline.registry_protobuf import BadRecord as _PROTOBUF_BAD
 from pipeline.registry_types import avro_arrow_type, json_schema_arrow_type, plain_logical
+from pipeline.registry_unions import mark_reader, pair_writer
 
 FORMATS = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}  # option value -> registry schemaType
 FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
@@ -280,8 +284,15 @@ class _Decoder:
         self.registry = _registry(store_description)
         reader = self.registry.schema(plan.reader_id)
         self.reader: Any = None
+        self.marked: Any = None  # the reader with its several-type unions marked, if any
+        self.bounded: dict[int, tuple] = {}  # writer ids whose arrays may be empty-item ones
         if plan.format == "avro":
-            self.reader = self.registry.avro(reader, plan.subject)[0]
+            self.reader, named = self.registry.avro(reader, plan.subject)
+            self.marked = mark_reader(self.reader, named)
+            if self.marked is not None:
+                import fastavro
+
+                self.reader = fastavro.parse_schema(self.marked, named_schemas={})
         elif plan.format == "protobuf":
             from pipeline.registry_protobuf import MessageReader
 
@@ -303,9 +314,23 @@ class _Decoder:
         try:
             if self.plan.format == "protobuf":
                 return self.registry.protobuf(stored, self.plan.subject)
-            return self.registry.avro(stored, self.plan.subject)[0]
+            parsed, named = self.registry.avro(stored, self.plan.subject)
         except UnusableSchema as e:  # the registry took it, fastavro does not: this record's
             raise _Failure(e.reason) from None
+        if needs_check(parsed, named):
+            self.bounded[schema_id] = (parsed, named)
+        if self.marked is None:
+            return parsed
+        if schema_id == self.plan.reader_id:  # the same bytes: read without resolving
+            return self.reader
+        try:
+            import fastavro
+
+            return fastavro.parse_schema(pair_writer(parsed, named, self.marked),
+                                         named_schemas={})
+        except Exception as e:  # a rewrite fastavro refuses (pipeline.registry_unions)
+            raise _Failure(f"schema id {schema_id}'s unions cannot be resolved to the "
+                           f"reader's ({type(e).__name__}: {e})") from None
 
     def _read_one(self, writers: dict[int, Any], schema_id: int, body: bytes) -> Any:
         """One record's body decoded (``writers``: the ids met so far). Raises _Failure."""
@@ -318,16 +343,42 @@ class _Decoder:
             raise _Failure(str(writers[schema_id]))  # a new one: no traceback piling up
         try:
             if self.plan.format == "jsonschema":
-                return json.loads(body)
+                return self._json(body)
             if self.plan.format == "protobuf":
                 return self.reader.read(body, writers[schema_id], schema_id)
+            if schema_id in self.bounded:  # before fastavro loops over empty items
+                try:
+                    check(body, *self.bounded[schema_id])
+                except Unbounded as e:
+                    raise _Failure(f"schema id {schema_id} does not read it ({e})") from None
             reader = None if schema_id == self.plan.reader_id else self.reader
             return _schemaless_reader(io.BytesIO(body), writers[schema_id], reader)
+        except _Failure:
+            raise
         except _PROTOBUF_BAD as e:  # its own sentence: which message, which indexes
             raise _Failure(str(e)) from None
         except Exception as e:  # fastavro and json raise many types for bad bytes
             raise _Failure(f"schema id {schema_id} does not read it "
                            f"({type(e).__name__}: {e})") from None
+
+    def _json(self, body: bytes) -> Any:
+        """A JSON value; a fractional number where the column has an integer is refused,
+        as pyarrow would silently truncate it. Raises _Failure, ValueError."""
+        fractions: list[float] = []
+
+        def number(text: str) -> float:
+            value = float(text)
+            if not value.is_integer():
+                fractions.append(value)
+            return value
+
+        value = json.loads(body, parse_float=number)
+        if fractions:  # rare: only then walk the value against the column's type
+            where = _fraction_in_integer(value, self.plan.arrow_type, self.plan.column)
+            if where is not None:
+                raise _Failure(f"{where[0]} is {where[1]!r}, not the integer its column "
+                               "holds (JSON Schema's integer)")
+        return value
 
     def column(self, raw: pa.Array, where: tuple[str, int], offsets: pa.Array
                ) -> tuple[pa.Array, pa.Array]:
@@ -372,6 +423,30 @@ class _Decoder:
         if self.plan.mode == FAILFAST:
             raise UndecodableRecord(where[0], where[1], offsets[i].as_py(), self.plan.column,
                                     reason)
+
+
+def _fraction_in_integer(value: Any, t: pa.DataType, path: str) -> tuple[str, float] | None:
+    """(field path, number) of the first non-integral number where ``t`` has an integer."""
+    if pa.types.is_integer(t):
+        if isinstance(value, float) and not value.is_integer():
+            return path, value
+    elif pa.types.is_struct(t) and isinstance(value, dict):
+        for f in t:
+            found = f.name in value and _fraction_in_integer(value[f.name], f.type,
+                                                             f"{path}.{f.name}")
+            if found:
+                return found
+    elif pa.types.is_list(t) and isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _fraction_in_integer(item, t.value_type, f"{path}[{i}]")
+            if found:
+                return found
+    elif pa.types.is_map(t) and isinstance(value, dict):
+        for k, item in value.items():
+            found = _fraction_in_integer(item, t.item_type, f"{path}[{k!r}]")
+            if found:
+                return found
+    return None
 
 
 def _id_or_none(raw: bytes) -> int | None:

@@ -8,9 +8,12 @@ int/long/float/double/boolean/string as themselves, a union of ``null`` and one 
 ``timestamp-micros`` -> timestamp, ``local-timestamp-*`` -> timestamp_ntz, ``decimal``
 -> decimal(p, s) (p <= 38), ``uuid`` -> string, ``time-millis`` -> int (ms),
 ``time-micros`` and the ``*-nanos`` ones -> long (their numbers: Spark has no such
-type). Refused (:class:`~pipeline.errors.UnusableSchema`, naming the field): unions of
-two or more non-null types (Spark would make a ``member0, member1`` struct; not yet
-here), recursive records (Spark refuses them too), decimals wider than 38 digits.
+type); a union of two or more non-null types -> a struct of one field per non-null
+branch, ``member0``, ``member1``, ... in branch order (exactly int and long -> long,
+exactly float and double -> double), as Spark's; :mod:`pipeline.registry_unions` reads
+the branch written into its field. Refused (:class:`~pipeline.errors.UnusableSchema`,
+naming the field): recursive records (Spark refuses them too, by default), decimals
+wider than 38 digits, an int-and-long union with a logical type.
 
 **JSON Schema**: ``object`` with ``properties`` -> struct (in ``properties`` order),
 ``object`` with only ``additionalProperties: {schema}`` -> map<string, _>, ``array``
@@ -33,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import UnusableSchema
+from pipeline.registry_unions import several
 
 #: Avro logical types decoded as their underlying numbers or text: fastavro converts by
 #: the writer's logical type (``uuid`` to ``uuid.UUID``, ``time-*`` to ``datetime.time``),
@@ -89,8 +93,16 @@ def _avro(s: Any, named: Mapping[str, Any], subject: str, path: str, seen: tuple
             return _avro(branches[0], named, subject, path, seen, depth + 1)
         if not branches:
             return pa.null()
-        raise UnusableSchema(subject, f"{where}: a union of {len(branches)} non-null types "
-                             "is not decoded into columns yet (only a type or null)")
+        if several(s, named):
+            return pa.struct([pa.field(f"member{i}", _avro(b, named, subject,
+                                                           f"{path}.member{i}".lstrip("."),
+                                                           seen, depth + 1))
+                              for i, b in enumerate(branches)])
+        widest = [_avro(b, named, subject, path, seen, depth + 1) for b in branches]
+        if not all(t in (pa.int32(), pa.int64(), pa.float32(), pa.float64()) for t in widest):
+            raise UnusableSchema(subject, f"{where}: a union of int and long (or float and "
+                                 "double) with a logical type has no one column type")
+        return pa.int64() if pa.int64() in widest or pa.int32() in widest else pa.float64()
     if not isinstance(s, dict):
         raise UnusableSchema(subject, f"{where}: not an Avro schema")
     logical = _avro_logical(s, subject, where)

@@ -10,8 +10,14 @@
 
 and the "Schemas" section of a topic's page (:func:`topic_section`): the subjects of
 the topic-name strategy (``<topic>-key``, ``<topic>-value``) and of the topic-record-
-name strategy (``<topic>-<record name>``). A subject of the record-name strategy (the
-record's name alone) names no topic and is not found from it.
+name strategy (``<topic>-<record name>``), found by name; and those of the record-name
+strategy (the record's full name alone, which names no topic), found by the schema ids
+the topic's records carry: a subject without a ``-`` (a record's full name has none)
+one of whose versions' ids is in Confluent's header of one of the last
+:data:`RECENT_RECORDS` keys or values of each of the first :data:`RECENT_PARTITIONS`
+partitions. Cheap (a read of each sampled partition's last segment, no decoding) and
+right for a topic whose writers use that subject now; one written with it only long ago
+does not show it.
 
 The subject is a query parameter, not a path segment: a subject may hold ``/``
 (Protobuf references name subjects after their files), which a decoded path cannot
@@ -44,6 +50,9 @@ from log_layout.acls import SUBJECT
 
 #: most lines of the two schemas a diff compares (difflib is quadratic at worst)
 MAX_DIFF_LINES = 20_000
+#: the records at each partition's end, and the partitions, whose schema ids a topic's
+#: page looks at for its record-name-strategy subjects (module docstring)
+RECENT_RECORDS, RECENT_PARTITIONS = 50, 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +130,40 @@ def topic_subject_names(registry: SchemaRegistry, topic: str) -> list[str]:
     return [s for s in registry.subjects(prefix=prefix)
             if s in (f"{topic}-key", f"{topic}-value")
             or not (s.endswith("-key") or s.endswith("-value"))]
+
+
+def recent_schema_ids(meta: Any, topic: str) -> set[int]:
+    """The schema ids in Confluent's header (magic byte 0, 4-byte id) of the last
+    :data:`RECENT_RECORDS` keys and values of the topic's first :data:`RECENT_PARTITIONS`
+    partitions. Raises UnknownTopic, InvalidTopicName; a partition that cannot be read
+    (retention moved its start, a store error) gives none."""
+    ids: set[int] = set()
+    for plog in meta.partitions(topic)[:RECENT_PARTITIONS]:
+        try:
+            m = plog.snapshot()
+            start = max(m.log_start_offset, m.next_offset - RECENT_RECORDS)
+            batches = list(plog.read(start, m.next_offset, manifest=m)) \
+                if start < m.next_offset else []
+        except (OSError, SparklogError):
+            continue  # a sample: the page still shows what the other partitions give
+        for batch in batches:
+            for column in ("key", "value"):
+                if column not in batch.schema.names:
+                    continue
+                for raw in batch.column(column).to_pylist():
+                    if raw is not None and len(raw) >= 5 and raw[0] == 0:
+                        ids.add(int.from_bytes(raw[1:5], "big", signed=True))
+    return ids
+
+
+def record_subject_names(registry: SchemaRegistry, ids: set[int]) -> list[str]:
+    """The record-name-strategy subjects (no ``-`` in the name) one of whose live
+    versions has an id in ``ids``."""
+    if not ids:
+        return []
+    subjects = (registry.schemas.registry().get("subjects") or {})
+    return sorted(name for name, info in subjects.items() if "-" not in name and any(
+        not v.get("deleted") and v.get("id") in ids for v in info.get("versions", ())))
 
 
 # -- HTML ------------------------------------------------------------------------------------
@@ -260,6 +303,9 @@ async def topic_subjects(request: Request, topic: str) -> str:
     registry = request.app.state.gateway.schema_codec().registry
     try:
         names = await run_in_threadpool(topic_subject_names, registry, topic)
+        ids = await run_in_threadpool(recent_schema_ids, request.app.state.gateway.metadata,
+                                      topic)
+        names += await run_in_threadpool(record_subject_names, registry, ids)
         return topic_section(await run_in_threadpool(subjects, registry,
                                                      _readable(request, names)))
     except (OSError, SparklogError) as exc:

@@ -108,6 +108,28 @@ def test_json_schema_values(clicks):
         (2, None, sid)]
 
 
+def test_a_fraction_in_an_integer_field_is_undecodable(clicks):
+    """pyarrow would truncate 1.5 to 1 in a bigint column: the record does not fit."""
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer"}, "x": {"type": "number"},
+        "ns": {"type": "array", "items": {"type": "integer"}},
+        "m": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+    sid = register(clicks, "clicks-value", schema, "JSON")
+    append(clicks, "clicks", 0, [jsonschema(sid, {"n": 2.0, "x": 0.5, "ns": [1], "m": {"a": 3}}),
+                                 jsonschema(sid, {"n": 1.5}),
+                                 jsonschema(sid, {"ns": [1, 2, 3.25]}),
+                                 jsonschema(sid, {"m": {"a": 1e-3}})])
+    with pytest.raises(UndecodableRecord, match=r"clicks-0 offset 1: the value cannot be "
+                                                r"decoded: value\.n is 1\.5, not the integer"):
+        rows(clicks, subscribe="clicks", valueFormat="jsonschema")
+    assert decoded(clicks, subscribe="clicks", valueFormat="jsonschema", mode="PERMISSIVE") == [
+        (0, {"n": 2, "x": 0.5, "ns": [1], "m": [("a", 3)]}, sid),  # 2.0 is an integer
+        (1, None, sid), (2, None, sid), (3, None, sid)]
+    with pytest.raises(UndecodableRecord, match=r"offset 2: .*value\.ns\[2\] is 3\.25"):
+        rows(clicks, subscribe="clicks", valueFormat="jsonschema",
+             startingOffsets='{"clicks": {"0": 2}}')
+
+
 @pytest.mark.parametrize("raw, reason", [
     (b"{}", "shorter than Confluent's 5-byte header"),
     (b'{"a": 1}', "first byte is 0x7b, not Confluent's magic byte"),
@@ -158,7 +180,7 @@ def test_options_and_subjects_refused_clearly(clicks):
 
 
 @pytest.mark.parametrize("schema, reason", [
-    (["int", "string"], "a union of 2 non-null types"),
+    (["int", {"type": "long", "logicalType": "timestamp-millis"}], "with a logical type"),
     (record("Node", {"name": "next", "type": ["null", "test.Node"]}), "contains itself"),
     ({"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 0}, "38 digits"),
 ])
@@ -234,3 +256,85 @@ def test_hostile_records_fail_as_undecodable_or_read_as_null(fuzz_plan, raws):
     got = decode_batch(batch, (lenient,), description, "f", 0)
     assert got.num_rows == len(raws) and got.schema.field("value").type == plan.arrow_type
     assert all(v is None for v, raw in zip(got.column("value").to_pylist(), raws) if raw is None)
+
+
+def _varint(n: int) -> bytes:
+    """Avro's zigzag varint of a long."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+EMPTY_ITEMS = record("E", {"name": "nulls", "type": {"type": "array", "items": "null"}},
+                     {"name": "ns", "type": {"type": "array", "items": "long"}},
+                     {"name": "m", "type": {"type": "map", "values": "null"}})
+
+
+@pytest.fixture(scope="module")
+def empty_items_plan(tmp_path_factory):
+    """A plan decoding ``e-value``: arrays of nulls and of longs, a map of nulls."""
+    from log_layout import open_log
+    from pipeline.registry_decode import FAILFAST, plan_column
+
+    log = open_log(str(tmp_path_factory.mktemp("empty")))
+    sid = register(log, "e-value", EMPTY_ITEMS)
+    description = {"url": log.store.describe()["url"], "storage_options": None}
+    plan = plan_column(description, "value", "avro", "e-value", "latest", FAILFAST)
+    return plan, sid, description
+
+
+def _decode(plan, description, raws):
+    from pipeline.registry_decode import decode_batch
+
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(raws, pa.binary()),
+                                        "offset": pa.array(range(len(raws)), pa.int64())})
+    return decode_batch(batch, (plan,), description, "e", 0).column("value").to_pylist()
+
+
+def test_array_blocks_claiming_more_than_the_bytes_hold_are_undecodable(empty_items_plan):
+    """10 bytes claiming 2**62 nulls would keep fastavro looping for minutes."""
+    from pipeline.avro_bounds import MAX_EMPTY_ITEMS
+
+    plan, sid, description = empty_items_plan
+    fine = header(sid) + _varint(3) + _varint(0) + _varint(2) + _varint(7) * 2 + _varint(0) \
+        + _varint(1) + _varint(1) + b"k" + _varint(0)
+    assert _decode(plan, description, [fine]) == [
+        {"nulls": [None] * 3, "ns": [7, 7], "m": [("k", None)]}]
+    hostile = {
+        "more than 1,000,000 empty array items": _varint(2 ** 62) + _varint(0) * 3,
+        "in all": (_varint(MAX_EMPTY_ITEMS) + _varint(1)) + _varint(0) * 3,
+        "a block of 1,099,511,627,776 items": _varint(0) + _varint(2 ** 40) + _varint(1),
+        "a block of 4,611,686,018,427,387,904 items": _varint(0) + _varint(-(2 ** 62))
+        + _varint(8) + _varint(1)}
+    for reason, body in hostile.items():
+        reason = "more than 1,000,000 empty" if reason == "in all" else reason
+        with pytest.raises(UndecodableRecord, match=f"e-0 offset 1: .*{reason}"):
+            _decode(plan, description, [fine, header(sid) + body])
+    # a map of nulls has a key per entry: fastavro runs out of bytes by itself
+    with pytest.raises(UndecodableRecord, match="e-0 offset 0"):
+        _decode(plan, description, [header(sid) + _varint(0) * 2 + _varint(2 ** 62) + b"k"])
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.integers(-(2 ** 63), 2 ** 63 - 1).map(_varint),
+                          st.binary(max_size=4)), max_size=12))
+def test_hostile_counts_end_as_undecodable_or_read(empty_items_plan, parts):
+    """Whatever counts the bytes claim, a record decodes or is undecodable (and the test
+    ends: no block loops over items its bytes cannot hold)."""
+    import dataclasses
+
+    from pipeline.registry_decode import PERMISSIVE
+
+    plan, sid, description = empty_items_plan
+    raw = header(sid) + b"".join(parts)
+    try:
+        got = _decode(plan, description, [raw])
+    except UndecodableRecord as e:
+        assert e.offset == 0
+    else:
+        assert len(got[0]["nulls"]) <= 1_000_000
+    assert len(_decode(dataclasses.replace(plan, mode=PERMISSIVE), description, [raw])) == 1

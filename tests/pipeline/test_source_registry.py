@@ -63,3 +63,32 @@ def test_an_undecodable_record_fails_the_query_naming_its_offset(spark, local_lo
     rows = read(spark, local_log, subscribe="reg_bad", valueFormat="avro",
                 mode="PERMISSIVE").orderBy("offset").select("value.url").collect()
     assert [r.url for r in rows] == ["/a", None]
+
+
+UNION = record("Shape", {"name": "size", "type": ["null", "int", "string"]},
+               {"name": "parts", "type": {"type": "array", "items": ["long", "string"]}})
+
+
+def test_unions_read_as_member_structs_batch_and_streaming(spark, local_log, tmp_path):
+    local_log.create_topic("reg_shapes", {"partitions": 1})
+    sid = register(local_log, "reg_shapes-value", UNION)
+    append(local_log, "reg_shapes", 0, [avro(UNION, sid, {"size": 3, "parts": [1, "a"]}),
+                                        avro(UNION, sid, {"size": "big", "parts": []}),
+                                        avro(UNION, sid, {"size": None, "parts": ["b"]})])
+    df = read(spark, local_log, subscribe="reg_shapes", valueFormat="avro")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<size:struct<member0:int,member1:string>,"
+        "parts:array<struct<member0:bigint,member1:string>>>")
+    query = "value.size.member0 AS n, value.size.member1 AS s, value.parts.member1 AS p"
+    want = [(3, None, [None, "a"]), (None, "big", []), (None, None, ["b"])]
+    assert [tuple(r) for r in df.orderBy("offset").selectExpr(*query.split(", "))
+            .collect()] == want
+    stream = (spark.readStream.format("sparklog")
+              .options(**source_options(local_log, subscribe="reg_shapes", valueFormat="avro",
+                                        startingOffsets="earliest")).load())
+    q = (stream.selectExpr(*query.split(", "), "offset").writeStream.format("memory")
+         .queryName("reg_shapes_stream").option("checkpointLocation", str(tmp_path / "cp"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert [tuple(r)[:3] for r in spark.table("reg_shapes_stream").orderBy("offset")
+            .collect()] == want

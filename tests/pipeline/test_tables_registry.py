@@ -15,7 +15,7 @@ from log_layout import open_log
 from pipeline import tables
 from pipeline.errors import TableError
 from tests.pipeline.conftest import append
-from tests.pipeline.registry_records import jsonschema, record, register
+from tests.pipeline.registry_records import avro, jsonschema, record, register
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -120,3 +120,26 @@ def test_compacted_json_schema_topic_merges_by_key(spark, local_log, capsys):
     with pytest.raises(TableError, match="mode=PERMISSIVE cannot materialise a compacted"):
         tables.materialize(spark, "reg_users", "reg_users", log=local_log,
                            value_format="jsonschema", options={"mode": "permissive"})
+
+
+def test_a_union_column_evolves_when_a_branch_is_added(spark, local_log):
+    """A union of several types is a member0..N struct column; a writer adding a branch
+    at the end adds a nested field, which Delta follows by mergeSchema."""
+    local_log.create_topic("reg_u", {"partitions": 1})
+    u1 = record("U", URL, {"name": "v", "type": ["null", "int", "string"]})
+    u2 = record("U", URL, {"name": "v", "type": ["null", "int", "string", "double"]})
+    id1 = register(local_log, "reg_u-value", u1)
+    append(local_log, "reg_u", 0, [avro(u1, id1, {"url": "/a", "v": 1}),
+                                   avro(u1, id1, {"url": "/b", "v": "x"})])
+    tables.materialize(spark, "reg_u", "reg_u", log=local_log, value_format="avro")
+    assert spark.table("reg_u").schema["v"].dataType.simpleString() == (
+        "struct<member0:int,member1:string>")
+    id2 = register(local_log, "reg_u-value", u2)
+    append(local_log, "reg_u", 0, [avro(u2, id2, {"url": "/c", "v": 2.5})])
+    tables.materialize(spark, "reg_u", "reg_u", log=local_log, value_format="avro")
+    table = spark.table("reg_u")
+    assert table.schema["v"].dataType.simpleString() == (
+        "struct<member0:int,member1:string,member2:double>")
+    assert sorted(tuple(r) for r in table.selectExpr("url", "v.member0", "v.member1",
+                                                     "v.member2").collect()) == [
+        ("/a", 1, None, None), ("/b", None, "x", None), ("/c", None, None, 2.5)]

@@ -137,6 +137,22 @@ def test_a_topic_page_shows_its_subjects(gw, http):
     assert 'href="/ui/schemas?subject=clicks-value"' in page
 
 
+def test_a_topic_page_shows_record_name_subjects_its_records_carry(gw, http):
+    """A record-name-strategy subject (the record's full name) names no topic: the page
+    finds it by the schema id in a recent record's header."""
+    client = SchemaRegistryClient({"url": gw.url + "/schema-registry"})
+    view = client.register_schema("com.acme.View", avro("page", name="View"))
+    client.register_schema("com.acme.Unused", avro("u", name="Unused"))  # no record has it
+    assert "com.acme.View" not in [r[0] for r in rows_of(get(http, gw, "/ui/topics/clicks")[1],
+                                                         "topic-subjects")]
+    r = http.request("POST", gw.url + "/topics/clicks", body=json.dumps(
+        {"value_schema_id": view, "records": [{"value": {"page": "/home"}}]}).encode(),
+        headers={"Content-Type": "application/vnd.kafka.avro.v2+json"})
+    assert r.status == 200, r.data
+    names = [r[0] for r in rows_of(get(http, gw, "/ui/topics/clicks")[1], "topic-subjects")]
+    assert names == ["clicks-com.acme.Click", "clicks-key", "clicks-value", "com.acme.View"]
+
+
 def test_unknown_subjects_and_versions_and_bad_numbers(gw, http):
     status, page = get(http, gw, "/ui/schemas?subject=nope-value")
     assert status == 404 and "Subject &#x27;nope-value&#x27; not found" in page
