@@ -11,7 +11,6 @@ id names, open in t-0), so ``find-hanging`` has one to find."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from log_layout import open_log
 from log_layout import transactions as tx
 from tests import jvm
+from tests.ingest_gateway.kafka import tool_runner
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 from tests.log_layout.txn_helpers import plain_append, txn_append
 
@@ -49,12 +49,10 @@ def gw(tmp_path_factory):
 
 def run(tools, gw, main: str, *args: str, ok: bool = True) -> str:
     """Run one tool's main class; its stdout (stderr too when ``ok`` is False)."""
-    cmd = jvm.java("-cp", tools.classpath, f"org.apache.kafka.tools.{main}",
-           "--bootstrap-server", gw.bootstrap, *args)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KAFKA_LOG4J_OPTS": ""})
+    proc = tool_runner.run(tools.classpath, f"org.apache.kafka.tools.{main}",
+                           "--bootstrap-server", gw.bootstrap, *args)
     if ok:
-        assert proc.returncode == 0, (cmd, proc.stdout[-2000:], proc.stderr[-3000:])
+        assert proc.returncode == 0, (proc.args, proc.stdout[-2000:], proc.stderr[-3000:])
         return proc.stdout
     return proc.stdout + proc.stderr
 

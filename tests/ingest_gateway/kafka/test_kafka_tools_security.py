@@ -17,7 +17,6 @@ gateway's SASL_PLAINTEXT listener offering PLAIN and SCRAM with sessions of
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 
 import pytest
@@ -25,7 +24,7 @@ import pytest
 from ingest_gateway.security import passwords
 from log_layout import open_log, scram as scram_docs
 from log_layout import transactions as tx
-from tests import jvm
+from tests.ingest_gateway.kafka import tool_runner
 from tests.ingest_gateway.kafka.kafka_gateway import KafkaGatewayProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_broker]
@@ -66,10 +65,9 @@ def props(gw, mechanism: str, user: str, password: str, name: str) -> str:
 
 
 def java(tools, main: str, *args: str, stdin: str | None = None, timeout: int = 180) -> str:
-    cmd = jvm.java("-cp", tools.classpath, f"org.apache.kafka.tools.{main}", *args)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin,
-                          env={**os.environ, "KAFKA_LOG4J_OPTS": ""})
-    assert proc.returncode == 0, (cmd, proc.stdout[-2000:], proc.stderr[:2500])
+    proc = tool_runner.run(tools.classpath, f"org.apache.kafka.tools.{main}", *args,
+                           stdin=stdin or "", timeout=timeout)
+    assert proc.returncode == 0, (proc.args, proc.stdout[-2000:], proc.stderr[:2500])
     return proc.stdout
 
 
