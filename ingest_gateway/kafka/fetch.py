@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from ingest_gateway.kafka import codes, fetch_sessions, records, throttle
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.context import ZERO, KafkaContext, names_by_id
+from ingest_gateway.kafka.context import ZERO, KafkaContext, resolve_ids
 from ingest_gateway.kafka.wire import Header, error, make, response_module
 from log_layout import OffsetOutOfRange
 from log_layout.leader_epochs import epoch_at
@@ -103,7 +103,7 @@ async def _asked(ctx: KafkaContext, head: Header, wanted: dict
     (named ``?<id>``, which is no topic's name)."""
     if head.api_version < 13:
         return [(t, p, off) for (t, p), (off, _) in wanted.items()], {}, {}
-    found = await ctx.hub().run(names_by_id, ctx, {t for t, _ in wanted})
+    found = await resolve_ids(ctx, {t for t, _ in wanted})
     ids = {found.get(t, f"?{t}"): t for t, _ in wanted}
     asked = [(found.get(t, f"?{t}"), p, off) for (t, p), (off, _) in wanted.items()]
     return asked, ids, {(t, p): codes.UNKNOWN_TOPIC_ID for t, p, _ in asked if t.startswith("?")}

@@ -27,7 +27,7 @@ refused with ``INVALID_REQUEST``.
 A partition's error is its own; the others of the request still go.
 
 **Topic ids** (v13, KIP-516): the request names topics by id; :func:`by_topic_id`
-resolves them (``broker.names_by_id``, as Fetch v13 does), has the handler serve the
+resolves them (``context.resolve_ids``, as Fetch v13 does), has the handler serve the
 request as v12 (the same semantics by name: ACLs, checks, answers), and answers by id;
 an id no topic has answers ``UNKNOWN_TOPIC_ID`` for each of its partitions (at acks=0
 the connection is closed instead, as for any refused partition).
@@ -44,7 +44,7 @@ from typing import Any
 
 from ingest_gateway.kafka import codes, records, tail_cache
 from ingest_gateway.kafka import security as sec
-from ingest_gateway.kafka.context import ZERO, KafkaContext, names_by_id
+from ingest_gateway.kafka.context import ZERO, KafkaContext, resolve_ids
 from ingest_gateway.kafka.wire import Header, ProtocolError, error, field_names, make, \
     response_module
 from ingest_gateway.errors import InvalidRequiredAcks
@@ -108,12 +108,11 @@ async def _partition(ctx: KafkaContext, topic: str, partition: int, data: bytes 
         return topic, partition, sec.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized to write"
     base = -1
     try:
-        raw = bytes(data or b"")
+        # decoded once: each batch keeps its bytes as received for the tail cache
         batches = records.decode_batches(
-            raw, max_bytes=ctx.settings.gateway.max_uncompressed_request_size)
+            data or b"", max_bytes=ctx.settings.gateway.max_uncompressed_request_size)
         cache = ctx.tail_cache if acks == -1 else None  # kept once committed
-        frames = tail_cache.frames(raw) if cache is not None else ()
-        for i, b in enumerate(batches):
+        for b in batches:
             if b.is_transactional or b.is_control:
                 return topic, partition, codes.INVALID_REQUEST, -1, \
                     "a transactional or control batch in a Produce without a transactional id"
@@ -128,7 +127,7 @@ async def _partition(ctx: KafkaContext, topic: str, partition: int, data: bytes 
             if base < 0 and r.base_offset is not None:
                 base = r.base_offset
             if cache is not None and r.base_offset is not None:
-                _cache(ctx, cache, topic, partition, r.base_offset, b, frames[i])
+                _cache(ctx, cache, topic, partition, r.base_offset, b)
         return topic, partition, codes.NONE, base, None
     except Exception as e:  # noqa: BLE001 - every failure is this partition's error code
         code = codes.code_of(e)
@@ -138,7 +137,7 @@ async def _partition(ctx: KafkaContext, topic: str, partition: int, data: bytes 
 
 
 def _cache(ctx: KafkaContext, cache: tail_cache.TailCache, topic: str, partition: int,
-           base: int, batch: records.DecodedBatch, raw: memoryview) -> None:
+           base: int, batch: records.DecodedBatch) -> None:
     """Keep a committed batch in the tail cache, under the topic's id and the leader
     epoch this gateway writes the partition at (not writing it: not kept)."""
     try:  # the records are committed: nothing here may turn that into an error
@@ -149,7 +148,7 @@ def _cache(ctx: KafkaContext, cache: tail_cache.TailCache, topic: str, partition
     if state is None or info.config.message_timestamp_type != "CreateTime":
         return  # LogAppendTime: the segments hold the append time, not the batch's
     cache.add((topic, partition), topic_id=info.topic_id,
-              leader_epoch=state.writer.epoch, base=base, batch=batch, raw=raw)
+              leader_epoch=state.writer.epoch, base=base, batch=batch)
 
 
 #: the last Produce version that names topics (v13 names them by id)
@@ -171,7 +170,7 @@ def by_topic_id(inner: Handler) -> Handler:
         if head.api_version <= BY_NAME:
             return await inner(ctx, head, req)
         ids = {t.topic_id for t in req.topic_data if t.topic_id is not None}
-        names = await ctx.hub().run(names_by_id, ctx, ids)
+        names = await resolve_ids(ctx, ids)
         known = tuple(_Named(names[t.topic_id], t.partition_data) for t in req.topic_data
                       if t.topic_id in names)
         unknown = [(t.topic_id, p.index) for t in req.topic_data if t.topic_id not in names

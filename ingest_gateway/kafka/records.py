@@ -127,6 +127,8 @@ class DecodedBatch:
     offset_deltas: np.ndarray
     #: key, value, timestamp (ms; null for Kafka's -1 "no timestamp"), headers
     table: pa.Table
+    #: the batch's bytes as received (a view into the request; the tail cache keeps them)
+    raw: memoryview = memoryview(b"")
 
     @property
     def record_count(self) -> int:
@@ -172,7 +174,7 @@ def decode_batches(data: bytes | bytearray | memoryview, *, max_bytes: int
         if len(body) > budget:
             raise RecordsTooLarge(max_bytes)
         budget -= len(body)
-        batches.append(_decode_one(view[pos:pos + HEADER.size], body, fields, pos))
+        batches.append(_decode_one(view[pos:end], body, fields, pos))
         pos = end
     return batches
 
@@ -273,15 +275,17 @@ def _snappy_length(block: memoryview) -> int:
     raise CorruptRecordBatch("a snappy block's length varint is malformed")
 
 
-def _decode_one(header: memoryview, body: memoryview, fields: tuple, pos: int
+def _decode_one(raw: memoryview, body: memoryview, fields: tuple, pos: int
                 ) -> DecodedBatch:
-    """The records of one checked batch (``body`` already decompressed)."""
+    """The records of one checked batch (``raw``: its bytes; ``body`` its records,
+    already decompressed)."""
     (base_offset, _, leader_epoch, _, _, attributes, last_delta, first_ts, max_ts,
      producer_id, producer_epoch, base_sequence, count) = fields
     if count > len(body) // MIN_RECORD_SIZE:
         raise CorruptRecordBatch(f"the record batch at byte {pos} claims {count} records "
                                  f"in {len(body)} bytes")
-    plain = bytearray(header)  # aiokafka's reader (records_columns) must not decompress
+    # aiokafka's reader (records_columns) must not decompress
+    plain = bytearray(raw[:HEADER.size])
     struct.pack_into(">h", plain, CRC_START, attributes & ~CODEC_MASK)
     try:
         cols = columns.read(bytes(plain), body, count=count, first_timestamp=first_ts,
@@ -300,7 +304,7 @@ def _decode_one(header: memoryview, body: memoryview, fields: tuple, pos: int
                         producer_epoch, base_sequence, CODECS[attributes & CODEC_MASK],
                         (attributes & TIMESTAMP_TYPE_BIT) >> 3,
                         bool(attributes & TRANSACTIONAL_BIT), bool(attributes & CONTROL_BIT),
-                        deltas.astype(np.int32), table)
+                        deltas.astype(np.int32), table, raw)
 
 
 def _timestamps(ts: np.ndarray, pos: int) -> pa.Array:

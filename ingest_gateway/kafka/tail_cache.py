@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest_gateway.kafka import records
-from ingest_gateway.kafka.records_columns import LOG_OVERHEAD
 from log_layout.leader_epochs import epoch_at
 
 #: one cache per gateway (keyed by its batcher, shared by its Kafka listeners)
@@ -79,9 +78,10 @@ class TailCache:
                                   registry=registry)
 
     def add(self, tp: tuple[str, int], *, topic_id: str, leader_epoch: int, base: int,
-            batch: records.DecodedBatch, raw: bytes | memoryview) -> None:
-        """Keep one committed batch appended whole at ``base`` (see the module doc)."""
-        n = batch.record_count
+            batch: records.DecodedBatch) -> None:
+        """Keep one committed batch appended whole at ``base`` (see the module doc): its
+        bytes as received (``batch.raw``), copied once to stamp the base offset."""
+        n, raw = batch.record_count, batch.raw
         if (self.max_bytes <= 0 or len(raw) > self.max_bytes or n == 0 or leader_epoch < 0
                 or batch.is_control or batch.is_transactional
                 or batch.timestamp_type != records.CREATE_TIME
@@ -152,14 +152,3 @@ class TailCache:
             entry = part.batches.get(offset)
         return out or None
 
-
-def frames(data: bytes | memoryview) -> list[memoryview]:
-    """Each record batch's bytes in a Produce's ``records`` (already checked by
-    ``records.decode_batches``)."""
-    view = memoryview(data)
-    out, pos = [], 0
-    while pos < len(view):
-        end = pos + LOG_OVERHEAD + int.from_bytes(view[pos + 8:pos + 12], "big")
-        out.append(view[pos:end])
-        pos = end
-    return out

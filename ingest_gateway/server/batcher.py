@@ -75,9 +75,9 @@ logger = logging.getLogger("sparklog.gateway")
 
 CommitListener = Callable[[str, int, int], None]
 
-#: a batch up to this size is written on the event loop itself when the store's commits
-#: are cheap (``Store.cheap_commits``): one-record requests at low load
-INLINE_FLUSH_BYTES = 64 * 1024
+#: the largest batch written on the loop itself on a store of cheap commits: under a Kafka
+#: batch (16 KB), which on the loop blocked arrivals, so each request was a flush (issue 30)
+INLINE_FLUSH_BYTES = 4 * 1024
 
 
 class Batcher:

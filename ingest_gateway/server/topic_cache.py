@@ -52,6 +52,14 @@ class TopicCache:
         # shielded: a cancelled request leaves the read to the others waiting for it
         return await asyncio.shield(self._shared_load(topic))
 
+    def known(self, topic: str) -> TopicInfo | None:
+        """The topic's metadata if read under ``cache_s`` ago, else None; never reads
+        the store (for a lookup on the event loop that would otherwise take a thread)."""
+        hit = self._topics.get(topic)
+        if hit is None or time.monotonic() - hit[0] >= self.cache_s:
+            return None
+        return hit[1]
+
     def _shared_load(self, topic: str) -> asyncio.Future:
         """The read of ``topic`` under way, or a new one. One read per expiry, however many
         requests are waiting: without this, every request arriving while the read runs

@@ -189,6 +189,7 @@ def _batch(n: int, codec: str = "none", **kw) -> tuple[records.DecodedBatch, byt
     table = table.cast(PART_SCHEMA) if table.schema != PART_SCHEMA else table
     raw = records.encode_batch(table, base_offset=0, codec=codec, **kw)
     (decoded,) = records.decode_batches(raw, max_bytes=1 << 20)
+    assert bytes(decoded.raw) == raw  # decoded once: the batch keeps its bytes as received
     return decoded, raw
 
 
@@ -205,7 +206,8 @@ def _take(cache, offset, m=None, committed=False, codec="producer", max_bytes=1 
 
 
 def _add(cache, base, batch, raw, epoch=1, topic_id="id"):
-    cache.add(("t", 0), topic_id=topic_id, leader_epoch=epoch, base=base, batch=batch, raw=raw)
+    assert bytes(batch.raw) == raw  # what the cache keeps is the batch's own bytes
+    cache.add(("t", 0), topic_id=topic_id, leader_epoch=epoch, base=base, batch=batch)
 
 
 def test_a_contiguous_run_is_served_stamped_and_a_gap_ends_it():

@@ -96,3 +96,25 @@ def test_a_topic_deleted_elsewhere_is_forgotten_after_one_known_answer(tmp_path)
             await asyncio.wait_for(forgotten(), timeout=60)
 
     asyncio.run(scenario())
+
+
+def test_known_answers_only_a_fresh_entry_and_never_reads(tmp_path):
+    """``known`` (the Kafka listener's topic-id lookup on the event loop, issue 30): the
+    cached metadata while fresh, None before the first read, once expired and once
+    forgotten; it never starts a read itself."""
+    async def scenario():
+        reads = HeldReads()
+        reads.release()
+        settings = conf.load({"store.url": str(tmp_path / "store")})
+        log = open_log(str(tmp_path / "store"))
+        log.create_topic("t", {"partitions": 2})
+        fresh = TopicCache(log, settings.gateway, settings.topic, reads, cache_s=3600.0)
+        assert fresh.known("t") is None and reads.started == 0  # not read yet: no read
+        info = await fresh.get("t")
+        assert fresh.known("t") == info and reads.started == 1
+        fresh.forget("t")  # deleted or altered: no longer vouched for
+        assert fresh.known("t") is None and reads.started == 1
+        _, expired = cache_over(tmp_path, reads)  # cache_s=0: every entry already stale
+        await expired.get("t")
+        assert expired.known("t") is None
+    asyncio.run(scenario())
