@@ -70,9 +70,9 @@ def own_kafka_log(own_kafka_store):
     return open_log(own_kafka_store)
 
 
-def connect(gw: KafkaGatewayProcess) -> socket.socket:
-    s = socket.create_connection(("127.0.0.1", gw.kafka_port), timeout=10)
-    return s
+def connect(gw: KafkaGatewayProcess, timeout: float = 10) -> socket.socket:
+    """A raw connection to the Kafka listener; ``timeout`` bounds each send and receive."""
+    return socket.create_connection(("127.0.0.1", gw.kafka_port), timeout=timeout)
 
 
 def frame(request, version: int, correlation_id: int = 7, client_id: str = "raw") -> bytes:

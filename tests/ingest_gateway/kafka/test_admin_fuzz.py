@@ -112,12 +112,14 @@ def test_absurd_values_get_kafkas_codes_on_a_connection_kept_open(gw):
         assert resp.results[0].error_code == 0
 
 
-@pytest.mark.slow  # 130,000 partitions sent: ~15 s at load 18
+@pytest.mark.slow  # 130,000 partitions sent: ~15 s at load 18, ~40 s at load 6 (2026-11-29)
 def test_fetch_sessions_refuse_forged_ids_epochs_and_floods(gw):
     from ingest_gateway.kafka.fetch_sessions import MAX_PARTITIONS
     from tests.ingest_gateway.kafka.test_fetch_sessions import _fetch
 
-    with connect(gw) as s:
+    # an incremental fetch walks its whole session: the request that brings it to 90,000
+    # partitions took 18 s of the gateway (2026-11-29, load 6), over connect()'s 10 s
+    with connect(gw, timeout=120) as s:
         for sid, epoch in ((-7, 1), (2**31 - 1, 2**31 - 1), (0, 5), (1, -2)):
             resp = _fetch(s, 12, "t", {0: 0}, sid, epoch)
             assert resp.error_code == 70 and resp.responses == ()  # FETCH_SESSION_ID_NOT_FOUND
