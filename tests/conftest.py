@@ -284,7 +284,8 @@ def shared_log(shared_store):
 def spark():
     from pipeline.spark import session
 
-    spark = session(master="local[2]", extra={"spark.sql.shuffle.partitions": "4",
-                                              "spark.default.parallelism": "4"})
+    with jvm.favoured():  # its streaming runners must connect back within 10 s
+        spark = session(master="local[2]", extra={"spark.sql.shuffle.partitions": "4",
+                                                  "spark.default.parallelism": "4"})
     yield spark
     spark.stop()

@@ -12,6 +12,7 @@ changed: this is the test environment's choice, as it would be a developer's
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 #: C1 only, the serial collector (no parallel GC threads on two cores), and no bytecode
@@ -40,3 +41,31 @@ def install() -> None:
     os.environ.setdefault("SPARK_CONF_DIR", SPARK_CONF_DIR)
     os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(QUICK_START))
     os.environ.setdefault("SPARK_LAUNCHER_OPTS", " ".join(QUICK_START))
+
+
+#: how much the session's Spark is favoured over the tests beside it (nice -5: about three
+#: times the CPU share of a default process while both want it)
+FAVOUR = 5
+
+
+@contextlib.contextmanager
+def favoured():
+    """Processes started inside (and theirs) run at a higher priority, where the OS lets
+    this process raise it (root, as CI runs); elsewhere nothing changes.
+
+    Spark gives a Python worker it starts without its daemon (a streaming source's runner,
+    one per query start) a fixed 10 seconds to connect back (``PythonWorkerFactory``:
+    ``Selector.select(10000)``, no setting). With four workers on two cores and a slow
+    core (2026-11-29: 0.92 CPU-seconds for 10^7 Python additions, quiet), that worker's
+    start (0.6 CPU-seconds of imports) lost the race in four streaming tests of one full
+    run. The JVM's children inherit its priority.
+    """
+    try:
+        os.nice(-FAVOUR)
+    except OSError:  # not permitted: an ordinary user
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.nice(FAVOUR)
