@@ -144,37 +144,38 @@ public final class ToolRunner {
                 continue;
             }
             Class<?> procedure = Class.forName(name + "$Procedure");
-            Object proxy = Proxy.newProxyInstance(ToolRunner.class.getClassLoader(),
-                new Class<?>[] {procedure}, (self, method, margs) -> {
-                    switch (method.getName()) {
-                        case "hashCode": return System.identityHashCode(self);
-                        case "equals": return self == margs[0];
-                        case "toString": return "ToolRunner's exit procedure";
-                        default: break;
-                    }
-                    if (exitStatus == null) {
-                        exitStatus = (Integer) margs[0];
-                    }
-                    throw new ExitCalled((Integer) margs[0]);
-                });
+            Object proxy = implement(procedure, "ToolRunner's exit procedure", margs -> {
+                if (exitStatus == null) {
+                    exitStatus = (Integer) margs[0];
+                }
+                throw new ExitCalled((Integer) margs[0]);
+            });
             exit.getMethod("setExitProcedure", procedure).invoke(null, proxy);
             exit.getMethod("setHaltProcedure", procedure).invoke(null, proxy);
             Class<?> adder = Class.forName(name + "$ShutdownHookAdder");
-            Object keeper = Proxy.newProxyInstance(ToolRunner.class.getClassLoader(),
-                new Class<?>[] {adder}, (self, method, margs) -> {
-                    switch (method.getName()) {
-                        case "hashCode": return System.identityHashCode(self);
-                        case "equals": return self == margs[0];
-                        case "toString": return "ToolRunner's shutdown hooks";
-                        default: break;
-                    }
-                    Thread hook = new Thread((Runnable) margs[1], (String) margs[0]);
-                    synchronized (hooks) {
-                        hooks.add(hook);
-                    }
-                    return null;
-                });
+            Object keeper = implement(adder, "ToolRunner's shutdown hooks", margs -> {
+                Thread hook = new Thread((Runnable) margs[1], (String) margs[0]);
+                synchronized (hooks) {
+                    hooks.add(hook);
+                }
+                return null;
+            });
             exit.getMethod("setShutdownHookAdder", adder).invoke(null, keeper);
         }
+    }
+
+    /** An instance of the one-method interface {@code type} whose method runs {@code body}
+     *  on its arguments (Object's own methods answer as an identity would). */
+    static Object implement(Class<?> type, String label,
+                            java.util.function.Function<Object[], Object> body) {
+        return Proxy.newProxyInstance(ToolRunner.class.getClassLoader(), new Class<?>[] {type},
+            (self, method, margs) -> {
+                switch (method.getName()) {
+                    case "hashCode": return System.identityHashCode(self);
+                    case "equals": return self == margs[0];
+                    case "toString": return label;
+                    default: return body.apply(margs);
+                }
+            });
     }
 }
