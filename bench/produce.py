@@ -198,13 +198,16 @@ def run_raw_asgi(seconds: float, connections: int) -> dict:
         import socket
 
         def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the raw ASGI app exited with status {proc.returncode}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 return True
             except OSError:
                 return False
 
-        wait_for(up, timeout=30, what="raw ASGI app")
+        # the gateways' own start bound: a loaded 2-core machine took over 30 s (2026-11-29)
+        wait_for(up, timeout=120, what="raw ASGI app")
         return run_rest(port, "bench", 1, "1", seconds, connections)
     finally:
         proc.terminate()
